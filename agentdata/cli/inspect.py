@@ -1,0 +1,29 @@
+"""`agentdata inspect FILE`: pretty-print problems, trajectories or a collect run dir."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agentdata.cli.common import AnswerField, QuestionField, console
+from agentdata.inspection import load_for_inspection
+from agentdata.views import conversation, problems_summary, problems_table, trajectories_summary
+
+
+def command(
+    path: Annotated[Path, typer.Argument(help="A problem file, a trajectory file, or a collect run dir.")],
+    show: Annotated[int, typer.Option("--show", "-n", help="How many records to print in full.")] = 3,
+    question_field: QuestionField = None,
+    answer_field: AnswerField = None,
+) -> None:
+    """Pretty-print problems or trajectories, with a summary table."""
+    kind, records = load_for_inspection(path, question_field, answer_field)
+    if kind == "trajectories":
+        for trajectory in records[:show]:
+            console.print(conversation(trajectory))
+        console.print(trajectories_summary(records, title=f"{path}"))
+    else:
+        console.print(problems_table(records, limit=show))
+        console.print(problems_summary(records))

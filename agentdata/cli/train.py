@@ -1,0 +1,8 @@
+"""`agentdata train` (not built yet)."""
+
+from agentdata.cli.common import not_built
+
+
+def command() -> None:
+    """Not built yet."""
+    not_built("train")

@@ -1,0 +1,205 @@
+"""Load problems from the file layouts people already have.
+
+Recognised without flags: JSONL, JSON (a list, or {"data": [...]}), Parquet, CSV, and a
+directory saved with `datasets.save_to_disk`; columns named as in the common math and
+RL datasets (see QUESTION_FIELDS and ANSWER_FIELDS). A dotted name such as
+`reward_model.ground_truth` reaches into nested columns. A verl-style `prompt` column of
+chat messages gives its last user message as the question.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+from agentdata.errors import InputFileError
+from agentdata.records import Problem
+
+QUESTION_FIELDS = ("question", "problem", "Problem", "Question", "prompt", "query")
+ANSWER_FIELDS = ("answer", "Answer", "reward_model.ground_truth", "ground_truth", "solution", "final_answer")
+ID_FIELDS = ("id", "problem_id", "ID")
+SOURCE_FIELDS = ("source", "data_source")
+DOMAIN_FIELDS = ("domain", "ability")
+SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
+
+
+def load_problems(
+    path: str | os.PathLike,
+    question_field: str | None = None,
+    answer_field: str | None = None,
+    require_answer: bool = True,
+) -> list[Problem]:
+    """Read every problem in `path`; raise InputFileError with file and row on bad input."""
+    path = Path(path)
+    rows = list(_read_rows(path))
+    if not rows:
+        raise InputFileError(path, "no rows: the file is empty")
+    columns = _columns(rows)
+    question_key = _pick(path, columns, question_field, QUESTION_FIELDS, "question", "--question-field")
+    answer_key = _pick(path, columns, answer_field, ANSWER_FIELDS, "answer", "--answer-field", required=require_answer)
+    return [_to_problem(path, number, row, question_key, answer_key) for number, row in enumerate(rows, start=1)]
+
+
+# --------------------------------------------------------------------------- reading
+
+def _read_rows(path: Path) -> Iterator[dict[str, Any]]:
+    if not path.exists():
+        raise InputFileError(path, "no such file or directory")
+    if path.is_dir():
+        yield from _read_dataset_dir(path)
+        return
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        yield from _read_jsonl(path)
+    elif suffix == ".json":
+        yield from _read_json(path)
+    elif suffix == ".parquet":
+        yield from _read_parquet(path)
+    elif suffix == ".csv":
+        yield from _read_csv(path)
+    else:
+        raise InputFileError(path, f"unknown file type {suffix!r}; use one of {', '.join(SUFFIXES)} or a dataset dir")
+
+
+def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise InputFileError(path, f"not valid JSON ({error.msg})", row=number) from None
+            if not isinstance(row, dict):
+                raise InputFileError(path, "expected a JSON object", row=number)
+            yield row
+
+
+def _read_json(path: Path) -> Iterator[dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8") or "[]")
+    except json.JSONDecodeError as error:
+        raise InputFileError(path, f"not valid JSON ({error.msg} at line {error.lineno})") from None
+    if isinstance(data, dict):
+        data = data.get("data", data.get("rows", [data]))
+    if not isinstance(data, list):
+        raise InputFileError(path, "expected a list of objects")
+    for number, row in enumerate(data, start=1):
+        if not isinstance(row, dict):
+            raise InputFileError(path, "expected a JSON object", row=number)
+        yield row
+
+
+def _read_parquet(path: Path) -> Iterator[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as error:  # pyarrow raises several types for a broken file
+        raise InputFileError(path, f"not a readable Parquet file ({error})") from None
+    yield from table.to_pylist()
+
+
+def _read_csv(path: Path) -> Iterator[dict[str, Any]]:
+    with open(path, encoding="utf-8", newline="") as handle:
+        yield from csv.DictReader(handle)
+
+
+def _read_dataset_dir(path: Path) -> Iterator[dict[str, Any]]:
+    import datasets
+
+    try:
+        dataset = datasets.load_from_disk(str(path))
+    except Exception as error:
+        raise InputFileError(path, f"not a dataset saved with save_to_disk ({error})") from None
+    if isinstance(dataset, datasets.DatasetDict):
+        split = "test" if "test" in dataset else next(iter(dataset))
+        dataset = dataset[split]
+    yield from dataset
+
+
+# --------------------------------------------------------------------------- columns
+
+def _get(row: dict[str, Any], key: str) -> Any:
+    """Look up `key`, reaching into nested dicts for dotted names."""
+    if key in row:
+        return row[key]
+    value: Any = row
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _columns(rows: list[dict[str, Any]]) -> set[str]:
+    names: set[str] = set()
+    for row in rows[:100]:
+        for key, value in row.items():
+            names.add(key)
+            if isinstance(value, dict):
+                names.update(f"{key}.{inner}" for inner in value)
+    return names
+
+
+def _pick(
+    path: Path, columns: set[str], chosen: str | None, candidates: tuple[str, ...], what: str, flag: str,
+    required: bool = True,
+) -> str | None:
+    if chosen:
+        if chosen not in columns:
+            raise InputFileError(path, f"no column {chosen!r} (given by {flag}); columns are {sorted(columns)}")
+        return chosen
+    for name in candidates:
+        if name in columns:
+            return name
+    if not required:
+        return None
+    raise InputFileError(path, f"no {what} column (looked for {', '.join(candidates)}); columns are "
+                         f"{sorted(columns)}; name it with {flag}")
+
+
+def _first(row: dict[str, Any], names: tuple[str, ...]) -> Any:
+    for name in names:
+        value = _get(row, name)
+        if value not in (None, ""):
+            return value
+    return None
+
+
+def _question_text(value: Any) -> str | None:
+    """A question may be plain text or chat messages (verl's `prompt`): take the last user turn."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        user_turns = [m.get("content") for m in value if isinstance(m, dict) and m.get("role") == "user"]
+        return user_turns[-1] if user_turns else None
+    return None
+
+
+def _to_problem(path: Path, number: int, row: dict[str, Any], question_key: str, answer_key: str | None) -> Problem:
+    question = _question_text(_get(row, question_key))
+    if question is None or not str(question).strip():
+        raise InputFileError(path, f"empty or missing question in column {question_key!r}", row=number)
+    answer = _get(row, answer_key) if answer_key else ""
+    if answer is None or str(answer).strip() == "":
+        if answer_key:
+            raise InputFileError(path, f"empty or missing answer in column {answer_key!r}", row=number)
+        answer = ""
+    metadata = _get(row, "extra_info") or _get(row, "metadata") or {}
+    if isinstance(metadata, str):
+        try:
+            metadata = json.loads(metadata)
+        except json.JSONDecodeError:
+            metadata = {"text": metadata}
+    return Problem(
+        question=str(question),
+        answer=str(answer),
+        id=str(_first(row, ID_FIELDS) or ""),
+        source=str(_first(row, SOURCE_FIELDS) or path.stem),
+        domain=str(_first(row, DOMAIN_FIELDS) or "math"),
+        metadata=metadata if isinstance(metadata, dict) else {"value": metadata},
+    )

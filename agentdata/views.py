@@ -1,0 +1,70 @@
+"""Rich views of problems and trajectories, for `agentdata inspect` and run summaries."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Iterable
+
+from rich.console import Group
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from agentdata.records import Problem, Trajectory, message_tool_calls
+
+ROLE_STYLES = {"system": "dim", "user": "bold cyan", "assistant": "green", "tool": "yellow"}
+
+
+def problems_table(problems: list[Problem], limit: int = 10) -> Table:
+    table = Table(title=f"{len(problems)} problems", show_lines=True)
+    for column in ("id", "source", "question", "answer"):
+        table.add_column(column, overflow="fold")
+    for problem in problems[:limit]:
+        table.add_row(problem.id, problem.source, _clip(problem.question, 300), _clip(problem.answer, 80))
+    return table
+
+
+def problems_summary(problems: list[Problem]) -> Table:
+    table = Table(title="problems by source")
+    table.add_column("source")
+    table.add_column("count", justify="right")
+    for source, count in Counter(p.source for p in problems).most_common():
+        table.add_row(source, str(count))
+    return table
+
+
+def conversation(trajectory: Trajectory) -> Panel:
+    parts = []
+    for message in trajectory.messages:
+        role = message["role"]
+        parts.append(Text(f"── {role}", style=ROLE_STYLES.get(role, "")))
+        if message.get("content"):
+            parts.append(Text(_clip(message["content"], 2000)))
+        for call in message_tool_calls(message):
+            parts.append(Syntax(call.code, "python", theme="ansi_dark", line_numbers=False))
+    verdict = "[green]correct[/]" if trajectory.correct else "[red]wrong[/]"
+    title = (f"{trajectory.id} · {verdict} · final={trajectory.final_answer!r} gold={trajectory.answer!r} · "
+             f"{trajectory.num_tool_calls} tool calls · {trajectory.finish_reason}")
+    return Panel(Group(*parts), title=title, title_align="left")
+
+
+def trajectories_summary(trajectories: Iterable[Trajectory], title: str = "trajectories") -> Table:
+    trajectories = list(trajectories)
+    count = len(trajectories) or 1
+    calls = sum(t.num_tool_calls for t in trajectories)
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_row("trajectories", str(len(trajectories)))
+    table.add_row("accuracy", f"{sum(t.correct for t in trajectories) / count:.1%}")
+    table.add_row("mean tool calls", f"{calls / count:.2f}")
+    table.add_row("tool error rate", f"{sum(t.num_tool_errors for t in trajectories) / max(calls, 1):.1%}")
+    table.add_row("mean completion tokens", f"{sum(t.completion_tokens for t in trajectories) / count:.1f}")
+    for reason, number in sorted(Counter(t.finish_reason for t in trajectories).items()):
+        table.add_row(f"finish: {reason}", str(number))
+    return table
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
