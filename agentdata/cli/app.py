@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, prog_name="agentdata")
     except (UserError, NotBuiltYet) as error:
-        err_console.print(f"[bold red]error:[/] {error}", highlight=False)
+        err_console.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/]")

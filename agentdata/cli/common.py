@@ -27,3 +27,25 @@ class NotBuiltYet(Exception):
 
 def not_built(command: str) -> None:
     raise NotBuiltYet(f"`agentdata {command}` is not built yet in this version.")
+
+
+def parse_options(pairs: list[str]) -> dict[str, object]:
+    """Turn repeated KEY=VALUE flags into a dict; numbers and booleans are converted."""
+    options: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"expected KEY=VALUE, got {pair!r}")
+        options[key.strip().replace("-", "_")] = _convert(raw.strip())
+    return options
+
+
+def _convert(raw: str) -> object:
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw

