@@ -1,0 +1,180 @@
+"""Benchmark metrics computed from trajectories: pure functions, no model, no sandbox.
+
+Trajectories are grouped by `problem_id`; each problem has n sampled responses, c of them
+correct. Per benchmark:
+
+- avg@k: the mean over problems of c / n (accuracy averaged over the k samples).
+- pass@k: the unbiased estimator of Chen et al. (2021), 1 - C(n-c, k) / C(n, k), averaged
+  over problems; reported for k = 1, 2, 4, ... up to n (pass@1 equals avg@k).
+- maj@k: a problem counts as solved when the answer most responses agree on is correct.
+  Answers are grouped by a normalised string first and then merged when math-verify says
+  they are equal (`answers_equivalent`), so "1/2", "0.5" and "\\frac{1}{2}" are one vote.
+- tool use: mean tool calls per response, tool error rate (failed calls / calls), mean
+  response length (completion tokens and characters), finish reasons.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+from agentdata.records import Trajectory
+
+Equivalence = Callable[[str, str], bool]
+
+
+# --------------------------------------------------------------------------- estimators
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Probability that at least one of k samples drawn from n (c correct) is correct.
+
+    Computed as 1 - prod_{i=n-c+1}^{n} (1 - k/i), which equals 1 - C(n-c, k)/C(n, k)
+    without the huge binomials.
+    """
+    if not 0 <= c <= n:
+        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
+    if not 1 <= k <= n:
+        raise ValueError(f"need 1 <= k <= n, got k={k}, n={n}")
+    if n - c < k:
+        return 1.0
+    product = 1.0
+    for i in range(n - c + 1, n + 1):
+        product *= 1.0 - k / i
+    return 1.0 - product
+
+
+def pass_k_values(n: int) -> list[int]:
+    """The k reported for n samples: powers of two below n, and n itself."""
+    values, k = [], 1
+    while k < n:
+        values.append(k)
+        k *= 2
+    return values + [n] if n >= 1 else []
+
+
+# --------------------------------------------------------------------------- majority vote
+
+def normalise_answer(answer: str) -> str:
+    """Cheap canonical form for voting: no spaces, no \\boxed/\\text wrappers, no trailing dot."""
+    text = answer.strip()
+    text = re.sub(r"\\(?:boxed|text|mathrm|textbf)\{(.*)\}", r"\1", text)
+    text = re.sub(r"\\[,;:! ]|\\left|\\right|\$|\s+", "", text)
+    return text.rstrip(".").lower()
+
+
+def answers_equivalent(first: str, second: str) -> bool:
+    """Same normalised string, or equal by math-verify (one answer taken as the other's gold)."""
+    if normalise_answer(first) == normalise_answer(second):
+        return True
+    from agentdata.verify import is_correct  # math-verify is slow to import: only when voting needs it
+
+    return bool(is_correct(f"\\boxed{{{first}}}", second))
+
+
+def majority_vote(
+    responses: Sequence[Trajectory], equivalent: Equivalence = answers_equivalent
+) -> Trajectory | None:
+    """The response whose answer most others agree with (earliest wins a tie); None if no answers."""
+    clusters: list[list[Trajectory]] = []
+    for response in responses:
+        if response.final_answer is None or not response.final_answer.strip():
+            continue  # no answer, no vote
+        for cluster in clusters:
+            if equivalent(response.final_answer, cluster[0].final_answer):
+                cluster.append(response)
+                break
+        else:
+            clusters.append([response])
+    if not clusters:
+        return None
+    largest = max(clusters, key=len)  # max keeps the first of equal sizes: the earliest answer wins ties
+    return largest[0]
+
+
+# --------------------------------------------------------------------------- per benchmark
+
+@dataclass
+class BenchmarkMetrics:
+    """What one model scored on one benchmark at one tool-call budget."""
+
+    num_problems: int
+    num_responses: int
+    samples: int
+    avg_at_k: float
+    pass_at_k: dict[int, float]
+    maj_at_k: float
+    mean_tool_calls: float
+    tool_error_rate: float
+    mean_response_tokens: float
+    mean_response_chars: float
+    finish_reasons: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def pass_at_samples(self) -> float:
+        """pass@k at k = the number of samples drawn."""
+        return self.pass_at_k[max(self.pass_at_k)] if self.pass_at_k else 0.0
+
+
+def group_by_problem(trajectories: Iterable[Trajectory]) -> dict[str, list[Trajectory]]:
+    groups: dict[str, list[Trajectory]] = defaultdict(list)
+    for trajectory in trajectories:
+        groups[trajectory.problem_id].append(trajectory)
+    for responses in groups.values():
+        responses.sort(key=lambda t: t.id)
+    return dict(groups)
+
+
+def response_chars(trajectory: Trajectory) -> int:
+    """Characters the model wrote: assistant text and the code of its tool calls."""
+    total = 0
+    for message in trajectory.messages:
+        if message["role"] != "assistant":
+            continue
+        total += len(message.get("content") or "")
+        total += sum(len(call["function"].get("arguments") or "") for call in message.get("tool_calls") or [])
+    return total
+
+
+def benchmark_metrics(trajectories: Iterable[Trajectory], equivalent: Equivalence = answers_equivalent) -> BenchmarkMetrics:
+    """All metrics of one benchmark run; problems may have different sample counts."""
+    trajectories = list(trajectories)
+    groups = group_by_problem(trajectories)
+    if not groups:
+        raise ValueError("no trajectories to score")
+    sample_counts = [len(responses) for responses in groups.values()]
+    calls = sum(t.num_tool_calls for t in trajectories)
+    count = len(trajectories)
+    return BenchmarkMetrics(
+        num_problems=len(groups),
+        num_responses=count,
+        samples=max(sample_counts),
+        avg_at_k=_mean(sum(t.correct for t in rs) / len(rs) for rs in groups.values()),
+        pass_at_k=_pass_curve(groups),
+        maj_at_k=_mean(_majority_correct(rs, equivalent) for rs in groups.values()),
+        mean_tool_calls=calls / count,
+        tool_error_rate=sum(t.num_tool_errors for t in trajectories) / calls if calls else 0.0,
+        mean_response_tokens=sum(t.completion_tokens for t in trajectories) / count,
+        mean_response_chars=sum(response_chars(t) for t in trajectories) / count,
+        finish_reasons=dict(sorted(Counter(t.finish_reason for t in trajectories).items())),
+    )
+
+
+def _pass_curve(groups: dict[str, list[Trajectory]]) -> dict[int, float]:
+    """pass@k for each reported k, over the problems that have at least k samples."""
+    curve: dict[int, float] = {}
+    for k in pass_k_values(max(len(rs) for rs in groups.values())):
+        scores = [pass_at_k(len(rs), sum(t.correct for t in rs), k) for rs in groups.values() if len(rs) >= k]
+        curve[k] = _mean(scores)
+    return curve
+
+
+def _majority_correct(responses: list[Trajectory], equivalent: Equivalence) -> float:
+    winner = majority_vote(responses, equivalent)
+    return float(winner is not None and winner.correct)
+
+
+def _mean(values: Iterable[float]) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else 0.0

@@ -1,0 +1,81 @@
+"""PNG plots of an eval report: models side by side per benchmark, and accuracy against the tool-call budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: never needs a display
+
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+
+from agentdata.evaluation.report import EvalResult  # noqa: E402
+
+ACCURACY_PLOT = "accuracy.png"
+SWEEP_PLOT = "tool_calls_sweep.png"
+METRICS = (("avg@k", lambda m: m.avg_at_k), ("pass@k", lambda m: m.pass_at_samples), ("maj@k", lambda m: m.maj_at_k))
+
+
+def _ordered(values: list[str]) -> list[str]:
+    return list(dict.fromkeys(values))
+
+
+def accuracy_plot(results: list[EvalResult], path: str | Path) -> Path:
+    """Grouped bars: one group per benchmark, one bar per model, one panel per metric.
+
+    With a tool-call sweep, each model is shown at its largest budget.
+    """
+    largest = {}
+    for result in results:
+        key = (result.model, result.benchmark)
+        if key not in largest or result.max_tool_calls > largest[key].max_tool_calls:
+            largest[key] = result
+    models = _ordered([r.model for r in results])
+    benchmarks = _ordered([r.benchmark for r in results])
+    figure, axes = plt.subplots(1, len(METRICS), figsize=(4.5 * len(METRICS), 4), sharey=True, squeeze=False)
+    width = 0.8 / len(models)
+    for axis, (name, value_of) in zip(axes[0], METRICS):
+        for index, model in enumerate(models):
+            positions = [b + (index - (len(models) - 1) / 2) * width for b in range(len(benchmarks))]
+            values = [value_of(largest[(model, bench)].metrics) if (model, bench) in largest else 0.0
+                      for bench in benchmarks]
+            bars = axis.bar(positions, values, width, label=model)
+            axis.bar_label(bars, labels=[f"{v:.0%}" for v in values], fontsize=7)
+        samples = max(r.metrics.samples for r in results)
+        axis.set_title(name.replace("k", str(samples)))
+        axis.set_xticks(range(len(benchmarks)), benchmarks, rotation=15)
+        axis.set_ylim(0, 1.05)
+    axes[0][0].set_ylabel("accuracy")
+    axes[0][-1].legend(fontsize=8)
+    return _save(figure, path)
+
+
+def sweep_plot(results: list[EvalResult], path: str | Path) -> Path:
+    """avg@k against the allowed number of tool calls: one panel per benchmark, one line per model."""
+    benchmarks = _ordered([r.benchmark for r in results])
+    figure, axes = plt.subplots(1, len(benchmarks), figsize=(4.5 * len(benchmarks), 4), squeeze=False)
+    for axis, bench in zip(axes[0], benchmarks):
+        for model in _ordered([r.model for r in results]):
+            points = sorted((r.max_tool_calls, r.metrics.avg_at_k) for r in results
+                            if r.model == model and r.benchmark == bench)
+            axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=model)
+        budgets = sorted({r.max_tool_calls for r in results})
+        if budgets and min(budgets) > 0:
+            axis.set_xscale("log", base=2)
+        axis.set_xticks(budgets, [str(b) for b in budgets])
+        axis.set_title(bench)
+        axis.set_xlabel("max tool calls")
+        axis.set_ylim(0, 1.05)
+    axes[0][0].set_ylabel("avg@k")
+    axes[0][-1].legend(fontsize=8)
+    return _save(figure, path)
+
+
+def _save(figure, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path

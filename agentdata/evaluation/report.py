@@ -1,0 +1,95 @@
+"""The eval report: one result per (model, benchmark, tool-call budget), as JSON and a rich table."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from agentdata.errors import InputFileError
+from agentdata.evaluation.metrics import BenchmarkMetrics
+from agentdata.records import atomic_write
+
+REPORT_FILE = "report.json"
+
+
+@dataclass
+class EvalResult:
+    model: str              # a short label, used in tables and plots
+    spec: str               # the engine spec the model ran with
+    benchmark: str
+    max_tool_calls: int
+    run_dir: str
+    metrics: BenchmarkMetrics
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        metrics = data.pop("metrics")
+        k = metrics["samples"]
+        # Named as papers write them, so the JSON reads without this code at hand.
+        metrics[f"avg@{k}"] = metrics.pop("avg_at_k")
+        metrics[f"maj@{k}"] = metrics.pop("maj_at_k")
+        metrics["pass@k"] = {str(j): value for j, value in metrics.pop("pass_at_k").items()}
+        return {**data, **metrics}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "EvalResult":
+        data = dict(data)
+        k = data["samples"]
+        metrics = BenchmarkMetrics(
+            num_problems=data.pop("num_problems"), num_responses=data.pop("num_responses"),
+            samples=data.pop("samples"), avg_at_k=data.pop(f"avg@{k}"),
+            pass_at_k={int(j): value for j, value in data.pop("pass@k").items()}, maj_at_k=data.pop(f"maj@{k}"),
+            mean_tool_calls=data.pop("mean_tool_calls"), tool_error_rate=data.pop("tool_error_rate"),
+            mean_response_tokens=data.pop("mean_response_tokens"),
+            mean_response_chars=data.pop("mean_response_chars"), finish_reasons=data.pop("finish_reasons"),
+        )
+        return cls(metrics=metrics, **data)
+
+
+@dataclass
+class EvalReport:
+    results: list[EvalResult] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+    plots: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"settings": self.settings, "results": [r.as_dict() for r in self.results], "plots": self.plots}
+
+    def write(self, out_dir: str | Path) -> Path:
+        text = json.dumps(self.as_dict(), indent=2, sort_keys=True)
+        return atomic_write(Path(out_dir) / REPORT_FILE, lambda tmp: Path(tmp).write_text(text + "\n", encoding="utf-8"))
+
+    @classmethod
+    def read(cls, path: str | Path) -> "EvalReport":
+        path = Path(path)
+        if path.is_dir():
+            path = path / REPORT_FILE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return cls(results=[EvalResult.from_dict(r) for r in data["results"]], settings=data.get("settings", {}),
+                       plots=data.get("plots", []))
+        except FileNotFoundError:
+            raise InputFileError(path, "no such file: run `agentdata eval` first") from None
+        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            raise InputFileError(path, f"not an eval report ({error})") from None
+
+
+def results_table(results: list[EvalResult], title: str = "eval") -> Table:
+    table = Table(title=title)
+    for name in ("model", "benchmark", "tool calls ≤", "problems", "avg@k", "pass@k", "maj@k",
+                 "calls/resp", "tool err", "resp tokens", "finish reasons"):
+        table.add_column(name, justify="left" if name in ("model", "benchmark", "finish reasons") else "right")
+    for result in results:
+        m = result.metrics
+        k = m.samples
+        reasons = ", ".join(f"{reason} {count}" for reason, count in m.finish_reasons.items())
+        table.add_row(
+            result.model, result.benchmark, str(result.max_tool_calls), str(m.num_problems),
+            f"{m.avg_at_k:.1%} @{k}", f"{m.pass_at_samples:.1%} @{k}", f"{m.maj_at_k:.1%} @{k}",
+            f"{m.mean_tool_calls:.2f}", f"{m.tool_error_rate:.1%}", f"{m.mean_response_tokens:.0f}", reasons,
+        )
+    return table

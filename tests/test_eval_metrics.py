@@ -1,0 +1,179 @@
+"""Eval metrics on crafted trajectories: no model, no sandbox."""
+
+from __future__ import annotations
+
+import math
+from itertools import combinations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentdata.evaluation.metrics import (
+    benchmark_metrics,
+    majority_vote,
+    normalise_answer,
+    pass_at_k,
+    pass_k_values,
+    response_chars,
+)
+from agentdata.evaluation.report import EvalReport, EvalResult, results_table
+from agentdata.records import ToolCall, Trajectory, assistant_message, tool_message
+
+
+def response(problem_id: str, index: int, answer: str | None, correct: bool, *, calls: int = 0, errors: int = 0,
+             tokens: int = 10, finish: str = "answer", text: str = "") -> Trajectory:
+    messages = [{"role": "user", "content": f"question {problem_id}"}]
+    for number in range(calls):
+        call = ToolCall(code="print(1)", id=f"call_{number}")
+        messages += [assistant_message("", [call]), tool_message(call.id, "1")]
+    messages.append(assistant_message(text or (f"\\boxed{{{answer}}}" if answer is not None else "no idea")))
+    return Trajectory(id=f"{problem_id}-{index}", problem_id=problem_id, question=f"question {problem_id}",
+                      answer="gold", messages=messages, final_answer=answer, correct=correct, num_tool_calls=calls,
+                      num_tool_errors=errors, completion_tokens=tokens, finish_reason=finish,
+                      sampling={"sample_index": index})
+
+
+def string_equivalence(first: str, second: str) -> bool:
+    return normalise_answer(first) == normalise_answer(second)
+
+
+# --------------------------------------------------------------------------- pass@k
+
+def brute_force_pass_at_k(n: int, c: int, k: int) -> float:
+    """Fraction of k-subsets of n samples that hold at least one of the c correct ones."""
+    samples = [True] * c + [False] * (n - c)
+    subsets = list(combinations(range(n), k))
+    return sum(any(samples[i] for i in subset) for subset in subsets) / len(subsets)
+
+
+@pytest.mark.parametrize("n,c,k", [(1, 0, 1), (1, 1, 1), (4, 1, 1), (4, 1, 2), (5, 2, 3), (8, 3, 4), (6, 6, 2)])
+def test_pass_at_k_matches_enumeration(n, c, k):
+    assert pass_at_k(n, c, k) == pytest.approx(brute_force_pass_at_k(n, c, k))
+
+
+@given(st.integers(1, 300).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))))
+def test_pass_at_k_matches_binomial_formula(case):
+    n, c, k = case
+    expected = 1 - math.comb(n - c, k) / math.comb(n, k)
+    assert pass_at_k(n, c, k) == pytest.approx(expected, abs=1e-9)
+
+
+def test_pass_at_k_is_stable_for_large_n():
+    value = pass_at_k(10_000, 1, 5_000)  # binomials this size overflow floats
+    assert value == pytest.approx(0.5)
+
+
+def test_pass_at_1_is_the_fraction_correct():
+    assert pass_at_k(10, 3, 1) == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("n,c,k", [(3, 4, 1), (3, 1, 4), (3, 1, 0), (3, -1, 1)])
+def test_pass_at_k_rejects_impossible_counts(n, c, k):
+    with pytest.raises(ValueError):
+        pass_at_k(n, c, k)
+
+
+def test_pass_k_values_are_powers_of_two_then_n():
+    assert pass_k_values(1) == [1]
+    assert pass_k_values(4) == [1, 2, 4]
+    assert pass_k_values(6) == [1, 2, 4, 6]
+
+
+# --------------------------------------------------------------------------- majority vote
+
+def test_majority_vote_picks_the_most_common_answer():
+    responses = [response("p", 0, "7", False), response("p", 1, "12", True), response("p", 2, " 12 ", True)]
+    assert majority_vote(responses, string_equivalence).final_answer == "12"
+
+
+def test_majority_vote_tie_goes_to_the_earliest_answer():
+    responses = [response("p", 0, "7", False), response("p", 1, "12", True)]
+    assert majority_vote(responses, string_equivalence).final_answer == "7"
+
+
+def test_majority_vote_ignores_missing_answers():
+    responses = [response("p", 0, None, False), response("p", 1, None, False), response("p", 2, "3", True)]
+    assert majority_vote(responses, string_equivalence).final_answer == "3"
+    assert majority_vote([response("p", 0, None, False)], string_equivalence) is None
+
+
+def test_normalise_answer_drops_wrappers_and_spacing():
+    assert normalise_answer("\\text{ B }") == normalise_answer("b") == "b"
+    assert normalise_answer("\\left( 1, 2 \\right).") == "(1,2)"
+
+
+# --------------------------------------------------------------------------- per benchmark
+
+def test_benchmark_metrics_on_two_problems():
+    trajectories = [
+        # problem a: 2 of 4 correct; the majority answer (5, three votes) is wrong
+        response("a", 0, "5", False, calls=2, errors=1, tokens=100),
+        response("a", 1, "6", True, calls=1, tokens=50),
+        response("a", 2, "5", False, calls=0, tokens=30, finish="max_tokens"),
+        response("a", 3, "6", True, calls=1, tokens=20),
+        # problem b: 4 of 4 correct
+        *[response("b", i, "1", True, calls=0, tokens=200) for i in range(4)],
+    ]
+    trajectories[2].final_answer = "5."  # same vote as "5" after normalising
+    metrics = benchmark_metrics(trajectories, string_equivalence)
+    assert metrics.num_problems == 2 and metrics.num_responses == 8 and metrics.samples == 4
+    assert metrics.avg_at_k == pytest.approx((0.5 + 1.0) / 2)
+    assert metrics.pass_at_k[1] == pytest.approx(metrics.avg_at_k)
+    assert metrics.pass_at_k[2] == pytest.approx((brute_force_pass_at_k(4, 2, 2) + 1.0) / 2)
+    assert metrics.pass_at_k[4] == pytest.approx(1.0)
+    assert metrics.maj_at_k == pytest.approx(0.5)  # a: tie 5 vs 6 goes to "5" (earliest), wrong; b: right
+    assert metrics.mean_tool_calls == pytest.approx(4 / 8)
+    assert metrics.tool_error_rate == pytest.approx(1 / 4)
+    assert metrics.mean_response_tokens == pytest.approx((100 + 50 + 30 + 20 + 800) / 8)
+    assert metrics.finish_reasons == {"answer": 7, "max_tokens": 1}
+
+
+def test_benchmark_metrics_with_uneven_sample_counts():
+    trajectories = [response("a", 0, "1", True), response("a", 1, "2", False), response("b", 0, "1", False)]
+    metrics = benchmark_metrics(trajectories, string_equivalence)
+    assert metrics.avg_at_k == pytest.approx((0.5 + 0.0) / 2)
+    assert metrics.pass_at_k == {1: pytest.approx(0.25), 2: pytest.approx(1.0)}  # pass@2 only over problem a
+
+
+def test_benchmark_metrics_with_no_tool_calls_has_zero_error_rate():
+    metrics = benchmark_metrics([response("a", 0, "1", True)], string_equivalence)
+    assert metrics.tool_error_rate == 0.0 and metrics.mean_tool_calls == 0.0
+
+
+def test_benchmark_metrics_rejects_nothing():
+    with pytest.raises(ValueError):
+        benchmark_metrics([], string_equivalence)
+
+
+def test_response_chars_counts_text_and_code():
+    trajectory = response("a", 0, "1", True, calls=1, text="abc")
+    code_arguments = len('{"code": "print(1)"}')
+    assert response_chars(trajectory) == 3 + code_arguments
+
+
+# --------------------------------------------------------------------------- report
+
+def test_report_round_trips_through_json(tmp_path):
+    metrics = benchmark_metrics([response("a", 0, "1", True), response("a", 1, "2", False)], string_equivalence)
+    report = EvalReport(results=[EvalResult("m", "hf:m", "aime", 4, "runs/x", metrics)], settings={"samples": 2})
+    path = report.write(tmp_path)
+    text = path.read_text()
+    assert '"avg@2": 0.5' in text and '"maj@2"' in text and '"pass@k"' in text
+    again = EvalReport.read(tmp_path)
+    assert again.results[0].metrics == metrics
+    assert again.settings == {"samples": 2}
+
+
+def test_report_read_names_the_file_on_bad_input(tmp_path):
+    from agentdata.errors import InputFileError
+
+    (tmp_path / "report.json").write_text("{not json")
+    with pytest.raises(InputFileError, match="report.json"):
+        EvalReport.read(tmp_path)
+
+
+def test_results_table_has_a_row_per_result():
+    metrics = benchmark_metrics([response("a", 0, "1", True)], string_equivalence)
+    table = results_table([EvalResult("m", "s", "b", 1, "r", metrics), EvalResult("m", "s", "b", 2, "r", metrics)])
+    assert table.row_count == 2
