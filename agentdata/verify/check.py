@@ -1,0 +1,48 @@
+"""One definition of "correct", shared by collect, filter, eval and the GRPO reward."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from agentdata.verify.extract import extract_answer, last_boxed
+from agentdata.verify.pool import shared_pool
+from agentdata.verify.quick import quick_verdict
+
+DEFAULT_TIMEOUT_S = 5.0
+
+
+def is_correct(response: str | None, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
+    """Whether the final answer in `response` equals `gold` (the reference).
+
+    The answer is found by `extract_answer`; no answer is wrong. Never raises for odd
+    input, safe from any thread or process, and returns False when the comparison takes
+    longer than timeout_s.
+    """
+    answer = extract_answer(response)
+    if answer is None:
+        return False
+    return answers_match(answer, gold, timeout_s)
+
+
+def answers_match(answer: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
+    """Compare an already extracted answer with the gold answer."""
+    gold = gold_answer(gold)
+    if not gold or not answer.strip():
+        return False
+    verdict = quick_verdict(answer, gold)
+    if verdict is not None:
+        return verdict
+    return _math_verify(answer.strip(), gold, timeout_s)
+
+
+def gold_answer(gold: object) -> str:
+    """Gold answers sometimes come as a full solution: keep only its boxed part."""
+    text = "" if gold is None else str(gold).strip()
+    boxed = last_boxed(text)
+    return boxed if boxed else text
+
+
+@lru_cache(maxsize=65536)
+def _math_verify(answer: str, gold: str, timeout_s: float) -> bool:
+    # Cached: in GRPO the same group answer is checked against the same gold many times.
+    return shared_pool().check(gold, answer, timeout_s)
