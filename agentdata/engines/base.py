@@ -1,0 +1,80 @@
+"""The one interface every model backend implements: a request in, a `Generation` out.
+
+A single request's failure never raises: it comes back as `finish_reason="error"` with
+the message, so one bad request cannot take down a collect run of thousands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+FINISH_REASONS = ("stop", "length", "error")
+
+
+@dataclass
+class GenerationRequest:
+    """One chat completion to make."""
+
+    messages: list[dict]          # plain {"role", "content"} messages (Protocol.to_plain_messages)
+    continue_final: bool = False  # continue the last (assistant) message instead of opening a new turn
+    max_new_tokens: int = 512
+    temperature: float = 0.7
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+
+@dataclass
+class Generation:
+    """What the model produced for one request."""
+
+    text: str                     # generated text, WITHOUT the stop string
+    stop_reason: str | None       # the stop string that ended it, or None (end of turn / length / error)
+    finish_reason: str            # "stop" (stop string or end of turn) | "length" | "error"
+    prompt_tokens: int
+    completion_tokens: int
+    error: str | None = None
+
+
+def error_generation(message: str, prompt_tokens: int = 0) -> Generation:
+    """The result for a request that could not be served."""
+    return Generation(text="", stop_reason=None, finish_reason="error",
+                      prompt_tokens=prompt_tokens, completion_tokens=0, error=message)
+
+
+def cut_at_first_stop(text: str, stop: tuple[str, ...]) -> tuple[str, str | None]:
+    """Cut `text` before the earliest stop string in it; return (text, the stop string or None)."""
+    earliest_index, matched = len(text), None
+    for stop_string in stop:
+        index = text.find(stop_string)
+        if index != -1 and index < earliest_index:
+            earliest_index, matched = index, stop_string
+    return text[:earliest_index], matched
+
+
+class Engine:
+    """A model backend. Subclasses implement `generate`; `aclose` frees what they hold."""
+
+    spec: str = ""
+    tokenizer: Any = None
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        raise NotImplementedError
+
+    async def generate_many(self, requests: list[GenerationRequest]) -> list[Generation]:
+        """All requests at once, so local engines can batch them; results in request order."""
+        return list(await asyncio.gather(*(self.generate(request) for request in requests)))
+
+    async def aclose(self) -> None:
+        return None
+
+    async def __aenter__(self) -> "Engine":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.spec!r})"

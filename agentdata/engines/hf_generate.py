@@ -1,0 +1,156 @@
+"""One batched `model.generate` call for requests that share sampling settings.
+
+Each row keeps its own stop strings and token budget: the batch generates up to the
+largest budget, a stopping criterion marks every row done at its own stop string, end
+of turn or budget (transformers then pads that row), and each row's text is cut there.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from dataclasses import dataclass
+
+import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
+
+from agentdata.engines.base import Generation, GenerationRequest, cut_at_first_stop
+
+
+@dataclass(frozen=True)
+class SamplingKey:
+    """Settings that one `generate` call applies to all its rows."""
+
+    do_sample: bool
+    temperature: float
+    top_p: float
+
+
+def sampling_key(request: GenerationRequest) -> SamplingKey:
+    if request.temperature <= 0:
+        return SamplingKey(do_sample=False, temperature=0.0, top_p=1.0)
+    return SamplingKey(do_sample=True, temperature=float(request.temperature), top_p=float(request.top_p))
+
+
+def render_prompt(tokenizer, request: GenerationRequest) -> str:
+    """The chat template applied to the request's messages, as text."""
+    if request.continue_final:
+        return tokenizer.apply_chat_template(
+            request.messages, tokenize=False, add_generation_prompt=False, continue_final_message=True
+        )
+    return tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True)
+
+
+class PerRowStopping(StoppingCriteria):
+    """Marks each row done at its own stop string, end-of-turn token or token budget.
+
+    It records how many tokens each row had generated when it stopped, and why, because
+    after a row is done transformers fills it with padding (often the same id as EOS).
+    """
+
+    def __init__(self, tokenizer, requests: list[GenerationRequest], prompt_length: int, eos_token_ids: set[int]):
+        self.tokenizer = tokenizer
+        self.prompt_length = prompt_length
+        self.stops = [tuple(request.stop) for request in requests]
+        self.budgets = [request.max_new_tokens for request in requests]
+        self.eos_token_ids = eos_token_ids
+        # Enough trailing tokens to contain the longest stop string (a token is at least one
+        # character, and a few extra cover tokens that decode to partial characters).
+        self.windows = [max((len(s) for s in stops), default=0) + 4 for stops in self.stops]
+        self.done_at: list[int | None] = [None] * len(requests)
+        self.reasons: list[str | None] = [None] * len(requests)
+
+    def __deepcopy__(self, memo):
+        # generate() deep-copies its criteria; the copy must share our records.
+        return self
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        generated = input_ids[:, self.prompt_length:]
+        length = generated.shape[1]
+        for row in range(generated.shape[0]):
+            if self.done_at[row] is None:
+                reason = self._row_stop_reason(generated[row], length, row)
+                if reason is not None:
+                    self.done_at[row], self.reasons[row] = length, reason
+        return torch.tensor([done is not None for done in self.done_at], device=input_ids.device)
+
+    def _row_stop_reason(self, tokens: torch.Tensor, length: int, row: int) -> str | None:
+        if int(tokens[-1]) in self.eos_token_ids:
+            return "eos"
+        if self.stops[row]:
+            tail = self.tokenizer.decode(tokens[-self.windows[row]:], skip_special_tokens=True)
+            if any(stop in tail for stop in self.stops[row]):
+                return "stop_string"
+        if length >= self.budgets[row]:
+            return "length"
+        return None
+
+
+def generation_seed(requests: list[GenerationRequest]) -> int | None:
+    """One seed for a batch, derived from its requests' seeds: a re-run with the same batches repeats."""
+    seeds = [request.seed for request in requests if request.seed is not None]
+    if not seeds:
+        return None
+    digest = hashlib.sha256(",".join(map(str, seeds)).encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+def generate_batch(model, tokenizer, requests: list[GenerationRequest], prompts: list[str],
+                   key: SamplingKey) -> list[Generation]:
+    """Run one `generate` call for `requests` (all sharing `key`; `prompts` rendered) and cut each row."""
+    # The chat template already holds any BOS token, so the tokenizer must not add another.
+    encoded = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    encoded = {name: tensor.to(model.device) for name, tensor in encoded.items()}
+    prompt_tokens = encoded["attention_mask"].sum(dim=1).tolist()
+    prompt_length = encoded["input_ids"].shape[1]
+
+    eos_token_ids = _eos_token_ids(model, tokenizer)
+    stopping = PerRowStopping(tokenizer, requests, prompt_length, eos_token_ids)
+    generation_config = copy.deepcopy(model.generation_config)
+    generation_config.update(
+        max_new_tokens=max(request.max_new_tokens for request in requests),
+        do_sample=key.do_sample,
+        temperature=key.temperature if key.do_sample else None,
+        top_p=key.top_p if key.do_sample else None,
+        top_k=None,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=sorted(eos_token_ids),
+    )
+    seed = generation_seed(requests)
+    if seed is not None:
+        torch.manual_seed(seed)
+    with torch.inference_mode():
+        output = model.generate(
+            **encoded, generation_config=generation_config, stopping_criteria=StoppingCriteriaList([stopping])
+        )
+    generated = output[:, prompt_length:]
+    return [
+        _row_generation(tokenizer, generated[row], request, stopping, row, prompt_tokens[row])
+        for row, request in enumerate(requests)
+    ]
+
+
+def _row_generation(tokenizer, tokens, request, stopping: PerRowStopping, row: int, prompt_tokens: int) -> Generation:
+    done_at = stopping.done_at[row] if stopping.done_at[row] is not None else tokens.shape[0]
+    text = tokenizer.decode(tokens[:done_at], skip_special_tokens=True)
+    text, matched = cut_at_first_stop(text, tuple(request.stop))
+    reason = stopping.reasons[row]
+    if matched is not None or reason == "eos":
+        finish_reason = "stop"
+    else:
+        finish_reason = "length"
+    return Generation(text=text, stop_reason=matched, finish_reason=finish_reason,
+                      prompt_tokens=int(prompt_tokens), completion_tokens=int(done_at))
+
+
+def _eos_token_ids(model, tokenizer) -> set[int]:
+    """End-of-turn ids from the generation config and the tokenizer (chat models often have several)."""
+    ids: set[int] = set()
+    configured = model.generation_config.eos_token_id
+    if isinstance(configured, int):
+        ids.add(configured)
+    elif configured:
+        ids.update(configured)
+    if tokenizer.eos_token_id is not None:
+        ids.add(tokenizer.eos_token_id)
+    return ids

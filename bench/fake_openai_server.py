@@ -1,0 +1,222 @@
+"""A small OpenAI-compatible chat-completions server with a fixed response latency.
+
+A benchmark instrument (how fast does the agent loop go when the model answers in
+exactly N seconds?) and a test double for the `openai:` engine. It answers from a
+script instead of a model, applies the request's stop strings and `max_tokens` the way
+vLLM does (the stop string is cut and named in `stop_reason`), and can fail on purpose.
+
+    python bench/fake_openai_server.py --port 8011 --latency 0.2 --script tool
+
+Scripts:
+  tool   first a hermes tool call
+         <tool_call>{"name": "code_interpreter", "arguments": {"code": "print(6*7)"}}</tool_call>
+         then, once the last message holds a tool response, "The answer is \\boxed{42}."
+  echo   "You said: <last message content>"
+
+In Python (tests): `with FakeOpenAIServer(latency=0.0, fail_first=[429]) as server: server.url`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+TOOL_CALL_TEXT = (
+    '<tool_call>{"name": "code_interpreter", "arguments": {"code": "print(6*7)"}}</tool_call>'
+)
+FINAL_ANSWER_TEXT = "The answer is \\boxed{42}."
+
+Responder = Callable[[dict], str]
+
+
+def tool_script(body: dict) -> str:
+    """A tool call first; the final answer once the model has seen the tool's output."""
+    last = (body.get("messages") or [{}])[-1]
+    content = last.get("content") or ""
+    saw_tool_output = last.get("role") == "tool" or "<tool_response>" in content
+    return FINAL_ANSWER_TEXT if saw_tool_output else TOOL_CALL_TEXT
+
+
+def echo_script(body: dict) -> str:
+    last = (body.get("messages") or [{}])[-1]
+    return f"You said: {last.get('content') or ''}"
+
+
+SCRIPTS: dict[str, Responder] = {"tool": tool_script, "echo": echo_script}
+
+
+def count_tokens(text: str) -> int:
+    """A stand-in token count: whitespace-separated words (there is no tokenizer here)."""
+    return len(text.split())
+
+
+def complete(text: str, body: dict) -> tuple[str, str, str | None, int]:
+    """Apply stop strings and max_tokens to a scripted text: (text, finish_reason, stop_reason, tokens)."""
+    stops = body.get("stop") or []
+    stops = [stops] if isinstance(stops, str) else list(stops)
+    cut_at, matched = len(text), None
+    for stop in stops:
+        index = text.find(stop)
+        if index != -1 and index < cut_at:
+            cut_at, matched = index, stop
+    text = text[:cut_at]
+    words = text.split(" ")
+    max_tokens = body.get("max_tokens")
+    if max_tokens is not None and count_tokens(text) > max_tokens:
+        return " ".join(words[:max_tokens]), "length", None, max_tokens
+    return text, "stop", matched, count_tokens(text) + 1  # + the stop string or end-of-turn token
+
+
+class FakeOpenAIServer:
+    """The server in a background thread. `port=0` takes a free port; `url` is the /v1 base."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, latency: float = 0.0,
+                 script: str | Responder = "tool", model: str = "fake-model",
+                 fail_first: list[int] | None = None, fail_always: int | None = None,
+                 report_stop_reason: bool = True):
+        self.latency = latency
+        self.responder = SCRIPTS[script] if isinstance(script, str) else script
+        self.model = model
+        self.fail_first = list(fail_first or [])   # statuses returned to the first requests, in order
+        self.fail_always = fail_always             # a status returned to every request
+        self.report_stop_reason = report_stop_reason  # vLLM does; OpenAI's own API does not
+        self.requests: list[dict] = []              # every chat request body received
+        self.authorizations: list[str | None] = []  # the Authorization header of each chat request
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://{self._httpd.server_address[0]}:{self.port}/v1"
+
+    def start(self) -> "FakeOpenAIServer":
+        # A short poll interval makes close() quick (it waits for the serving loop to notice).
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> "FakeOpenAIServer":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------- request handling
+
+    def handle_chat(self, body: dict, authorization: str | None = None) -> tuple[int, dict]:
+        with self._lock:
+            self.requests.append(body)
+            self.authorizations.append(authorization)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            failure = self.fail_first.pop(0) if self.fail_first else self.fail_always
+        try:
+            time.sleep(self.latency)
+            if failure is not None:
+                return failure, {"error": {"message": f"injected failure {failure}", "code": failure}}
+            return 200, self._completion(body)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _completion(self, body: dict) -> dict:
+        prompt_tokens = sum(count_tokens(m.get("content") or "") for m in body.get("messages") or [])
+        text, finish_reason, stop_reason, completion_tokens = complete(self.responder(body), body)
+        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}
+        if self.report_stop_reason:
+            choice["stop_reason"] = stop_reason
+        return {
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model") or self.model,
+            "choices": [choice],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        }
+
+
+def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/").endswith("/models"):
+                self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
+            else:
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+                return
+            try:
+                body = json.loads(raw)
+            except json.JSONDecodeError:
+                self._send(400, {"error": {"message": "body is not JSON"}})
+                return
+            self._send(*server.handle_chat(body, self.headers.get("Authorization")))
+
+        def _send(self, status: int, payload: dict) -> None:
+            data = json.dumps(payload).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (its timeout): nothing to answer
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass  # quiet: a benchmark prints its own numbers
+
+    return Handler
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8011)
+    parser.add_argument("--latency", type=float, default=0.2, help="seconds before each response")
+    parser.add_argument("--script", choices=sorted(SCRIPTS), default="tool")
+    parser.add_argument("--model", default="fake-model")
+    parser.add_argument("--fail-first", default="", help="comma-separated statuses for the first requests, e.g. 429,503")
+    parser.add_argument("--fail-always", type=int, default=None, help="answer every request with this status")
+    parser.add_argument("--no-stop-reason", action="store_true", help="omit stop_reason, as OpenAI's API does")
+    args = parser.parse_args()
+    server = FakeOpenAIServer(
+        host=args.host, port=args.port, latency=args.latency, script=args.script, model=args.model,
+        fail_first=[int(s) for s in args.fail_first.split(",") if s.strip()], fail_always=args.fail_always,
+        report_stop_reason=not args.no_stop_reason,
+    )
+    print(f"fake OpenAI server on {server.url} (latency {args.latency:g} s, script {args.script})", flush=True)
+    try:
+        server._httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server._httpd.server_close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""The openai: engine against bench/fake_openai_server.py on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agentdata.engines import GenerationRequest, load_engine
+from agentdata.engines.openai_compat import chat_completions_url
+from agentdata.errors import UserError
+
+_SERVER_FILE = Path(__file__).resolve().parents[1] / "bench" / "fake_openai_server.py"
+_spec = importlib.util.spec_from_file_location("fake_openai_server", _SERVER_FILE)
+fake = importlib.util.module_from_spec(_spec)
+sys.modules["fake_openai_server"] = fake
+_spec.loader.exec_module(fake)
+
+FAST_RETRIES = dict(backoff_s=0.01, max_backoff_s=0.05)
+TOOL_STOP = ("</tool_call>",)
+
+
+def ask(text: str, **fields) -> GenerationRequest:
+    return GenerationRequest(messages=[{"role": "user", "content": text}], **fields)
+
+
+def run_all(engine, requests):
+    async def go():
+        try:
+            return await engine.generate_many(requests)
+        finally:
+            await engine.aclose()
+
+    return asyncio.run(go())
+
+
+@pytest.fixture
+def server():
+    with fake.FakeOpenAIServer(script="echo") as running:
+        yield running
+
+
+def test_normal_completion_text_and_token_counts(server):
+    engine = load_engine(f"openai:{server.url}", model="m", **FAST_RETRIES)
+    [generation] = run_all(engine, [ask("two words", max_new_tokens=50, temperature=0.3, top_p=0.9, seed=7)])
+    assert generation.text == "You said: two words"
+    assert (generation.finish_reason, generation.stop_reason, generation.error) == ("stop", None, None)
+    assert generation.prompt_tokens == 2 and generation.completion_tokens == 5
+    body = server.requests[0]
+    assert (body["model"], body["max_tokens"], body["temperature"], body["top_p"], body["seed"]) == ("m", 50, 0.3, 0.9, 7)
+    assert "continue_final_message" not in body
+
+
+def test_length_finish(server):
+    engine = load_engine(f"openai:{server.url}", model="m")
+    [generation] = run_all(engine, [ask("a b c d e f", max_new_tokens=3)])
+    assert generation.finish_reason == "length"
+    assert generation.text == "You said: a"
+
+
+def test_tool_call_stops_at_stop_string_and_names_it():
+    with fake.FakeOpenAIServer(script="tool") as server:
+        engine = load_engine(f"openai:{server.url}", model="m")
+        [generation] = run_all(engine, [ask("what is 6*7?", stop=TOOL_STOP)])
+    assert generation.text == fake.TOOL_CALL_TEXT.removesuffix("</tool_call>")
+    assert generation.stop_reason == "</tool_call>" and generation.finish_reason == "stop"
+
+
+def test_tool_script_answers_after_a_tool_response():
+    with fake.FakeOpenAIServer(script="tool") as server:
+        engine = load_engine(f"openai:{server.url}", model="m")
+        messages = [
+            {"role": "user", "content": "what is 6*7?"},
+            {"role": "assistant", "content": fake.TOOL_CALL_TEXT},
+            {"role": "user", "content": "<tool_response>42\n</tool_response>"},
+        ]
+        [generation] = run_all(engine, [GenerationRequest(messages=messages, stop=TOOL_STOP)])
+    assert generation.text == "The answer is \\boxed{42}."
+    assert generation.stop_reason is None
+
+
+@pytest.mark.parametrize(
+    ("stops", "expected"),
+    [(TOOL_STOP, "</tool_call>"), (("</tool_call>", "<|im_end|>"), None)],
+    ids=["single-stop-inferred", "several-stops-unknown"],
+)
+def test_stop_reason_when_server_does_not_report_it(stops, expected):
+    with fake.FakeOpenAIServer(script="tool", report_stop_reason=False) as server:
+        engine = load_engine(f"openai:{server.url}", model="m")
+        [generation] = run_all(engine, [ask("go", stop=stops)])
+    assert generation.stop_reason == expected
+    assert "</tool_call>" not in generation.text
+
+
+def test_vllm_style_null_stop_reason_means_end_of_turn(server):
+    engine = load_engine(f"openai:{server.url}", model="m")
+    [generation] = run_all(engine, [ask("hello", stop=("</tool_call>",))])
+    assert generation.stop_reason is None and generation.finish_reason == "stop"
+
+
+def test_continue_final_sends_vllm_fields(server):
+    engine = load_engine(f"openai:{server.url}", model="m")
+    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "partial"}]
+    run_all(engine, [GenerationRequest(messages=messages, continue_final=True)])
+    body = server.requests[0]
+    assert body["continue_final_message"] is True and body["add_generation_prompt"] is False
+    assert body["messages"] == messages
+
+
+def test_retries_429_then_succeeds():
+    with fake.FakeOpenAIServer(script="echo", fail_first=[429, 503]) as server:
+        engine = load_engine(f"openai:{server.url}", model="m", **FAST_RETRIES)
+        [generation] = run_all(engine, [ask("hi")])
+    assert generation.finish_reason == "stop" and generation.text == "You said: hi"
+    assert len(server.requests) == 3 and engine.attempts == 3
+
+
+def test_server_error_forever_becomes_error_generation():
+    with fake.FakeOpenAIServer(script="echo", fail_always=500) as server:
+        engine = load_engine(f"openai:{server.url}", model="m", max_retries=2, **FAST_RETRIES)
+        [generation] = run_all(engine, [ask("hi")])
+    assert generation.finish_reason == "error" and generation.text == ""
+    assert "HTTP 500" in generation.error and "3 attempts" in generation.error
+    assert len(server.requests) == 3
+
+
+def test_client_error_is_not_retried():
+    with fake.FakeOpenAIServer(script="echo", fail_always=400) as server:
+        engine = load_engine(f"openai:{server.url}", model="m", **FAST_RETRIES)
+        [generation] = run_all(engine, [ask("hi")])
+    assert generation.finish_reason == "error" and "HTTP 400" in generation.error
+    assert len(server.requests) == 1
+
+
+def test_timeout_is_retried_then_error():
+    with fake.FakeOpenAIServer(script="echo", latency=1.0) as server:
+        engine = load_engine(f"openai:{server.url}", model="m", timeout_s=0.2, max_retries=1, **FAST_RETRIES)
+        started = time.perf_counter()
+        [generation] = run_all(engine, [ask("hi")])
+        elapsed = time.perf_counter() - started
+    assert generation.finish_reason == "error" and "timed out" in generation.error
+    assert elapsed < 0.9
+    assert len(server.requests) == 2
+
+
+def test_connection_refused_becomes_error_generation():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    engine = load_engine(f"openai:http://127.0.0.1:{closed_port}/v1", model="m", max_retries=1, **FAST_RETRIES)
+    [generation] = run_all(engine, [ask("hi")])
+    assert generation.finish_reason == "error" and "ConnectError" in generation.error
+
+
+def test_several_urls_share_the_load():
+    with fake.FakeOpenAIServer(script="echo", latency=0.1) as first, \
+            fake.FakeOpenAIServer(script="echo", latency=0.1) as second:
+        engine = load_engine(f"openai:{first.url},{second.url}", model="m")
+        generations = run_all(engine, [ask(f"q{i}") for i in range(8)])
+    assert [g.text for g in generations] == [f"You said: q{i}" for i in range(8)]
+    assert len(first.requests) == 4 and len(second.requests) == 4
+
+
+def test_concurrency_limit_is_respected():
+    with fake.FakeOpenAIServer(script="echo", latency=0.05) as server:
+        engine = load_engine(f"openai:{server.url}", model="m", concurrency=2)
+        generations = run_all(engine, [ask(f"q{i}") for i in range(6)])
+    assert all(g.finish_reason == "stop" for g in generations)
+    assert server.max_in_flight == 2
+
+
+def test_model_name_is_discovered_and_api_key_sent(server, monkeypatch):
+    monkeypatch.setenv("MY_KEY", "secret-123")
+    engine = load_engine(f"openai:{server.url}", api_key_env="MY_KEY")
+    run_all(engine, [ask("a"), ask("b")])
+    assert [body["model"] for body in server.requests] == ["fake-model", "fake-model"]
+    assert server.authorizations == ["Bearer secret-123"] * 2
+
+
+def test_engine_works_across_event_loops(server):
+    engine = load_engine(f"openai:{server.url}", model="m")
+    first = asyncio.run(engine.generate(ask("one")))
+    second = asyncio.run(engine.generate(ask("two")))
+    assert (first.text, second.text) == ("You said: one", "You said: two")
+
+
+@pytest.mark.parametrize(
+    ("given", "endpoint"),
+    [
+        ("http://h:1", "http://h:1/v1/chat/completions"),
+        ("http://h:1/v1/", "http://h:1/v1/chat/completions"),
+        ("https://h/api/v1/chat/completions", "https://h/api/v1/chat/completions"),
+    ],
+)
+def test_chat_completions_url(given, endpoint):
+    assert chat_completions_url(given) == endpoint
+
+
+@pytest.mark.parametrize("spec", ["openai:", "openai:ftp://h", "openai:,"])
+def test_bad_openai_specs_are_user_errors(spec):
+    with pytest.raises(UserError):
+        load_engine(spec)
+
+
+def test_trailing_comma_in_url_list_is_ignored():
+    engine = load_engine("openai:http://h:1,", model="m")
+    assert [server.url for server in engine.servers] == ["http://h:1/v1/chat/completions"]
+
+
+def test_unknown_option_is_a_user_error(server):
+    with pytest.raises(UserError, match="does not take"):
+        load_engine(f"openai:{server.url}", temprature=0.5)
