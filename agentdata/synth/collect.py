@@ -1,0 +1,300 @@
+"""`collect`: run a teacher over problems with the real sandbox and record every trajectory.
+
+Many trajectories run at once (`concurrency`): while one waits for its code to run,
+others generate, and a local engine batches every waiting generation into one call.
+Finished trajectories are flushed to crash-safe shards; a run started again on the same
+dir skips what is done and redoes only what was lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pyarrow.parquet as pq
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from agentdata import __version__
+from agentdata.errors import UserError
+from agentdata.records import Problem, Trajectory
+from agentdata.synth.loop import LoopConfig, solve
+from agentdata.synth.rundir import RunDir
+
+# If this many trajectories in a row fail from the start, the engine or sandbox is broken: stop early.
+FAIL_FAST_AFTER = 8
+FLUSH_SECONDS = 30.0
+
+
+@dataclass
+class CollectConfig(LoopConfig):
+    teacher: str = field(default="smollm2", metadata={"help": "Engine spec: smollm2, hf:PATH, vllm:PATH, openai:URL."})
+    samples: int = field(default=1, metadata={"help": "Trajectories per problem."})
+    concurrency: int = field(default=16, metadata={"help": "Trajectories in flight at once."})
+    sandbox: str = field(default="local", metadata={"help": "'local' or the URL of `agentdata sandbox serve`."})
+    seed: int = field(default=0, metadata={"help": "Base seed; each trajectory derives its own."})
+    limit: int | None = field(default=None, metadata={"help": "Use only the first N problems."})
+    shard_size: int = field(default=64, metadata={"help": "Trajectories per Parquet shard."})
+    engine_options: dict[str, Any] = field(default_factory=dict, metadata={"help": "Passed to load_engine."})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("samples", "concurrency", "shard_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.limit is not None and self.limit < 1:
+            raise ValueError(f"limit must be at least 1, got {self.limit}")
+
+    def settings(self) -> dict[str, Any]:
+        return {key: value for key, value in asdict(self).items() if key != "engine_options"}
+
+
+@dataclass
+class CollectSummary:
+    run_dir: Path
+    total: int = 0
+    new: int = 0
+    correct: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    completion_tokens: int = 0
+    finish_reasons: dict[str, int] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+    new_completion_tokens: int = 0
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.total if self.total else 0.0
+
+    @property
+    def trajectories_per_s(self) -> float:
+        return self.new / self.elapsed_s if self.elapsed_s else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.new_completion_tokens / self.elapsed_s if self.elapsed_s else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(run_dir=str(self.run_dir), accuracy=self.accuracy, trajectories_per_s=self.trajectories_per_s,
+                    tokens_per_s=self.tokens_per_s,
+                    mean_tool_calls=self.tool_calls / self.total if self.total else 0.0,
+                    tool_error_rate=self.tool_errors / self.tool_calls if self.tool_calls else 0.0)
+        return data
+
+    def table(self) -> Table:
+        data = self.as_dict()
+        table = Table(title=f"collect · {self.run_dir}")
+        table.add_column("metric")
+        table.add_column("value", justify="right")
+        table.add_row("trajectories (new this run)", f"{self.total} ({self.new})")
+        table.add_row("accuracy", f"{self.accuracy:.1%}")
+        table.add_row("mean tool calls", f"{data['mean_tool_calls']:.2f}")
+        table.add_row("tool error rate", f"{data['tool_error_rate']:.1%}")
+        table.add_row("completion tokens", f"{self.completion_tokens:,}")
+        table.add_row("trajectories/s · tokens/s", f"{self.trajectories_per_s:.2f} · {self.tokens_per_s:.1f}")
+        for reason, count in sorted(self.finish_reasons.items()):
+            table.add_row(f"finish: {reason}", str(count))
+        return table
+
+
+def trajectory_seed(base_seed: int, problem_id: str, sample_index: int) -> int:
+    digest = hashlib.sha1(f"{base_seed}:{problem_id}:{sample_index}".encode()).hexdigest()
+    return int(digest[:8], 16)
+
+
+def pending_work(problems: list[Problem], samples: int, done: set[str]) -> list[tuple[Problem, int]]:
+    return [(problem, index) for problem in problems for index in range(samples)
+            if f"{problem.id}-{index}" not in done]
+
+
+def collect(problems: list[Problem], out_dir: str | Path, config: CollectConfig, engine: Any = None,
+            sandbox: Any = None, show_progress: bool = True) -> CollectSummary:
+    """Collect trajectories into `out_dir` (resuming it); returns the summary of the whole run."""
+    return asyncio.run(collect_async(problems, out_dir, config, engine, sandbox, show_progress))
+
+
+async def collect_async(problems: list[Problem], out_dir: str | Path, config: CollectConfig, engine: Any = None,
+                        sandbox: Any = None, show_progress: bool = True) -> CollectSummary:
+    problems = _unique(problems)[: config.limit]
+    if not problems:
+        raise UserError("no problems to collect on")
+    run = RunDir(out_dir)
+    run.prepare(config.settings(), {"agentdata_version": __version__, "problems": len(problems)})
+    work = pending_work(problems, config.samples, run.done_ids())
+    started = time.perf_counter()
+    new_trajectories: list[Trajectory] = []
+    if work:
+        new_trajectories = await _run_work(work, run, config, engine, sandbox, show_progress)
+    summary = summarise(run, time.perf_counter() - started, new_trajectories)
+    run.write_stats(summary.as_dict())
+    return summary
+
+
+def _unique(problems: list[Problem]) -> list[Problem]:
+    seen: set[str] = set()
+    return [p for p in problems if not (p.id in seen or seen.add(p.id))]
+
+
+async def _run_work(work: list[tuple[Problem, int]], run: RunDir, config: CollectConfig, engine: Any,
+                    sandbox: Any, show_progress: bool) -> list[Trajectory]:
+    owns_engine, owns_sandbox = engine is None, sandbox is None
+    if owns_engine:
+        from agentdata.engines import load_engine
+
+        engine = load_engine(config.teacher, **config.engine_options)
+    if owns_sandbox:
+        from agentdata.sandbox import open_sandbox
+
+        sandbox = open_sandbox(config.sandbox)
+    writer = _ShardBuffer(run, config.shard_size)
+    try:
+        with _LiveProgress(len(work), show_progress) as on_result:
+            await _run_concurrently(work, engine, sandbox, config, lambda t: (writer.add(t), on_result(t)))
+    except RunBroken:
+        writer.drop_errors()  # nothing but failures so far: keep them out so a rerun redoes them
+        raise
+    finally:
+        writer.flush()
+        if owns_engine:
+            await engine.aclose()
+        if owns_sandbox:
+            sandbox.close()
+    return writer.written
+
+
+async def _run_concurrently(work: list[tuple[Problem, int]], engine: Any, sandbox: Any, config: CollectConfig,
+                            on_result: Callable[[Trajectory], Any]) -> None:
+    queue: asyncio.Queue[tuple[Problem, int]] = asyncio.Queue()
+    for item in work:
+        queue.put_nowait(item)
+    failures = _FailFast(min(FAIL_FAST_AFTER, len(work)))
+
+    async def worker() -> None:
+        while not queue.empty():
+            problem, index = queue.get_nowait()
+            trajectory = await _solve_safely(problem, index, engine, sandbox, config)
+            on_result(trajectory)
+            failures.record(trajectory)
+
+    workers = [asyncio.create_task(worker()) for _ in range(min(config.concurrency, len(work)))]
+    try:
+        await asyncio.gather(*workers)
+    finally:
+        for task in workers:
+            task.cancel()
+
+
+async def _solve_safely(problem: Problem, index: int, engine: Any, sandbox: Any, config: CollectConfig) -> Trajectory:
+    """A failure of one trajectory is recorded on it; the run goes on."""
+    seed = trajectory_seed(config.seed, problem.id, index)
+    try:
+        return await solve(problem, engine, sandbox, config, sample_index=index, seed=seed)
+    except Exception as error:  # engine or sandbox trouble on this trajectory only
+        return Trajectory(
+            id=f"{problem.id}-{index}", problem_id=problem.id, question=problem.question, answer=problem.answer,
+            source=problem.source, domain=problem.domain,
+            messages=[{"role": "user", "content": problem.question}], finish_reason="error",
+            error=f"{type(error).__name__}: {error}", teacher=getattr(engine, "spec", config.teacher),
+            format=config.protocol, sampling={**config.sampling(), "seed": seed, "sample_index": index},
+        )
+
+
+class RunBroken(UserError):
+    """Every trajectory so far failed: the engine or the sandbox is not working."""
+
+
+class _FailFast:
+    """Stops the run when its first trajectories all fail: a broken engine should not burn the whole list."""
+
+    def __init__(self, window: int):
+        self.window = window
+        self.seen = 0
+        self.errors: list[str] = []
+
+    def record(self, trajectory: Trajectory) -> None:
+        if self.seen >= self.window:
+            return
+        self.seen += 1
+        if trajectory.finish_reason == "error":
+            self.errors.append(trajectory.error or "unknown error")
+        if self.seen == self.window and len(self.errors) == self.window:
+            raise RunBroken(f"the first {self.window} trajectories all failed; first error: {self.errors[0]}")
+
+
+class _ShardBuffer:
+    def __init__(self, run: RunDir, shard_size: int):
+        self.run = run
+        self.shard_size = shard_size
+        self.pending: list[Trajectory] = []
+        self.written: list[Trajectory] = []
+        self.last_flush = time.monotonic()
+
+    def add(self, trajectory: Trajectory) -> None:
+        self.pending.append(trajectory)
+        if len(self.pending) >= self.shard_size or time.monotonic() - self.last_flush > FLUSH_SECONDS:
+            self.flush()
+
+    def drop_errors(self) -> None:
+        self.pending = [t for t in self.pending if t.finish_reason != "error"]
+
+    def flush(self) -> None:
+        self.last_flush = time.monotonic()
+        if not self.pending:
+            return
+        self.run.write_shard(self.pending)
+        self.written.extend(self.pending)
+        self.pending = []
+
+
+class _LiveProgress:
+    """A rich progress bar with live rates; yields the per-result callback."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.progress = Progress(
+            TextColumn("[bold]collect"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TimeRemainingColumn(), TextColumn("{task.fields[stats]}"), disable=not enabled,
+        )
+        self.task = self.progress.add_task("collect", total=total, stats="")
+        self.started = time.perf_counter()
+        self.done = self.correct = self.tool_calls = self.tokens = 0
+
+    def __enter__(self) -> Callable[[Trajectory], None]:
+        self.progress.start()
+        return self.on_result
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def on_result(self, trajectory: Trajectory) -> None:
+        self.done += 1
+        self.correct += trajectory.correct
+        self.tool_calls += trajectory.num_tool_calls
+        self.tokens += trajectory.completion_tokens
+        elapsed = max(time.perf_counter() - self.started, 1e-9)
+        stats = (f"acc {self.correct / self.done:.0%} · {self.done / elapsed:.2f} traj/s · "
+                 f"{self.tokens / elapsed:.0f} tok/s · {self.tool_calls} tool calls")
+        self.progress.update(self.task, advance=1, stats=stats)
+
+
+def summarise(run: RunDir, elapsed_s: float, new_trajectories: list[Trajectory]) -> CollectSummary:
+    """Summary of every trajectory in the run dir, read column-wise from the shards."""
+    summary = CollectSummary(run_dir=run.path, new=len(new_trajectories), elapsed_s=elapsed_s,
+                             new_completion_tokens=sum(t.completion_tokens for t in new_trajectories))
+    reasons: Counter[str] = Counter()
+    columns = ["correct", "num_tool_calls", "num_tool_errors", "completion_tokens", "finish_reason"]
+    for shard in run.shards():
+        table = pq.read_table(shard, columns=columns).to_pydict()
+        summary.total += len(table["correct"])
+        summary.correct += sum(table["correct"])
+        summary.tool_calls += sum(table["num_tool_calls"])
+        summary.tool_errors += sum(table["num_tool_errors"])
+        summary.completion_tokens += sum(table["completion_tokens"])
+        reasons.update(table["finish_reason"])
+    summary.finish_reasons = dict(reasons)
+    return summary

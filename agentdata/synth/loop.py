@@ -1,0 +1,198 @@
+"""The agent loop: the one place where a model meets the sandbox.
+
+generate → parse tool calls → run them in the trajectory's sandbox session → feed the
+real output back → generate again, until a final answer or a budget runs out.
+`collect`, `filter`'s profiling, GRPO rollouts and `eval` all call `solve`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentdata.engines.base import Engine, Generation, GenerationRequest
+from agentdata.formats import DEFAULT_TOOL_OUTPUT_CHARS, Protocol, get_protocol, tool_output_text
+from agentdata.records import CODE_TOOL, Problem, ToolCall, Trajectory, assistant_message, tool_message
+from agentdata.verify import extract_answer, is_correct
+
+TOOL_LIMIT_NOTICE = "Tool call limit reached: the code was not run. Give your final answer now, in \\boxed{}."
+UNPARSED_CALL_NOTICE = "Your tool call could not be read ({errors}). Fix its format or give the final answer."
+
+
+@dataclass
+class LoopConfig:
+    protocol: str = field(default="hermes", metadata={"help": "Tool-call protocol: hermes or codeblock."})
+    max_tool_calls: int = field(default=4, metadata={"help": "Tool calls run per trajectory; one more is refused."})
+    max_turns: int = field(default=8, metadata={"help": "Model turns (generate calls) per trajectory."})
+    max_new_tokens: int = field(default=1024, metadata={"help": "Model tokens per trajectory, all turns together."})
+    temperature: float = field(default=0.7, metadata={"help": "Sampling temperature."})
+    top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling threshold."})
+    tool_output_chars: int = field(
+        default=DEFAULT_TOOL_OUTPUT_CHARS, metadata={"help": "Tool output shown to the model, head and tail."}
+    )
+    tool_timeout: float = field(default=10.0, metadata={"help": "Seconds one tool call may run."})
+    system_prompt: str | None = field(default=None, metadata={"help": "Overrides the protocol's system prompt."})
+
+    def __post_init__(self) -> None:
+        for name in ("max_tool_calls", "max_turns", "max_new_tokens", "tool_output_chars"):
+            if getattr(self, name) < (0 if name == "max_tool_calls" else 1):
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.temperature < 0:
+            raise ValueError("temperature must be >= 0 (0 means greedy)")
+
+    def sampling(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "top_p": self.top_p, "max_new_tokens": self.max_new_tokens,
+                "max_tool_calls": self.max_tool_calls, "max_turns": self.max_turns}
+
+
+@dataclass
+class _State:
+    """What one trajectory has accumulated so far."""
+
+    messages: list[dict[str, Any]]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    malformed_calls: int = 0
+    limit_notified: bool = False
+    turns: int = 0
+    generation_s: float = 0.0
+    tool_s: float = 0.0
+    finish_reason: str = ""
+    error: str | None = None
+
+
+def initial_messages(problem: Problem, protocol: Protocol, config: LoopConfig) -> list[dict[str, Any]]:
+    system = config.system_prompt if config.system_prompt is not None else protocol.system_prompt([CODE_TOOL])
+    return [{"role": "system", "content": system}, {"role": "user", "content": problem.question}]
+
+
+async def solve(
+    problem: Problem,
+    engine: Engine,
+    sandbox: Any,
+    config: LoopConfig,
+    sample_index: int = 0,
+    seed: int | None = None,
+) -> Trajectory:
+    """Run one trajectory of `engine` on `problem` with real code execution."""
+    protocol = get_protocol(config.protocol)
+    state = _State(messages=initial_messages(problem, protocol, config))
+    session_id = f"{problem.id}-{sample_index}-{uuid.uuid4().hex[:8]}"
+    started = time.perf_counter()
+    try:
+        await _run_turns(state, protocol, engine, sandbox, session_id, config, seed)
+    finally:
+        await _close_session(sandbox, session_id)
+    return await _to_trajectory(problem, state, engine, config, sample_index, seed, time.perf_counter() - started)
+
+
+async def _run_turns(state: _State, protocol: Protocol, engine: Engine, sandbox: Any, session_id: str,
+                     config: LoopConfig, seed: int | None) -> None:
+    while not state.finish_reason:
+        if state.turns >= config.max_turns:
+            state.finish_reason = "max_turns"
+            break
+        budget = config.max_new_tokens - state.completion_tokens
+        if budget <= 0:
+            state.finish_reason = "max_tokens"
+            break
+        generation = await _generate(state, protocol, engine, config, budget, seed)
+        if generation.finish_reason == "error":
+            state.finish_reason, state.error = "error", generation.error or "generation failed"
+            break
+        parsed = protocol.parse(generation.text + (generation.stop_reason or ""))
+        state.messages.append(assistant_message(parsed.content, parsed.tool_calls))
+        if parsed.tool_calls:
+            await _run_tool_calls(state, parsed.tool_calls, sandbox, session_id, config)
+        elif parsed.errors:
+            state.malformed_calls += len(parsed.errors)
+            state.messages.append({"role": "user", "content": UNPARSED_CALL_NOTICE.format(errors="; ".join(parsed.errors))})
+        elif generation.finish_reason == "length":
+            state.finish_reason = "max_tokens"
+        else:
+            state.finish_reason = "answer"
+
+
+async def _generate(state: _State, protocol: Protocol, engine: Engine, config: LoopConfig, budget: int,
+                    seed: int | None) -> Generation:
+    plain = protocol.to_plain_messages(state.messages)
+    request = GenerationRequest(
+        messages=[{"role": m["role"], "content": m["content"]} for m in plain],
+        continue_final=plain[-1]["role"] == "assistant",
+        max_new_tokens=budget,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        stop=tuple(protocol.stop_strings),
+        seed=None if seed is None else seed + state.turns,
+    )
+    started = time.perf_counter()
+    generation = await engine.generate(request)
+    state.generation_s += time.perf_counter() - started
+    state.turns += 1
+    if not state.prompt_tokens:
+        state.prompt_tokens = generation.prompt_tokens
+    state.completion_tokens += generation.completion_tokens
+    return generation
+
+
+async def _run_tool_calls(state: _State, calls: list[ToolCall], sandbox: Any, session_id: str,
+                          config: LoopConfig) -> None:
+    if state.limit_notified:
+        state.finish_reason = "max_tool_calls"  # told the limit was reached, and it called again
+        return
+    for call in calls:
+        if state.tool_calls >= config.max_tool_calls:
+            state.limit_notified = True
+            state.messages.append(tool_message(call.id, TOOL_LIMIT_NOTICE))
+            continue
+        started = time.perf_counter()
+        result = await sandbox.arun(call.code, session_id=session_id, timeout=config.tool_timeout)
+        state.tool_s += time.perf_counter() - started
+        state.tool_calls += 1
+        if result.status != "ok":
+            state.tool_errors += 1
+        shown = tool_output_text(result.stdout, result.stderr, result.status, config.tool_output_chars)
+        state.messages.append(tool_message(call.id, shown))
+
+
+async def _close_session(sandbox: Any, session_id: str) -> None:
+    try:
+        await asyncio.to_thread(sandbox.close_session, session_id)
+    except Exception:  # a session that never started or a sandbox already closed: nothing to free
+        pass
+
+
+async def _to_trajectory(problem: Problem, state: _State, engine: Engine, config: LoopConfig, sample_index: int,
+                         seed: int | None, elapsed_s: float) -> Trajectory:
+    last_reply = next((m["content"] for m in reversed(state.messages) if m["role"] == "assistant"), "")
+    final_answer = extract_answer(last_reply)
+    correct = final_answer is not None and await asyncio.to_thread(is_correct, last_reply, problem.answer)
+    return Trajectory(
+        id=f"{problem.id}-{sample_index}",
+        problem_id=problem.id,
+        question=problem.question,
+        answer=problem.answer,
+        source=problem.source,
+        domain=problem.domain,
+        messages=state.messages,
+        final_answer=final_answer,
+        correct=bool(correct),
+        num_tool_calls=state.tool_calls,
+        num_tool_errors=state.tool_errors,
+        num_turns=state.turns,
+        finish_reason=state.finish_reason,
+        prompt_tokens=state.prompt_tokens,
+        completion_tokens=state.completion_tokens,
+        teacher=engine.spec,
+        format=config.protocol,
+        sampling={**config.sampling(), "seed": seed, "sample_index": sample_index},
+        timings={"total_s": round(elapsed_s, 4), "generation_s": round(state.generation_s, 4),
+                 "tool_s": round(state.tool_s, 4)},
+        error=state.error,
+        metadata={"malformed_tool_calls": state.malformed_calls} if state.malformed_calls else {},
+    )

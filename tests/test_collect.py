@@ -1,0 +1,115 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from agentdata.errors import UserError
+from agentdata.records import Problem
+from agentdata.synth.collect import CollectConfig, RunBroken, collect
+from agentdata.synth.rundir import RunDir
+from tests.fakes import InProcessSandbox, ScriptedEngine
+
+PROBLEMS = [Problem(f"What is 6 times 7? (variant {i})", "42", source=f"s{i % 2}") for i in range(6)]
+
+
+def run_collect(out, engine=None, **settings):
+    config = CollectConfig(teacher="scripted", **{"samples": 2, "concurrency": 4, "shard_size": 3, **settings})
+    return collect(PROBLEMS, out, config, engine=engine or ScriptedEngine(), sandbox=InProcessSandbox(),
+                   show_progress=False)
+
+
+def test_collect_writes_run_dir(tmp_path):
+    summary = run_collect(tmp_path / "run")
+    run = RunDir(tmp_path / "run")
+    trajectories = run.trajectories()
+    assert len(trajectories) == 12 and summary.total == 12 and summary.new == 12
+    assert sorted(t.id for t in trajectories) == sorted(f"{p.id}-{i}" for p in PROBLEMS for i in range(2))
+    assert summary.accuracy == 1.0 and summary.tool_calls == 12
+    assert len(run.shards()) == 4  # 12 trajectories in shards of 3
+    stats = json.loads(run.stats_path.read_text())
+    assert stats["accuracy"] == 1.0 and stats["finish_reasons"] == {"answer": 12}
+    manifest = json.loads(run.manifest_path.read_text())
+    assert manifest["settings"]["teacher"] == "scripted" and manifest["problems"] == 6
+
+
+def test_rerun_generates_nothing_and_duplicates_nothing(tmp_path):
+    run_collect(tmp_path / "run")
+    engine = ScriptedEngine()
+    summary = run_collect(tmp_path / "run", engine=engine)
+    assert engine.requests == [] and summary.new == 0 and summary.total == 12
+
+
+def test_more_samples_extends_a_run(tmp_path):
+    run_collect(tmp_path / "run")
+    summary = run_collect(tmp_path / "run", samples=3)
+    ids = [t.id for t in RunDir(tmp_path / "run").trajectories()]
+    assert summary.new == 6 and len(ids) == len(set(ids)) == 18
+
+
+def test_other_settings_are_refused(tmp_path):
+    run_collect(tmp_path / "run")
+    with pytest.raises(UserError, match="max_tool_calls: 4 → 2"):
+        run_collect(tmp_path / "run", max_tool_calls=2)
+
+
+def test_one_failure_is_recorded_and_the_run_goes_on(tmp_path):
+    problems = PROBLEMS + [Problem("FAIL this one", "1")]
+    config = CollectConfig(teacher="scripted", concurrency=2)
+    summary = collect(problems, tmp_path / "run", config, engine=ScriptedEngine(), sandbox=InProcessSandbox(),
+                      show_progress=False)
+    assert summary.total == 7 and summary.finish_reasons == {"answer": 6, "error": 1}
+    failed = [t for t in RunDir(tmp_path / "run").trajectories() if t.finish_reason == "error"]
+    assert failed[0].error == "server said 500"
+
+
+def test_everything_failing_stops_with_a_clear_message_and_writes_nothing(tmp_path):
+    problems = [Problem(f"FAIL {i}", "1") for i in range(20)]
+    engine = ScriptedEngine()
+    with pytest.raises(RunBroken, match="all failed; first error: server said 500"):
+        collect(problems, tmp_path / "run", CollectConfig(teacher="x", concurrency=2), engine=engine,
+                sandbox=InProcessSandbox(), show_progress=False)
+    assert len(engine.requests) < 20 and RunDir(tmp_path / "run").done_ids() == set()
+
+
+def test_limit_and_duplicate_problems(tmp_path):
+    summary = collect(PROBLEMS + PROBLEMS, tmp_path / "run", CollectConfig(teacher="x", limit=4),
+                      engine=ScriptedEngine(), sandbox=InProcessSandbox(), show_progress=False)
+    assert summary.total == 4
+
+
+KILLABLE = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {root!r})
+    from agentdata.records import Problem
+    from agentdata.synth.collect import CollectConfig, collect
+    from tests.fakes import InProcessSandbox, ScriptedEngine
+    problems = [Problem(f"What is 6 times 7? ({{i}})", "42") for i in range(40)]
+    config = CollectConfig(teacher="scripted", concurrency=2, shard_size=1)
+    collect(problems, sys.argv[1], config, engine=ScriptedEngine(delay_s=float(sys.argv[2])),
+            sandbox=InProcessSandbox(), show_progress=False)
+""")
+
+
+def test_kill_9_then_resume_loses_nothing_and_duplicates_nothing(tmp_path):
+    script = tmp_path / "collect_script.py"
+    script.write_text(KILLABLE.format(root=str(Path(__file__).resolve().parents[1])))
+    out = tmp_path / "run"
+    process = subprocess.Popen([sys.executable, str(script), str(out), "0.05"])
+    run = RunDir(out)
+    deadline = time.time() + 60
+    while len(run.shards()) < 5 and time.time() < deadline:
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    done_before = run.done_ids()
+    assert 5 <= len(done_before) < 40
+    subprocess.run([sys.executable, str(script), str(out), "0"], check=True, timeout=120)
+    ids = [t.id for t in run.trajectories()]
+    assert len(ids) == len(set(ids)) == 40 and done_before <= set(ids)
+    assert not list((out / "trajectories").glob(".*.tmp"))

@@ -1,0 +1,114 @@
+import asyncio
+
+import pytest
+
+from agentdata.engines.base import Generation
+from agentdata.records import Problem, message_tool_calls, validate_messages
+from agentdata.synth.loop import TOOL_LIMIT_NOTICE, LoopConfig, solve
+from tests.fakes import InProcessSandbox, ScriptedEngine
+
+PROBLEM = Problem("What is 6 times 7?", "42", source="demo")
+
+
+def run(engine, config=None, sandbox=None, problem=PROBLEM):
+    sandbox = sandbox or InProcessSandbox()
+    return asyncio.run(solve(problem, engine, sandbox, config or LoopConfig(), sample_index=0, seed=1)), sandbox
+
+
+def test_tool_call_runs_in_sandbox_and_real_output_goes_back():
+    trajectory, sandbox = run(ScriptedEngine())
+    roles = [m["role"] for m in trajectory.messages]
+    assert roles == ["system", "user", "assistant", "tool", "assistant"]
+    assert message_tool_calls(trajectory.messages[2])[0].code == "print(6 * 7)"
+    assert trajectory.messages[3]["content"] == "42"  # the real output of the code
+    assert trajectory.final_answer == "42" and trajectory.correct
+    assert (trajectory.num_tool_calls, trajectory.num_tool_errors, trajectory.num_turns) == (1, 0, 2)
+    assert trajectory.finish_reason == "answer"
+    assert trajectory.completion_tokens == 19 and trajectory.prompt_tokens == 10
+    assert trajectory.id == f"{PROBLEM.id}-0" and trajectory.teacher == "scripted"
+    assert sandbox.closed and not sandbox.sessions  # the session was freed
+    validate_messages(trajectory.messages)
+
+
+def test_wrong_answer_is_marked_incorrect():
+    trajectory, _ = run(ScriptedEngine(answer="41"))
+    assert trajectory.final_answer == "41" and not trajectory.correct
+
+
+def test_engine_sees_plain_messages_with_protocol_system_prompt():
+    engine = ScriptedEngine()
+    run(engine)
+    first, second = engine.requests
+    assert first.messages[0]["role"] == "system" and "<tool_call>" in first.messages[0]["content"]
+    assert first.stop == ("</tool_call>",)
+    assert second.messages[-1]["role"] == "user" and "<tool_response>" in second.messages[-1]["content"]
+    assert second.max_new_tokens == LoopConfig().max_new_tokens - 7  # the budget shrinks by what was used
+
+
+def test_tool_call_limit_is_told_then_enforced():
+    trajectory, sandbox = run(ScriptedEngine(calls_per_answer=99), LoopConfig(max_tool_calls=2))
+    assert trajectory.num_tool_calls == 2 and sandbox.calls == 2
+    assert trajectory.finish_reason == "max_tool_calls"
+    assert any(m["role"] == "tool" and m["content"] == TOOL_LIMIT_NOTICE for m in trajectory.messages)
+
+
+def test_max_turns():
+    trajectory, _ = run(ScriptedEngine(calls_per_answer=99), LoopConfig(max_turns=2, max_tool_calls=10))
+    assert trajectory.finish_reason == "max_turns" and trajectory.num_turns == 2
+
+
+def test_engine_error_is_recorded():
+    trajectory, _ = run(ScriptedEngine(fail_on={0}))
+    assert trajectory.finish_reason == "error" and "500" in trajectory.error and not trajectory.correct
+
+
+class LengthEngine(ScriptedEngine):
+    async def generate(self, request):
+        self.requests.append(request)
+        return Generation("thinking " * 5, None, "length", 10, request.max_new_tokens)
+
+
+def test_token_budget():
+    trajectory, _ = run(LengthEngine(), LoopConfig(max_new_tokens=64))
+    assert trajectory.finish_reason == "max_tokens" and trajectory.completion_tokens == 64
+
+
+class BrokenCallEngine(ScriptedEngine):
+    async def generate(self, request):
+        self.requests.append(request)
+        if len(self.requests) == 1:
+            return Generation('<tool_call>\n{"name": "code_interpreter", "arguments": {"code": ', "</tool_call>",
+                              "stop", 5, 5)
+        return Generation("Fine: \\boxed{42}", None, "stop", 5, 5)
+
+
+def test_malformed_call_is_reported_back_and_counted():
+    trajectory, sandbox = run(BrokenCallEngine())
+    assert sandbox.calls == 0 and trajectory.metadata["malformed_tool_calls"] == 1
+    assert "could not be read" in trajectory.messages[3]["content"] and trajectory.correct
+
+
+class ErrorCodeEngine(ScriptedEngine):
+    async def generate(self, request):
+        self.requests.append(request)
+        if len(self.requests) == 1:
+            return Generation('<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "1/0"}}\n',
+                              "</tool_call>", "stop", 5, 5)
+        return Generation("\\boxed{42}", None, "stop", 5, 5)
+
+
+def test_failing_code_is_data_not_exception():
+    trajectory, _ = run(ErrorCodeEngine())
+    assert trajectory.num_tool_errors == 1 and "ZeroDivisionError" in trajectory.messages[3]["content"]
+
+
+def test_sessions_keep_state_within_a_trajectory_only():
+    sandbox = InProcessSandbox()
+    asyncio.run(sandbox.arun("x = 5", session_id="a"))
+    assert asyncio.run(sandbox.arun("print(x)", session_id="a")).stdout == "5\n"
+
+
+@pytest.mark.parametrize("field,value", [("max_turns", 0), ("max_new_tokens", 0), ("temperature", -1.0)])
+def test_config_rejects_bad_values(field, value):
+    with pytest.raises(ValueError, match=field if field != "temperature" else "temperature"):
+        LoopConfig(**{field: value})
