@@ -1,0 +1,22 @@
+"""Code execution for agentdata: isolated, warm, stateful sandboxes, local or over HTTP.
+
+    from agentdata.sandbox import Sandbox
+    with Sandbox() as sandbox:
+        sandbox.run("x = 2", session_id="a")
+        print(sandbox.run("x + 1", session_id="a").stdout)   # 3
+"""
+
+from agentdata.sandbox.config import SandboxConfig
+from agentdata.sandbox.local import Sandbox
+from agentdata.sandbox.result import ExecResult
+
+__all__ = ["ExecResult", "RemoteSandbox", "Sandbox", "SandboxConfig", "open_sandbox"]
+
+
+def __getattr__(name: str):
+    # httpx is only needed for the remote client; import it when it is asked for.
+    if name in ("RemoteSandbox", "open_sandbox"):
+        from agentdata.sandbox import remote
+
+        return getattr(remote, name)
+    raise AttributeError(name)

@@ -1,0 +1,61 @@
+"""The sandbox's settings in one place, each with the help text the CLI and docs show."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+
+@dataclass
+class SandboxConfig:
+    workers: int = field(default=4, metadata={"help": "Calls that run at once; more wait in a queue."})
+    timeout_s: float = field(default=30.0, metadata={"help": "Default wall-clock limit of one call, in seconds."})
+    memory_mb: int = field(default=2048, metadata={"help": "Address-space limit of each sandbox process (MiB)."})
+    cpu_budget_s: int = field(
+        default=3600, metadata={"help": "CPU seconds one session may use in all; each call also gets timeout_s of CPU."}
+    )
+    max_processes: int = field(
+        default=64, metadata={"help": "Processes and threads one session or call may have at once."}
+    )
+    max_file_mb: int = field(default=64, metadata={"help": "Largest file sandboxed code may write (MiB)."})
+    disk_mb: int = field(default=256, metadata={"help": "Size of each session's private /tmp working dir (MiB, RAM-backed)."})
+    max_output_bytes: int = field(
+        default=65536, metadata={"help": "Captured stdout and stderr, each; beyond it the head and tail are kept."}
+    )
+    preload: tuple[str, ...] = field(
+        default=("math", "fractions", "itertools", "collections", "numpy", "sympy"),
+        metadata={"help": "Modules imported once in the warm template, so calls find them ready."},
+    )
+    prefork: int = field(default=2, metadata={"help": "Idle executors kept forked ahead, so a call does not wait for one."})
+    max_sessions: int = field(
+        default=256, metadata={"help": "Live sessions at most; beyond it the least recently used idle one is closed."}
+    )
+    isolate_network: bool = field(default=True, metadata={"help": "Run code in a network namespace with no interfaces up."})
+    isolate_filesystem: bool = field(
+        default=True, metadata={"help": "Give each session a private tmpfs /tmp in its own mount namespace."}
+    )
+    drop_privileges: bool = field(
+        default=True, metadata={"help": "Run each session as its own unprivileged uid (needs root to set up)."}
+    )
+    interrupt_grace_s: float = field(
+        default=0.5, metadata={"help": "After a timeout, how long an interrupted session may take to stop before it is killed."}
+    )
+
+    def __post_init__(self) -> None:
+        positive = ("workers", "timeout_s", "memory_mb", "cpu_budget_s", "max_processes", "max_file_mb", "disk_mb",
+                    "max_output_bytes", "max_sessions")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"SandboxConfig.{name} must be positive, got {getattr(self, name)!r}")
+        if self.prefork < 0:
+            raise ValueError("SandboxConfig.prefork must be 0 or more")
+        if self.max_sessions + self.prefork + self.workers > MAX_EXECUTORS:
+            raise ValueError(f"SandboxConfig: max_sessions + prefork + workers must stay under {MAX_EXECUTORS}")
+        self.preload = tuple(self.preload)
+
+    def worker_settings(self) -> dict:
+        """What the worker processes need, as plain JSON."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+# Each Sandbox owns a block of uids; this many executors (sessions + spares) fit in one block.
+MAX_EXECUTORS = 512

@@ -1,0 +1,135 @@
+"""Linux isolation primitives used inside the sandbox worker processes (stdlib only).
+
+The worker runs as a plain script, so this module must not import agentdata. Every
+function here either succeeds or returns a reason string; the caller turns reasons
+into one startup warning, so a machine without namespaces still runs code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def unshare(flags: int) -> None:
+    _check(_libc.unshare(flags), "unshare")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    def encode(value: str | None) -> bytes | None:
+        return value.encode() if value is not None else None
+
+    _check(_libc.mount(encode(source), encode(target), encode(fstype), flags, encode(data)), f"mount {target}")
+
+
+def prctl(option: int, value: int) -> None:
+    _check(_libc.prctl(option, value, 0, 0, 0), "prctl")
+
+
+def enter_network_namespace() -> str | None:
+    """A fresh network namespace has only a loopback that is down: nothing can connect anywhere."""
+    try:
+        unshare(CLONE_NEWNET)
+        return None
+    except OSError as error:
+        return f"no network namespace ({error.strerror}); sandboxed code can reach the network"
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as handle:
+        handle.write(text)
+
+
+def enter_user_namespace() -> str | None:
+    """For non-root hosts: a user namespace makes the net and mount namespaces possible."""
+    uid, gid = os.getuid(), os.getgid()
+    try:
+        unshare(CLONE_NEWUSER)
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"0 {uid} 1")
+        _write("/proc/self/gid_map", f"0 {gid} 1")
+        return None
+    except OSError as error:
+        return f"no user namespace ({error.strerror})"
+
+
+def make_mounts_private() -> str | None:
+    """A private mount namespace: mounts made here are never seen by the host."""
+    try:
+        unshare(CLONE_NEWNS)
+        mount(None, "/", None, MS_REC | MS_PRIVATE)
+        return None
+    except OSError as error:
+        return f"no mount namespace ({error.strerror}); working dirs live on the host's /tmp"
+
+
+def hide_shared_writable_dirs() -> None:
+    """World-writable host dirs would let sandboxes leave files for each other: cover them."""
+    for path in ("/var/tmp", "/run/lock"):
+        if os.path.isdir(path):
+            try:
+                mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=755")
+            except OSError:
+                pass
+
+
+def private_tmp(size_mb: int) -> None:
+    """Each executor gets its own mount namespace with a size-capped tmpfs on /tmp (also /dev/shm).
+
+    The tmpfs vanishes with the namespace, i.e. when the executor and all it started are gone.
+    """
+    unshare(CLONE_NEWNS)
+    mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size_mb}m,mode=1777")
+    if os.path.isdir("/dev/shm"):
+        mount("/tmp", "/dev/shm", None, MS_BIND)
+
+
+def drop_to_uid(uid: int) -> None:
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+
+
+def set_limits(memory_mb: int, cpu_budget_s: int, max_processes: int, max_file_mb: int, nproc: bool) -> None:
+    memory = memory_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    # The hard CPU limit is the executor's whole budget; each call lowers the soft one (see worker).
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_budget_s, cpu_budget_s))
+    file_size = max_file_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if nproc:
+        # Counted per uid, so only meaningful after dropping to the executor's own uid.
+        resource.setrlimit(resource.RLIMIT_NPROC, (max_processes, max_processes))
+
+
+def die_with_parent(signal_number: int) -> None:
+    prctl(PR_SET_PDEATHSIG, signal_number)
+
+
+def forbid_new_privileges() -> None:
+    """setuid binaries (su, mount) cannot raise privileges again."""
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
