@@ -1,0 +1,170 @@
+"""The hermes protocol: `<tool_call>{json}</tool_call>` calls and tool-role results.
+
+This is the convention of Qwen-family chat templates and of verl's multi-turn code tool
+(DemyAgent trains with it). The model writes
+
+    <tool_call>
+    {"name": "code_interpreter", "arguments": {"code": "print(1 + 1)"}}
+    </tool_call>
+
+and generation stops at `</tool_call>`. The result comes back as a tool message, shown to
+the model as a user turn `<tool_response>\\n...\\n</tool_response>`; consecutive results
+share one user turn, as Qwen's template renders them.
+
+Rendering follows Qwen's template byte for byte (content, then each call after a newline;
+JSON with `json.dumps` defaults, which is what transformers' `tojson` filter produces), so
+text the loop shows a model matches what the model's own chat template would produce.
+
+Round trip: `parse(render_assistant(m))` gives back `m`'s content and calls for any code,
+including code that contains `</tool_call>` (parse extends a call to the first closing tag
+at which its JSON is complete). It cannot for content that itself contains `<tool_call>`
+or `</tool_call>`: those are read as markup.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentdata.formats import prompts
+from agentdata.formats.base import (
+    ParsedTurn,
+    Protocol,
+    join_pieces,
+    numbered_call,
+    plain_message,
+    strip_separator,
+)
+from agentdata.records import CODE_TOOL, TOOL_NAME, ToolCall, message_tool_calls
+
+OPEN_TAG = "<tool_call>"
+CLOSE_TAG = "</tool_call>"
+# A call whose JSON only completes after this many closing tags is treated as broken:
+# it bounds the work on adversarial text; real code rarely holds even one such tag.
+MAX_CLOSE_TAGS_TRIED = 16
+
+
+class HermesProtocol(Protocol):
+    name = "hermes"
+    stop_strings = (CLOSE_TAG,)
+
+    def system_prompt(self, tools: list[dict[str, Any]]) -> str:
+        tools = tools or [CODE_TOOL]
+        signatures = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
+        example = render_call(ToolCall(code="print(2 + 3)"))
+        how_to_call = (
+            "# Tools\n\n"
+            f"You can call this tool, described in JSON inside <tools></tools> tags:\n<tools>\n{signatures}\n</tools>\n\n"
+            "To call it, write a JSON object with the tool name and its arguments between "
+            f"tool_call tags, like this:\n{example}\n"
+            "The result comes back inside <tool_response></tool_response> tags."
+        )
+        return prompts.assemble(prompts.INTRO, how_to_call, prompts.DELIBERATIVE_STYLE, prompts.ANSWER_FORMAT)
+
+    def parse(self, text: str) -> ParsedTurn:
+        pieces: list[str] = []  # the text between well-formed calls
+        current = ""
+        calls: list[ToolCall] = []
+        errors: list[str] = []
+        position = 0
+        while (start := text.find(OPEN_TAG, position)) != -1:
+            current += text[position:start]
+            found = _find_call(text, start + len(OPEN_TAG))
+            if found is None:
+                errors.append(f"unclosed {OPEN_TAG}: no {CLOSE_TAG} after it")
+                position = start
+                break
+            end, code, error = found
+            if error is None:
+                pieces.append(strip_separator(current))
+                current = ""
+                calls.append(numbered_call(code, len(calls)))
+            else:
+                errors.append(error)
+                current += text[start:end]  # keep what the model wrote, so nothing is lost
+            position = end
+        else:
+            if CLOSE_TAG in text[position:]:
+                errors.append(f"{CLOSE_TAG} without an opening {OPEN_TAG}")
+        pieces.append(current + text[position:])
+        return ParsedTurn(content=join_pieces(pieces), tool_calls=calls, errors=errors)
+
+    def render_assistant(self, message: dict[str, Any]) -> str:
+        content = message.get("content") or ""
+        blocks = [render_call(call) for call in message_tool_calls(message)]
+        return "\n".join(([content] if content else []) + blocks)
+
+    def render_tool(self, message: dict[str, Any]) -> str:
+        return f"<tool_response>\n{message.get('content') or ''}\n</tool_response>"
+
+    def to_plain_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        plain: list[dict[str, Any]] = []
+        previous_role = None
+        for message in messages:
+            role = message["role"]
+            if role == "tool":
+                response = self.render_tool(message)
+                if previous_role == "tool":
+                    plain[-1]["content"] += "\n" + response
+                else:
+                    plain.append({"role": "user", "content": response})
+            elif role == "assistant":
+                plain.append({"role": "assistant", "content": self.render_assistant(message)})
+            else:
+                plain.append(plain_message(message))
+            previous_role = role
+        return plain
+
+
+def render_call(call: ToolCall) -> str:
+    payload = {"name": call.name, "arguments": {"code": call.code}}
+    return f"{OPEN_TAG}\n{json.dumps(payload, ensure_ascii=False)}\n{CLOSE_TAG}"
+
+
+def _find_call(text: str, body_start: int) -> tuple[int, str, str | None] | None:
+    """Find where the call opened before body_start ends: (end, code, error) or None if unclosed.
+
+    The first closing tag ends the call unless the JSON before it is incomplete and a later
+    tag completes it (code that prints "</tool_call>"); a broken call ends at the first tag.
+    """
+    first: tuple[int, str, str | None] | None = None
+    close = text.find(CLOSE_TAG, body_start)
+    for _ in range(MAX_CLOSE_TAGS_TRIED):
+        if close == -1:
+            break
+        code, error = decode_call(text[body_start:close])
+        end = close + len(CLOSE_TAG)
+        if error is None:
+            return end, code, None
+        if first is None:
+            first = (end, "", error)
+        if not error.startswith("bad JSON"):
+            break  # the JSON was complete, so a later tag cannot fix it
+        close = text.find(CLOSE_TAG, close + 1)
+    return first
+
+
+def decode_call(body: str) -> tuple[str, str | None]:
+    """The code of one call's JSON body, or an error saying what is wrong with it."""
+    try:
+        # strict=False: models often write raw newlines inside the code string.
+        payload = json.loads(body, strict=False)
+    except json.JSONDecodeError as error:
+        return "", f"bad JSON in tool call: {error.msg} at character {error.pos}"
+    if not isinstance(payload, dict):
+        return "", f"tool call must be a JSON object, got {type(payload).__name__}"
+    name = payload.get("name")
+    if name != TOOL_NAME:
+        return "", f"unknown tool {name!r}: the only tool is {TOOL_NAME!r}"
+    arguments = payload.get("arguments", payload.get("parameters"))
+    if isinstance(arguments, str):  # some models write the arguments as a JSON string
+        try:
+            arguments = json.loads(arguments, strict=False)
+        except json.JSONDecodeError:
+            return "", "tool call arguments are a string that is not a JSON object"
+    if not isinstance(arguments, dict):
+        return "", 'tool call has no "arguments" object'
+    code = arguments.get("code")
+    if not isinstance(code, str):
+        return "", 'tool call arguments have no "code" string'
+    return code, None
