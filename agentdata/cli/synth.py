@@ -1,16 +1,64 @@
-"""`agentdata synth ...`: problem generators and the stitched baseline (not built yet)."""
+"""`agentdata synth ...`: problem generators and the stitched baseline."""
+
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 
-from agentdata.cli.common import not_built
+from agentdata.cli.common import Seed, console, not_built
+from agentdata.errors import UserError
 
 app = typer.Typer(help="Generate problems and stitched baseline trajectories.", no_args_is_help=True)
 
 
 @app.command("problems")
-def problems() -> None:
-    """Not built yet."""
-    not_built("synth problems")
+def problems(
+    n: Annotated[int, typer.Option("--n", help="How many problems to write.")] = 100,
+    seed: Seed = 0,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output file: .jsonl, .json or .parquet.")] = Path(
+        "problems.jsonl"
+    ),
+    kinds: Annotated[
+        Optional[list[str]],
+        typer.Option("--kinds", help="Problem kinds, repeated or comma-separated (default: all)."),
+    ] = None,
+    levels: Annotated[
+        Optional[list[str]],
+        typer.Option("--levels", help="Difficulty levels 1-3, repeated or comma-separated (default: all)."),
+    ] = None,
+) -> None:
+    """Write verifiable math problems whose answers sympy computes."""
+    from rich.progress import track
+    from rich.table import Table
+
+    from agentdata.records import Problem, write_records
+    from agentdata.synth.generators import check_choices, generate_problems
+
+    kind_list, level_list = check_choices(_split(kinds), [_level(value) for value in _split(levels) or []] or None)
+    if n < 1:
+        raise UserError(f"--n must be at least 1, got {n}")
+    made = generate_problems(n, seed, kind_list, level_list)
+    write_records(track(made, description="writing", console=console, transient=True), out, Problem)
+    table = Table(title=f"{len(made)} problems -> {out}")
+    for column in ("kind", *(f"level {level}" for level in level_list), "total"):
+        table.add_column(column, justify="left" if column == "kind" else "right")
+    for kind in kind_list:
+        counts = [sum(1 for p in made if p.metadata["kind"] == kind and p.metadata["level"] == lv) for lv in level_list]
+        table.add_row(kind, *map(str, counts), str(sum(counts)))
+    console.print(table)
+
+
+def _split(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _level(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise UserError(f"--levels takes numbers 1-3, got {value!r}") from None
 
 
 @app.command("stitch")

@@ -1,0 +1,45 @@
+"""Sixteen fixed problems that `collect` uses when no problem file is given.
+
+Mixed kinds, mostly easy: a tiny model (SmolLM2-135M) sometimes solves them when it runs
+the code tool, so a default run produces some correct trajectories as well as wrong ones.
+Each answer is written in the form `is_correct` accepts; the tests re-derive every one.
+"""
+
+from __future__ import annotations
+
+from agentdata.records import Problem
+from agentdata.synth.generators import INSTRUCTION
+
+# (kind, level, question, answer)
+_BUILTIN: tuple[tuple[str, int, str, str], ...] = (
+    ("arithmetic", 1, "What is $17 \\times 23$?", "391"),
+    ("arithmetic", 1, "Compute $2^{20}$.", "1048576"),
+    ("arithmetic", 1, "What is the sum of the integers from 1 to 100?", "5050"),
+    ("arithmetic", 1, "Compute $\\frac{1}{2} + \\frac{1}{3}$ as a fraction in lowest terms.", "\\frac{5}{6}"),
+    ("algebra", 1, "Solve for $x$: $3x + 7 = 22$.", "5"),
+    ("algebra", 1, "Find the larger root of $x^2 - 5x + 6 = 0$.", "3"),
+    ("algebra", 2, "Compute $1^2 + 2^2 + \\cdots + 10^2$.", "385"),
+    ("algebra", 2, "The Fibonacci numbers start $F_1 = F_2 = 1$ and $F_n = F_{n-1} + F_{n-2}$. What is $F_{20}$?", "6765"),
+    ("number_theory", 1, "What is the greatest common divisor of 84 and 126?", "42"),
+    ("number_theory", 1, "What is the remainder when $2^{100}$ is divided by 7?", "2"),
+    ("number_theory", 1, "How many prime numbers are less than 50?", "15"),
+    ("number_theory", 2, "What is the sum of the digits of $2^{15}$?", "26"),
+    ("combinatorics", 1, "In how many ways can 3 people be chosen from a group of 10?", "120"),
+    ("combinatorics", 1, "How many distinct arrangements of the letters of the word LEVEL are there?", "30"),
+    ("probability", 1, "Two fair coins are flipped. What is the probability that both show heads?", "\\frac{1}{4}"),
+    ("probability", 1, "Two fair six-sided dice are rolled. What is the probability that the sum is 7?", "\\frac{1}{6}"),
+)
+
+
+def builtin_problems() -> list[Problem]:
+    """The 16 built-in problems, in a fixed order with stable ids."""
+    return [
+        Problem(
+            question=f"{question} {INSTRUCTION}",
+            answer=answer,
+            source=f"builtin/{kind}",
+            domain="math",
+            metadata={"kind": kind, "level": level, "builtin": True},
+        )
+        for kind, level, question, answer in _BUILTIN
+    ]
