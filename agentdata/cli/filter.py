@@ -1,8 +1,79 @@
-"""`agentdata filter` (not built yet)."""
+"""`agentdata filter [PROBLEMS] --out POOL.parquet`: an RL pool chosen by the student's pass rate."""
 
-from agentdata.cli.common import not_built
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from agentdata.cli.common import AnswerField, QuestionField, console, parse_options
+from agentdata.cli.curate import parse_pair
 
 
-def command() -> None:
-    """Not built yet."""
-    not_built("filter")
+def command(
+    problems_file: Annotated[
+        Optional[Path], typer.Argument(help="Problems (JSONL, JSON, Parquet, CSV, dataset dir). Default: built-in.")
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="RL pool to write (Parquet).")] = Path("pool.parquet"),
+    student: Annotated[str, typer.Option(help="Engine spec of the student: smollm2, hf:PATH, vllm:PATH, openai:URL.")] = "smollm2",
+    model: Annotated[Optional[str], typer.Option(help="Model name for openai: engines.")] = None,
+    engine_option: Annotated[
+        Optional[list[str]], typer.Option("--engine-option", help="KEY=VALUE passed to the engine (repeatable).")
+    ] = None,
+    k: Annotated[int, typer.Option("--k", help="Student rollouts per problem.")] = 4,
+    band: Annotated[str, typer.Option(help="Keep LO < pass rate < HI (ends exclusive).")] = "0,1",
+    size: Annotated[Optional[int], typer.Option(help="Problems to select evenly across clusters and sources.")] = None,
+    clusters: Annotated[Optional[int], typer.Option(help="K-means clusters (default about sqrt(problems)).")] = None,
+    embedding: Annotated[str, typer.Option(help="auto | sentence-transformers | tfidf.")] = "auto",
+    near_dup_threshold: Annotated[float, typer.Option(help="MinHash Jaccard threshold; 0 turns it off.")] = 0.8,
+    decontam: Annotated[
+        Optional[list[Path]], typer.Option("--decontam", help="Benchmark file to decontaminate against (repeatable).")
+    ] = None,
+    decontam_ngram: Annotated[int, typer.Option(help="Word n-gram size for decontamination.")] = 13,
+    format: Annotated[str, typer.Option("--format", help="agentdata or verl output columns.")] = "agentdata",
+    profile_dir: Annotated[
+        Optional[Path], typer.Option(help="Profile run dir (the cache); default <out folder>/profile/<student>.")
+    ] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Use only the first N problems.")] = None,
+    protocol: Annotated[str, typer.Option(help="Tool-call protocol: hermes or codeblock.")] = "hermes",
+    max_tool_calls: Annotated[int, typer.Option(help="Tool calls run per rollout.")] = 4,
+    max_new_tokens: Annotated[int, typer.Option(help="Model tokens per rollout, all turns together.")] = 1024,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature of the student.")] = 0.7,
+    concurrency: Annotated[int, typer.Option(help="Rollouts in flight at once.")] = 16,
+    sandbox: Annotated[str, typer.Option(help="'local' or the URL of `agentdata sandbox serve`.")] = "local",
+    seed: Annotated[int, typer.Option(help="Base random seed.")] = 0,
+    question_field: QuestionField = None,
+    answer_field: AnswerField = None,
+) -> None:
+    """Profile the student's pass rate on each problem (cached), keep a band, dedup, decontaminate, diversify."""
+    from agentdata.curate.filter_run import FilterRun, run_filter
+    from agentdata.curate.pool import PoolConfig
+    from agentdata.curate.report import drop_table, rows_table
+    from agentdata.problems import load_problems
+    from agentdata.synth.builtin import builtin_problems
+
+    problems = load_problems(problems_file, question_field, answer_field) if problems_file else builtin_problems()
+    problems = problems[:limit] if limit else problems
+    options = parse_options(engine_option or [])
+    if model:
+        options["model"] = model
+    try:
+        config = PoolConfig(
+            band=parse_pair(band, "--band"), size=size, clusters=clusters, embedding=embedding,
+            near_dup_threshold=near_dup_threshold or None, decontam_files=[str(p) for p in decontam or []],
+            decontam_ngram=decontam_ngram, format=format, seed=seed,
+        )
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+    loop = dict(protocol=protocol, max_tool_calls=max_tool_calls, max_new_tokens=max_new_tokens,
+                temperature=temperature, concurrency=concurrency, sandbox=sandbox, seed=seed, engine_options=options)
+    console.print(f"[bold]filter[/] {len(problems)} problems · student {student} · k={k} · band {config.band} → {out}")
+    run: FilterRun = run_filter(problems, out, config, student=student, k=k, loop_settings=loop,
+                               profile_dir=profile_dir)
+    console.print(f"profile: {run.profile_dir} ({run.generated:,} rollouts generated now, "
+                  f"{'cache hit' if not run.generated else 'cache filled'})")
+    result = run.result
+    console.print(drop_table(len(problems), result.counts, result.pool.height, title="filter: problems per drop reason"))
+    console.print(rows_table(run.per_source, title="per source"))
+    console.print(f"RL pool: [cyan]{run.output}[/] ({config.format}) · report: {run.report} · plot: {run.plot}")

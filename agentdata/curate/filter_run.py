@@ -1,0 +1,49 @@
+"""The whole `filter` command as one library call: profile (cached) -> pool -> files and report."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from agentdata.curate.pool import PoolConfig, PoolResult, build_pool, problems_table, source_table, write_pool
+from agentdata.curate.profile import profile, profile_dir_for
+from agentdata.curate.report import pass_rate_histograms, write_json
+from agentdata.records import Problem
+
+
+@dataclass
+class FilterRun:
+    result: PoolResult
+    output: Path
+    profile_dir: Path
+    generated: int
+    report: Path
+    plot: Path
+    per_source: list[dict]
+
+
+def run_filter(
+    problems: Sequence[Problem], out: str | Path, config: PoolConfig, student: str = "smollm2", k: int = 4,
+    loop_settings: dict[str, Any] | None = None, engine: Any = None, show_progress: bool = True,
+    profile_dir: str | Path | None = None,
+) -> FilterRun:
+    """Profile the student on `problems` (re-using the profile run dir), build the pool, write it and its report."""
+    out = Path(out)
+    profile_dir = Path(profile_dir) if profile_dir else profile_dir_for(out, student)
+    rates, generated = profile(problems, profile_dir, student, k, engine=engine, show_progress=show_progress,
+                               **(loop_settings or {}))
+    result = build_pool(problems_table(problems), rates, config)
+    write_pool(result, out, config.format)
+    per_source = source_table(result)
+    plot = pass_rate_histograms(
+        result.profiled["pass_rate"].to_list(), result.pool["pass_rate"].to_list(), config.band,
+        out.with_name(out.stem + ".pass_rate.png"),
+    )
+    report = write_json(out.with_name(out.stem + ".report.json"), {
+        "output": str(out), "problems": len(problems), "selected": result.pool.height, "student": student, "k": k,
+        "generated_rollouts": generated, "profile_dir": str(profile_dir), "embedding": result.embedding,
+        "dropped": {f"dropped_{reason}": count for reason, count in result.counts.items()},
+        "per_source": per_source, "config": asdict(config), "plot": str(plot),
+    })
+    return FilterRun(result, out, profile_dir, generated, report, plot, per_source)

@@ -1,0 +1,188 @@
+"""The RL pool: problems with a student pass rate -> band, decontam, dedup, diverse selection.
+
+Library functions on polars tables, no model: `pass_rates` reads a profile run dir,
+`build_pool` does the rest. Profiling itself (the student's rollouts) is in `profile.py`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import polars as pl
+
+from agentdata.curate.diversity import spread_order
+from agentdata.curate.embed import cluster_labels, embed_texts
+from agentdata.curate.shards import scan_shards, shard_paths
+from agentdata.filters import (
+    BenchmarkNgrams, ContaminationFilter, ExactDuplicateFilter, ExpressionStep, NearDuplicateFilter, Step, StepResult,
+    run_steps,
+)
+from agentdata.filters.text import normalised
+from agentdata.records import Problem
+
+POOL_FORMATS = ("agentdata", "verl")
+
+
+@dataclass
+class PoolConfig:
+    band: tuple[float, float] = field(
+        default=(0.0, 1.0), metadata={"help": "Keep problems with LO < pass rate < HI (both ends exclusive)."}
+    )
+    size: int | None = field(default=None, metadata={"help": "Problems to select across clusters; None keeps all."})
+    clusters: int | None = field(default=None, metadata={"help": "K-means clusters (default about sqrt(problems))."})
+    embedding: str = field(default="auto", metadata={"help": "auto | sentence-transformers | tfidf."})
+    near_dup_threshold: float | None = field(default=0.8, metadata={"help": "MinHash threshold; None: off."})
+    near_dup_ngram: int = field(default=5, metadata={"help": "Word n-gram size of the MinHash shingles."})
+    decontam_files: list[str] = field(default_factory=list, metadata={"help": "Benchmark files to decontaminate against."})
+    decontam_ngram: int = field(default=13, metadata={"help": "Word n-gram size for decontamination."})
+    format: str = field(default="agentdata", metadata={"help": "agentdata | verl output columns."})
+    seed: int = field(default=0, metadata={"help": "Seed for clustering."})
+
+    def __post_init__(self) -> None:
+        low, high = self.band
+        if not 0 <= low < high <= 1:
+            raise ValueError("band must be LO,HI with 0 <= LO < HI <= 1, e.g. --band 0.2,0.8")
+        if self.format not in POOL_FORMATS:
+            raise ValueError(f"format must be one of {POOL_FORMATS}")
+        if self.size is not None and self.size < 1:
+            raise ValueError("size must be at least 1")
+
+
+@dataclass
+class PoolResult:
+    pool: pl.DataFrame          # the selected problems, agentdata columns plus `cluster`
+    profiled: pl.DataFrame      # every problem with its pass rate (before the band)
+    counts: dict[str, int]
+    rejected: pl.DataFrame
+    embedding: str
+
+
+@dataclass
+class PassRateBand(ExpressionStep):
+    """Keeps problems the student solves sometimes: LO < pass rate < HI."""
+
+    low: float = 0.0
+    high: float = 1.0
+    reason = "out_of_band"
+
+    def expression(self) -> pl.Expr:
+        return (pl.col("pass_rate") > self.low) & (pl.col("pass_rate") < self.high)
+
+
+class NotProfiled(ExpressionStep):
+    """Drops problems with no student rollout in the profile."""
+
+    reason = "not_profiled"
+
+    def expression(self) -> pl.Expr:
+        return pl.col("n_rollouts").fill_null(0) > 0
+
+
+def problems_table(problems: Sequence[Problem]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "problem_id": [p.id for p in problems], "question": [p.question for p in problems],
+            "answer": [p.answer for p in problems], "source": [p.source for p in problems],
+            "domain": [p.domain for p in problems],
+        },
+        schema={name: pl.String for name in ("problem_id", "question", "answer", "source", "domain")},
+    ).unique("problem_id", keep="first", maintain_order=True)
+
+
+def pass_rates(run_dirs: Sequence[str | os.PathLike], k: int | None = None) -> pl.DataFrame:
+    """Per problem: `pass_rate` (share correct) over its first `k` rollouts, and `n_rollouts`."""
+    rollouts = scan_shards(shard_paths(run_dirs)).select("problem_id", "correct")
+    if k is not None:
+        rollouts = rollouts.filter(pl.int_range(pl.len()).over("problem_id") < k)
+    grouped = rollouts.group_by("problem_id", maintain_order=True).agg(
+        pl.col("correct").fill_null(False).cast(pl.Float64).mean().alias("pass_rate"),
+        pl.len().cast(pl.Int64).alias("n_rollouts"),
+    )
+    return grouped.collect()
+
+
+def pool_steps(config: PoolConfig) -> list[Step]:
+    steps: list[Step] = [NotProfiled(), PassRateBand(*config.band)]
+    if config.decontam_files:
+        steps.append(ContaminationFilter(BenchmarkNgrams.from_files(config.decontam_files, config.decontam_ngram)))
+    steps.append(ExactDuplicateFilter("question_hash"))
+    if config.near_dup_threshold is not None:
+        steps.append(NearDuplicateFilter(text="question", threshold=config.near_dup_threshold, ngram=config.near_dup_ngram))
+    return steps
+
+
+def build_pool(problems: pl.DataFrame, rates: pl.DataFrame, config: PoolConfig | None = None) -> PoolResult:
+    """Band, decontaminate, dedup, then select `size` problems spread over clusters and sources."""
+    config = config or PoolConfig()
+    profiled = problems.join(rates, on="problem_id", how="left").with_columns(
+        normalised(pl.col("question")).hash(seed=0).alias("question_hash")
+    )
+    result = run_steps(profiled, pool_steps(config))
+    pool, embedding, selection = _select(result.kept, config)
+    counts = dict(result.counts)
+    if selection.rejected.height:
+        counts.update(selection.counts)
+    rejected = pl.concat([result.rejected, selection.rejected], how="diagonal_relaxed")
+    return PoolResult(pool.drop("question_hash"), profiled.filter(pl.col("n_rollouts").fill_null(0) > 0),
+                      counts, rejected, embedding)
+
+
+class NotSelected(Step):
+    reason = "not_selected"
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def keep(self, frame: pl.DataFrame) -> pl.Series:
+        return frame.select(pl.col("position") < self.size).to_series()
+
+
+def _select(frame: pl.DataFrame, config: PoolConfig) -> tuple[pl.DataFrame, str, StepResult]:
+    """Cluster the questions and keep the first `size` rows of the even spread order."""
+    vectors, embedding = embed_texts(frame["question"].to_list(), config.embedding) if frame.height else (None, "none")
+    labels = cluster_labels(vectors, config.clusters, config.seed) if frame.height else []
+    clustered = frame.with_columns(pl.Series("cluster", labels, dtype=pl.Int64))
+    clustered = clustered.with_columns(spread_order(clustered).alias("position"))
+    steps = [NotSelected(config.size)] if config.size is not None else []
+    selection = run_steps(clustered, steps)
+    return selection.kept.sort("position").drop("position"), embedding, selection
+
+
+def pool_rows(pool: pl.DataFrame, format: str = "agentdata") -> pl.DataFrame:
+    """The output columns: agentdata's (`prompt`, `answer`, `source`, `pass_rate`, `n_rollouts`, ...) or verl's."""
+    prompt = pl.concat_list(pl.struct(pl.lit("user").alias("role"), pl.col("question").alias("content"))).alias("prompt")
+    if format == "verl":
+        return pool.with_row_index("index").select(
+            pl.col("source").alias("data_source"), prompt, pl.col("domain").alias("ability"),
+            pl.struct(pl.lit("rule").alias("style"), pl.col("answer").alias("ground_truth")).alias("reward_model"),
+            pl.struct(
+                pl.lit("train").alias("split"), pl.col("index").cast(pl.Int64), "problem_id", "question", "answer",
+                "pass_rate", "n_rollouts",
+            ).alias("extra_info"),
+        )
+    return pool.select("problem_id", prompt, "answer", "source", "domain", "pass_rate", "n_rollouts", "cluster")
+
+
+def source_table(result: PoolResult) -> list[dict]:
+    """Per source: problems profiled, in band, selected, and mean pass rate."""
+    band_rejects = result.rejected.filter(pl.col("drop_reason") == "out_of_band")
+    profiled = result.profiled.group_by("source").agg(
+        pl.len().alias("profiled"), pl.col("pass_rate").mean().alias("mean_pass_rate")
+    )
+    out_of_band = band_rejects.group_by("source").agg(pl.len().alias("out_of_band"))
+    selected = result.pool.group_by("source").agg(pl.len().alias("selected"))
+    joined = profiled.join(out_of_band, on="source", how="left").join(selected, on="source", how="left")
+    joined = joined.with_columns(pl.col("out_of_band", "selected").fill_null(0))
+    return joined.with_columns((pl.col("profiled") - pl.col("out_of_band")).alias("in_band")).sort("source").select(
+        "source", "profiled", "in_band", "selected", "mean_pass_rate"
+    ).to_dicts()
+
+
+def write_pool(result: PoolResult, out: str | os.PathLike, format: str = "agentdata") -> Path:
+    from agentdata.records import atomic_write
+
+    rows = pool_rows(result.pool, format)
+    return atomic_write(Path(out), lambda tmp: rows.write_parquet(tmp))

@@ -1,0 +1,56 @@
+"""Difficulty profile: the student solves each problem k times through the collect runner.
+
+The profile is an ordinary collect run dir in the output folder
+(`<folder>/profile/<student>/`), so it is the cache: a second `filter` into the same
+folder, with another band or another output name, reads it and generates nothing; a
+larger k only adds the missing rollouts.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+import polars as pl
+
+from agentdata.curate.pool import pass_rates
+from agentdata.inspection import trajectory_files
+from agentdata.records import Problem
+
+
+def profile_dir_for(out: Path, student: str) -> Path:
+    """One profile per student in the pool's folder (a spec like `hf:/a/b` made file-safe)."""
+    return out.parent / "profile" / re.sub(r"[^A-Za-z0-9._-]+", "_", student).strip("_")
+
+
+def cached_rollouts(profile_dir: Path) -> pl.DataFrame:
+    """Rollouts per problem already in the profile (empty when there is none)."""
+    if not trajectory_files(profile_dir):
+        return pl.DataFrame(schema={"problem_id": pl.String, "n_rollouts": pl.Int64, "pass_rate": pl.Float64})
+    return pass_rates([profile_dir])
+
+
+def missing_rollouts(problems: Sequence[Problem], profile_dir: Path, k: int) -> int:
+    """How many student rollouts must still be generated for every problem to have k."""
+    have = dict(cached_rollouts(profile_dir).select("problem_id", "n_rollouts").iter_rows())
+    return sum(max(0, k - have.get(problem.id, 0)) for problem in problems)
+
+
+def profile(
+    problems: Sequence[Problem], profile_dir: Path, student: str, k: int, engine: Any = None,
+    show_progress: bool = True, **loop_settings: Any,
+) -> tuple[pl.DataFrame, int]:
+    """Pass rates over k rollouts per problem, generating only what the cache lacks.
+
+    Returns (pass-rate table, rollouts generated now).
+    """
+    needed = missing_rollouts(problems, profile_dir, k)
+    if needed:
+        from agentdata.synth.collect import CollectConfig, collect
+
+        config = CollectConfig(teacher=student, samples=k, **loop_settings)
+        collect(list(problems), profile_dir, config, engine=engine, show_progress=show_progress)
+    wanted = pl.Series([problem.id for problem in problems], dtype=pl.String).implode()
+    rates = pass_rates([profile_dir], k=k).filter(pl.col("problem_id").is_in(wanted))
+    return rates, needed

@@ -1,0 +1,179 @@
+"""The SFT-set pipeline: trajectories from run dirs -> named filter steps -> `messages` + `tools` Parquet.
+
+Pass 1 scans every shard lazily for the scalar columns and a few computed features
+(never the whole messages in memory); the steps run on that small table; pass 2
+streams the shards again and writes only the kept rows (and, if asked, the rejects).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import polars as pl
+
+from agentdata.curate.diversity import MaxPerProblemFilter, SourceShareFilter
+from agentdata.curate.report import write_json
+from agentdata.curate.shards import ROW_ID, scan_shards, shard_paths
+from agentdata.filters import (
+    REASON_COLUMN,
+    BenchmarkNgrams,
+    ContaminationFilter,
+    ExactDuplicateFilter,
+    IncorrectFilter,
+    MalformedToolCallFilter,
+    NearDuplicateFilter,
+    NoAnswerFilter,
+    Step,
+    ToolCallBandFilter,
+    ToolErrorRatioFilter,
+    TooLongFilter,
+    run_steps,
+)
+from agentdata.filters.features import trajectory_features
+from agentdata.records import atomic_write
+
+SCALAR_COLUMNS = (
+    "id", "problem_id", "question", "source", "teacher", "format", "correct", "final_answer",
+    "num_tool_calls", "num_tool_errors", "prompt_tokens", "completion_tokens",
+)
+# What the SFT set holds: `messages` and `tools` (a JSON string, which TRL's SFTTrainer
+# json-loads before the chat template; verl reads it the same way), plus provenance.
+SFT_COLUMNS = ("messages", "tools", "problem_id", "source", "teacher", "format", "num_tool_calls", "correct")
+NEAR_DUP_FIELDS = ("question", "solution")
+
+
+@dataclass
+class CurateConfig:
+    keep_incorrect: bool = field(default=False, metadata={"help": "Keep trajectories with a wrong final answer."})
+    min_tool_calls: int = field(default=1, metadata={"help": "Fewest tool calls kept (below: `no_tool_call`)."})
+    max_tool_calls: int = field(default=8, metadata={"help": "Most tool calls kept (above: `too_many_tool_calls`)."})
+    max_tool_error_ratio: float = field(default=0.5, metadata={"help": "Largest share of failing tool calls."})
+    max_tokens: int = field(default=32768, metadata={"help": "Longest trajectory kept, prompt + completion tokens."})
+    near_dup_threshold: float | None = field(
+        default=0.8, metadata={"help": "MinHash Jaccard threshold for `near_duplicate`; None turns it off."}
+    )
+    near_dup_field: str = field(
+        default="question",
+        metadata={"help": "`question`: a problem whose question repeats another's is dropped whole; "
+                          "`solution`: trajectories whose text repeats another's."},
+    )
+    near_dup_ngram: int = field(default=5, metadata={"help": "Word n-gram size of the MinHash shingles."})
+    decontam_files: list[str] = field(default_factory=list, metadata={"help": "Benchmark files to decontaminate against."})
+    decontam_ngram: int = field(default=13, metadata={"help": "Word n-gram size for decontamination."})
+    max_per_problem: int | None = field(default=4, metadata={"help": "Most trajectories per problem; None: no cap."})
+    balance_sources: float | None = field(
+        default=None, metadata={"help": "Largest share of the set any one source may hold; None: no cap."}
+    )
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_tool_calls <= self.max_tool_calls:
+            raise ValueError("tool-call band: need 0 <= MIN <= MAX, e.g. --tool-calls 1,8")
+        if self.near_dup_field not in NEAR_DUP_FIELDS:
+            raise ValueError(f"near_dup_field must be one of {NEAR_DUP_FIELDS}")
+        if self.near_dup_threshold is not None and not 0 < self.near_dup_threshold <= 1:
+            raise ValueError("near-duplicate threshold must be in (0, 1], e.g. 0.8")
+        if self.balance_sources is not None and not 0 < self.balance_sources <= 1:
+            raise ValueError("balance-sources share must be in (0, 1], e.g. 0.5")
+        if self.max_per_problem is not None and self.max_per_problem < 1:
+            raise ValueError("max-per-problem must be at least 1")
+
+
+@dataclass
+class CurateResult:
+    input_rows: int
+    kept_rows: int
+    counts: dict[str, int]
+    output: Path
+    rejects: Path | None
+    report: Path
+    per_source: list[dict]
+
+
+def curate_steps(config: CurateConfig) -> list[Step]:
+    """The named steps in order: cheap per-row rules, then decontamination, dedup, diversity."""
+    steps: list[Step] = [NoAnswerFilter()]
+    if not config.keep_incorrect:
+        steps.append(IncorrectFilter())
+    steps += [
+        MalformedToolCallFilter(),
+        ToolErrorRatioFilter(config.max_tool_error_ratio),
+        ToolCallBandFilter(config.min_tool_calls, config.max_tool_calls),
+        TooLongFilter(config.max_tokens),
+    ]
+    if config.decontam_files:
+        steps.append(ContaminationFilter(BenchmarkNgrams.from_files(config.decontam_files, config.decontam_ngram)))
+    steps.append(ExactDuplicateFilter("text_hash"))
+    if config.near_dup_threshold is not None:
+        solution = config.near_dup_field == "solution"
+        steps.append(NearDuplicateFilter(
+            text="solution_text" if solution else "question", group=None if solution else "problem_id",
+            threshold=config.near_dup_threshold, ngram=config.near_dup_ngram,
+        ))
+    if config.max_per_problem is not None:
+        steps.append(MaxPerProblemFilter(config.max_per_problem))
+    if config.balance_sources is not None:
+        steps.append(SourceShareFilter(config.balance_sources))
+    return steps
+
+
+def trajectory_table(paths: Sequence[Path], with_text: bool = False) -> pl.DataFrame:
+    """Pass 1: the scalar columns and features of every trajectory, streamed from the shards."""
+    frame = scan_shards(paths).select(ROW_ID, *SCALAR_COLUMNS, *trajectory_features(with_text))
+    return frame.collect(engine="streaming")
+
+
+def curate(
+    run_dirs: Sequence[str | os.PathLike],
+    out: str | os.PathLike,
+    config: CurateConfig | None = None,
+    rejects: str | os.PathLike | None = None,
+    on_step: Callable[[Step, int], None] | None = None,
+) -> CurateResult:
+    """Build an SFT set from run dirs; every dropped row has a reason in the counts (and `rejects`)."""
+    config = config or CurateConfig()
+    out = Path(out)
+    paths = shard_paths(run_dirs)
+    steps = curate_steps(config)
+    table = trajectory_table(paths, with_text=config.near_dup_field == "solution")
+    result = run_steps(table, steps, on_step=on_step)
+    _write_rows(paths, result.kept.select(ROW_ID), out, SFT_COLUMNS)
+    rejects_path = None
+    if rejects is not None:
+        reasons = result.rejected.select(ROW_ID, REASON_COLUMN)
+        rejects_path = _write_rows(paths, reasons, Path(rejects), None)
+    per_source = source_counts(table, result.kept)
+    report = _write_report(out, config, table.height, result.kept.height, result.counts, per_source, paths)
+    return CurateResult(table.height, result.kept.height, result.counts, out, rejects_path, report, per_source)
+
+
+def source_counts(table: pl.DataFrame, kept: pl.DataFrame) -> list[dict]:
+    before = table.group_by("source").agg(pl.len().alias("input"), pl.col("problem_id").n_unique().alias("problems"))
+    after = kept.group_by("source").agg(pl.len().alias("kept"), pl.col("problem_id").n_unique().alias("kept_problems"))
+    joined = before.join(after, on="source", how="left").fill_null(0).sort("source")
+    return joined.to_dicts()
+
+
+def _write_rows(paths: Sequence[Path], rows: pl.DataFrame, target: Path, columns: Sequence[str] | None) -> Path:
+    """Pass 2: stream the shards, keep `rows` (by global row number, in input order), write atomically."""
+    selected = scan_shards(paths).join(rows.lazy(), on=ROW_ID, how="semi" if columns else "inner", maintain_order="left")
+    selected = selected.select(*columns) if columns else selected.drop(ROW_ID)
+    return atomic_write(target, lambda tmp: selected.sink_parquet(tmp, engine="streaming"))
+
+
+def _write_report(
+    out: Path, config: CurateConfig, input_rows: int, kept_rows: int, counts: dict[str, int],
+    per_source: list[dict], paths: Sequence[Path],
+) -> Path:
+    report = {
+        "output": str(out), "input_rows": input_rows, "kept_rows": kept_rows,
+        "dropped": {f"dropped_{reason}": count for reason, count in counts.items()},
+        "per_source": per_source, "config": asdict(config), "shards": [str(path) for path in paths],
+    }
+    return write_json(report_path(out), report)
+
+
+def report_path(out: Path) -> Path:
+    return out.with_name(out.stem + ".report.json")

@@ -1,0 +1,24 @@
+"""Filters: small named steps over polars tables, each with a stable drop reason.
+
+Pure table work: no model, no sandbox. `run_steps` applies a list of steps and keeps
+the rejects with their reason.
+"""
+
+from agentdata.filters.base import REASON_COLUMN, ExpressionStep, MultiReasonStep, Step, StepResult, run_steps
+from agentdata.filters.decontam import BenchmarkNgrams, ContaminationFilter
+from agentdata.filters.dedup import ExactDuplicateFilter, NearDuplicateFilter, find_near_duplicates, minhash_signatures
+from agentdata.filters.rules import (
+    IncorrectFilter,
+    MalformedToolCallFilter,
+    NoAnswerFilter,
+    ToolCallBandFilter,
+    ToolErrorRatioFilter,
+    TooLongFilter,
+)
+
+__all__ = [
+    "REASON_COLUMN", "Step", "ExpressionStep", "MultiReasonStep", "StepResult", "run_steps",
+    "BenchmarkNgrams", "ContaminationFilter", "ExactDuplicateFilter", "NearDuplicateFilter",
+    "minhash_signatures", "find_near_duplicates", "IncorrectFilter", "MalformedToolCallFilter",
+    "NoAnswerFilter", "ToolCallBandFilter", "ToolErrorRatioFilter", "TooLongFilter",
+]

@@ -1,0 +1,86 @@
+"""A filter is a small named step with a stable drop reason, applied to a polars table.
+
+As in datatrove, the step says only which rows it keeps; `run_steps` does the rest: it
+tags every dropped row with the step's reason (the first step that drops a row names
+it), counts `dropped_<reason>`, and keeps the rejects so they can be written out.
+Steps see only the rows that earlier steps kept, so a row has exactly one reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import polars as pl
+
+REASON_COLUMN = "drop_reason"
+
+
+class Step:
+    """One filter step: `keep(frame)` returns a boolean Series (True keeps the row)."""
+
+    reason: str = ""
+
+    def keep(self, frame: pl.DataFrame) -> pl.Series:
+        raise NotImplementedError
+
+
+class ExpressionStep(Step):
+    """A per-row rule written as one polars expression (True keeps)."""
+
+    def expression(self) -> pl.Expr:
+        raise NotImplementedError
+
+    def keep(self, frame: pl.DataFrame) -> pl.Series:
+        return frame.select(self.expression().fill_null(True).alias("keep")).to_series()
+
+
+class MultiReasonStep(Step):
+    """A step that drops for one of several reasons (e.g. a band: too few / too many).
+
+    `reasons(frame)` returns a string Series: null keeps the row, a value is its drop reason.
+    """
+
+    def reasons(self, frame: pl.DataFrame) -> pl.Series:
+        raise NotImplementedError
+
+
+@dataclass
+class StepResult:
+    kept: pl.DataFrame
+    rejected: pl.DataFrame
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def stats(self) -> dict[str, int]:
+        return {f"dropped_{reason}": count for reason, count in self.counts.items()}
+
+
+def run_steps(
+    frame: pl.DataFrame,
+    steps: Sequence[Step],
+    on_step: Callable[[Step, int], None] | None = None,
+) -> StepResult:
+    """Apply `steps` in order; return the kept rows, the rejects (with `drop_reason`) and counts."""
+    rejected: list[pl.DataFrame] = []
+    counts: dict[str, int] = {}
+    for step in steps:
+        reasons = _step_reasons(step, frame)
+        dropped = reasons.is_not_null()
+        if dropped.any():
+            rejects = frame.filter(dropped).with_columns(reasons.filter(dropped).alias(REASON_COLUMN))
+            rejected.append(rejects)
+            for reason, count in rejects.group_by(REASON_COLUMN).len().iter_rows():
+                counts[reason] = counts.get(reason, 0) + count
+            frame = frame.filter(~dropped)
+        if on_step is not None:
+            on_step(step, frame.height)
+    empty = frame.clear().with_columns(pl.lit(None, dtype=pl.String).alias(REASON_COLUMN))
+    return StepResult(kept=frame, rejected=pl.concat([empty, *rejected], how="diagonal_relaxed"), counts=counts)
+
+
+def _step_reasons(step: Step, frame: pl.DataFrame) -> pl.Series:
+    if isinstance(step, MultiReasonStep):
+        return step.reasons(frame).alias(REASON_COLUMN)
+    keep = step.keep(frame)
+    reason = pl.when(keep).then(pl.lit(None, dtype=pl.String)).otherwise(pl.lit(step.reason))
+    return pl.select(reason.alias(REASON_COLUMN)).to_series()

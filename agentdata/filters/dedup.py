@@ -1,0 +1,112 @@
+"""Exact and near-duplicate removal.
+
+Near-dedup is the usual three passes, each a named function: MinHash signatures
+(vectorised over all texts with numpy), candidate search in datasketch's MinHashLSH,
+and the filter that keeps the first text of each group of near-duplicates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+from datasketch import LeanMinHash, MinHash, MinHashLSH
+
+from agentdata.filters.base import Step
+from agentdata.filters.text import ROW, ngram_hashes
+
+SCHEME = "affine32"
+
+
+@dataclass
+class ExactDuplicateFilter(Step):
+    """Keeps the first row of each value of `key` (a hash of normalised text)."""
+
+    key: str = "text_hash"
+    reason = "duplicate"
+
+    def keep(self, frame: pl.DataFrame) -> pl.Series:
+        return frame.select(pl.col(self.key).is_first_distinct()).to_series()
+
+
+# --------------------------------------------------------------------------- pass 1: signatures
+
+def minhash_signatures(texts: pl.Series, num_perm: int = 128, ngram: int = 5, seed: int = 1) -> np.ndarray:
+    """A (len(texts), num_perm) uint32 array of MinHash signatures over word n-grams.
+
+    Uses datasketch's affine32 permutations (h -> a*h + b mod 2^32) on the n-gram hashes,
+    computed for all texts at once. An empty text gets the all-max signature, which
+    `find_near_duplicates` never pairs.
+    """
+    grams = ngram_hashes(texts, ngram).sort(ROW, maintain_order=True)
+    rows = grams[ROW].to_numpy()
+    hashes = (grams["hash"].to_numpy() & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    signatures = np.full((len(texts), num_perm), np.iinfo(np.uint32).max, dtype=np.uint32)
+    if rows.size == 0:
+        return signatures
+    starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+    owners = rows[starts]
+    a, b = MinHash(num_perm=num_perm, seed=seed, scheme=SCHEME).permutations
+    for index in range(num_perm):
+        permuted = hashes * a[index] + b[index]  # uint32 arithmetic: the wraparound is the mod 2^32
+        signatures[owners, index] = np.minimum.reduceat(permuted, starts)
+    return signatures
+
+
+# --------------------------------------------------------------------------- pass 2: find
+
+def find_near_duplicates(signatures: np.ndarray, threshold: float = 0.8, seed: int = 1) -> np.ndarray:
+    """Boolean array: True for a row whose estimated Jaccard similarity to an earlier kept row
+    reaches `threshold`. Candidates come from MinHashLSH and are confirmed on the signatures."""
+    rows, num_perm = signatures.shape
+    duplicate = np.zeros(rows, dtype=bool)
+    if rows == 0:
+        return duplicate
+    empty = (signatures == np.iinfo(np.uint32).max).all(axis=1)
+    index = MinHashLSH(threshold=threshold, num_perm=num_perm)
+    for row in range(rows):
+        if empty[row]:
+            continue
+        sketch = LeanMinHash(seed=seed, hashvalues=signatures[row], scheme=SCHEME)
+        candidates = index.query(sketch)
+        if candidates:
+            similarity = (signatures[candidates] == signatures[row]).mean(axis=1)
+            if similarity.max() >= threshold:
+                duplicate[row] = True
+                continue
+        index.insert(row, sketch, check_duplication=False)
+    return duplicate
+
+
+# --------------------------------------------------------------------------- pass 3: filter
+
+@dataclass
+class NearDuplicateFilter(Step):
+    """Drops rows whose `text` column is a near-duplicate (MinHash LSH) of an earlier row's.
+
+    With `group` set, rows sharing a group value are compared once, by the group's first
+    text, and a near-duplicate group is dropped whole (for curate: all trajectories of a
+    problem whose question repeats another problem's). Rows of the same group never
+    count as duplicates of each other.
+    """
+
+    text: str = "question"
+    group: str | None = None
+    threshold: float = 0.8
+    num_perm: int = 128
+    ngram: int = 5
+    reason = "near_duplicate"
+
+    def keep(self, frame: pl.DataFrame) -> pl.Series:
+        if frame.height == 0:
+            return pl.Series("keep", [], dtype=pl.Boolean)
+        if self.group is None:
+            return pl.Series("keep", ~self.duplicates(frame[self.text]))
+        groups = frame.select(self.group, self.text).unique(self.group, keep="first", maintain_order=True)
+        dropped = groups.filter(pl.Series(self.duplicates(groups[self.text])))[self.group]
+        return frame.select(~pl.col(self.group).is_in(dropped.implode())).to_series()
+
+    def duplicates(self, texts: pl.Series) -> np.ndarray:
+        signatures = minhash_signatures(texts, num_perm=self.num_perm, ngram=self.ngram)
+        return find_near_duplicates(signatures, threshold=self.threshold)

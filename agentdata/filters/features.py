@@ -1,0 +1,62 @@
+"""Per-trajectory columns the filters read, computed from the stored trajectory columns.
+
+All are polars expressions over the Parquet columns of `agentdata.records.Trajectory`,
+so a lazy scan of the shards computes them without building Python objects.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from agentdata.filters.text import normalised
+from agentdata.records import TOOL_NAME
+
+_ASSISTANT = pl.element().struct.field("role") == "assistant"
+
+
+def tool_calls() -> pl.Expr:
+    """Every tool call of a trajectory, in order, as one list of structs."""
+    per_message = pl.col("messages").list.eval(pl.element().struct.field("tool_calls"))
+    return per_message.list.eval(pl.element().list.explode(keep_nulls=False, empty_as_null=False))
+
+
+def malformed_tool_calls() -> pl.Expr:
+    """Calls that name another tool or whose arguments are not JSON holding a `code` string.
+
+    A trajectory may also carry the protocol parser's own count in
+    `metadata.malformed_tool_calls` (markup the parser could not turn into a call);
+    both are added.
+    """
+    functions = tool_calls().list.eval(pl.element().struct.field("function"))
+    bad = functions.list.eval(
+        pl.element().struct.field("arguments").str.json_path_match("$.code").is_null()
+        | (pl.element().struct.field("name") != TOOL_NAME)
+    ).list.sum()
+    from_parser = pl.col("metadata").str.json_path_match("$.malformed_tool_calls").cast(pl.Int64, strict=False)
+    return (bad.cast(pl.Int64) + from_parser.fill_null(0)).alias("malformed_tool_calls")
+
+
+def call_code() -> pl.Expr:
+    """The arguments of every tool call, joined: what the trajectory computed."""
+    return tool_calls().list.eval(pl.element().struct.field("function").struct.field("arguments")).list.join("\n")
+
+
+def solution_text() -> pl.Expr:
+    """What the model wrote: assistant contents and the code of its calls, normalised."""
+    contents = pl.col("messages").list.eval(pl.element().filter(_ASSISTANT).struct.field("content")).list.join("\n")
+    return normalised(pl.concat_str([contents, call_code()], separator="\n")).alias("solution_text")
+
+
+def trajectory_features(with_text: bool = False) -> list[pl.Expr]:
+    """The columns a curate run needs besides the stored scalars."""
+    features = [
+        malformed_tool_calls(),
+        (pl.col("prompt_tokens") + pl.col("completion_tokens")).alias("total_tokens"),
+    ]
+    text = solution_text()
+    exact_key = pl.concat_str([normalised(pl.col("question")), text], separator="\n").hash(seed=0)
+    features.append(exact_key.alias("text_hash"))
+    features.append(normalised(call_code()).hash(seed=0).alias("code_hash"))
+    if with_text:
+        features.append(text)
+    return features
