@@ -1,0 +1,55 @@
+"""Settings of the SFT stage: one dataclass, every field explained, checked as a whole."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PACKING_STRATEGIES = ("bfd", "bfd_split")
+
+
+@dataclass
+class SFTStageConfig:
+    model: str = field(default="smollm2", metadata={"help": "Base model: an engine spec (smollm2, hf:DIR) or a model dir."})
+    sft_data: str = field(default="", metadata={"help": "SFT set: Parquet or JSONL with `messages` and `tools` columns."})
+    out: str = field(default="runs/train/sft", metadata={"help": "Output dir: checkpoints, metrics and the final model."})
+    protocol: str = field(default="hermes", metadata={"help": "Tool-call protocol the conversations are rendered in (hermes or codeblock); a `format` column overrides it per row."})
+    max_steps: int = field(default=-1, metadata={"help": "Optimizer steps; -1 runs `epochs` epochs."})
+    epochs: float = field(default=3.0, metadata={"help": "Passes over the data when max_steps is -1."})
+    learning_rate: float = field(default=2e-5, metadata={"help": "Peak learning rate (use ~2e-4 with --lora)."})
+    batch_size: int = field(default=4, metadata={"help": "Conversations per device per step."})
+    gradient_accumulation_steps: int = field(default=1, metadata={"help": "Micro-batches per optimizer step."})
+    max_length: int = field(default=2048, metadata={"help": "Tokens per conversation; longer ones are cut at the end."})
+    warmup_ratio: float = field(default=0.03, metadata={"help": "Share of steps with a rising learning rate."})
+    packing: bool = field(default=False, metadata={"help": "Pack conversations into max_length rows (best-fit, no cross-attention between them)."})
+    packing_strategy: str = field(default="bfd", metadata={"help": "bfd (cut overflow) or bfd_split (split overflow); 'wrapped' is refused: it cuts conversations mid-turn."})
+    lora: bool = field(default=False, metadata={"help": "Train a LoRA adapter (PEFT) instead of all weights; merged into the saved model."})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA scaling alpha."})
+    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout."})
+    lora_target_modules: str = field(default="all-linear", metadata={"help": "Modules LoRA wraps: all-linear or a comma list (q_proj,v_proj)."})
+    resume_from_checkpoint: str | None = field(default=None, metadata={"help": "Checkpoint dir to resume from, or 'last' for the newest in --out."})
+    save_steps: int = field(default=500, metadata={"help": "Save a checkpoint every N steps."})
+    logging_steps: int = field(default=1, metadata={"help": "Log metrics every N steps."})
+    gradient_checkpointing: bool = field(default=False, metadata={"help": "Recompute activations to save memory."})
+    bf16: bool = field(default=False, metadata={"help": "Train in bfloat16 (GPUs that support it)."})
+    seed: int = field(default=0, metadata={"help": "Random seed."})
+    limit: int | None = field(default=None, metadata={"help": "Use only the first N conversations (smoke runs)."})
+
+    def __post_init__(self) -> None:
+        if self.max_steps == 0 or self.max_steps < -1:
+            raise ValueError("max_steps must be positive, or -1 to train for `epochs` epochs")
+        if self.max_steps == -1 and self.epochs <= 0:
+            raise ValueError("epochs must be positive when max_steps is -1; or set max_steps")
+        if self.batch_size < 1 or self.gradient_accumulation_steps < 1:
+            raise ValueError("batch_size and gradient_accumulation_steps must be at least 1")
+        if self.max_length < 16:
+            raise ValueError(f"max_length {self.max_length} is too short for a conversation; use 512 or more")
+        if self.packing and self.packing_strategy not in PACKING_STRATEGIES:
+            raise ValueError(
+                f"packing_strategy {self.packing_strategy!r} is not allowed: use one of {PACKING_STRATEGIES} "
+                "(they keep each conversation whole and separate), or turn packing off"
+            )
+        if self.lora and self.lora_r < 1:
+            raise ValueError("lora_r must be at least 1")
+        if self.learning_rate <= 0:
+            raise ValueError("learning_rate must be positive")

@@ -1,0 +1,104 @@
+"""Read an SFT set and turn it into the pre-tokenized rows SFTTrainer trains on.
+
+Input: Parquet or JSONL with `messages` (canonical OpenAI / HF chat messages, tool calls
+and `tool` results included) and `tools` (a JSON string or a list of tool schemas), as
+`agentdata curate` writes and Open-AgentRL releases. Each conversation is rendered in
+its protocol as plain messages any chat template accepts, then tokenized with a mask of
+the assistant's own tokens (`assistant_masks`), which SFTTrainer turns into labels.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from agentdata.errors import InputFileError, UserError
+from agentdata.records import CODE_TOOL, MESSAGE_KEYS
+from agentdata.sft.masking import tokenize_conversation
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a Parquet or JSONL file, as dicts."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    if path.suffix in (".jsonl", ".json"):
+        rows = []
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as error:
+                    raise InputFileError(path, f"not valid JSON ({error.msg})", row=number) from None
+        return rows
+    try:
+        return pq.read_table(path).to_pylist()
+    except Exception as error:  # pyarrow raises several types for a file that is not Parquet
+        raise InputFileError(path, f"cannot be read as Parquet ({type(error).__name__})") from None
+
+
+def canonical_messages(raw: Any, path: Path, row: int) -> list[dict[str, Any]]:
+    """Messages with null keys dropped, content as a string and unknown keys removed."""
+    if not isinstance(raw, (list, tuple)) or not raw:
+        raise InputFileError(path, "`messages` must be a non-empty list of chat messages", row=row)
+    messages = []
+    for message in raw:
+        if not isinstance(message, dict) or "role" not in message:
+            raise InputFileError(path, "every message needs a `role`", row=row)
+        clean = {key: value for key, value in message.items() if key in MESSAGE_KEYS and value is not None}
+        clean["content"] = clean.get("content") or ""
+        if not isinstance(clean["content"], str):
+            raise InputFileError(path, "message content must be a string (multimodal content is not supported)", row=row)
+        messages.append(clean)
+    if not any(message["role"] == "assistant" for message in messages):
+        raise InputFileError(path, "the conversation has no assistant message to train on", row=row)
+    return messages
+
+
+def row_tools(raw: Any, path: Path, row: int) -> list[dict[str, Any]]:
+    if raw is None or raw == "":
+        return [CODE_TOOL]
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError:
+            raise InputFileError(path, "`tools` is not valid JSON", row=row) from None
+    if not isinstance(raw, list):
+        raise InputFileError(path, "`tools` must be a list of tool schemas", row=row)
+    return raw
+
+
+def plain_conversation(messages: list[dict[str, Any]], tools: list[dict[str, Any]], protocol_name: str) -> list[dict[str, Any]]:
+    """Canonical messages -> plain messages in the protocol, with its system prompt when none is given."""
+    from agentdata.formats import get_protocol
+
+    protocol = get_protocol(protocol_name)
+    if messages[0]["role"] != "system":
+        messages = [{"role": "system", "content": protocol.system_prompt(tools)}, *messages]
+    return protocol.to_plain_messages(messages)
+
+
+def tokenize_sft_set(path: str | Path, tokenizer: Any, protocol: str, limit: int | None = None) -> list[dict[str, Any]]:
+    """Rows of `input_ids` + `assistant_masks`, one per conversation, in file order."""
+    path = Path(path)
+    rows = read_rows(path)
+    if not rows:
+        raise InputFileError(path, "the SFT set is empty")
+    if "messages" not in rows[0]:
+        raise InputFileError(path, f"no `messages` column (columns: {sorted(rows[0])})")
+    tokenized = []
+    for number, row in enumerate(rows[:limit] if limit else rows, start=1):
+        messages = canonical_messages(row.get("messages"), path, number)
+        tools = row_tools(row.get("tools"), path, number)
+        plain = plain_conversation(messages, tools, row.get("format") or protocol)
+        try:
+            conversation = tokenize_conversation(tokenizer, plain)
+        except ValueError as error:
+            raise InputFileError(path, str(error), row=number) from None
+        tokenized.append({"input_ids": conversation.input_ids, "assistant_masks": conversation.assistant_masks})
+    return tokenized

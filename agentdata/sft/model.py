@@ -1,0 +1,81 @@
+"""Where the base model comes from and how a trained one is saved.
+
+A model is named by an engine spec (`smollm2`, `hf:DIR`, `vllm:DIR`) or a plain dir;
+training needs its weights, so the spec is resolved to a local transformers dir. The
+trained model is saved with its tokenizer so `hf:OUT` works as an engine spec afterwards.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agentdata.errors import UserError
+
+
+def resolve_model_dir(spec: str) -> Path:
+    """A local transformers model dir for an engine spec or a path."""
+    if spec == "smollm2":
+        from agentdata.engines import smollm2_model_dir
+
+        return smollm2_model_dir()
+    if spec.startswith("openai:"):
+        raise UserError(f"--model {spec}: a served model cannot be trained; give its weights as hf:DIR")
+    kind, _, rest = spec.partition(":")
+    path = Path(rest if kind in ("hf", "vllm") and rest else spec).expanduser()
+    if not (path / "config.json").is_file():
+        raise UserError(f"--model {spec}: {path} is not a transformers model dir (no config.json)")
+    return path
+
+
+def load_tokenizer(model_dir: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    if tokenizer.chat_template is None:
+        raise UserError(f"{model_dir}: the tokenizer has no chat template; use an instruct/chat model")
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_model(model_dir: Path, bf16: bool = False) -> Any:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16 if bf16 else torch.float32)
+
+
+def lora_config(r: int, alpha: int, dropout: float, target_modules: str) -> Any:
+    from peft import LoraConfig
+
+    targets: Any = target_modules if target_modules == "all-linear" else [m.strip() for m in target_modules.split(",")]
+    return LoraConfig(task_type="CAUSAL_LM", r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=targets)
+
+
+def save_trained(model: Any, tokenizer: Any, out_dir: Path) -> Path:
+    """Save a plain transformers model + tokenizer in out_dir; a LoRA adapter is also kept, then merged."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if hasattr(model, "merge_and_unload"):  # a PEFT model: keep the adapter, save merged weights
+        model.save_pretrained(out_dir / "adapter")
+        model = model.merge_and_unload()
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    return out_dir
+
+
+def last_checkpoint(checkpoints_dir: Path) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(str(checkpoints_dir)) if checkpoints_dir.is_dir() else None
+
+
+def resume_path(resume: str | None, checkpoints_dir: Path) -> str | None:
+    """'last' -> the newest checkpoint (None when there is none yet); a path must exist."""
+    if resume is None:
+        return None
+    if resume == "last":
+        return last_checkpoint(checkpoints_dir)
+    if not Path(resume).is_dir():
+        raise UserError(f"--resume {resume}: no such checkpoint dir")
+    return resume

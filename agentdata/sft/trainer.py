@@ -1,0 +1,111 @@
+"""The SFT stage on TRL's SFTTrainer: pre-tokenized conversations with assistant masks.
+
+TRL builds labels from the `assistant_masks` column of a pre-tokenized dataset, so the
+masking works for any chat template (no `{% generation %}` markers needed) and both
+protocols; the trainer itself is used as is.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from agentdata.sft.config import SFTStageConfig
+from agentdata.sft.data import tokenize_sft_set
+from agentdata.sft.logging import MetricsFileCallback, ProgressCallback, read_metrics
+from agentdata.sft.model import (
+    load_model,
+    load_tokenizer,
+    lora_config,
+    resolve_model_dir,
+    resume_path,
+    save_trained,
+)
+
+
+@dataclass
+class SFTResult:
+    model_dir: Path
+    steps: int
+    conversations: int
+    trained_tokens: int
+    final_loss: float | None
+    seconds: float
+    metrics_file: Path
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def trl_sft_config(config: SFTStageConfig, out_dir: Path) -> Any:
+    from trl import SFTConfig
+
+    return SFTConfig(
+        output_dir=str(out_dir / "checkpoints"),
+        max_steps=config.max_steps,
+        num_train_epochs=config.epochs,
+        learning_rate=config.learning_rate,
+        per_device_train_batch_size=config.batch_size,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        warmup_steps=config.warmup_ratio,  # a float in [0, 1) is a ratio of the total steps
+        max_length=config.max_length,
+        truncation_mode="keep_start",
+        packing=config.packing,
+        packing_strategy=config.packing_strategy,
+        logging_steps=config.logging_steps,
+        save_steps=config.save_steps,
+        save_total_limit=2,
+        gradient_checkpointing=config.gradient_checkpointing,
+        bf16=config.bf16,
+        seed=config.seed,
+        report_to="none",
+        disable_tqdm=True,
+        dataset_num_proc=None,
+    )
+
+
+def build_sft_trainer(config: SFTStageConfig, console: Console | None = None) -> Any:
+    """An SFTTrainer ready to train: model, masked data, LoRA when asked, metrics callbacks."""
+    import datasets
+    from trl import SFTTrainer
+
+    out_dir = Path(config.out)
+    model_dir = resolve_model_dir(config.model)
+    tokenizer = load_tokenizer(model_dir)
+    rows = tokenize_sft_set(config.sft_data, tokenizer, config.protocol, limit=config.limit)
+    dataset = datasets.Dataset.from_list(rows)
+    trainer = SFTTrainer(
+        model=load_model(model_dir, bf16=config.bf16),
+        args=trl_sft_config(config, out_dir),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=lora_config(config.lora_r, config.lora_alpha, config.lora_dropout, config.lora_target_modules)
+        if config.lora else None,
+        callbacks=[MetricsFileCallback(out_dir / "metrics.jsonl", console), ProgressCallback("SFT", console)],
+    )
+    return trainer
+
+
+def run_sft(config: SFTStageConfig, console: Console | None = None) -> SFTResult:
+    """Train, save the model + tokenizer in config.out, and report."""
+    out_dir = Path(config.out)
+    started = time.perf_counter()
+    trainer = build_sft_trainer(config, console)
+    resume = resume_path(config.resume_from_checkpoint, out_dir / "checkpoints")
+    trainer.train(resume_from_checkpoint=resume)
+    save_trained(trainer.model, trainer.processing_class, out_dir)
+    history = read_metrics(out_dir / "metrics.jsonl")
+    losses = [entry["loss"] for entry in history if isinstance(entry.get("loss"), float)]
+    trained = sum(sum(1 for label in labels if label != -100) for labels in trainer.train_dataset["labels"])
+    return SFTResult(
+        model_dir=out_dir,
+        steps=trainer.state.global_step,
+        conversations=len(trainer.train_dataset),
+        trained_tokens=trained,
+        final_loss=losses[-1] if losses else None,
+        seconds=time.perf_counter() - started,
+        metrics_file=out_dir / "metrics.jsonl",
+        history=history,
+    )

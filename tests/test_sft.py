@@ -1,0 +1,98 @@
+"""SFT stage: assistant-only masking for both protocols, training, LoRA, resume, saving."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+import torch
+
+from agentdata.errors import InputFileError
+from agentdata.sft.config import SFTStageConfig
+from agentdata.sft.data import plain_conversation, tokenize_sft_set
+from agentdata.sft.masking import tokenize_conversation
+from agentdata.sft.trainer import run_sft
+from tests.test_train_fixtures import tiny_model_dir, tokenizer, tool_conversation, write_sft_set  # noqa: F401
+
+
+def masked_pieces(tokenizer, conversation):
+    """(trained?, decoded text) for each run of equally-masked tokens."""
+    pairs = zip(conversation.input_ids, conversation.assistant_masks)
+    return [(bool(mask), tokenizer.decode([token for token, _ in run]))
+            for mask, run in itertools.groupby(pairs, key=lambda pair: pair[1])]
+
+
+def test_hermes_masking_trains_only_assistant_turns(tokenizer):
+    plain = plain_conversation(tool_conversation(), [], "hermes")
+    pieces = masked_pieces(tokenizer, tokenize_conversation(tokenizer, plain))
+    trained = [text for is_trained, text in pieces if is_trained]
+    untrained = "".join(text for is_trained, text in pieces if not is_trained)
+    assert trained == [
+        'Let me compute it.\n<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "print(17 * 23)"}}\n'
+        "</tool_call><|im_end|>",
+        "The product is \\boxed{391}.<|im_end|>",
+    ]
+    # System prompt, question and tool output are all in the masked part.
+    assert "<|im_start|>system\n" in untrained and "What is 17 * 23?" in untrained
+    assert "<tool_response>\n391\n</tool_response>" in untrained
+
+
+def test_codeblock_masking_cuts_tool_output_out_of_the_assistant_turn(tokenizer):
+    plain = plain_conversation(tool_conversation(), [], "codeblock")
+    pieces = masked_pieces(tokenizer, tokenize_conversation(tokenizer, plain))
+    trained = [text for is_trained, text in pieces if is_trained]
+    untrained = [text for is_trained, text in pieces if not is_trained]
+    assert trained == ["Let me compute it.\n```python\nprint(17 * 23)\n```\n", "The product is \\boxed{391}.<|im_end|>"]
+    assert "```output\n391\n```\n" in untrained
+
+
+def test_masking_works_for_a_template_without_generation_markers(tokenizer):
+    # SmolLM2's template has no {% generation %} markers; TRL's own assistant_only_loss would need them.
+    assert "{% generation %}" not in tokenizer.chat_template
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
+                {"role": "user", "content": "again"}, {"role": "assistant", "content": "hello again"}]
+    pieces = masked_pieces(tokenizer, tokenize_conversation(tokenizer, messages))
+    assert [text for trained, text in pieces if trained] == ["hello<|im_end|>", "hello again<|im_end|>"]
+
+
+def test_a_bad_sft_row_names_file_and_row(tmp_path, tokenizer):
+    path = tmp_path / "bad.jsonl"
+    rows = [{"messages": tool_conversation(), "tools": "[]"}, {"messages": [{"role": "user", "content": "q"}]}]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with pytest.raises(InputFileError, match=r"bad.jsonl, row 2: .*no assistant message"):
+        tokenize_sft_set(path, tokenizer, "hermes")
+
+
+def test_config_refuses_packing_that_mixes_conversations():
+    with pytest.raises(ValueError, match="wrapped"):
+        SFTStageConfig(packing=True, packing_strategy="wrapped")
+    with pytest.raises(ValueError, match="max_steps"):
+        SFTStageConfig(max_steps=0)
+
+
+def _weights(model_dir):
+    from transformers import AutoModelForCausalLM
+
+    return {name: value.clone() for name, value in AutoModelForCausalLM.from_pretrained(model_dir).state_dict().items()}
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_sft_trains_saves_and_resumes(tmp_path, tiny_model_dir, lora):
+    data = write_sft_set(tmp_path / "sft.jsonl", count=6)
+    config = SFTStageConfig(model=f"hf:{tiny_model_dir}", sft_data=str(data), out=str(tmp_path / "out"),
+                            max_steps=2, batch_size=2, learning_rate=1e-2, save_steps=2, lora=lora, max_length=512)
+    result = run_sft(config)
+    assert result.steps == 2 and result.final_loss is not None
+    before, after = _weights(tiny_model_dir), _weights(result.model_dir)
+    assert before.keys() == after.keys()  # a LoRA adapter is merged: the saved model is a plain one
+    assert any(not torch.equal(before[name], after[name]) for name in before)
+    assert (result.model_dir / "tokenizer_config.json").is_file()
+    assert (result.model_dir / "adapter").is_dir() == lora
+    history = [json.loads(line) for line in result.metrics_file.read_text().splitlines()]
+    assert any("loss" in entry for entry in history)
+    # Only assistant tokens carry labels: fewer trained tokens than tokens.
+    assert 0 < result.trained_tokens
+    if not lora:
+        resumed = run_sft(SFTStageConfig(**{**config.__dict__, "max_steps": 3, "resume_from_checkpoint": "last"}))
+        assert resumed.steps == 3

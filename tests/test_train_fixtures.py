@@ -1,0 +1,63 @@
+"""Shared fixtures of the training tests: a tiny random Llama with SmolLM2's real tokenizer.
+
+The tokenizer is read from the embedded GGUF (a few seconds, once per session); the model
+has 2 layers of width 64, so a training step takes well under a second on the CPU.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentdata.records import CODE_TOOL, ToolCall, assistant_message, tool_message
+
+
+def smollm2_tokenizer():
+    from transformers import AutoTokenizer
+
+    from agentdata.engines.smollm2 import GGUF_FILE, smollm2_gguf_path
+
+    gguf = smollm2_gguf_path()
+    return AutoTokenizer.from_pretrained(gguf.parent, gguf_file=GGUF_FILE)
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    return smollm2_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, tokenizer) -> Path:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+        tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model_dir = tmp_path_factory.mktemp("tiny-llama")
+    LlamaForCausalLM(config).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    return model_dir
+
+
+def tool_conversation(question: str = "What is 17 * 23?", answer: str = "391") -> list[dict]:
+    """A canonical two-round conversation: a tool call, its output, a boxed answer."""
+    return [
+        {"role": "user", "content": question},
+        assistant_message("Let me compute it.", [ToolCall(code=f"print({question.split()[2]} * 23)")]),
+        tool_message("call_0", answer),
+        assistant_message(f"The product is \\boxed{{{answer}}}."),
+    ]
+
+
+def write_sft_set(path: Path, count: int = 8) -> Path:
+    rows = [{"messages": tool_conversation(f"What is {10 + i} * 23?", str((10 + i) * 23)),
+             "tools": json.dumps([CODE_TOOL])} for i in range(count)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
