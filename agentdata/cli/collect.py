@@ -1,8 +1,61 @@
-"""`agentdata collect` (not built yet)."""
+"""`agentdata collect`: a teacher solves problems with the real code sandbox; every turn is recorded."""
 
-from agentdata.cli.common import not_built
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from agentdata.cli.common import AnswerField, QuestionField, console, parse_options
 
 
-def command() -> None:
-    """Not built yet."""
-    not_built("collect")
+def command(
+    problems_file: Annotated[
+        Optional[Path], typer.Argument(help="Problems (JSONL, JSON, Parquet, CSV, dataset dir). Default: 16 built-in.")
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run dir; an existing one is resumed.")] = Path("runs/collect"),
+    teacher: Annotated[str, typer.Option(help="Engine spec: smollm2, hf:PATH, vllm:PATH, openai:URL[,URL].")] = "smollm2",
+    model: Annotated[Optional[str], typer.Option(help="Model name for openai: engines.")] = None,
+    engine_option: Annotated[
+        Optional[list[str]], typer.Option("--engine-option", help="KEY=VALUE passed to the engine (repeatable).")
+    ] = None,
+    samples: Annotated[int, typer.Option(help="Trajectories per problem.")] = 1,
+    limit: Annotated[Optional[int], typer.Option(help="Use only the first N problems.")] = None,
+    protocol: Annotated[str, typer.Option(help="Tool-call protocol: hermes or codeblock.")] = "hermes",
+    max_tool_calls: Annotated[int, typer.Option(help="Tool calls run per trajectory.")] = 4,
+    max_turns: Annotated[int, typer.Option(help="Model turns per trajectory.")] = 8,
+    max_new_tokens: Annotated[int, typer.Option(help="Model tokens per trajectory, all turns together.")] = 1024,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature (0 = greedy).")] = 0.7,
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling threshold.")] = 1.0,
+    tool_output_chars: Annotated[int, typer.Option(help="Tool output shown to the model, head and tail.")] = 256,
+    concurrency: Annotated[int, typer.Option(help="Trajectories in flight at once.")] = 16,
+    sandbox: Annotated[str, typer.Option(help="'local' or the URL of `agentdata sandbox serve`.")] = "local",
+    seed: Annotated[int, typer.Option(help="Base random seed.")] = 0,
+    question_field: QuestionField = None,
+    answer_field: AnswerField = None,
+) -> None:
+    """Run a teacher model against the code sandbox and record real trajectories."""
+    from agentdata.problems import load_problems
+    from agentdata.synth.builtin import builtin_problems
+    from agentdata.synth.collect import CollectConfig, collect
+
+    problems = load_problems(problems_file, question_field, answer_field) if problems_file else builtin_problems()
+    options = parse_options(engine_option or [])
+    if model:
+        options["model"] = model
+    try:
+        config = CollectConfig(
+            teacher=teacher, samples=samples, limit=limit, protocol=protocol, max_tool_calls=max_tool_calls,
+            max_turns=max_turns, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+            tool_output_chars=tool_output_chars, concurrency=concurrency, sandbox=sandbox, seed=seed,
+            engine_options=options,
+        )
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+    source = problems_file or "built-in problems"
+    console.print(f"[bold]collect[/] {len(problems)} problems from {source} · teacher {teacher} · "
+                  f"{samples} sample(s) each · protocol {protocol} → {out}")
+    summary = collect(problems, out, config)
+    console.print(summary.table())
+    console.print(f"Inspect with: [cyan]agentdata inspect {out}[/]")
