@@ -96,6 +96,48 @@ def hide_shared_writable_dirs() -> None:
                 pass
 
 
+def _closed_ancestor(path: str) -> str | None:
+    """The highest directory above `path` that other users cannot enter (like /root, mode 700)."""
+    parts = os.path.abspath(path).split("/")[1:]
+    for depth in range(1, len(parts)):
+        ancestor = "/" + "/".join(parts[:depth])
+        try:
+            if not os.stat(ancestor).st_mode & 0o001:
+                return ancestor
+        except OSError:
+            return None
+    return None
+
+
+def expose_paths(paths: list[str]) -> list[str]:
+    """Make `paths` reachable by an unprivileged uid without opening their closed parents.
+
+    The Python in use often lives under /root (pyenv). The closed parent is covered with an
+    empty tmpfs holding bind mounts of just the needed paths, so the rest of it (keys,
+    tokens, caches) stays out of sight. Returns the paths that could not be exposed.
+    """
+    by_ancestor: dict[str, list[str]] = {}
+    for path in dict.fromkeys(os.path.abspath(p) for p in paths if p and os.path.exists(p)):
+        ancestor = _closed_ancestor(path)
+        if ancestor:
+            by_ancestor.setdefault(ancestor, []).append(path)
+    failed: list[str] = []
+    for ancestor, needed in by_ancestor.items():
+        needed = [p for p in needed if not any(p != q and p.startswith(q + "/") for q in needed)]
+        handles = {path: os.open(path, os.O_PATH) for path in needed}
+        try:
+            mount("tmpfs", ancestor, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=755")
+            for path, handle in handles.items():
+                os.makedirs(path, mode=0o755, exist_ok=True)
+                mount(f"/proc/self/fd/{handle}", path, None, MS_BIND | MS_REC)
+        except OSError:
+            failed.extend(needed)
+        finally:
+            for handle in handles.values():
+                os.close(handle)
+    return failed
+
+
 def private_tmp(size_mb: int) -> None:
     """Each executor gets its own mount namespace with a size-capped tmpfs on /tmp (also /dev/shm).
 

@@ -439,6 +439,11 @@ class Template:
             os.chmod(self.state["tmp_root"], 0o711)
         if self.settings["drop_privileges"] and is_root:
             self.state["own_uid"] = True
+            needed = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), *sys.path]
+            hidden = jail.expose_paths(needed) if self.state["private_tmp"] else [
+                p for p in needed if p and os.path.exists(p) and jail._closed_ancestor(p)]
+            if hidden:
+                self.warnings.append(f"sandboxed code cannot read {sorted(set(hidden))[:3]}: imports from there fail")
         elif self.settings["drop_privileges"]:
             self.warnings.append(
                 "not root: executors keep the host's uid, so the process limit is not per sandbox "
