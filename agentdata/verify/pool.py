@@ -23,7 +23,7 @@ import threading
 STARTUP_TIMEOUT_S = 120.0  # importing sympy on a loaded machine can take many seconds
 
 
-class WorkerGone(Exception):
+class WorkerGone(RuntimeError):
     """The worker died or passed its deadline; it must be replaced."""
 
 
