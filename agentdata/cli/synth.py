@@ -62,6 +62,44 @@ def _level(value: str) -> int:
 
 
 @app.command("stitch")
-def stitch() -> None:
-    """Not built yet."""
-    not_built("synth stitch")
+def stitch(
+    solutions: Annotated[Path, typer.Argument(help="Text solutions: question, worked solution, answer (JSONL, JSON, "
+                                                   "Parquet, CSV, dataset dir).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="SFT set to write (Parquet, curate's schema).")] = Path(
+        "stitched_sft.parquet"
+    ),
+    trajectories: Annotated[
+        Optional[Path], typer.Option("--trajectories", help="Also write the stitched trajectories as a run dir here, "
+                                                            "for `agentdata curate` or `inspect`.")
+    ] = None,
+    question_field: Annotated[
+        Optional[str], typer.Option("--question-field", help="Question column (default: recognised names).")
+    ] = None,
+    solution_field: Annotated[
+        Optional[str], typer.Option("--solution-field", help="Worked-solution column (default: solution, "
+                                                             "worked_solution, rationale, reasoning, response).")
+    ] = None,
+    answer_field: Annotated[
+        Optional[str], typer.Option("--answer-field", help="Answer column (default: a recognised answer column, "
+                                                           "else the solution's \\boxed{} or '#### x').")
+    ] = None,
+    protocol: Annotated[str, typer.Option(help="Tool-call protocol whose system prompt is used: hermes or codeblock.")] = "hermes",
+    max_cells: Annotated[int, typer.Option(help="Code cells per solution at most.")] = 8,
+    keep_without_calculations: Annotated[
+        bool, typer.Option(help="Keep solutions with no calculation found (no tool call).")
+    ] = False,
+    tool_output_chars: Annotated[int, typer.Option(help="Tool output kept, head and tail.")] = 256,
+    sandbox: Annotated[str, typer.Option(help="'local' or the URL of `agentdata sandbox serve`.")] = "local",
+) -> None:
+    """Turn text solutions into "stitched" tool-use trajectories: calculations cut into code cells, run for real."""
+    from agentdata.synth.stitch import StitchConfig, stitch_file
+
+    try:
+        config = StitchConfig(protocol=protocol, max_cells=max_cells, tool_output_chars=tool_output_chars,
+                              keep_without_calculations=keep_without_calculations, sandbox=sandbox)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+    console.print(f"[bold]synth stitch[/] {solutions} · protocol {protocol} · sandbox {sandbox} → {out}")
+    summary = stitch_file(solutions, out, config, question_field=question_field, solution_field=solution_field,
+                          answer_field=answer_field, trajectories_dir=trajectories)
+    console.print(summary.table())

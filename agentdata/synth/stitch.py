@@ -234,7 +234,7 @@ class StitchConfig:
     protocol: str = field(default="hermes", metadata={"help": "Tool-call protocol whose system prompt is used."})
     max_cells: int = field(default=8, metadata={"help": "Code cells per solution; later steps stay plain text."})
     tool_timeout: float = field(default=10.0, metadata={"help": "Seconds one code cell may run."})
-    tool_output_chars: int = field(default=512, metadata={"help": "Tool output kept (head+tail), as collect does."})
+    tool_output_chars: int = field(default=256, metadata={"help": "Tool output kept (head+tail), as collect does."})
     sandbox: str = field(default="local", metadata={"help": "'local' or the URL of `agentdata sandbox serve`."})
     keep_without_calculations: bool = field(
         default=False, metadata={"help": "Keep solutions with no calculation found (as trajectories with no call)."})

@@ -1,0 +1,44 @@
+"""`agentdata synth stitch` wiring: flags reach the library, the summary prints, mistakes are one line."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from agentdata.cli.app import main
+
+
+def run_cli(args: list[str]) -> int:
+    try:
+        main(args)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    return 0
+
+
+def test_stitch_command_writes_an_sft_set(tmp_path, capsys):
+    solutions = tmp_path / "gsm.jsonl"
+    solutions.write_text(json.dumps({"question": "Q?", "answer": "3*4 = <<3*4=12>>12 apples.\n#### 12"}) + "\n")
+    out = tmp_path / "sft.parquet"
+    code = run_cli(["synth", "stitch", str(solutions), "--solution-field", "answer", "--out", str(out),
+                    "--protocol", "codeblock", "--trajectories", str(tmp_path / "traj")])
+    assert code == 0
+    assert "stitched trajectories written" in capsys.readouterr().out
+    row = pq.read_table(out).to_pylist()[0]
+    assert row["format"] == "codeblock" and row["num_tool_calls"] == 1
+    tool = next(m for m in row["messages"] if m["role"] == "tool")
+    assert tool["content"] == "12"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--solution-field", "nope"], "no column 'nope'"),
+    (["--max-cells", "0"], "max_cells"),
+])
+def test_stitch_command_reports_mistakes_in_one_line(tmp_path, capsys, args, message):
+    solutions = tmp_path / "s.jsonl"
+    solutions.write_text(json.dumps({"question": "Q?", "solution": "1 + 1 = 2", "answer": "2"}) + "\n")
+    code = run_cli(["synth", "stitch", str(solutions), "--out", str(tmp_path / "o.parquet"), *args])
+    assert code == 2
+    assert message in capsys.readouterr().err
