@@ -211,6 +211,28 @@ def test_pathological_input_through_is_correct_returns_false_in_bound():
     assert time.perf_counter() - start < 5.0  # includes a worker start on a loaded machine
 
 
+def _check_in_child(case: tuple[str, str]) -> bool:
+    return is_correct(case[1], case[0])
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_checks_from_worker_processes(start_method):
+    import multiprocessing
+
+    is_correct(r"\boxed{\sqrt{8}}", r"2\sqrt{2}")  # the parent's workers exist before the fork
+    cases = [(r"2\sqrt{2}", r"\boxed{\sqrt{8}}"), ("(1, 2]", r"\boxed{[1,2)}"), (r"\{1,2\}", r"\boxed{\{2,1\}}")]
+    # multiprocessing.Pool workers are daemonic: they may not use multiprocessing children
+    with multiprocessing.get_context(start_method).Pool(2) as pool:
+        assert pool.map(_check_in_child, cases) == [True, False, True]
+
+
+@pytest.mark.parametrize("response", [r"\boxed{\frac{1}{", r"\boxed{)(}", r"\boxed{\\\\}", "\\boxed{\x00}", r"\boxed{" + "(" * 500 + "}"])
+def test_malformed_answers_are_wrong_not_errors(response):
+    start = time.perf_counter()
+    assert is_correct(response, r"x^2+1", timeout_s=2.0) is False
+    assert time.perf_counter() - start < 6.0  # the limit, plus a worker restart on a loaded machine
+
+
 # --------------------------------------------------------------------------- rewards
 
 @pytest.mark.parametrize(
