@@ -89,8 +89,7 @@ class FakeOpenAIServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
-        self._httpd.daemon_threads = True
+        self._httpd = _Listener((host, port), _handler_for(self))
         self._thread: threading.Thread | None = None
 
     @property
@@ -151,6 +150,11 @@ class FakeOpenAIServer:
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
         }
+
+
+class _Listener(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # the default backlog of 5 drops connections when many clients connect at once
 
 
 def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
