@@ -1,8 +1,84 @@
-"""`agentdata eval` (not built yet)."""
+"""`agentdata eval MODEL_SPEC BENCH_FILE...`: accuracy and tool use of models with the code tool on benchmarks."""
 
-from agentdata.cli.common import not_built
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from agentdata.cli.common import AnswerField, QuestionField, console, parse_options
 
 
-def command() -> None:
-    """Not built yet."""
-    not_built("eval")
+def parse_budgets(text: str) -> list[int]:
+    """`4` or a sweep such as `1,2,4,8`."""
+    try:
+        budgets = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"--max-tool-calls takes numbers like 4 or 1,2,4,8, got {text!r}") from None
+    if not budgets or min(budgets) < 0:
+        raise typer.BadParameter(f"--max-tool-calls takes non-negative numbers, got {text!r}")
+    return budgets
+
+
+def command(
+    model_spec: Annotated[str, typer.Argument(help="Engine spec: smollm2, hf:PATH, vllm:PATH, openai:URL[,URL]; "
+                                                   "LABEL=SPEC names it in tables and plots.")],
+    bench_files: Annotated[list[Path], typer.Argument(help="Benchmark files (AIME-style problem/answer, GPQA-style "
+                                                           "multiple choice with a letter answer, ...).")],
+    k: Annotated[int, typer.Option("--k", "-k", help="Responses per problem: avg@k, pass@k, maj@k.")] = 4,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Report folder; an existing one is resumed.")] = Path(
+        "runs/eval"
+    ),
+    compare: Annotated[
+        Optional[list[str]], typer.Option("--compare", help="More models or checkpoints to evaluate and plot "
+                                                            "alongside (repeatable; LABEL=SPEC).")
+    ] = None,
+    max_tool_calls: Annotated[str, typer.Option(help="Tool calls allowed per response; a list such as 1,2,4,8 "
+                                                     "sweeps them.")] = "4",
+    model: Annotated[Optional[str], typer.Option(help="Model name for openai: engines.")] = None,
+    engine_option: Annotated[
+        Optional[list[str]], typer.Option("--engine-option", help="KEY=VALUE passed to the engine (repeatable).")
+    ] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Use only the first N problems of each benchmark.")] = None,
+    protocol: Annotated[str, typer.Option(help="Tool-call protocol: hermes or codeblock.")] = "hermes",
+    max_turns: Annotated[int, typer.Option(help="Model turns per response.")] = 8,
+    max_new_tokens: Annotated[int, typer.Option(help="Model tokens per response, all turns together.")] = 1024,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature (ZeroTIR evaluates at 1.0).")] = 0.7,
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling threshold.")] = 1.0,
+    tool_output_chars: Annotated[int, typer.Option(help="Tool output shown to the model, head and tail.")] = 256,
+    concurrency: Annotated[int, typer.Option(help="Responses in flight at once.")] = 16,
+    sandbox: Annotated[str, typer.Option(help="'local' or the URL of `agentdata sandbox serve`.")] = "local",
+    seed: Annotated[int, typer.Option(help="Base random seed.")] = 0,
+    question_field: QuestionField = None,
+    answer_field: AnswerField = None,
+) -> None:
+    """Run models with the code tool on benchmarks; report avg@k, pass@k, maj@k and tool use, with plots."""
+    from agentdata.evaluation.report import results_table
+    from agentdata.evaluation.runner import EvalConfig, run_eval
+
+    options = parse_options(engine_option or [])
+    if model:
+        options["model"] = model
+    try:
+        config = EvalConfig(
+            samples=k, tool_call_budgets=parse_budgets(max_tool_calls), protocol=protocol, max_turns=max_turns,
+            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+            tool_output_chars=tool_output_chars, concurrency=concurrency, sandbox=sandbox, seed=seed, limit=limit,
+            question_field=question_field, answer_field=answer_field, engine_options=options,
+        )
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+    models = [model_spec, *(compare or [])]
+    console.print(f"[bold]eval[/] {len(models)} model(s) × {len(bench_files)} benchmark(s) × tool calls "
+                  f"{config.tool_call_budgets} · k={k} · protocol {protocol} → {out}")
+
+    def on_result(result) -> None:
+        m = result.metrics
+        console.print(f"  {result.model} · {result.benchmark} · tools ≤ {result.max_tool_calls}: "
+                      f"avg@{m.samples} {m.avg_at_k:.1%} · pass@{m.samples} {m.pass_at_samples:.1%} · "
+                      f"maj@{m.samples} {m.maj_at_k:.1%}")
+
+    report = run_eval(models, bench_files, out, config, on_result=on_result)
+    console.print(results_table(report.results, title=f"eval · {out}"))
+    console.print(f"Report: [cyan]{out / 'report.json'}[/] · plots: " + ", ".join(f"[cyan]{p}[/]" for p in report.plots))

@@ -68,9 +68,9 @@ def answers_equivalent(first: str, second: str) -> bool:
     """Same normalised string, or equal by math-verify (one answer taken as the other's gold)."""
     if normalise_answer(first) == normalise_answer(second):
         return True
-    from agentdata.verify import is_correct  # math-verify is slow to import: only when voting needs it
+    from agentdata.verify import answers_match  # math-verify is slow to import: only when voting needs it
 
-    return bool(is_correct(f"\\boxed{{{first}}}", second))
+    return bool(answers_match(first, second))
 
 
 def majority_vote(

@@ -1,0 +1,170 @@
+"""The eval runner: one collect run per (model, benchmark, tool-call budget), then metrics and plots.
+
+    out_dir/report.json
+    out_dir/accuracy.png                   models side by side per benchmark
+    out_dir/tool_calls_sweep.png           with more than one --max-tool-calls
+    out_dir/runs/<model>/<benchmark>/tools-<n>/   collect run dirs (resumable)
+
+The runs are ordinary collect run dirs, so an interrupted eval continues where it stopped
+and `agentdata inspect` shows any of them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import urlparse
+
+from agentdata.errors import UserError
+from agentdata.evaluation.metrics import Equivalence, answers_equivalent, benchmark_metrics
+from agentdata.evaluation.plots import ACCURACY_PLOT, SWEEP_PLOT, accuracy_plot, sweep_plot
+from agentdata.evaluation.report import EvalReport, EvalResult
+from agentdata.problems import load_problems
+from agentdata.records import Problem, Trajectory
+from agentdata.synth.collect import CollectConfig, collect
+from agentdata.synth.loop import LoopConfig
+from agentdata.synth.rundir import RunDir
+
+LABELLED_SPEC = re.compile(r"^(?P<label>[A-Za-z0-9_.-]+)=(?P<spec>.+)$")
+
+
+@dataclass
+class EvalConfig(LoopConfig):
+    """How each model is run: the agent-loop settings plus sampling and the benchmark columns.
+
+    `max_tool_calls` (inherited) is ignored in favour of `tool_call_budgets`.
+    """
+
+    samples: int = field(default=4, metadata={"help": "Responses per problem (the k of avg@k, pass@k, maj@k)."})
+    tool_call_budgets: list[int] = field(default_factory=lambda: [4],
+                                         metadata={"help": "Allowed tool calls per response; several make a sweep."})
+    sandbox: str = field(default="local", metadata={"help": "'local' or the URL of `agentdata sandbox serve`."})
+    concurrency: int = field(default=16, metadata={"help": "Responses in flight at once."})
+    seed: int = field(default=0, metadata={"help": "Base seed; each response derives its own."})
+    limit: int | None = field(default=None, metadata={"help": "Use only the first N problems of each benchmark."})
+    question_field: str | None = field(default=None, metadata={"help": "Question column (default: recognised)."})
+    answer_field: str | None = field(default=None, metadata={"help": "Answer column (default: recognised)."})
+    engine_options: dict[str, Any] = field(default_factory=dict, metadata={"help": "Passed to load_engine."})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.samples < 1:
+            raise ValueError(f"samples must be at least 1, got {self.samples}")
+        if not self.tool_call_budgets or min(self.tool_call_budgets) < 0:
+            raise ValueError(f"tool_call_budgets must be non-negative numbers, got {self.tool_call_budgets}")
+        self.tool_call_budgets = sorted(set(self.tool_call_budgets))
+
+    def collect_config(self, spec: str, budget: int) -> CollectConfig:
+        loop_settings = {f.name: getattr(self, f.name) for f in fields(LoopConfig)}
+        return CollectConfig(**{**loop_settings, "max_tool_calls": budget}, teacher=spec, samples=self.samples,
+                             concurrency=self.concurrency, sandbox=self.sandbox, seed=self.seed,
+                             engine_options=self.engine_options)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    label: str
+    spec: str
+
+
+def parse_model_specs(specs: list[str]) -> list[ModelSpec]:
+    """`LABEL=SPEC` names a model for tables and plots; a bare SPEC gets a short label of its own."""
+    models = []
+    for text in specs:
+        match = LABELLED_SPEC.match(text)
+        models.append(ModelSpec(match["label"], match["spec"]) if match else ModelSpec(default_label(text), text))
+    labels = [m.label for m in models]
+    duplicates = sorted({label for label in labels if labels.count(label) > 1})
+    if duplicates:
+        raise UserError(f"two models share the label {duplicates[0]!r}; name them as LABEL=SPEC")
+    return models
+
+
+def default_label(spec: str) -> str:
+    kind, _, rest = spec.partition(":")
+    if not rest:
+        return spec
+    if kind == "openai":
+        return "openai-" + (urlparse(rest.split(",")[0]).netloc or rest)
+    return Path(rest.rstrip("/")).name or spec
+
+
+def benchmark_names(paths: list[Path]) -> list[str]:
+    """File stems, prefixed with the parent folder where two stems clash."""
+    stems = [p.name if p.is_dir() else p.stem for p in paths]
+    return [f"{p.parent.name}-{stem}" if stems.count(stem) > 1 else stem for p, stem in zip(paths, stems)]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "model"
+
+
+def run_benchmark(problems: list[Problem], run_dir: Path, config: CollectConfig, engine: Any = None,
+                  sandbox: Any = None, show_progress: bool = True) -> list[Trajectory]:
+    """Run one model on one benchmark (resuming `run_dir`) and return the responses that belong to it."""
+    collect(problems, run_dir, config, engine=engine, sandbox=sandbox, show_progress=show_progress)
+    wanted = {p.id for p in problems}
+    return [t for t in RunDir(run_dir).trajectories()
+            if t.problem_id in wanted and t.sampling.get("sample_index", 0) < config.samples]
+
+
+def _first_unique(problems: list[Problem], limit: int | None) -> list[Problem]:
+    by_id = {}
+    for problem in problems:
+        by_id.setdefault(problem.id, problem)
+    return list(by_id.values())[:limit]
+
+
+def run_eval(
+    model_specs: list[str],
+    benchmark_paths: list[str | Path],
+    out_dir: str | Path,
+    config: EvalConfig,
+    engine_factory: Callable[[str], Any] | None = None,
+    sandbox: Any = None,
+    equivalent: Equivalence = answers_equivalent,
+    show_progress: bool = True,
+    on_result: Callable[[EvalResult], None] | None = None,
+) -> EvalReport:
+    """Evaluate every model on every benchmark at every tool-call budget; write report.json and plots.
+
+    `engine_factory(spec)` supplies a ready engine (tests, or a model already loaded); without
+    it, each collect run loads the engine from its spec. Likewise `sandbox`: a ready one, or
+    each run opens `config.sandbox`.
+    """
+    out_dir = Path(out_dir)
+    models = parse_model_specs(model_specs)
+    paths = [Path(p) for p in benchmark_paths]
+    benchmarks = {name: _first_unique(load_problems(path, config.question_field, config.answer_field), config.limit)
+                  for name, path in zip(benchmark_names(paths), paths)}
+    report = EvalReport(settings=_settings(config, models, paths))
+    for model in models:
+        engine = engine_factory(model.spec) if engine_factory else None
+        for bench_name, problems in benchmarks.items():
+            for budget in config.tool_call_budgets:
+                run_dir = out_dir / "runs" / _slug(model.label) / _slug(bench_name) / f"tools-{budget}"
+                responses = run_benchmark(problems, run_dir, config.collect_config(model.spec, budget), engine,
+                                          sandbox, show_progress)
+                result = EvalResult(model.label, model.spec, bench_name, budget, str(run_dir),
+                                    benchmark_metrics(responses, equivalent))
+                report.results.append(result)
+                if on_result:
+                    on_result(result)
+    report.plots = [str(p) for p in write_plots(report, out_dir)]
+    report.write(out_dir)
+    return report
+
+
+def write_plots(report: EvalReport, out_dir: Path) -> list[Path]:
+    plots = [accuracy_plot(report.results, out_dir / ACCURACY_PLOT)]
+    if len({r.max_tool_calls for r in report.results}) > 1:
+        plots.append(sweep_plot(report.results, out_dir / SWEEP_PLOT))
+    return plots
+
+
+def _settings(config: EvalConfig, models: list[ModelSpec], paths: list[Path]) -> dict[str, Any]:
+    settings = {f.name: getattr(config, f.name) for f in fields(config)
+                if f.name not in ("max_tool_calls", "engine_options")}
+    return {**settings, "models": {m.label: m.spec for m in models}, "benchmarks": [str(p) for p in paths]}

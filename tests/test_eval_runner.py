@@ -1,0 +1,163 @@
+"""The eval runner end to end: collect runs per (model, benchmark, budget), metrics, report, plots, resume."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentdata.cli.app import main
+from agentdata.errors import UserError
+from agentdata.evaluation.report import EvalReport
+from agentdata.evaluation.runner import EvalConfig, benchmark_names, default_label, parse_model_specs, run_eval
+from tests.fakes import InProcessSandbox, ScriptedEngine
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+@pytest.fixture
+def benchmarks(tmp_path):
+    aime = write_jsonl(tmp_path / "aime.jsonl", [
+        {"Problem": "What is 6*7?", "Answer": "42"},
+        {"Problem": "What is 40+2?", "Answer": "42"},
+        {"Problem": "What is 3+4?", "Answer": "7"},
+    ])
+    gpqa = write_jsonl(tmp_path / "gpqa.jsonl", [
+        {"question": "Which is 42? (A) 41 (B) 42", "answer": "B"},
+        {"question": "Which is 7? (A) 7 (B) 8", "answer": "A"},
+    ])
+    return [aime, gpqa]
+
+
+def engines(spec: str) -> ScriptedEngine:
+    """`scripted` answers what its one tool call printed (42); `letters` always answers B."""
+    return ScriptedEngine(spec, answer="B" if spec == "letters" else None)
+
+
+def test_run_eval_reports_every_model_benchmark_and_budget(tmp_path, benchmarks):
+    config = EvalConfig(samples=2, tool_call_budgets=[1, 0], concurrency=2)
+    report = run_eval(["base=scripted", "letters"], benchmarks, tmp_path / "report", config,
+                      engine_factory=engines, sandbox=InProcessSandbox(), show_progress=False)
+    keys = [(r.model, r.benchmark, r.max_tool_calls) for r in report.results]
+    assert keys == [(m, b, n) for m in ("base", "letters") for b in ("aime", "gpqa") for n in (0, 1)]
+    by_key = {(r.model, r.benchmark, r.max_tool_calls): r.metrics for r in report.results}
+
+    aime = by_key[("base", "aime", 1)]
+    assert aime.num_problems == 3 and aime.samples == 2 and aime.num_responses == 6
+    assert aime.avg_at_k == pytest.approx(2 / 3) and aime.maj_at_k == pytest.approx(2 / 3)
+    assert aime.pass_at_k == {1: pytest.approx(2 / 3), 2: pytest.approx(2 / 3)}
+    assert aime.mean_tool_calls == 1.0 and aime.tool_error_rate == 0.0
+    assert by_key[("base", "aime", 0)].mean_tool_calls == 0.0  # the budget really reached the loop
+    assert by_key[("base", "aime", 0)].avg_at_k == 0.0
+    assert by_key[("letters", "gpqa", 1)].avg_at_k == pytest.approx(0.5)  # B is right for one of two
+    assert by_key[("letters", "aime", 1)].avg_at_k == 0.0
+
+    out = tmp_path / "report"
+    assert (out / "runs" / "base" / "aime" / "tools-1" / "trajectories").is_dir()
+    assert (out / "accuracy.png").read_bytes().startswith(PNG_MAGIC)
+    assert (out / "tool_calls_sweep.png").read_bytes().startswith(PNG_MAGIC)
+    again = EvalReport.read(out)
+    assert [r.metrics for r in again.results] == [r.metrics for r in report.results]
+    assert again.settings["models"] == {"base": "scripted", "letters": "letters"}
+
+
+def test_a_second_run_resumes_without_calling_the_model(tmp_path, benchmarks):
+    config = EvalConfig(samples=2, tool_call_budgets=[1], concurrency=2)
+    run_eval(["scripted"], benchmarks[:1], tmp_path, config, engine_factory=engines, sandbox=InProcessSandbox(),
+             show_progress=False)
+    engine = ScriptedEngine("scripted")
+    report = run_eval(["scripted"], benchmarks[:1], tmp_path, config, engine_factory=lambda spec: engine,
+                      sandbox=InProcessSandbox(), show_progress=False)
+    assert engine.requests == []
+    assert report.results[0].metrics.num_responses == 6
+
+
+def test_fewer_samples_or_problems_on_rerun_score_only_those(tmp_path, benchmarks):
+    run_eval(["scripted"], benchmarks[:1], tmp_path, EvalConfig(samples=2, concurrency=2), engine_factory=engines,
+             sandbox=InProcessSandbox(), show_progress=False)
+    report = run_eval(["scripted"], benchmarks[:1], tmp_path, EvalConfig(samples=1, limit=2, concurrency=2),
+                      engine_factory=engines, sandbox=InProcessSandbox(), show_progress=False)
+    metrics = report.results[0].metrics
+    assert (metrics.num_problems, metrics.num_responses, metrics.samples) == (2, 2, 1)
+
+
+def test_model_labels():
+    assert default_label("hf:/ckpts/sft/checkpoint-500") == "checkpoint-500"
+    assert default_label("openai:http://127.0.0.1:8000/v1,http://127.0.0.1:8001/v1") == "openai-127.0.0.1:8000"
+    assert default_label("smollm2") == "smollm2"
+    assert [m.label for m in parse_model_specs(["base=hf:a", "hf:b"])] == ["base", "b"]
+    with pytest.raises(UserError, match="LABEL=SPEC"):
+        parse_model_specs(["hf:x/m", "hf:y/m"])
+
+
+def test_benchmark_names_are_stems_unless_they_clash(tmp_path):
+    assert benchmark_names([tmp_path / "a" / "test.jsonl", tmp_path / "b" / "test.jsonl"]) == ["a-test", "b-test"]
+    assert benchmark_names([Path("aime24.jsonl"), Path("gpqa.parquet")]) == ["aime24", "gpqa"]
+
+
+def test_config_rejects_bad_values():
+    with pytest.raises(ValueError):
+        EvalConfig(samples=0)
+    with pytest.raises(ValueError):
+        EvalConfig(tool_call_budgets=[-1])
+    assert EvalConfig(tool_call_budgets=[8, 1, 8]).tool_call_budgets == [1, 8]
+
+
+# --------------------------------------------------------------------------- CLI, real engine and sandbox
+
+def load_fake_server():
+    path = Path(__file__).resolve().parents[1] / "bench" / "fake_openai_server.py"
+    spec = importlib.util.spec_from_file_location("fake_openai_server", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("fake_openai_server", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_cli(args: list[str]) -> int:
+    try:
+        main(args)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    return 0
+
+
+def test_eval_command_with_openai_engine_and_local_sandbox(tmp_path, benchmarks, capsys):
+    """The fake server calls print(6*7) through the real local sandbox, then answers 42."""
+    server = load_fake_server().FakeOpenAIServer(script="tool")
+    with server:
+        code = run_cli(["eval", f"served=openai:{server.url}", str(benchmarks[0]), "--k", "2", "--out",
+                        str(tmp_path / "r"), "--max-tool-calls", "0,1", "--concurrency", "4"])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert "served" in printed.out  # the per-result lines and the summary table name the model
+    assert (tmp_path / "r" / "tool_calls_sweep.png").read_bytes().startswith(PNG_MAGIC)
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    with_tool = next(r for r in report["results"] if r["max_tool_calls"] == 1)
+    assert with_tool["avg@2"] == pytest.approx(2 / 3)
+    assert with_tool["mean_tool_calls"] == 1.0 and with_tool["tool_error_rate"] == 0.0
+    assert with_tool["pass@k"] == {"1": pytest.approx(2 / 3), "2": pytest.approx(2 / 3)}
+    assert with_tool["finish_reasons"] == {"answer": 6}
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--max-tool-calls", "1,x"], "--max-tool-calls"),
+    (["--k", "0"], "samples"),
+])
+def test_eval_command_reports_bad_flags(tmp_path, benchmarks, capsys, args, message):
+    code = run_cli(["eval", "smollm2", str(benchmarks[0]), "--out", str(tmp_path), *args])
+    assert code == 2 and message in capsys.readouterr().err
+
+
+def test_eval_command_names_a_missing_benchmark(tmp_path, capsys):
+    code = run_cli(["eval", "smollm2", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path)])
+    assert code == 2 and "missing.jsonl" in capsys.readouterr().err
