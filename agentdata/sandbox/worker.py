@@ -181,10 +181,12 @@ class Executor:
     def kill_others(self) -> None:
         """Every other process this executor's code started (same uid, or same session)."""
         if self.own_uid:
-            try:
-                os.kill(-1, signal.SIGKILL)  # as an unprivileged uid: exactly our own processes
-            except ProcessLookupError:
-                pass
+            # As an unprivileged uid, kill(-1) reaches exactly our own processes. The kernel
+            # walks the process list under the lock that fork() needs, so a fork bomb cannot
+            # slip a new child past it. (It reports success even when it found none of ours,
+            # so there is nothing to gain from repeating it.)
+            os.kill(-1, signal.SIGKILL)
+            self._reap_children()
             return
         for name in os.listdir("/proc"):
             if not name.isdigit() or int(name) == self.pid:
@@ -196,6 +198,17 @@ class Executor:
                     os.kill(int(name), signal.SIGKILL)
             except (OSError, IndexError, ValueError):
                 pass
+
+    @staticmethod
+    def _reap_children() -> None:
+        """Our own dead children stay zombies (and count as alive for kill) until waited for."""
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
 
     # -- one cell
     def _prepare_files(self, files: dict) -> None:

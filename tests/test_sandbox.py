@@ -1,0 +1,368 @@
+"""The local sandbox: API, sessions, and a suite of bad and hostile code.
+
+Every hostile case is contained by limits set before the code runs (small process,
+memory, disk and output limits in the fixture), and each is followed by a check that
+the sandbox still serves the next call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+
+import psutil
+import pytest
+
+from agentdata.sandbox import ExecResult, Sandbox, SandboxConfig
+from agentdata.sandbox.config import MAX_EXECUTORS
+from agentdata.sandbox.pool import UID_BASE
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the hostile suite checks the root-only isolation")
+
+LIMITS = dict(workers=4, timeout_s=5.0, memory_mb=768, max_processes=24, disk_mb=32, max_file_mb=8,
+              max_output_bytes=4096, prefork=1, interrupt_grace_s=0.3)
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with Sandbox(SandboxConfig(**LIMITS)) as box:
+        yield box
+
+
+def uid_block(box: Sandbox) -> range:
+    start = UID_BASE + box._pool.template.info["pid"] * MAX_EXECUTORS
+    return range(start, start + MAX_EXECUTORS)
+
+
+def executor_pids(box: Sandbox) -> set[int]:
+    pool = box._pool
+    return {e.pid for e in pool.sessions.values()} | {e.pid for e in list(pool.spares._queue)}
+
+
+def _leftovers_now(box: Sandbox) -> list[psutil.Process]:
+    block, live = uid_block(box), executor_pids(box)
+    leftovers = []
+    for process in psutil.process_iter(["uids", "pid", "status"]):
+        uids = process.info["uids"]
+        if uids and uids.real in block and process.pid not in live and process.info["status"] != "zombie":
+            leftovers.append(process)
+    return leftovers
+
+
+def leftover_processes(box: Sandbox, settle_s: float = 2.0) -> list[psutil.Process]:
+    """Processes running as one of this sandbox's uids that are not a live executor.
+
+    A stateless executor exits just after it answers and spares are forked in the
+    background, so this waits (briefly) for the pool to settle before judging.
+    """
+    deadline = time.monotonic() + settle_s
+    while True:
+        leftovers = _leftovers_now(box)
+        if not leftovers or time.monotonic() > deadline:
+            return leftovers
+        time.sleep(0.02)
+
+
+def assert_still_serving(box: Sandbox) -> None:
+    result = box.run("print(6 * 7)")
+    assert result.status == "ok" and result.stdout == "42\n", result
+
+
+# --------------------------------------------------------------------------- API and sessions
+
+def test_fresh_call_prints_and_reports(sandbox):
+    result = sandbox.run("print('hello')")
+    assert isinstance(result, ExecResult)
+    assert (result.status, result.stdout, result.exit_code) == ("ok", "hello\n", 0)
+    assert 0 < result.duration_s < 5
+
+
+def test_last_expression_is_displayed_like_a_notebook(sandbox):
+    assert sandbox.run("x = 20\nx + 1").stdout == "21\n"
+    assert sandbox.run("None").stdout == ""
+    assert sandbox.run("x = 3\nx + 1", display_last=False).stdout == ""
+
+
+def test_sessions_share_state_and_are_private(sandbox):
+    assert sandbox.run("secret = 41", session_id="a").status == "ok"
+    assert sandbox.run("secret + 1", session_id="a").stdout == "42\n"
+    other = sandbox.run("secret", session_id="b")
+    assert other.status == "error" and "NameError" in other.stderr
+    assert sandbox.run("secret", session_id=None).status == "error"  # a fresh call sees nothing
+    sandbox.close_session("a")
+    assert "NameError" in sandbox.run("secret", session_id="a").stderr
+    sandbox.close_session("a")
+    sandbox.close_session("b")
+
+
+def test_error_traceback_points_at_the_cell(sandbox):
+    result = sandbox.run("def f():\n    return 1 / 0\nf()")
+    assert result.status == "error" and result.exit_code == 1
+    assert "ZeroDivisionError" in result.stderr and "<cell" in result.stderr
+    assert "worker.py" not in result.stderr
+
+
+def test_syntax_error_is_a_result(sandbox):
+    result = sandbox.run("def broken(:\n  pass")
+    assert result.status == "error" and "SyntaxError" in result.stderr
+
+
+def test_common_modules_are_preloaded_and_stdin_and_files_work(sandbox):
+    result = sandbox.run("import sympy, numpy\nprint(sympy.factor(sympy.Symbol('x')**2 - 1), numpy.arange(3).sum())")
+    assert result.stdout == "(x - 1)*(x + 1) 3\n"
+    assert sandbox.run("print(input()[::-1])", stdin="abc\n").stdout == "cba\n"
+    assert sandbox.run("print(open('data/in.txt').read())", files={"data/in.txt": "payload"}).stdout == "payload\n"
+
+
+def test_subprocess_output_is_captured(sandbox):
+    result = sandbox.run("import subprocess\n_ = subprocess.run(['echo', 'from a child'])")
+    assert result.stdout == "from a child\n"
+
+
+def test_arun_does_not_block_the_event_loop(sandbox):
+    async def scenario():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        task = asyncio.ensure_future(ticker())
+        result = await sandbox.arun("import time; time.sleep(0.4); print('done')")
+        task.cancel()
+        return result, ticks
+
+    result, ticks = asyncio.run(scenario())
+    assert result.stdout == "done\n"
+    assert ticks >= 15
+
+
+def test_many_concurrent_calls_queue_instead_of_failing(sandbox):
+    async def scenario():
+        calls = [sandbox.arun(f"print({i} * 2)", session_id=f"c{i % 5}" if i % 2 else None) for i in range(60)]
+        return await asyncio.gather(*calls)
+
+    results = asyncio.run(scenario())
+    assert [r.stdout for r in results] == [f"{i * 2}\n" for i in range(60)]
+    for i in range(5):
+        sandbox.close_session(f"c{i}")
+
+
+# --------------------------------------------------------------------------- hostile code
+
+def test_process_limit_holds_for_a_harmless_count_first(sandbox):
+    code = (
+        "import subprocess\nstarted, refused = [], 0\n"
+        "for _ in range(40):\n"
+        "    try:\n        started.append(subprocess.Popen(['sleep', '30']))\n"
+        "    except OSError:\n        refused += 1\n"
+        "print(len(started), refused)"
+    )
+    result = sandbox.run(code)
+    started, refused = map(int, result.stdout.split())
+    assert started < LIMITS["max_processes"] and refused > 0
+    assert leftover_processes(sandbox) == []  # a stateless call leaves nothing behind
+
+
+def test_fork_bomb_is_contained(sandbox):
+    code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
+    result = sandbox.run(code, timeout=1.5)
+    assert result.status == "timeout"
+    assert leftover_processes(sandbox) == []
+    assert_still_serving(sandbox)
+
+
+@pytest.mark.parametrize("code", [
+    "x = bytearray(4 * 1024 ** 3)",
+    "chunks = []\nwhile True:\n    chunks.append(bytearray(50 * 1024 ** 2))",
+    "import numpy\nnumpy.ones((1024, 1024, 1024))",
+])
+def test_memory_bomb_is_an_oom_result(sandbox, code):
+    result = sandbox.run(code)
+    assert result.status == "oom", result
+    assert "MemoryError" in result.stderr
+    assert_still_serving(sandbox)
+
+
+def test_infinite_loop_times_out_and_the_session_survives(sandbox):
+    sandbox.run("kept = 'still here'", session_id="loop")
+    started = time.monotonic()
+    result = sandbox.run("while True:\n    pass", session_id="loop", timeout=1)
+    assert result.status == "timeout"
+    assert time.monotonic() - started < 3
+    assert sandbox.run("kept", session_id="loop").stdout == "'still here'\n"
+    sandbox.close_session("loop")
+
+
+def test_interrupt_proof_loop_is_killed_at_the_limit(sandbox):
+    code = "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass"
+    started = time.monotonic()
+    result = sandbox.run(code, session_id="stubborn", timeout=1)
+    assert result.status == "timeout"
+    assert time.monotonic() - started < 4
+    assert "NameError" in sandbox.run("undefined_here", session_id="stubborn").stderr  # a fresh session
+    sandbox.close_session("stubborn")
+    assert_still_serving(sandbox)
+
+
+def test_sleep_past_the_limit_times_out(sandbox):
+    started = time.monotonic()
+    result = sandbox.run("import time\ntime.sleep(30)", timeout=1)
+    assert result.status == "timeout"
+    assert time.monotonic() - started < 3
+    assert_still_serving(sandbox)
+
+
+def test_huge_output_is_capped_keeping_head_and_tail(sandbox):
+    code = "import sys\nsys.stdout.write('HEAD' + 'x' * 100_000_000 + 'TAIL')\nprint('x' * 10, file=sys.stderr)"
+    result = sandbox.run(code, timeout=20)
+    assert result.status == "ok"
+    assert result.stdout.startswith("HEAD") and result.stdout.endswith("TAIL")
+    assert "omitted" in result.stdout and len(result.stdout) < LIMITS["max_output_bytes"] + 200
+    assert result.stderr == "x" * 10 + "\n"
+
+
+def test_no_network_even_to_the_hosts_loopback(sandbox):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.settimeout(0.5)
+        port = listener.getsockname()[1]
+        code = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2).sendall(b'leak')"
+        result = sandbox.run(code)
+        assert result.status == "error" and "OSError" in result.stderr
+        with pytest.raises(socket.timeout):
+            listener.accept()
+
+
+@pytest.mark.parametrize("path", ["/etc/agentdata-sandbox-test", "/root/agentdata-sandbox-test",
+                                  "/var/tmp/agentdata-sandbox-test", "/run/lock/agentdata-sandbox-test",
+                                  "/work/agentdata-sandbox-test"])
+def test_cannot_write_outside_the_working_dir(sandbox, path):
+    result = sandbox.run(f"open({path!r}, 'w').write('x')")
+    assert result.status == "error"
+    assert not os.path.exists(path)
+
+
+def test_working_dir_is_private_and_temporary(sandbox, tmp_path):
+    host_file = tmp_path / "host.txt"
+    host_file.write_text("host")
+    result = sandbox.run(f"import os\nprint(os.getcwd(), os.listdir('.'), os.path.exists({str(host_file)!r}))")
+    assert result.stdout.split(" ", 1)[1] == "[] False\n"
+
+
+def test_host_environment_is_not_visible(sandbox, monkeypatch):
+    monkeypatch.setenv("AGENTDATA_SANDBOX_SECRET", "do-not-leak")
+    os.environ["AGENTDATA_SANDBOX_SECRET"] = "do-not-leak"
+    code = (
+        "import os\nprint(dict(os.environ))\n"
+        f"for pid in (1, {os.getpid()}, os.getppid()):\n"
+        "    try:\n        print(open(f'/proc/{pid}/environ', 'rb').read())\n"
+        "    except OSError as error:\n        print('denied', pid)"
+    )
+    result = sandbox.run(code)
+    assert "do-not-leak" not in result.stdout + result.stderr
+    assert "AGENTDATA_SANDBOX_SECRET" not in result.stdout
+
+
+def test_killing_the_parent_or_host_is_refused(sandbox):
+    result = sandbox.run(f"import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nos.kill({os.getpid()}, 9)")
+    assert result.status == "error" and "PermissionError" in result.stderr
+    assert_still_serving(sandbox)
+
+
+@pytest.mark.parametrize("code, status, exit_code", [
+    ("import sys\nsys.exit(0)", "ok", 0),
+    ("import sys\nsys.exit(3)", "error", 3),
+    ("import os\nos._exit(4)", "error", 4),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "killed", -9),
+])
+def test_exits_are_results(sandbox, code, status, exit_code):
+    result = sandbox.run(code)
+    assert (result.status, result.exit_code) == (status, exit_code), result
+    assert_still_serving(sandbox)
+
+
+def test_sys_exit_keeps_a_session_and_os_exit_replaces_it(sandbox):
+    sandbox.run("value = 1", session_id="exits")
+    assert sandbox.run("import sys\nsys.exit(2)", session_id="exits").exit_code == 2
+    assert sandbox.run("value", session_id="exits").stdout == "1\n"
+    died = sandbox.run("import os\nos._exit(0)", session_id="exits")
+    assert "state is lost" in died.stderr
+    assert "NameError" in sandbox.run("value", session_id="exits").stderr
+    sandbox.close_session("exits")
+
+
+@pytest.mark.parametrize("spawn", [
+    "import subprocess\nsubprocess.Popen(['sleep', '60'])",
+    "import os\nos.system('setsid sleep 60 > /dev/null 2>&1 &')",
+    "import os\nif os.fork() == 0:\n    os.setsid()\n    import time\n    time.sleep(60)",
+])
+def test_spawned_processes_do_not_outlive_the_call(sandbox, spawn):
+    assert sandbox.run(spawn).status == "ok"
+    assert leftover_processes(sandbox) == []
+
+
+def test_session_processes_are_gone_after_timeout_and_close(sandbox):
+    sandbox.run("import subprocess\nkeep = subprocess.Popen(['sleep', '60'])", session_id="procs")
+    assert len(leftover_processes(sandbox, settle_s=0.3)) == 1  # alive while the session is
+    assert sandbox.run("import time\ntime.sleep(10)", session_id="procs", timeout=0.5).status == "timeout"
+    assert leftover_processes(sandbox) == []
+    sandbox.run("import subprocess\nkeep = subprocess.Popen(['sleep', '60'])", session_id="procs")
+    sandbox.close_session("procs")
+    assert leftover_processes(sandbox) == []
+
+
+def test_filling_the_disk_is_stopped(sandbox):
+    one_big_file = sandbox.run("open('big', 'wb').write(b'0' * 64 * 1024 ** 2)")
+    assert one_big_file.status == "error" and "File too large" in one_big_file.stderr
+    many_files = sandbox.run(
+        "for i in range(100):\n    open(f'part{i}', 'wb').write(b'0' * 4 * 1024 ** 2)", session_id="disk")
+    assert many_files.status == "error" and "No space left" in many_files.stderr
+    sandbox.close_session("disk")
+    assert_still_serving(sandbox)
+
+
+def test_files_from_one_session_are_invisible_to_others(sandbox):
+    sandbox.run("open('notes.txt', 'w').write('mine')\nopen('/tmp/also.txt', 'w').write('mine')", session_id="s1")
+    assert sandbox.run("print(open('notes.txt').read())", session_id="s1").stdout == "mine\n"
+    for other in ("s2", None):
+        result = sandbox.run("import os\nprint(sorted(os.listdir('.')), sorted(os.listdir('/tmp')))", session_id=other)
+        assert result.stdout == "[] []\n"
+    sandbox.close_session("s1")
+    sandbox.close_session("s2")
+
+
+def test_a_dead_session_worker_is_replaced(sandbox):
+    sandbox.run("x = 1", session_id="dies")
+    assert sandbox.run("import os\nos.kill(os.getpid(), 9)", session_id="dies").status == "killed"
+    assert sandbox.run("print('fresh')", session_id="dies").stdout == "fresh\n"
+    sandbox.close_session("dies")
+
+
+def test_memory_limit_per_call_lowers_the_limit(sandbox):
+    result = sandbox.run("x = bytearray(300 * 1024 ** 2)", memory_mb=200)
+    assert result.status == "oom"
+
+
+# --------------------------------------------------------------------------- without privileges
+
+def test_runs_without_uid_isolation(tmp_path):
+    with Sandbox(workers=1, prefork=0, drop_privileges=False, timeout_s=5) as box:
+        assert box.isolation["own_uid"] is False
+        assert box.run("print(2 + 2)").stdout == "4\n"
+        box.run("import subprocess\np = subprocess.Popen(['sleep', '60'])\nprint(p.pid)", session_id="s")
+        pid = int(box.run("p.pid", session_id="s").stdout)
+        assert psutil.pid_exists(pid)
+        box.close_session("s")
+        time.sleep(0.1)
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+
+
+def test_config_rejects_bad_values():
+    with pytest.raises(ValueError, match="workers"):
+        SandboxConfig(workers=0)
