@@ -98,6 +98,16 @@ def test_majority_vote_ignores_missing_answers():
     assert majority_vote([response("p", 0, None, False)], string_equivalence) is None
 
 
+def test_equivalent_answers_vote_together():
+    from agentdata.evaluation.metrics import answers_equivalent
+
+    assert answers_equivalent("\\frac{1}{2}", "0.5")
+    assert answers_equivalent(" 12 ", "12")
+    assert not answers_equivalent("12", "13")
+    responses = [response("p", 0, "7", False), response("p", 1, "1/2", True), response("p", 2, "0.5", True)]
+    assert majority_vote(responses).final_answer == "1/2"
+
+
 def test_normalise_answer_drops_wrappers_and_spacing():
     assert normalise_answer("\\text{ B }") == normalise_answer("b") == "b"
     assert normalise_answer("\\left( 1, 2 \\right).") == "(1,2)"

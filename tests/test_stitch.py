@@ -204,6 +204,11 @@ def test_stitch_file_writes_curates_sft_schema(tmp_path, sandbox):
     assert [m["role"] for m in rows[0]["messages"]][:3] == ["system", "user", "assistant"]
     assert rows[0]["teacher"] == "stitched" and rows[0]["num_tool_calls"] == 2
     assert list((tmp_path / "traj" / "trajectories").glob("*.parquet"))
+    from agentdata.curate import curate
+
+    curated = curate([tmp_path / "traj"], tmp_path / "curated.parquet")
+    assert curated.kept_rows == 2
+    assert pq.read_schema(tmp_path / "curated.parquet").equals(pq.read_schema(out))  # one schema, both ways
     with pytest.raises(UserError, match="already holds"):
         stitch_file(path, out, trajectories_dir=tmp_path / "traj", sandbox=sandbox, show_progress=False)
 

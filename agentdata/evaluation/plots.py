@@ -67,7 +67,7 @@ def sweep_plot(results: list[EvalResult], path: str | Path) -> Path:
         axis.set_title(bench)
         axis.set_xlabel("max tool calls")
         axis.set_ylim(0, 1.05)
-    axes[0][0].set_ylabel("avg@k")
+    axes[0][0].set_ylabel(f"avg@{max(r.metrics.samples for r in results)}")
     axes[0][-1].legend(fontsize=8)
     return _save(figure, path)
 

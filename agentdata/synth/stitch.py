@@ -443,13 +443,17 @@ def _final_answer(raw: str, solution: str) -> str | None:
 
 
 def write_sft(trajectories: list[Trajectory], out: str | os.PathLike) -> Path:
-    """The SFT set in curate's schema: `messages`, `tools` (JSON string) and the same provenance columns."""
-    import pyarrow.parquet as pq
+    """The SFT set in curate's schema: `messages`, `tools` (JSON string) and the same provenance columns.
+
+    Written through polars as curate writes it, so even the Arrow types (large strings) match and
+    the two sets load together.
+    """
+    import polars as pl
 
     from agentdata.curate.sft import SFT_COLUMNS
 
-    table = records_to_table(trajectories, Trajectory).select(list(SFT_COLUMNS))
-    return atomic_write(out, lambda tmp: pq.write_table(table, tmp))
+    frame = pl.from_arrow(records_to_table(trajectories, Trajectory).select(list(SFT_COLUMNS)))
+    return atomic_write(out, lambda tmp: frame.write_parquet(tmp))
 
 
 @dataclass
