@@ -186,8 +186,9 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                # Headers and body in one write: two small writes meet Nagle + delayed ACK.
+                self._headers_buffer.append(b"\r\n" + data)
+                self.flush_headers()
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (its timeout): nothing to answer
 

@@ -215,3 +215,19 @@ def test_trailing_comma_in_url_list_is_ignored():
 def test_unknown_option_is_a_user_error(server):
     with pytest.raises(UserError, match="does not take"):
         load_engine(f"openai:{server.url}", temprature=0.5)
+
+
+def test_high_concurrency_is_spread_over_small_clients_and_fully_used():
+    with fake.FakeOpenAIServer(script="echo", latency=0.3) as server:
+        engine = load_engine(f"openai:{server.url}", model="m", concurrency=40)
+
+        async def go():
+            generations = await engine.generate_many([ask(f"q{i}") for i in range(80)])
+            client_count = len(engine._state.clients)
+            await engine.aclose()
+            return generations, client_count
+
+        generations, client_count = asyncio.run(go())
+    assert client_count == 3  # 16 + 16 + 8 connections
+    assert all(g.finish_reason == "stop" for g in generations)
+    assert server.max_in_flight == 40

@@ -48,13 +48,35 @@ class _Server:
     in_flight: int = 0
 
 
+CONNECTIONS_PER_CLIENT = 16
+
+
 @dataclass
 class _LoopState:
-    """What must belong to one event loop: the HTTP client and the concurrency semaphore."""
+    """What must belong to one event loop: the HTTP clients and the concurrency semaphore.
 
-    client: httpx.AsyncClient
+    httpx's connection pool spends time quadratic in its size when many requests wait on
+    it (measured: 64 concurrent requests through one client ran 6x slower and used 8x the
+    CPU of four clients of 16), so the concurrency is spread over several small clients.
+    """
+
+    clients: list[httpx.AsyncClient]
+    in_use: list[int]
     slots: asyncio.Semaphore
     loop: asyncio.AbstractEventLoop = field(repr=False)
+
+    @classmethod
+    def create(cls, concurrency: int, timeout_s: float) -> "_LoopState":
+        per_client = min(CONNECTIONS_PER_CLIENT, concurrency)
+        count = -(-concurrency // per_client)
+        limits = httpx.Limits(max_connections=per_client, max_keepalive_connections=per_client)
+        clients = [httpx.AsyncClient(limits=limits, timeout=timeout_s) for _ in range(count)]
+        return cls(clients=clients, in_use=[0] * count, slots=asyncio.Semaphore(concurrency),
+                   loop=asyncio.get_running_loop())
+
+    def least_used_client(self) -> int:
+        # Under the semaphore the least used client always has a free connection.
+        return min(range(len(self.clients)), key=self.in_use.__getitem__)
 
 
 class OpenAIEngine(Engine):
@@ -90,16 +112,22 @@ class OpenAIEngine(Engine):
     async def generate(self, request: GenerationRequest) -> Generation:
         state = self._loop_state()
         async with state.slots:
+            index = state.least_used_client()
+            state.in_use[index] += 1
+            client = state.clients[index]
             try:
-                model = await self._model_name(state.client)
-                return await self._generate_with_retries(state.client, self._body(request, model), request)
+                model = await self._model_name(client)
+                return await self._generate_with_retries(client, self._body(request, model), request)
             except Exception as exc:  # never raise for one request
                 return error_generation(f"{type(exc).__name__}: {exc}")
+            finally:
+                state.in_use[index] -= 1
 
     async def aclose(self) -> None:
         state, self._state = self._state, None
         if state is not None and state.loop is asyncio.get_running_loop():
-            await state.client.aclose()
+            for client in state.clients:
+                await client.aclose()
 
     # ------------------------------------------------------------------ request
 
@@ -179,9 +207,7 @@ class OpenAIEngine(Engine):
     def _loop_state(self) -> _LoopState:
         loop = asyncio.get_running_loop()
         if self._state is None or self._state.loop is not loop:
-            limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
-            client = httpx.AsyncClient(limits=limits, timeout=self.timeout_s)
-            self._state = _LoopState(client=client, slots=asyncio.Semaphore(self.concurrency), loop=loop)
+            self._state = _LoopState.create(self.concurrency, self.timeout_s)
             self._model_lookup = asyncio.Lock()
         return self._state
 
