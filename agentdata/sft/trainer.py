@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from transformers import PrinterCallback
 
 from agentdata.sft.config import SFTStageConfig
 from agentdata.sft.data import tokenize_sft_set
@@ -85,6 +86,7 @@ def build_sft_trainer(config: SFTStageConfig, console: Console | None = None) ->
         if config.lora else None,
         callbacks=[MetricsFileCallback(out_dir / "metrics.jsonl", console), ProgressCallback("SFT", console)],
     )
+    trainer.remove_callback(PrinterCallback)  # our callback prints one line per step instead
     return trainer
 
 

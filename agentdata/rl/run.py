@@ -1,0 +1,172 @@
+"""The GRPO stage: build the trainer around agentdata's rollouts, train, save, plot."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from transformers import PrinterCallback
+from transformers import TrainerCallback
+
+from agentdata.errors import UserError
+from agentdata.records import Problem
+from agentdata.rl.config import GRPOStageConfig
+from agentdata.rl.plots import plot_training_curves
+from agentdata.rl.policy import PolicyEngine
+from agentdata.rl.rewards import reward_functions
+from agentdata.rl.rollout import AgentRollout
+from agentdata.rl.trainer import AgentGRPOTrainer
+from agentdata.sft.logging import MetricsFileCallback, ProgressCallback, read_metrics
+from agentdata.sft.model import load_model, load_tokenizer, lora_config, resolve_model_dir, resume_path, save_trained
+from agentdata.synth.loop import LoopConfig
+
+
+@dataclass
+class GRPOResult:
+    model_dir: Path
+    steps: int
+    seconds: float
+    metrics_file: Path
+    plots: list[Path] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    step_times: list[dict[str, float]] = field(default_factory=list)
+
+
+def load_pool(config: GRPOStageConfig) -> list[Problem]:
+    """The RL pool's problems (agentdata or verl layout), or the built-in problems."""
+    if config.rl_pool:
+        from agentdata.problems import load_problems
+
+        problems = load_problems(config.rl_pool)
+    else:
+        from agentdata.synth.builtin import builtin_problems
+
+        problems = builtin_problems()
+    problems = problems[: config.limit] if config.limit else problems
+    if not problems:
+        raise UserError(f"{config.rl_pool or 'built-in problems'}: the RL pool is empty")
+    return problems
+
+
+def pool_dataset(problems: list[Problem]) -> Any:
+    import datasets
+
+    return datasets.Dataset.from_list(
+        [{"prompt": [{"role": "user", "content": p.question}], "answer": p.answer, "problem_id": p.id} for p in problems]
+    )
+
+
+def wants_vllm(config: GRPOStageConfig) -> bool:
+    import importlib.util
+
+    import torch
+
+    available = torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None
+    if config.use_vllm == "yes" and not available:
+        raise UserError("--use-vllm yes needs a CUDA GPU and vLLM: `pip install agentdata[vllm]`")
+    return config.use_vllm == "yes" or (config.use_vllm == "auto" and available)
+
+
+def trl_grpo_config(config: GRPOStageConfig, out_dir: Path, use_vllm: bool) -> Any:
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(out_dir / "checkpoints"),
+        max_steps=config.max_steps,
+        learning_rate=config.learning_rate,
+        # One micro-batch is one group; a step accumulates prompts_per_step groups.
+        per_device_train_batch_size=config.num_generations,
+        gradient_accumulation_steps=config.prompts_per_step,
+        num_generations=config.num_generations,
+        max_completion_length=config.max_new_tokens,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        epsilon=config.epsilon,
+        epsilon_high=config.epsilon_high,
+        beta=config.beta,
+        loss_type=config.loss_type,
+        use_vllm=use_vllm,
+        vllm_mode="colocate",
+        logging_steps=1,
+        save_steps=config.save_steps,
+        save_total_limit=2,
+        bf16=config.bf16,
+        seed=config.seed,
+        report_to="none",
+        disable_tqdm=True,
+    )
+
+
+class StepTimeCallback(TrainerCallback):
+    """Where a step's time goes: generation, sandbox + loop, and the rest (scoring and optimisation)."""
+
+    def __init__(self, rollout: AgentRollout):
+        self.rollout = rollout
+        self.started = 0.0
+        self.steps: list[dict[str, float]] = []
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.started = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        total = time.perf_counter() - self.started
+        stats = self.rollout.stats
+        self.steps.append({"step": state.global_step, "step_s": total, "generation_s": stats.generation_s,
+                           "sandbox_and_loop_s": stats.sandbox_s,
+                           "scoring_and_optimisation_s": max(0.0, total - stats.rollout_s)})
+
+
+def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any, console: Console | None = None):
+    out_dir = Path(config.out)
+    model_dir = resolve_model_dir(config.model)
+    tokenizer = load_tokenizer(model_dir)
+    problems = load_pool(config)
+    use_vllm = wants_vllm(config)
+    loop_config = LoopConfig(protocol=config.protocol, max_tool_calls=config.max_tool_calls, max_turns=config.max_turns,
+                             max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
+                             tool_output_chars=config.tool_output_chars, tool_timeout=config.tool_timeout)
+    rollout = AgentRollout(problems, None, sandbox, loop_config, config.num_generations, seed=config.seed)
+    step_times = StepTimeCallback(rollout)
+    trainer = AgentGRPOTrainer(
+        model=load_model(model_dir, bf16=config.bf16),
+        reward_funcs=reward_functions(config),
+        args=trl_grpo_config(config, out_dir, use_vllm),
+        train_dataset=pool_dataset(problems),
+        processing_class=tokenizer,
+        peft_config=lora_config(config.lora_r, config.lora_alpha, 0.0, "all-linear") if config.lora else None,
+        rollout_func=rollout,
+        callbacks=[MetricsFileCallback(out_dir / "metrics.jsonl", console), ProgressCallback("GRPO", console), step_times],
+        dynamic_sampling=config.dynamic_sampling,
+    )
+    trainer.remove_callback(PrinterCallback)  # our callback prints one line per step instead
+    if use_vllm:
+        from agentdata.rl.vllm_policy import ColocatedVLLMEngine
+
+        rollout.engine = ColocatedVLLMEngine(trainer)
+    else:
+        rollout.engine = PolicyEngine(trainer.model, tokenizer)
+    return trainer, rollout, step_times
+
+
+def run_grpo(config: GRPOStageConfig, console: Console | None = None) -> GRPOResult:
+    import os
+
+    from agentdata.sandbox import open_sandbox
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL; we pin the version
+    out_dir = Path(config.out)
+    started = time.perf_counter()
+    sandbox = open_sandbox(config.sandbox)
+    try:
+        trainer, _, step_times = build_grpo_trainer(config, sandbox, console)
+        trainer.train(resume_from_checkpoint=resume_path(config.resume_from_checkpoint, out_dir / "checkpoints"))
+        save_trained(trainer.model, trainer.processing_class, out_dir)
+    finally:
+        sandbox.close()
+    history = read_metrics(out_dir / "metrics.jsonl")
+    plots = plot_training_curves(history, out_dir / "plots") if config.plots else []
+    return GRPOResult(out_dir, trainer.state.global_step, time.perf_counter() - started, out_dir / "metrics.jsonl",
+                      plots, history, step_times.steps)

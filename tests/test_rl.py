@@ -1,0 +1,67 @@
+"""GRPO stage: the rollout bridge's masks, rewards, dynamic sampling, and a real training run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from agentdata.records import Trajectory
+from agentdata.rl.config import GRPOStageConfig
+from agentdata.rl.rewards import RolloutCorrectnessReward, RolloutOverlongReward
+from agentdata.rl.rollout import trajectory_tokens
+from agentdata.rl.trainer import drop_flat_groups
+from tests.test_train_fixtures import tiny_model_dir, tokenizer, tool_conversation  # noqa: F401
+
+
+def crafted_trajectory(finish_reason: str = "answer") -> Trajectory:
+    messages = [{"role": "system", "content": "Use the tool."}, *tool_conversation()]
+    return Trajectory(id="t", problem_id="p", question="What is 17 * 23?", answer="391", messages=messages,
+                      correct=True, num_tool_calls=1, finish_reason=finish_reason)
+
+
+@pytest.mark.parametrize("protocol", ["hermes", "codeblock"])
+def test_rollout_tokens_mask_tool_output_and_end_at_end_of_turn(tokenizer, protocol):
+    tokens = trajectory_tokens(crafted_trajectory(), tokenizer, protocol)
+    assert tokenizer.decode(tokens.prompt_ids).endswith("What is 17 * 23?<|im_end|>\n<|im_start|>assistant\n")
+    assert len(tokens.env_mask) == len(tokens.completion_ids)
+    model_text = tokenizer.decode([t for t, bit in zip(tokens.completion_ids, tokens.env_mask) if bit])
+    env_text = tokenizer.decode([t for t, bit in zip(tokens.completion_ids, tokens.env_mask) if not bit])
+    assert "391\n" in env_text and "print(17 * 23)" in model_text and "\\boxed{391}" in model_text
+    assert "391" not in model_text.replace("\\boxed{391}", "")  # the tool's output is never a model token
+    assert tokens.completion_ids[-1] == tokenizer.eos_token_id and tokens.env_mask[-1] == 1
+
+
+def test_a_rollout_cut_by_the_token_budget_is_not_taught_to_stop(tokenizer):
+    tokens = trajectory_tokens(crafted_trajectory("max_tokens"), tokenizer, "hermes")
+    assert tokens.completion_ids[-1] != tokenizer.eos_token_id
+
+
+def test_rewards_follow_the_findings():
+    plain = RolloutCorrectnessReward()
+    assert plain([], [None] * 2, correct=[True, False], num_tool_calls=[3, 3]) == [1.0, -1.0]
+    tcr = RolloutCorrectnessReward(use_tool_call_reward=True)
+    assert tcr([], [None] * 3, correct=[False, False, True], num_tool_calls=[2, 6, 2]) == pytest.approx([-0.8, -0.6, 1.0])
+    penalised = RolloutCorrectnessReward(penalty_per_extra_call=0.1, free_calls=1)
+    assert penalised([], [None], correct=[True], num_tool_calls=[3]) == pytest.approx([0.8])
+    overlong = RolloutOverlongReward(max_len=100, buffer=20)
+    assert overlong([], [None] * 3, model_token_counts=[80, 90, 120]) == pytest.approx([0.0, -0.5, -1.0])
+
+
+def test_dynamic_sampling_drops_only_groups_with_equal_rewards():
+    output = {"advantages": torch.tensor([0.0, 0.0, 0.5, -0.5]), "completion_mask": torch.ones(4, 3, dtype=torch.long)}
+    kept = drop_flat_groups(output, group_size=2)
+    assert kept == 0.5
+    assert output["completion_mask"].sum(dim=1).tolist() == [0, 0, 3, 3]
+
+
+def test_config_explains_bad_combinations():
+    with pytest.raises(ValueError, match="clip-higher"):
+        GRPOStageConfig(epsilon=0.3, epsilon_high=0.2)
+    with pytest.raises(ValueError, match="at least 2"):
+        GRPOStageConfig(num_generations=1)
+    with pytest.raises(ValueError, match="pick one"):
+        GRPOStageConfig(tool_call_reward=True, extra_call_penalty=0.1)
+    defaults = GRPOStageConfig()
+    assert (defaults.epsilon, defaults.epsilon_high, defaults.beta, defaults.num_generations) == (0.2, 0.28, 0.0, 8)

@@ -1,0 +1,73 @@
+"""`agentdata train --stage all` on a tiny model: both stages change the weights and write metrics."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from agentdata.cli.app import app
+from tests.test_train_fixtures import tiny_model_dir, tokenizer, write_sft_set  # noqa: F401
+
+
+class LengthReward:
+    """Rewards that differ within a group, so a random tiny model still gets a gradient."""
+
+    __name__ = "length"
+
+    def __call__(self, prompts, completions, **kwargs):
+        texts = [c if isinstance(c, str) else "".join(m["content"] for m in c) for c in completions]
+        return [float(len(text) % 7) for text in texts]
+
+
+def _weights(model_dir):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(model_dir).state_dict()
+
+
+def test_train_all_runs_sft_then_grpo_with_the_sandbox(tmp_path, tiny_model_dir, monkeypatch):
+    from agentdata.rl import run as rl_run
+    from agentdata.rl.rewards import reward_functions
+
+    monkeypatch.setattr(rl_run, "reward_functions", lambda config: [*reward_functions(config), LengthReward()])
+    sft_data = write_sft_set(tmp_path / "sft.jsonl", count=4)
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text("".join(json.dumps({"prompt": [{"role": "user", "content": q}], "answer": a}) + "\n"
+                            for q, a in [("What is 2 + 2?", "4"), ("What is 3 * 3?", "9")]))
+    config = tmp_path / "train.yaml"
+    config.write_text("sft:\n  batch_size: 2\n  learning_rate: 0.01\n  max_length: 512\n"
+                      "rl:\n  prompts_per_step: 1\n  learning_rate: 0.01\n  temperature: 1.0\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, [
+        "train", "--model", f"hf:{tiny_model_dir}", "--sft-data", str(sft_data), "--rl-pool", str(pool),
+        "--out", str(out), "--max-steps", "2", "--num-generations", "2", "--max-new-tokens", "24",
+        "--overlong-buffer", "8", "--config", str(config),
+    ])
+    assert result.exit_code == 0, result.output
+    base, sft, rl = _weights(tiny_model_dir), _weights(out / "sft"), _weights(out / "rl")
+    assert any(not torch.equal(base[name], sft[name]) for name in base)
+    assert any(not torch.equal(sft[name], rl[name]) for name in sft)
+    rl_metrics = [json.loads(line) for line in (out / "rl" / "metrics.jsonl").read_text().splitlines()]
+    step_logs = [entry for entry in rl_metrics if "reward" in entry]
+    assert len(step_logs) == 2
+    for key in ("accuracy", "tools/call_frequency", "tools/error_rate", "completions/model_tokens", "entropy",
+                "clip_ratio/high_mean", "rewards/correctness/mean", "rewards/overlong/mean"):
+        assert key in step_logs[-1], key
+    assert {path.name for path in (out / "rl" / "plots").iterdir()} == {"accuracy.png", "tool_calls.png", "response_length.png"}
+    assert "agentdata train" in result.output
+
+
+def test_train_rejects_a_missing_sft_set_in_one_line(tmp_path):
+    result = CliRunner().invoke(app, ["train", "--stage", "sft", "--sft-data", str(tmp_path / "none.parquet")])
+    assert result.exit_code != 0
+    assert "no SFT set" in str(result.exception)
+
+
+def test_train_rejects_unknown_config_fields(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("rl:\n  not_a_field: 1\n")
+    result = CliRunner().invoke(app, ["train", "--stage", "rl", "--config", str(config)])
+    assert "unknown setting" in str(result.exception)
