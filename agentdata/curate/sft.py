@@ -1,8 +1,9 @@
 """The SFT-set pipeline: trajectories from run dirs -> named filter steps -> `messages` + `tools` Parquet.
 
-Pass 1 scans every shard lazily for the scalar columns and a few computed features
-(never the whole messages in memory); the steps run on that small table; pass 2
-streams the shards again and writes only the kept rows (and, if asked, the rejects).
+Pass 1 scans every shard lazily for the stored scalar columns only and runs the cheap
+rules; pass 2 reads the messages of the rows left, computes text features (malformed
+calls, normalised-text hashes) and runs the rest; pass 3 streams the shards again and
+writes only the kept rows (and, if asked, the rejects). Messages are never all in memory.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from agentdata.filters import (
     NearDuplicateFilter,
     NoAnswerFilter,
     Step,
+    StepResult,
     ToolCallBandFilter,
     ToolErrorRatioFilter,
     TooLongFilter,
@@ -92,37 +94,62 @@ class CurateResult:
     per_source: list[dict]
 
 
-def curate_steps(config: CurateConfig) -> list[Step]:
-    """The named steps in order: cheap per-row rules, then decontamination, dedup, diversity."""
-    steps: list[Step] = [NoAnswerFilter()]
+def curate_steps(config: CurateConfig) -> tuple[list[Step], list[Step]]:
+    """The named steps in order, in two phases: rules on the stored scalar columns (cheap, run
+    on every row), then the steps that need text features (run only on the rows left)."""
+    scalar_steps: list[Step] = [NoAnswerFilter()]
     if not config.keep_incorrect:
-        steps.append(IncorrectFilter())
-    steps += [
-        MalformedToolCallFilter(),
+        scalar_steps.append(IncorrectFilter())
+    scalar_steps += [
         ToolErrorRatioFilter(config.max_tool_error_ratio),
         ToolCallBandFilter(config.min_tool_calls, config.max_tool_calls),
         TooLongFilter(config.max_tokens),
     ]
+    feature_steps: list[Step] = [MalformedToolCallFilter()]
     if config.decontam_files:
-        steps.append(ContaminationFilter(BenchmarkNgrams.from_files(config.decontam_files, config.decontam_ngram)))
-    steps.append(ExactDuplicateFilter("text_hash"))
+        feature_steps.append(
+            ContaminationFilter(BenchmarkNgrams.from_files(config.decontam_files, config.decontam_ngram))
+        )
+    feature_steps.append(ExactDuplicateFilter("text_hash"))
     if config.near_dup_threshold is not None:
         solution = config.near_dup_field == "solution"
-        steps.append(NearDuplicateFilter(
+        feature_steps.append(NearDuplicateFilter(
             text="solution_text" if solution else "question", group=None if solution else "problem_id",
             threshold=config.near_dup_threshold, ngram=config.near_dup_ngram,
         ))
     if config.max_per_problem is not None:
-        steps.append(MaxPerProblemFilter(config.max_per_problem))
+        feature_steps.append(MaxPerProblemFilter(config.max_per_problem))
     if config.balance_sources is not None:
-        steps.append(SourceShareFilter(config.balance_sources))
-    return steps
+        feature_steps.append(SourceShareFilter(config.balance_sources))
+    return scalar_steps, feature_steps
 
 
-def trajectory_table(paths: Sequence[Path], with_text: bool = False) -> pl.DataFrame:
-    """Pass 1: the scalar columns and features of every trajectory, streamed from the shards."""
-    frame = scan_shards(paths).select(ROW_ID, *SCALAR_COLUMNS, *trajectory_features(with_text))
+def scalar_table(paths: Sequence[Path]) -> pl.DataFrame:
+    """Pass 1: the stored scalar columns of every trajectory (no messages are read)."""
+    frame = scan_shards(paths).select(ROW_ID, *SCALAR_COLUMNS)
+    frame = frame.with_columns((pl.col("prompt_tokens") + pl.col("completion_tokens")).alias("total_tokens"))
     return frame.collect(engine="streaming")
+
+
+def feature_table(paths: Sequence[Path], rows: pl.Series, with_text: bool = False) -> pl.DataFrame:
+    """Pass 2: text features (from the messages) of the rows the scalar rules kept, streamed."""
+    wanted = pl.DataFrame({ROW_ID: rows}).lazy()
+    frame = scan_shards(paths).join(wanted, on=ROW_ID, how="semi")
+    return frame.select(ROW_ID, *trajectory_features(with_text)).collect(engine="streaming")
+
+
+def run_curate_steps(
+    paths: Sequence[Path], config: CurateConfig, on_step: Callable[[Step, int], None] | None = None,
+) -> tuple[int, StepResult]:
+    """Both phases; returns (input rows, the combined result)."""
+    scalar_steps, feature_steps = curate_steps(config)
+    table = scalar_table(paths)
+    first = run_steps(table, scalar_steps, on_step=on_step)
+    features = feature_table(paths, first.kept[ROW_ID], with_text=config.near_dup_field == "solution")
+    second = run_steps(first.kept.join(features, on=ROW_ID, how="left", maintain_order="left"), feature_steps,
+                       on_step=on_step)
+    rejected = pl.concat([first.rejected, second.rejected.select(first.rejected.columns)], how="vertical_relaxed")
+    return table.height, StepResult(second.kept, rejected, {**first.counts, **second.counts})
 
 
 def curate(
@@ -136,17 +163,16 @@ def curate(
     config = config or CurateConfig()
     out = Path(out)
     paths = shard_paths(run_dirs)
-    steps = curate_steps(config)
-    table = trajectory_table(paths, with_text=config.near_dup_field == "solution")
-    result = run_steps(table, steps, on_step=on_step)
+    input_rows, result = run_curate_steps(paths, config, on_step)
     _write_rows(paths, result.kept.select(ROW_ID), out, SFT_COLUMNS)
     rejects_path = None
     if rejects is not None:
         reasons = result.rejected.select(ROW_ID, REASON_COLUMN)
         rejects_path = _write_rows(paths, reasons, Path(rejects), None)
-    per_source = source_counts(table, result.kept)
-    report = _write_report(out, config, table.height, result.kept.height, result.counts, per_source, paths)
-    return CurateResult(table.height, result.kept.height, result.counts, out, rejects_path, report, per_source)
+    per_source = source_counts(pl.concat([result.kept.select("source", "problem_id"),
+                                          result.rejected.select("source", "problem_id")]), result.kept)
+    report = _write_report(out, config, input_rows, result.kept.height, result.counts, per_source, paths)
+    return CurateResult(input_rows, result.kept.height, result.counts, out, rejects_path, report, per_source)
 
 
 def source_counts(table: pl.DataFrame, kept: pl.DataFrame) -> list[dict]:

@@ -17,6 +17,7 @@ from agentdata.filters.base import Step
 from agentdata.filters.text import ROW, ngram_hashes
 
 SCHEME = "affine32"
+PERMUTATION_BLOCK = 16  # permutations computed at once: (n-grams x 16) uint32 in memory
 
 
 @dataclass
@@ -48,9 +49,11 @@ def minhash_signatures(texts: pl.Series, num_perm: int = 128, ngram: int = 5, se
     starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
     owners = rows[starts]
     a, b = MinHash(num_perm=num_perm, seed=seed, scheme=SCHEME).permutations
-    for index in range(num_perm):
-        permuted = hashes * a[index] + b[index]  # uint32 arithmetic: the wraparound is the mod 2^32
-        signatures[owners, index] = np.minimum.reduceat(permuted, starts)
+    for first in range(0, num_perm, PERMUTATION_BLOCK):
+        block = slice(first, first + PERMUTATION_BLOCK)
+        # uint32 arithmetic: the wraparound is the mod 2^32 of datasketch's affine32 scheme
+        permuted = a[block, None] * hashes[None, :] + b[block, None]
+        signatures[owners, block] = np.minimum.reduceat(permuted, starts, axis=1).T
     return signatures
 
 
@@ -63,11 +66,11 @@ def find_near_duplicates(signatures: np.ndarray, threshold: float = 0.8, seed: i
     duplicate = np.zeros(rows, dtype=bool)
     if rows == 0:
         return duplicate
-    empty = (signatures == np.iinfo(np.uint32).max).all(axis=1)
     index = MinHashLSH(threshold=threshold, num_perm=num_perm)
-    for row in range(rows):
-        if empty[row]:
-            continue
+    empty = (signatures == np.iinfo(np.uint32).max).all(axis=1)
+    # Only rows that share a band with another row can be near-duplicates; the others
+    # skip the per-row Python work of the index (most rows, in real data).
+    for row in np.flatnonzero(shares_a_band(signatures, index.b, index.r) & ~empty):
         sketch = LeanMinHash(seed=seed, hashvalues=signatures[row], scheme=SCHEME)
         candidates = index.query(sketch)
         if candidates:
@@ -75,8 +78,22 @@ def find_near_duplicates(signatures: np.ndarray, threshold: float = 0.8, seed: i
             if similarity.max() >= threshold:
                 duplicate[row] = True
                 continue
-        index.insert(row, sketch, check_duplication=False)
+        index.insert(int(row), sketch, check_duplication=False)
     return duplicate
+
+
+def shares_a_band(signatures: np.ndarray, bands: int, rows_per_band: int) -> np.ndarray:
+    """True for rows whose signature may equal another row's on all of some band (the LSH bucket
+    rule). Each band is folded into one 64-bit key; a rare key collision only adds a candidate,
+    which the index then checks exactly."""
+    shared = np.zeros(len(signatures), dtype=bool)
+    with np.errstate(over="ignore"):
+        for band in range(bands):
+            key = np.zeros(len(signatures), dtype=np.uint64)
+            for column in range(band * rows_per_band, (band + 1) * rows_per_band):
+                key = key * np.uint64(0x100000001B3) + signatures[:, column].astype(np.uint64)
+            shared |= pl.Series(key).is_duplicated().to_numpy()
+    return shared
 
 
 # --------------------------------------------------------------------------- pass 3: filter
