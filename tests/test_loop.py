@@ -112,3 +112,28 @@ def test_sessions_keep_state_within_a_trajectory_only():
 def test_config_rejects_bad_values(field, value):
     with pytest.raises(ValueError, match=field if field != "temperature" else "temperature"):
         LoopConfig(**{field: value})
+
+
+def test_call_ids_are_unique_within_a_trajectory():
+    trajectory, _ = run(ScriptedEngine(calls_per_answer=3))
+    ids = [call["id"] for m in trajectory.messages for call in m.get("tool_calls", [])]
+    tool_ids = [m["tool_call_id"] for m in trajectory.messages if m["role"] == "tool"]
+    assert ids == tool_ids == ["call_0", "call_1", "call_2"]
+
+
+class BareFenceEngine(ScriptedEngine):
+    """codeblock: a bash fence stops generation at the closing fence without being a call."""
+
+    async def generate(self, request):
+        self.requests.append(request)
+        if len(self.requests) == 1:
+            return Generation("Run this:\n```bash\nls", "\n```\n", "stop", 5, 5)
+        return Generation("No need; 6*7 is \\boxed{42}.", None, "stop", 5, 5)
+
+
+def test_stop_string_without_a_call_continues_the_same_turn():
+    trajectory, sandbox = run(BareFenceEngine(), LoopConfig(protocol="codeblock"))
+    engine_requests = trajectory.num_turns
+    assert engine_requests == 2 and sandbox.calls == 0 and trajectory.correct
+    assert [m["role"] for m in trajectory.messages] == ["system", "user", "assistant"]
+    assert trajectory.messages[-1]["content"].startswith("Run this:\n```bash\nls\n```\n")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentdata.engines.base import Engine, Generation, GenerationRequest
@@ -59,6 +59,8 @@ class _State:
     tool_errors: int = 0
     malformed_calls: int = 0
     limit_notified: bool = False
+    continuing: bool = False
+    calls_issued: int = 0
     turns: int = 0
     generation_s: float = 0.0
     tool_s: float = 0.0
@@ -105,17 +107,32 @@ async def _run_turns(state: _State, protocol: Protocol, engine: Engine, sandbox:
         if generation.finish_reason == "error":
             state.finish_reason, state.error = "error", generation.error or "generation failed"
             break
-        parsed = protocol.parse(generation.text + (generation.stop_reason or ""))
-        state.messages.append(assistant_message(parsed.content, parsed.tool_calls))
-        if parsed.tool_calls:
-            await _run_tool_calls(state, parsed.tool_calls, sandbox, session_id, config)
+        text = generation.text + (generation.stop_reason or "")
+        if state.continuing:  # the last turn stopped on a stop string without a call: this text continues it
+            text = protocol.render_assistant(state.messages.pop()) + text
+            state.continuing = False
+        parsed = protocol.parse(text)
+        calls = _numbered(state, parsed.tool_calls)
+        state.messages.append(assistant_message(parsed.content, calls))
+        if calls:
+            await _run_tool_calls(state, calls, sandbox, session_id, config)
         elif parsed.errors:
             state.malformed_calls += len(parsed.errors)
-            state.messages.append({"role": "user", "content": UNPARSED_CALL_NOTICE.format(errors="; ".join(parsed.errors))})
+            notice = UNPARSED_CALL_NOTICE.format(errors="; ".join(parsed.errors))
+            state.messages.append({"role": "user", "content": notice})
         elif generation.finish_reason == "length":
             state.finish_reason = "max_tokens"
+        elif generation.stop_reason is not None:
+            state.continuing = True  # e.g. a bare ``` fence in codeblock: not a call, and not the end either
         else:
             state.finish_reason = "answer"
+
+
+def _numbered(state: _State, calls: list[ToolCall]) -> list[ToolCall]:
+    """Give calls ids unique within the trajectory (a protocol numbers each turn from call_0)."""
+    numbered = [replace(call, id=f"call_{state.calls_issued + index}") for index, call in enumerate(calls)]
+    state.calls_issued += len(numbered)
+    return numbered
 
 
 async def _generate(state: _State, protocol: Protocol, engine: Engine, config: LoopConfig, budget: int,
