@@ -77,7 +77,7 @@ def _weights(model_dir):
     return {name: value.clone() for name, value in AutoModelForCausalLM.from_pretrained(model_dir).state_dict().items()}
 
 
-@pytest.mark.parametrize("lora", [False, True])
+@pytest.mark.parametrize("lora", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_sft_trains_saves_and_resumes(tmp_path, tiny_model_dir, lora):
     data = write_sft_set(tmp_path / "sft.jsonl", count=6)
     config = SFTStageConfig(model=f"hf:{tiny_model_dir}", sft_data=str(data), out=str(tmp_path / "out"),
