@@ -38,7 +38,9 @@ def command(
     limit: Annotated[Optional[int], typer.Option(help="Use only the first N problems.")] = None,
     protocol: Annotated[str, typer.Option(help="Tool-call protocol: hermes or codeblock.")] = "hermes",
     max_tool_calls: Annotated[int, typer.Option(help="Tool calls run per rollout.")] = 4,
+    max_turns: Annotated[int, typer.Option(help="Model turns per rollout.")] = 8,
     max_new_tokens: Annotated[int, typer.Option(help="Model tokens per rollout, all turns together.")] = 1024,
+    tool_output_chars: Annotated[int, typer.Option(help="Tool output shown to the model, head and tail.")] = 256,
     temperature: Annotated[float, typer.Option(help="Sampling temperature of the student.")] = 0.7,
     concurrency: Annotated[int, typer.Option(help="Rollouts in flight at once.")] = 16,
     sandbox: Annotated[str, typer.Option(help="'local' or the URL of `agentdata sandbox serve`.")] = "local",
@@ -66,7 +68,8 @@ def command(
         )
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None
-    loop = dict(protocol=protocol, max_tool_calls=max_tool_calls, max_new_tokens=max_new_tokens,
+    loop = dict(protocol=protocol, max_tool_calls=max_tool_calls, max_turns=max_turns, max_new_tokens=max_new_tokens,
+                tool_output_chars=tool_output_chars,
                 temperature=temperature, concurrency=concurrency, sandbox=sandbox, seed=seed, engine_options=options)
     console.print(f"[bold]filter[/] {len(problems)} problems · student {student} · k={k} · band {config.band} → {out}")
     run: FilterRun = run_filter(problems, out, config, student=student, k=k, loop_settings=loop,
@@ -76,4 +79,7 @@ def command(
     result = run.result
     console.print(drop_table(len(problems), result.counts, result.pool.height, title="filter: problems per drop reason"))
     console.print(rows_table(run.per_source, title="per source"))
+    if result.pool.height == 0:
+        console.print("[yellow]the pool is empty: no problem fell inside the band; widen --band, raise --k, "
+                      "or profile with a student that solves some of these problems[/]")
     console.print(f"RL pool: [cyan]{run.output}[/] ({config.format}) · report: {run.report} · plot: {run.plot}")
