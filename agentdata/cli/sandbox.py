@@ -18,11 +18,11 @@ Timeout = Annotated[float, typer.Option("--timeout", help="Default wall-clock li
 MemoryMb = Annotated[int, typer.Option("--memory-mb", help="Memory limit of each sandbox process (MiB).")]
 
 
-def _config(workers: int, timeout: float, memory_mb: int):
+def _config(workers: int, timeout: float, memory_mb: int, prefork: int = 2):
     from agentdata.sandbox import SandboxConfig
 
     try:
-        return SandboxConfig(workers=workers, timeout_s=timeout, memory_mb=memory_mb)
+        return SandboxConfig(workers=workers, timeout_s=timeout, memory_mb=memory_mb, prefork=prefork)
     except ValueError as error:
         raise UserError(str(error)) from None
 
@@ -34,17 +34,20 @@ def serve(
     workers: Workers = 4,
     timeout: Timeout = 30.0,
     memory_mb: MemoryMb = 2048,
+    prefork: Annotated[int, typer.Option(
+        "--prefork", help="Isolated executors kept forked and ready, so fresh calls (/run_code) do not wait for one.",
+    )] = 4,
 ) -> None:
     """Serve SandboxFusion's POST /run_code (and /v1/run with sessions) until interrupted."""
     from agentdata.sandbox import Sandbox
     from agentdata.sandbox.service import serve as serve_http
 
-    with Sandbox(_config(workers, timeout, memory_mb)) as sandbox:
+    with Sandbox(_config(workers, timeout, memory_mb, prefork)) as sandbox:
         table = Table(title="agentdata sandbox service")
         table.add_column("setting")
         table.add_column("value")
         table.add_row("url", f"http://{host}:{port}/run_code")
-        table.add_row("workers", str(workers))
+        table.add_row("workers / spare executors", f"{workers} / {prefork}")
         table.add_row("timeout / memory", f"{timeout:g} s / {memory_mb} MiB")
         isolation = sandbox.isolation
         table.add_row("own uid per session", str(isolation["own_uid"]))
