@@ -113,3 +113,42 @@ def test_kill_9_then_resume_loses_nothing_and_duplicates_nothing(tmp_path):
     ids = [t.id for t in run.trajectories()]
     assert len(ids) == len(set(ids)) == 40 and done_before <= set(ids)
     assert not list((out / "trajectories").glob(".*.tmp"))
+
+
+def _collect_cli(out, url, *extra):
+    return [sys.executable, "-m", "agentdata.cli.app", "collect", "--out", str(out), "--teacher", f"openai:{url}",
+            "--model", "fake-model", "--temperature", "0", *extra]
+
+
+def test_cli_collect_against_openai_server_runs_real_code(tmp_path):
+    from bench.fake_openai_server import FakeOpenAIServer
+
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text("".join(json.dumps({"question": f"6 times 7, take {i}?", "answer": "42"}) + "\n"
+                                for i in range(5)))
+    with FakeOpenAIServer(latency=0.0) as server:
+        command = _collect_cli(tmp_path / "run", server.url, "--limit", "3", "--samples", "2")
+        result = subprocess.run([*command[:4], str(problems), *command[4:]], capture_output=True, text=True,
+                                timeout=240)
+    assert result.returncode == 0, result.stderr
+    trajectories = RunDir(tmp_path / "run").trajectories()
+    assert len(trajectories) == 6 and all(t.correct for t in trajectories)
+    assert all(t.messages[3]["role"] == "tool" and t.messages[3]["content"] == "42" for t in trajectories)
+    assert "accuracy" in result.stdout and "100.0%" in result.stdout
+
+
+def test_cli_collect_sigterm_keeps_finished_trajectories(tmp_path):
+    from bench.fake_openai_server import FakeOpenAIServer
+
+    out = tmp_path / "run"
+    with FakeOpenAIServer(latency=0.3) as server:
+        process = subprocess.Popen(_collect_cli(out, server.url, "--concurrency", "2"), stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        while sum("<tool_response>" in json.dumps(r) for r in server.requests) < 4 and time.time() < deadline:
+            time.sleep(0.05)  # at least two trajectories are past their tool call: some will have finished
+        time.sleep(0.5)
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+    done = RunDir(out).done_ids()
+    assert process.returncode != 0 and len(done) >= 2  # finished ones were flushed, not lost

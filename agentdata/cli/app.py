@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import typer
@@ -29,6 +30,8 @@ app.add_typer(sandbox.app, name="sandbox")
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; a user's mistake ends with one line on stderr and exit code 2, not a traceback."""
+    # `kill` (SIGTERM) unwinds like Ctrl-C, so finished work is flushed to disk before exiting.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         app(args=argv, prog_name="agentdata")
     except (UserError, NotBuiltYet) as error:

@@ -1,0 +1,115 @@
+"""Collect benchmarks, each against its baseline in the same run.
+
+1. Pipeline efficiency: `collect` against an OpenAI-compatible server that answers in a
+   fixed latency, with a real tool call (local sandbox) in every trajectory. The ideal is
+   `concurrency / latency` generation requests per second; we report the share reached.
+2. Agent-loop overhead on the embedded default (SmolLM2 on the CPU): generated tokens/s
+   of `collect` against the same engine's plain batched `generate` over the same prompts
+   and about the same number of tokens.
+
+    python bench/bench_collect.py efficiency --concurrency 64 --latency 0.2 --trajectories 512
+    python bench/bench_collect.py overhead --problems 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.fake_openai_server import FakeOpenAIServer  # noqa: E402
+
+from agentdata.engines import load_engine  # noqa: E402
+from agentdata.engines.base import GenerationRequest  # noqa: E402
+from agentdata.formats import get_protocol  # noqa: E402
+from agentdata.records import Problem  # noqa: E402
+from agentdata.sandbox import open_sandbox  # noqa: E402
+from agentdata.synth.builtin import builtin_problems  # noqa: E402
+from agentdata.synth.collect import CollectConfig, collect  # noqa: E402
+from agentdata.synth.loop import initial_messages  # noqa: E402
+from agentdata.synth.rundir import RunDir  # noqa: E402
+
+
+def efficiency(concurrency: int, latency: float, trajectories: int) -> dict:
+    problems = [Problem(f"What is 6 times 7? (copy {i})", "42") for i in range(trajectories)]
+    with FakeOpenAIServer(latency=latency) as server, tempfile.TemporaryDirectory() as out:
+        config = CollectConfig(teacher=f"openai:{server.url}", concurrency=concurrency, temperature=0.0,
+                               engine_options={"model": "fake-model", "concurrency": concurrency})
+        started = time.perf_counter()
+        summary = collect(problems, out, config, show_progress=False)
+        elapsed = time.perf_counter() - started
+        requests = len(server.requests)
+        with_tool_calls = sum(t.num_tool_calls > 0 for t in RunDir(out).trajectories())
+    ideal = concurrency / latency
+    achieved = requests / elapsed
+    return {"benchmark": "collect pipeline efficiency", "concurrency": concurrency, "latency_s": latency,
+            "trajectories": summary.total, "with_tool_calls": with_tool_calls, "accuracy": summary.accuracy,
+            "requests": requests, "elapsed_s": round(elapsed, 2), "requests_per_s": round(achieved, 1),
+            "ideal_requests_per_s": round(ideal, 1), "efficiency": round(achieved / ideal, 3)}
+
+
+def overhead(n_problems: int, max_new_tokens: int) -> dict:
+    problems = builtin_problems()[:n_problems]
+    config = CollectConfig(teacher="smollm2", concurrency=n_problems, temperature=0.0, max_new_tokens=max_new_tokens,
+                           max_tool_calls=2)
+    engine = load_engine("smollm2")
+    sandbox = open_sandbox("local")
+    try:
+        # warm-up: the first generate call pays one-off costs that neither side should carry
+        asyncio.run(engine.generate(GenerationRequest(messages=[{"role": "user", "content": "hi"}], max_new_tokens=4)))
+        with tempfile.TemporaryDirectory() as out:
+            started = time.perf_counter()
+            summary = collect(problems, out, config, engine=engine, sandbox=sandbox, show_progress=False)
+            collect_s = time.perf_counter() - started
+        collect_tokens = summary.completion_tokens
+        baseline_s, baseline_tokens = _plain_batched_generate(engine, problems, config, collect_tokens)
+    finally:
+        sandbox.close()
+        asyncio.run(engine.aclose())
+    collect_rate, baseline_rate = collect_tokens / collect_s, baseline_tokens / baseline_s
+    return {"benchmark": "agent loop overhead (smollm2, CPU)", "trajectories": summary.total,
+            "collect_tokens": collect_tokens, "collect_s": round(collect_s, 2),
+            "collect_tokens_per_s": round(collect_rate, 1),
+            "collect_trajectories_per_min": round(summary.total / collect_s * 60, 1),
+            "tool_calls": summary.tool_calls, "baseline_tokens": baseline_tokens, "baseline_s": round(baseline_s, 2),
+            "baseline_tokens_per_s": round(baseline_rate, 1),
+            "overhead": round(1 - collect_rate / baseline_rate, 3)}
+
+
+def _plain_batched_generate(engine, problems, config, target_tokens: int) -> tuple[float, int]:
+    """One batched generate over the same first-turn prompts, sized to about the same token count."""
+    protocol = get_protocol(config.protocol)
+    per_prompt = max(8, target_tokens // len(problems))
+    requests = [GenerationRequest(messages=protocol.to_plain_messages(initial_messages(p, protocol, config)),
+                                  max_new_tokens=per_prompt, temperature=0.0) for p in problems]
+    started = time.perf_counter()
+    generations = asyncio.run(engine.generate_many(requests))
+    return time.perf_counter() - started, sum(g.completion_tokens for g in generations)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="which", required=True)
+    eff = sub.add_parser("efficiency")
+    eff.add_argument("--concurrency", type=int, default=64)
+    eff.add_argument("--latency", type=float, default=0.2)
+    eff.add_argument("--trajectories", type=int, default=512)
+    ovh = sub.add_parser("overhead")
+    ovh.add_argument("--problems", type=int, default=16)
+    ovh.add_argument("--max-new-tokens", type=int, default=256)
+    args = parser.parse_args()
+    if args.which == "efficiency":
+        result = efficiency(args.concurrency, args.latency, args.trajectories)
+    else:
+        result = overhead(args.problems, args.max_new_tokens)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
