@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The whole agentdata pipeline on the embedded default (SmolLM2-135M-Instruct, local sandbox):
+#   synth problems -> collect -> synth stitch -> curate -> filter -> train (SFT, GRPO) -> eval
+# Sized to finish well under 20 minutes on a 2-core CPU. Everything goes under one folder.
+#
+#   bash examples/quickstart/run.sh                   # writes runs/quickstart
+#   bash examples/quickstart/run.sh --out /tmp/qs     # or QUICKSTART_OUT=/tmp/qs
+#   bash examples/quickstart/run.sh --dry-run         # print the commands, run nothing
+#
+# Re-runnable: collect and eval resume their run dirs, filter re-uses its profile, the other
+# steps overwrite their output. The script stops at the first failing step and names it.
+# Run `bash scripts/install.sh && . .venv/bin/activate` first (scripts/quickstart.sh does both).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "$0")" && pwd)"
+OUT=${QUICKSTART_OUT:-runs/quickstart}
+DRY_RUN=false
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) DRY_RUN=true ;;
+    --out) OUT=${2:?--out needs a folder}; shift ;;
+    -h|--help) sed -n 2,12p "$0"; exit 0 ;;
+    *) echo "quickstart: unknown argument '$1' (use --out DIR or --dry-run)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+# Shared rollout settings: collect's trajectories double as filter's profile (see step 5),
+# so both must use the same limits and sampling.
+SAMPLES=4           # trajectories per problem = the student's k for the pass rate
+MAX_NEW_TOKENS=256  # model tokens per trajectory, all turns together
+MAX_TOOL_CALLS=3
+CONCURRENCY=16      # every waiting generation is batched into one forward pass
+
+$DRY_RUN || mkdir -p "$OUT"
+$DRY_RUN || : > "$OUT/timings.tsv"
+
+step() {  # step NAME COMMAND...: print the command, run it, record its wall time
+  local name=$1; shift
+  printf '\n━━ step %s\n$ ' "$name"
+  printf '%q ' "$@"
+  printf '\n'
+  $DRY_RUN && return 0
+  local started=$SECONDS
+  if ! "$@"; then
+    echo "quickstart: step '$name' failed (command above); fix it and rerun: finished steps are kept" >&2
+    exit 1
+  fi
+  printf '%s\t%s\n' "$name" "$((SECONDS - started))" >> "$OUT/timings.tsv"
+}
+
+rows() {  # rows FILE: number of rows in a Parquet file (0 when absent)
+  python -c 'import sys, pathlib, polars as pl; p = pathlib.Path(sys.argv[1]); print(pl.read_parquet(p).height if p.exists() else 0)' "$1"
+}
+
+# 1. Problems whose answers sympy computed: levels 1-2, so a 135M model has some chance.
+step problems agentdata synth problems --n 12 --levels 1,2 --seed 0 --out "$OUT/problems.jsonl"
+
+# 2. The teacher (here the same tiny SmolLM2) solves each problem with a real Python sandbox.
+step collect agentdata collect "$OUT/problems.jsonl" --out "$OUT/collect" --teacher smollm2 \
+  --samples "$SAMPLES" --max-new-tokens "$MAX_NEW_TOKENS" --max-tool-calls "$MAX_TOOL_CALLS" \
+  --concurrency "$CONCURRENCY"
+
+# 3. SmolLM2 almost never solves a problem with the tool, so curate's default rules (correct
+#    answer, at least one tool call) would keep little or nothing of step 2. Stitched
+#    trajectories from a few worked solutions (calculations run for real in the sandbox) give
+#    the SFT set something to train on; a real run uses a strong teacher instead.
+step stitch agentdata synth stitch "$HERE/solutions.jsonl" --out "$OUT/stitched_sft.parquet" \
+  --trajectories "$OUT/stitched"
+
+# 4. Curate with the default rules over both: the summary shows what was dropped from each.
+step curate agentdata curate "$OUT/collect" "$OUT/stitched" --out "$OUT/sft.parquet" \
+  --rejects "$OUT/sft.rejects.parquet"
+
+# 5. The RL pool: problems the student solves sometimes (0 < pass rate < 1 over k rollouts).
+#    Teacher and student are the same model here, so collect's run dir is already the
+#    student's profile: --profile-dir points at it and filter generates nothing.
+step filter agentdata filter "$OUT/problems.jsonl" --out "$OUT/pool.parquet" \
+  --profile-dir "$OUT/collect" --k "$SAMPLES" --band 0,1 \
+  --max-new-tokens "$MAX_NEW_TOKENS" --max-tool-calls "$MAX_TOOL_CALLS"
+
+# A 135M student often solves none of the problems (every pass rate is 0), and the band keeps
+# nothing: `agentdata train` refuses an empty pool. GRPO then runs on all the problems of
+# step 1 instead, and says so here.
+RL_POOL="$OUT/pool.parquet"
+if ! $DRY_RUN && [ "$(rows "$RL_POOL")" -eq 0 ]; then
+  RL_POOL="$OUT/problems.jsonl"
+  echo "quickstart: the RL pool is empty (the student solved no problem sometimes); GRPO uses all of $RL_POOL"
+fi
+
+# 6. SFT on the curated set, then GRPO from the SFT model with the sandbox in the loop.
+step train agentdata train --sft-data "$OUT/sft.parquet" --rl-pool "$RL_POOL" \
+  --config "$HERE/train.yaml" --out "$OUT/train"
+
+# 7. Held-out problems (another seed): the base model against the trained one, with the tool.
+step benchmark agentdata synth problems --n 8 --levels 1,2 --seed 1 --out "$OUT/bench.jsonl"
+step eval agentdata eval base=smollm2 "$OUT/bench.jsonl" --compare "trained=hf:$OUT/train/rl" \
+  --k 2 --max-new-tokens "$MAX_NEW_TOKENS" --max-tool-calls "$MAX_TOOL_CALLS" \
+  --concurrency "$CONCURRENCY" --out "$OUT/eval"
+
+$DRY_RUN && exit 0
+echo
+echo "quickstart finished: everything is under $OUT"
+echo "step       seconds"
+awk -F'\t' '{ printf "%-10s %7d\n", $1, $2; total += $2 } END { printf "%-10s %7d\n", "total", total }' "$OUT/timings.tsv"
