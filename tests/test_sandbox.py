@@ -349,6 +349,25 @@ def test_memory_limit_per_call_lowers_the_limit(sandbox):
     assert result.status == "oom"
 
 
+def test_reply_is_read_even_when_the_exit_notice_comes_first(monkeypatch):
+    """A stateless executor answers and exits at once; the template's exit notice can be handled
+    before the answer is read from the socket. The answer must not be lost then."""
+    from agentdata.sandbox import pool
+
+    read_frame = pool._read_frame
+
+    async def read_after_the_exit_notice(reader):
+        reader._transport.pause_reading()  # hold the answer in the socket buffer ...
+        await asyncio.sleep(0.3)  # ... until the executor has exited and its notice was handled
+        reader._transport.resume_reading()
+        return await read_frame(reader)
+
+    monkeypatch.setattr(pool, "_read_frame", read_after_the_exit_notice)
+    with Sandbox(workers=1, prefork=0, timeout_s=5) as box:
+        results = [box.run(f"print({i})") for i in range(3)]
+    assert [(r.status, r.stdout) for r in results] == [("ok", f"{i}\n") for i in range(3)]
+
+
 # --------------------------------------------------------------------------- without privileges
 
 def test_runs_without_uid_isolation(tmp_path):

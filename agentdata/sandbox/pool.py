@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from agentdata.sandbox.config import MAX_EXECUTORS, SandboxConfig
@@ -32,6 +32,7 @@ WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 UID_BASE = 100_000_000  # far above any real account; each template owns MAX_EXECUTORS uids from here
 TEMPLATE_START_TIMEOUT_S = 120.0
 EXIT_WAIT_S = 3.0
+DRAIN_WAIT_S = 1.0  # an exited executor's last words are already in our socket buffer; this is ample
 
 
 class SandboxUnavailable(RuntimeError):
@@ -46,7 +47,9 @@ class _Executor:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     exited: asyncio.Future
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    template: "_Template"
+    busy: bool = False  # a call is reading its reply: the stream and the uid must stay ours until it is done
+    retired: bool = False
 
     @property
     def alive(self) -> bool:
@@ -59,8 +62,7 @@ class _Executor:
             except ProcessLookupError:
                 pass
 
-    def release(self) -> None:
-        self.writer.close()
+    def close_pidfd(self) -> None:
         if self.pidfd >= 0:
             os.close(self.pidfd)
             self.pidfd = -1
@@ -259,13 +261,23 @@ class Pool:
         sock = socket.socket(fileno=fds[0])
         reader, writer = await asyncio.open_unix_connection(sock=sock)
         exited = template.exits[message["pid"]]
-        executor = _Executor(message["pid"], uid, fds[1], reader, writer, exited)
-        exited.add_done_callback(lambda _: self._on_exit(executor, template))
+        executor = _Executor(message["pid"], uid, fds[1], reader, writer, exited, template)
+        exited.add_done_callback(lambda _: self._on_exit(executor))
         return executor
 
-    def _on_exit(self, executor: _Executor, template: _Template) -> None:
-        executor.release()
-        if template is self.template:
+    def _on_exit(self, executor: _Executor) -> None:
+        executor.close_pidfd()
+        # The exit notice can overtake the executor's reply, which then still sits in our socket
+        # buffer: a call in progress reads it first and retires the executor itself.
+        if not executor.busy:
+            self._retire(executor)
+
+    def _retire(self, executor: _Executor) -> None:
+        if executor.retired:
+            return
+        executor.retired = True
+        executor.writer.close()
+        if executor.template is self.template:
             self.free_uids.append(executor.uid)  # the next user of the uid kills any leftovers first
 
     def _refill(self) -> None:
@@ -309,28 +321,59 @@ class Pool:
             logger.warning("sandbox executor %d did not exit after SIGKILL", executor.pid)
 
     # -- one call
+    async def _await_reply(self, executor: _Executor, reply: asyncio.Future, timeout: float) -> bool:
+        """True when the reply (a frame, or the end of the stream) came within `timeout`."""
+        done, _ = await asyncio.wait({reply, executor.exited}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if reply in done:
+            return True
+        if executor.exited in done:
+            await self._finish_reading(executor, reply)
+            return True
+        return False
+
+    async def _finish_reading(self, executor: _Executor, reply: asyncio.Future) -> None:
+        """The executor exited mid-call: read what it sent, up to the end of its stream.
+
+        The stream ends by itself unless a process the code left behind still holds the
+        executor's socket; such processes are killed (the uid is still ours: see `busy`).
+        """
+        done, _ = await asyncio.wait({reply}, timeout=DRAIN_WAIT_S)
+        if not done:
+            await self._kill(executor)
+            done, _ = await asyncio.wait({reply}, timeout=DRAIN_WAIT_S)
+        if not done:
+            executor.writer.close()  # ends the stream on our side; the reader sees its end
+            await asyncio.wait({reply}, timeout=EXIT_WAIT_S)
+
     async def _call(self, executor: _Executor, request: dict, timeout: float) -> ExecResult:
         started = time.perf_counter()
+        executor.busy = True
         executor.writer.write(encode_frame(request))
         reply = asyncio.ensure_future(_read_frame(executor.reader))
         try:
             await executor.writer.drain()
-            done, _ = await asyncio.wait({reply}, timeout=timeout)
-            if not done:
+            answered = await self._await_reply(executor, reply, timeout)
+            if not answered:
                 executor.signal(signal.SIGINT)  # a KeyboardInterrupt keeps the session's state
-                done, _ = await asyncio.wait({reply}, timeout=self.config.interrupt_grace_s)
-            if not done:
+                answered = await self._await_reply(executor, reply, self.config.interrupt_grace_s)
+            if not answered:
                 await self._kill(executor)
                 reply.cancel()
                 return ExecResult("timeout", "", f"TimeoutError: the call ran past its {timeout:g} s limit "
                                   "and was killed\n", -signal.SIGKILL, time.perf_counter() - started)
-            frame = reply.result()
+            frame = reply.result() if reply.done() else None
+            if not reply.done():  # the stream never ended (see _finish_reading): no answer came
+                reply.cancel()
         except asyncio.CancelledError:
             reply.cancel()
             await asyncio.shield(self._kill(executor))
             raise
         except ConnectionError:
             frame = None
+        finally:
+            executor.busy = False
+            if not executor.alive:
+                self._retire(executor)
         if frame is None:
             try:
                 code = await asyncio.wait_for(asyncio.shield(executor.exited), EXIT_WAIT_S)
