@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
+import socket
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import httpx
 
-from bench.fake_openai_server import FakeOpenAIServer  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentdata.engines import load_engine  # noqa: E402
 from agentdata.engines.base import GenerationRequest  # noqa: E402
@@ -36,22 +40,48 @@ from agentdata.synth.loop import initial_messages  # noqa: E402
 from agentdata.synth.rundir import RunDir  # noqa: E402
 
 
-def efficiency(concurrency: int, latency: float, trajectories: int) -> dict:
+def efficiency(concurrency: int, latency: float, trajectories: int, sandbox: str = "local") -> dict:
+    """The server runs in its own process, as a real one would: in-process it would share our GIL."""
     problems = [Problem(f"What is 6 times 7? (copy {i})", "42") for i in range(trajectories)]
-    with FakeOpenAIServer(latency=latency) as server, tempfile.TemporaryDirectory() as out:
-        config = CollectConfig(teacher=f"openai:{server.url}", concurrency=concurrency, temperature=0.0,
+    with _server_process(latency) as url, tempfile.TemporaryDirectory() as out:
+        config = CollectConfig(teacher=f"openai:{url}", concurrency=concurrency, temperature=0.0, sandbox=sandbox,
                                engine_options={"model": "fake-model", "concurrency": concurrency})
         started = time.perf_counter()
         summary = collect(problems, out, config, show_progress=False)
         elapsed = time.perf_counter() - started
-        requests = len(server.requests)
-        with_tool_calls = sum(t.num_tool_calls > 0 for t in RunDir(out).trajectories())
+        collected = RunDir(out).trajectories()
+    requests = sum(t.num_turns for t in collected)
     ideal = concurrency / latency
     achieved = requests / elapsed
     return {"benchmark": "collect pipeline efficiency", "concurrency": concurrency, "latency_s": latency,
-            "trajectories": summary.total, "with_tool_calls": with_tool_calls, "accuracy": summary.accuracy,
+            "sandbox": sandbox, "trajectories": summary.total,
+            "with_tool_calls": sum(t.num_tool_calls > 0 for t in collected), "accuracy": summary.accuracy,
             "requests": requests, "elapsed_s": round(elapsed, 2), "requests_per_s": round(achieved, 1),
-            "ideal_requests_per_s": round(ideal, 1), "efficiency": round(achieved / ideal, 3)}
+            "ideal_requests_per_s": round(ideal, 1), "efficiency": round(achieved / ideal, 3),
+            "load_average": os.getloadavg()[0]}
+
+
+@contextlib.contextmanager
+def _server_process(latency: float):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("fake_openai_server.py")),
+                               "--port", str(port), "--latency", str(latency)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                httpx.get(f"{url}/models", timeout=1.0)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 def overhead(n_problems: int, max_new_tokens: int) -> dict:
@@ -100,12 +130,13 @@ def main() -> None:
     eff.add_argument("--concurrency", type=int, default=64)
     eff.add_argument("--latency", type=float, default=0.2)
     eff.add_argument("--trajectories", type=int, default=512)
+    eff.add_argument("--sandbox", default="local", help="'local' or a sandbox service URL")
     ovh = sub.add_parser("overhead")
     ovh.add_argument("--problems", type=int, default=16)
     ovh.add_argument("--max-new-tokens", type=int, default=256)
     args = parser.parse_args()
     if args.which == "efficiency":
-        result = efficiency(args.concurrency, args.latency, args.trajectories)
+        result = efficiency(args.concurrency, args.latency, args.trajectories, args.sandbox)
     else:
         result = overhead(args.problems, args.max_new_tokens)
     print(json.dumps(result, indent=2))

@@ -154,7 +154,7 @@ def test_connection_refused_becomes_error_generation():
         closed_port = probe.getsockname()[1]
     engine = load_engine(f"openai:http://127.0.0.1:{closed_port}/v1", model="m", max_retries=1, **FAST_RETRIES)
     [generation] = run_all(engine, [ask("hi")])
-    assert generation.finish_reason == "error" and "ConnectError" in generation.error
+    assert generation.finish_reason == "error" and "Cannot connect" in generation.error
 
 
 def test_several_urls_share_the_load():
@@ -217,17 +217,15 @@ def test_unknown_option_is_a_user_error(server):
         load_engine(f"openai:{server.url}", temprature=0.5)
 
 
-def test_high_concurrency_is_spread_over_small_clients_and_fully_used():
+def test_high_concurrency_is_fully_used():
     with fake.FakeOpenAIServer(script="echo", latency=0.3) as server:
         engine = load_engine(f"openai:{server.url}", model="m", concurrency=40)
 
         async def go():
             generations = await engine.generate_many([ask(f"q{i}") for i in range(80)])
-            client_count = len(engine._state.clients)
             await engine.aclose()
-            return generations, client_count
+            return generations
 
-        generations, client_count = asyncio.run(go())
-    assert client_count == 3  # 16 + 16 + 8 connections
+        generations = asyncio.run(go())
     assert all(g.finish_reason == "stop" for g in generations)
     assert server.max_in_flight == 40

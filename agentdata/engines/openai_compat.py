@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import random
 from dataclasses import dataclass, field
 
-import httpx
+import aiohttp
 
 from agentdata.engines.base import Engine, Generation, GenerationRequest, cut_at_first_stop, error_generation
 from agentdata.errors import UserError
@@ -48,35 +49,24 @@ class _Server:
     in_flight: int = 0
 
 
-CONNECTIONS_PER_CLIENT = 16
-
-
 @dataclass
 class _LoopState:
-    """What must belong to one event loop: the HTTP clients and the concurrency semaphore.
+    """What must belong to one event loop: the HTTP session and the concurrency semaphore.
 
-    httpx's connection pool spends time quadratic in its size when many requests wait on
-    it (measured: 64 concurrent requests through one client ran 6x slower and used 8x the
-    CPU of four clients of 16), so the concurrency is spread over several small clients.
+    aiohttp rather than httpx: at concurrency 64 against a server answering in 0.2 s,
+    httpx's connection pool spent most of the CPU assigning requests to connections and
+    reached 130-180 requests/s where aiohttp reached 290 of the ideal 320 (same run).
     """
 
-    clients: list[httpx.AsyncClient]
-    in_use: list[int]
+    session: aiohttp.ClientSession
     slots: asyncio.Semaphore
     loop: asyncio.AbstractEventLoop = field(repr=False)
 
     @classmethod
     def create(cls, concurrency: int, timeout_s: float) -> "_LoopState":
-        per_client = min(CONNECTIONS_PER_CLIENT, concurrency)
-        count = -(-concurrency // per_client)
-        limits = httpx.Limits(max_connections=per_client, max_keepalive_connections=per_client)
-        clients = [httpx.AsyncClient(limits=limits, timeout=timeout_s) for _ in range(count)]
-        return cls(clients=clients, in_use=[0] * count, slots=asyncio.Semaphore(concurrency),
-                   loop=asyncio.get_running_loop())
-
-    def least_used_client(self) -> int:
-        # Under the semaphore the least used client always has a free connection.
-        return min(range(len(self.clients)), key=self.in_use.__getitem__)
+        connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=concurrency)
+        session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=timeout_s))
+        return cls(session=session, slots=asyncio.Semaphore(concurrency), loop=asyncio.get_running_loop())
 
 
 class OpenAIEngine(Engine):
@@ -112,22 +102,16 @@ class OpenAIEngine(Engine):
     async def generate(self, request: GenerationRequest) -> Generation:
         state = self._loop_state()
         async with state.slots:
-            index = state.least_used_client()
-            state.in_use[index] += 1
-            client = state.clients[index]
             try:
-                model = await self._model_name(client)
-                return await self._generate_with_retries(client, self._body(request, model), request)
+                model = await self._model_name(state.session)
+                return await self._generate_with_retries(state.session, self._body(request, model), request)
             except Exception as exc:  # never raise for one request
                 return error_generation(f"{type(exc).__name__}: {exc}")
-            finally:
-                state.in_use[index] -= 1
 
     async def aclose(self) -> None:
         state, self._state = self._state, None
         if state is not None and state.loop is asyncio.get_running_loop():
-            for client in state.clients:
-                await client.aclose()
+            await state.session.close()
 
     # ------------------------------------------------------------------ request
 
@@ -150,7 +134,7 @@ class OpenAIEngine(Engine):
         body.update(self.extra_body)
         return body
 
-    async def _generate_with_retries(self, client: httpx.AsyncClient, body: dict,
+    async def _generate_with_retries(self, session: aiohttp.ClientSession, body: dict,
                                      request: GenerationRequest) -> Generation:
         last_error = RetryableError("no attempt made")
         for attempt in range(self.max_retries + 1):
@@ -159,7 +143,7 @@ class OpenAIEngine(Engine):
             server = self._pick_server()
             server.in_flight += 1
             try:
-                payload = await self._post(client, server.url, body)
+                payload = await self._post(session, server.url, body)
                 return parse_completion(payload, request)
             except RetryableError as exc:
                 last_error = exc
@@ -167,20 +151,21 @@ class OpenAIEngine(Engine):
                 server.in_flight -= 1
         return error_generation(f"gave up after {self.max_retries + 1} attempts: {last_error}")
 
-    async def _post(self, client: httpx.AsyncClient, url: str, body: dict) -> dict:
+    async def _post(self, session: aiohttp.ClientSession, url: str, body: dict) -> dict:
         self.attempts += 1
         try:
-            response = await client.post(url, json=body, headers=self._headers(), timeout=self.timeout_s)
-        except httpx.TimeoutException as exc:
-            raise RetryableError(f"{url}: timed out after {self.timeout_s:g} s ({type(exc).__name__})") from exc
-        except httpx.TransportError as exc:
+            async with session.post(url, json=body, headers=self._headers()) as response:
+                text = await response.text()
+                status, retry_after = response.status, _retry_after_seconds(response.headers)
+        except asyncio.TimeoutError as exc:
+            raise RetryableError(f"{url}: timed out after {self.timeout_s:g} s") from exc
+        except aiohttp.ClientError as exc:
             raise RetryableError(f"{url}: {type(exc).__name__}: {exc}") from exc
-        if response.status_code in RETRYABLE_STATUS:
-            raise RetryableError(f"{url}: HTTP {response.status_code}: {response.text[:300]}",
-                                 retry_after=_retry_after_seconds(response))
-        if response.status_code >= 400:
-            raise RuntimeError(f"{url}: HTTP {response.status_code}: {response.text[:500]}")
-        return response.json()
+        if status in RETRYABLE_STATUS:
+            raise RetryableError(f"{url}: HTTP {status}: {text[:300]}", retry_after=retry_after)
+        if status >= 400:
+            raise RuntimeError(f"{url}: HTTP {status}: {text[:500]}")
+        return json.loads(text)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         """Exponential backoff with jitter, so many clients do not retry in lockstep.
@@ -211,16 +196,16 @@ class OpenAIEngine(Engine):
             self._model_lookup = asyncio.Lock()
         return self._state
 
-    async def _model_name(self, client: httpx.AsyncClient) -> str:
+    async def _model_name(self, session: aiohttp.ClientSession) -> str:
         """The `model` option, or the first model the first server lists (asked once)."""
         if self.model:
             return self.model
         async with self._model_lookup:
             if not self.model:
                 models_url = self.servers[0].url.removesuffix("/chat/completions") + "/models"
-                response = await client.get(models_url, headers=self._headers(), timeout=self.timeout_s)
-                response.raise_for_status()
-                listed = response.json().get("data") or []
+                async with session.get(models_url, headers=self._headers()) as response:
+                    response.raise_for_status()
+                    listed = (await response.json(content_type=None)).get("data") or []
                 if not listed:
                     raise RuntimeError(f"{models_url} lists no model; pass model=NAME")
                 self.model = listed[0]["id"]
@@ -262,8 +247,8 @@ def _matched_stop(choice: dict, stop_in_text: str | None, request: GenerationReq
     return request.stop[0] if len(request.stop) == 1 else None
 
 
-def _retry_after_seconds(response: httpx.Response) -> float | None:
+def _retry_after_seconds(headers) -> float | None:
     try:
-        return float(response.headers.get("retry-after", ""))
+        return float(headers.get("retry-after", ""))
     except ValueError:
         return None
