@@ -8,7 +8,7 @@ import sys
 import typer
 
 from agentdata.cli import collect, curate, eval as eval_cmd, filter as filter_cmd, inspect, sandbox, synth, train
-from agentdata.cli.common import NotBuiltYet, err_console
+from agentdata.cli.common import err_console
 from agentdata.errors import UserError
 
 app = typer.Typer(
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         app(args=argv, prog_name="agentdata")
-    except (UserError, NotBuiltYet) as error:
+    except UserError as error:
         err_console.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:

@@ -7,7 +7,24 @@ from typing import Annotated, Optional
 
 import typer
 
-from agentdata.cli.common import AnswerField, QuestionField, console, parse_options
+from agentdata.cli.common import (
+    AnswerField,
+    Concurrency,
+    EngineOption,
+    Limit,
+    MaxNewTokens,
+    MaxTurns,
+    ModelName,
+    ProtocolName,
+    QuestionField,
+    SandboxSpec,
+    Seed,
+    Temperature,
+    ToolOutputChars,
+    TopP,
+    console,
+    engine_options,
+)
 
 
 def command(
@@ -16,22 +33,20 @@ def command(
     ] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Run dir; an existing one is resumed.")] = Path("runs/collect"),
     teacher: Annotated[str, typer.Option(help="Engine spec: smollm2, hf:PATH, vllm:PATH, openai:URL[,URL].")] = "smollm2",
-    model: Annotated[Optional[str], typer.Option(help="Model name for openai: engines.")] = None,
-    engine_option: Annotated[
-        Optional[list[str]], typer.Option("--engine-option", help="KEY=VALUE passed to the engine (repeatable).")
-    ] = None,
+    model: ModelName = None,
+    engine_option: EngineOption = None,
     samples: Annotated[int, typer.Option(help="Trajectories per problem.")] = 1,
-    limit: Annotated[Optional[int], typer.Option(help="Use only the first N problems.")] = None,
-    protocol: Annotated[str, typer.Option(help="Tool-call protocol: hermes or codeblock.")] = "hermes",
+    limit: Limit = None,
+    protocol: ProtocolName = "hermes",
     max_tool_calls: Annotated[int, typer.Option(help="Tool calls run per trajectory.")] = 4,
-    max_turns: Annotated[int, typer.Option(help="Model turns per trajectory.")] = 8,
-    max_new_tokens: Annotated[int, typer.Option(help="Model tokens per trajectory, all turns together.")] = 1024,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature (0 = greedy).")] = 0.7,
-    top_p: Annotated[float, typer.Option(help="Nucleus sampling threshold.")] = 1.0,
-    tool_output_chars: Annotated[int, typer.Option(help="Tool output shown to the model, head and tail.")] = 256,
-    concurrency: Annotated[int, typer.Option(help="Trajectories in flight at once.")] = 16,
-    sandbox: Annotated[str, typer.Option(help="'local' or the URL of `agentdata sandbox serve`.")] = "local",
-    seed: Annotated[int, typer.Option(help="Base random seed.")] = 0,
+    max_turns: MaxTurns = 8,
+    max_new_tokens: MaxNewTokens = 1024,
+    temperature: Temperature = 0.7,
+    top_p: TopP = 1.0,
+    tool_output_chars: ToolOutputChars = 256,
+    concurrency: Concurrency = 16,
+    sandbox: SandboxSpec = "local",
+    seed: Seed = 0,
     question_field: QuestionField = None,
     answer_field: AnswerField = None,
 ) -> None:
@@ -41,9 +56,7 @@ def command(
     from agentdata.synth.collect import CollectConfig, collect
 
     problems = load_problems(problems_file, question_field, answer_field) if problems_file else builtin_problems()
-    options = parse_options(engine_option or [])
-    if model:
-        options["model"] = model
+    options = engine_options(engine_option, model)
     try:
         config = CollectConfig(
             teacher=teacher, samples=samples, limit=limit, protocol=protocol, max_tool_calls=max_tool_calls,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -17,16 +16,33 @@ QuestionField = Annotated[
 AnswerField = Annotated[
     Optional[str], typer.Option("--answer-field", help="Column holding the gold answer (default: recognised names).")
 ]
-OutDir = Annotated[Path, typer.Option("--out", "-o", help="Output directory.")]
-Seed = Annotated[int, typer.Option("--seed", help="Random seed.")]
+Seed = Annotated[int, typer.Option("--seed", help="Base random seed.")]
+
+# The agent-loop settings that collect, filter and eval share: one definition each.
+ModelName = Annotated[Optional[str], typer.Option("--model", help="Model name for openai: engines.")]
+EngineOption = Annotated[
+    Optional[list[str]], typer.Option("--engine-option", help="KEY=VALUE passed to the engine (repeatable).")
+]
+Limit = Annotated[Optional[int], typer.Option("--limit", help="Use only the first N problems.")]
+ProtocolName = Annotated[str, typer.Option("--protocol", help="Tool-call protocol: hermes or codeblock.")]
+MaxTurns = Annotated[int, typer.Option("--max-turns", help="Model turns per trajectory.")]
+MaxNewTokens = Annotated[int, typer.Option("--max-new-tokens", help="Model tokens per trajectory, all turns together.")]
+Temperature = Annotated[float, typer.Option("--temperature", help="Sampling temperature (0 = greedy).")]
+TopP = Annotated[float, typer.Option("--top-p", help="Nucleus sampling threshold.")]
+ToolOutputChars = Annotated[
+    int, typer.Option("--tool-output-chars", help="Tool output shown to the model, head and tail.")
+]
+Concurrency = Annotated[int, typer.Option("--concurrency", help="Trajectories in flight at once.")]
+SandboxSpec = Annotated[str, typer.Option("--sandbox", help="'local' or the URL of `agentdata sandbox serve`.")]
 
 
-class NotBuiltYet(Exception):
-    """A command that exists in the CLI but whose implementation has not landed."""
 
-
-def not_built(command: str) -> None:
-    raise NotBuiltYet(f"`agentdata {command}` is not built yet in this version.")
+def engine_options(pairs: list[str] | None, model: str | None) -> dict[str, object]:
+    """The engine's options from repeated --engine-option flags and --model."""
+    options = parse_options(pairs or [])
+    if model:
+        options["model"] = model
+    return options
 
 
 def parse_options(pairs: list[str]) -> dict[str, object]:

@@ -7,7 +7,23 @@ from typing import Annotated, Optional
 
 import typer
 
-from agentdata.cli.common import AnswerField, QuestionField, console, parse_options
+from agentdata.cli.common import (
+    AnswerField,
+    Concurrency,
+    EngineOption,
+    MaxNewTokens,
+    MaxTurns,
+    ModelName,
+    ProtocolName,
+    QuestionField,
+    SandboxSpec,
+    Seed,
+    Temperature,
+    ToolOutputChars,
+    TopP,
+    console,
+    engine_options,
+)
 
 
 def parse_budgets(text: str) -> list[int]:
@@ -36,20 +52,18 @@ def command(
     ] = None,
     max_tool_calls: Annotated[str, typer.Option(help="Tool calls allowed per response; a list such as 1,2,4,8 "
                                                      "sweeps them.")] = "4",
-    model: Annotated[Optional[str], typer.Option(help="Model name for openai: engines.")] = None,
-    engine_option: Annotated[
-        Optional[list[str]], typer.Option("--engine-option", help="KEY=VALUE passed to the engine (repeatable).")
-    ] = None,
+    model: ModelName = None,
+    engine_option: EngineOption = None,
     limit: Annotated[Optional[int], typer.Option(help="Use only the first N problems of each benchmark.")] = None,
-    protocol: Annotated[str, typer.Option(help="Tool-call protocol: hermes or codeblock.")] = "hermes",
-    max_turns: Annotated[int, typer.Option(help="Model turns per response.")] = 8,
-    max_new_tokens: Annotated[int, typer.Option(help="Model tokens per response, all turns together.")] = 1024,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature (ZeroTIR evaluates at 1.0).")] = 0.7,
-    top_p: Annotated[float, typer.Option(help="Nucleus sampling threshold.")] = 1.0,
-    tool_output_chars: Annotated[int, typer.Option(help="Tool output shown to the model, head and tail.")] = 256,
-    concurrency: Annotated[int, typer.Option(help="Responses in flight at once.")] = 16,
-    sandbox: Annotated[str, typer.Option(help="'local' or the URL of `agentdata sandbox serve`.")] = "local",
-    seed: Annotated[int, typer.Option(help="Base random seed.")] = 0,
+    protocol: ProtocolName = "hermes",
+    max_turns: MaxTurns = 8,
+    max_new_tokens: MaxNewTokens = 1024,
+    temperature: Temperature = 0.7,
+    top_p: TopP = 1.0,
+    tool_output_chars: ToolOutputChars = 256,
+    concurrency: Concurrency = 16,
+    sandbox: SandboxSpec = "local",
+    seed: Seed = 0,
     question_field: QuestionField = None,
     answer_field: AnswerField = None,
 ) -> None:
@@ -57,9 +71,7 @@ def command(
     from agentdata.evaluation.report import results_table
     from agentdata.evaluation.runner import EvalConfig, run_eval
 
-    options = parse_options(engine_option or [])
-    if model:
-        options["model"] = model
+    options = engine_options(engine_option, model)
     try:
         config = EvalConfig(
             samples=k, tool_call_budgets=parse_budgets(max_tool_calls), protocol=protocol, max_turns=max_turns,

@@ -7,7 +7,23 @@ from typing import Annotated, Optional
 
 import typer
 
-from agentdata.cli.common import AnswerField, QuestionField, console, parse_options
+from agentdata.cli.common import (
+    AnswerField,
+    Concurrency,
+    EngineOption,
+    Limit,
+    MaxNewTokens,
+    MaxTurns,
+    ModelName,
+    ProtocolName,
+    QuestionField,
+    SandboxSpec,
+    Seed,
+    Temperature,
+    ToolOutputChars,
+    console,
+    engine_options,
+)
 from agentdata.cli.curate import parse_pair
 
 
@@ -17,10 +33,8 @@ def command(
     ] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="RL pool to write (Parquet).")] = Path("pool.parquet"),
     student: Annotated[str, typer.Option(help="Engine spec of the student: smollm2, hf:PATH, vllm:PATH, openai:URL.")] = "smollm2",
-    model: Annotated[Optional[str], typer.Option(help="Model name for openai: engines.")] = None,
-    engine_option: Annotated[
-        Optional[list[str]], typer.Option("--engine-option", help="KEY=VALUE passed to the engine (repeatable).")
-    ] = None,
+    model: ModelName = None,
+    engine_option: EngineOption = None,
     k: Annotated[int, typer.Option("--k", help="Student rollouts per problem.")] = 4,
     band: Annotated[str, typer.Option(help="Keep LO < pass rate < HI (ends exclusive).")] = "0,1",
     size: Annotated[Optional[int], typer.Option(help="Problems to select evenly across clusters and sources.")] = None,
@@ -35,16 +49,16 @@ def command(
     profile_dir: Annotated[
         Optional[Path], typer.Option(help="Profile run dir (the cache); default <out folder>/profile/<student>.")
     ] = None,
-    limit: Annotated[Optional[int], typer.Option(help="Use only the first N problems.")] = None,
-    protocol: Annotated[str, typer.Option(help="Tool-call protocol: hermes or codeblock.")] = "hermes",
+    limit: Limit = None,
+    protocol: ProtocolName = "hermes",
     max_tool_calls: Annotated[int, typer.Option(help="Tool calls run per rollout.")] = 4,
-    max_turns: Annotated[int, typer.Option(help="Model turns per rollout.")] = 8,
-    max_new_tokens: Annotated[int, typer.Option(help="Model tokens per rollout, all turns together.")] = 1024,
-    tool_output_chars: Annotated[int, typer.Option(help="Tool output shown to the model, head and tail.")] = 256,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature of the student.")] = 0.7,
-    concurrency: Annotated[int, typer.Option(help="Rollouts in flight at once.")] = 16,
-    sandbox: Annotated[str, typer.Option(help="'local' or the URL of `agentdata sandbox serve`.")] = "local",
-    seed: Annotated[int, typer.Option(help="Base random seed.")] = 0,
+    max_turns: MaxTurns = 8,
+    max_new_tokens: MaxNewTokens = 1024,
+    tool_output_chars: ToolOutputChars = 256,
+    temperature: Temperature = 0.7,
+    concurrency: Concurrency = 16,
+    sandbox: SandboxSpec = "local",
+    seed: Seed = 0,
     question_field: QuestionField = None,
     answer_field: AnswerField = None,
 ) -> None:
@@ -57,9 +71,7 @@ def command(
 
     problems = load_problems(problems_file, question_field, answer_field) if problems_file else builtin_problems()
     problems = problems[:limit] if limit else problems
-    options = parse_options(engine_option or [])
-    if model:
-        options["model"] = model
+    options = engine_options(engine_option, model)
     try:
         config = PoolConfig(
             band=parse_pair(band, "--band"), size=size, clusters=clusters, embedding=embedding,

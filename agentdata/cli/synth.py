@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from agentdata.cli.common import Seed, console, not_built
+from agentdata.cli.common import Seed, console
 from agentdata.errors import UserError
 
 app = typer.Typer(help="Generate problems and stitched baseline trajectories.", no_args_is_help=True)
