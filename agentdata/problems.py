@@ -34,18 +34,19 @@ def load_problems(
 ) -> list[Problem]:
     """Read every problem in `path`; raise InputFileError with file and row on bad input."""
     path = Path(path)
-    rows = list(_read_rows(path))
+    rows = list(read_rows(path))
     if not rows:
         raise InputFileError(path, "no rows: the file is empty")
-    columns = _columns(rows)
-    question_key = _pick(path, columns, question_field, QUESTION_FIELDS, "question", "--question-field")
-    answer_key = _pick(path, columns, answer_field, ANSWER_FIELDS, "answer", "--answer-field", required=require_answer)
+    columns = columns_of(rows)
+    question_key = pick_column(path, columns, question_field, QUESTION_FIELDS, "question", "--question-field")
+    answer_key = pick_column(path, columns, answer_field, ANSWER_FIELDS, "answer", "--answer-field", required=require_answer)
     return [_to_problem(path, number, row, question_key, answer_key) for number, row in enumerate(rows, start=1)]
 
 
 # --------------------------------------------------------------------------- reading
 
-def _read_rows(path: Path) -> Iterator[dict[str, Any]]:
+def read_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """The raw rows of a problem file, in order; bad files raise InputFileError."""
     if not path.exists():
         raise InputFileError(path, "no such file or directory")
     if path.is_dir():
@@ -123,7 +124,7 @@ def _read_dataset_dir(path: Path) -> Iterator[dict[str, Any]]:
 
 # --------------------------------------------------------------------------- columns
 
-def _get(row: dict[str, Any], key: str) -> Any:
+def get_field(row: dict[str, Any], key: str) -> Any:
     """Look up `key`, reaching into nested dicts for dotted names."""
     if key in row:
         return row[key]
@@ -135,7 +136,7 @@ def _get(row: dict[str, Any], key: str) -> Any:
     return value
 
 
-def _columns(rows: list[dict[str, Any]]) -> set[str]:
+def columns_of(rows: list[dict[str, Any]]) -> set[str]:
     names: set[str] = set()
     for row in rows[:100]:
         for key, value in row.items():
@@ -145,7 +146,7 @@ def _columns(rows: list[dict[str, Any]]) -> set[str]:
     return names
 
 
-def _pick(
+def pick_column(
     path: Path, columns: set[str], chosen: str | None, candidates: tuple[str, ...], what: str, flag: str,
     required: bool = True,
 ) -> str | None:
@@ -164,7 +165,7 @@ def _pick(
 
 def _first(row: dict[str, Any], names: tuple[str, ...]) -> Any:
     for name in names:
-        value = _get(row, name)
+        value = get_field(row, name)
         if value not in (None, ""):
             return value
     return None
@@ -181,15 +182,15 @@ def _question_text(value: Any) -> str | None:
 
 
 def _to_problem(path: Path, number: int, row: dict[str, Any], question_key: str, answer_key: str | None) -> Problem:
-    question = _question_text(_get(row, question_key))
+    question = _question_text(get_field(row, question_key))
     if question is None or not str(question).strip():
         raise InputFileError(path, f"empty or missing question in column {question_key!r}", row=number)
-    answer = _get(row, answer_key) if answer_key else ""
+    answer = get_field(row, answer_key) if answer_key else ""
     if answer is None or str(answer).strip() == "":
         if answer_key:
             raise InputFileError(path, f"empty or missing answer in column {answer_key!r}", row=number)
         answer = ""
-    metadata = _get(row, "extra_info") or _get(row, "metadata") or {}
+    metadata = get_field(row, "extra_info") or get_field(row, "metadata") or {}
     if isinstance(metadata, str):
         try:
             metadata = json.loads(metadata)

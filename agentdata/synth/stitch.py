@@ -393,27 +393,27 @@ def load_solutions(path: str | os.PathLike, question_field: str | None = None, s
     solution's, else the solution itself (its last \\boxed{} or GSM8K's `#### x`). An answer
     column that holds a whole solution (GSM8K's `answer`) gives its final answer the same way.
     """
-    from agentdata.problems import ANSWER_FIELDS, _get, _read_rows, load_problems
+    from agentdata.problems import ANSWER_FIELDS, columns_of, get_field, load_problems, pick_column, read_rows
 
     path = Path(path)
-    rows = list(_read_rows(path))
+    rows = list(read_rows(path))
     if not rows:
         raise InputFileError(path, "no rows: the file is empty")
-    present = {key for row in rows[:100] for key in row}
-    solution_key = _pick_solution_field(path, present, solution_field)
-    if answer_field and all(_get(row, answer_field) is None for row in rows[:100]):
-        raise InputFileError(path, f"no column {answer_field!r} (given by --answer-field); columns are {sorted(present)}")
+    present = columns_of(rows)
+    solution_key = pick_column(path, present, solution_field, SOLUTION_FIELDS, "solution", "--solution-field")
+    if answer_field:
+        pick_column(path, present, answer_field, ANSWER_FIELDS, "answer", "--answer-field")
     answer_key = answer_field or next((name for name in ANSWER_FIELDS if name != solution_key and name in present), None)
     for number, row in enumerate(rows, start=1):
-        solution = _get(row, solution_key)
+        solution = get_field(row, solution_key)
         if not isinstance(solution, str) or not solution.strip():
             raise InputFileError(path, f"empty or missing solution in column {solution_key!r}", row=number)
     # The loader reads questions, ids and sources; answers may be missing here, so they are read below.
     problems = load_problems(path, question_field, answer_field=solution_key)
     loaded, no_answer = [], 0
     for row, problem in zip(rows, problems):
-        solution = _get(row, solution_key)
-        raw_answer = _get(row, answer_key) if answer_key else None
+        solution = get_field(row, solution_key)
+        raw_answer = get_field(row, answer_key) if answer_key else None
         answer = _final_answer("" if raw_answer is None else str(raw_answer), solution)
         if answer is None:
             no_answer += 1
@@ -421,18 +421,6 @@ def load_solutions(path: str | os.PathLike, question_field: str | None = None, s
         problem.answer = answer
         loaded.append(SolutionRow(problem, solution))
     return loaded, no_answer
-
-
-def _pick_solution_field(path: Path, present: set[str], chosen: str | None) -> str:
-    if chosen:
-        if chosen not in present:
-            raise InputFileError(path, f"no column {chosen!r} (given by --solution-field); columns are {sorted(present)}")
-        return chosen
-    for name in SOLUTION_FIELDS:
-        if name in present:
-            return name
-    raise InputFileError(path, f"no solution column (looked for {', '.join(SOLUTION_FIELDS)}); columns are "
-                         f"{sorted(present)}; name it with --solution-field")
 
 
 def _final_answer(raw: str, solution: str) -> str | None:
