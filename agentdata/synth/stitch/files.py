@@ -1,0 +1,189 @@
+"""Reading solution files, stitching them with a progress bar, and writing the SFT set."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from agentdata.errors import InputFileError, UserError
+from agentdata.records import (
+    Problem,
+    Trajectory,
+    atomic_write,
+    records_to_table,
+)
+from agentdata.synth.stitch.build import StitchConfig, solution_answer, stitch_solution
+from agentdata.synth.stitch.calculations import GSM8K_ANSWER, STITCHED_TEACHER
+
+SOLUTION_FIELDS = ("solution", "worked_solution", "rationale", "reasoning", "response")
+
+
+@dataclass
+class SolutionRow:
+    problem: Problem
+    solution: str
+
+
+def load_solutions(path: str | os.PathLike, question_field: str | None = None, solution_field: str | None = None,
+                   answer_field: str | None = None) -> tuple[list[SolutionRow], int]:
+    """Rows with a question, a worked solution and an answer; returns them and how many had no answer.
+
+    The answer comes from `answer_field`, else a recognised answer column other than the
+    solution's, else the solution itself (its last \\boxed{} or GSM8K's `#### x`). An answer
+    column that holds a whole solution (GSM8K's `answer`) gives its final answer the same way.
+    """
+    from agentdata.problems import (
+        ANSWER_FIELDS,
+        columns_of,
+        get_field,
+        load_problems,
+        pick_column,
+        read_rows,
+    )
+
+    path = Path(path)
+    rows = list(read_rows(path))
+    if not rows:
+        raise InputFileError(path, "no rows: the file is empty")
+    present = columns_of(rows)
+    solution_key = pick_column(path, present, solution_field, SOLUTION_FIELDS, "solution", "--solution-field")
+    if answer_field:
+        pick_column(path, present, answer_field, ANSWER_FIELDS, "answer", "--answer-field")
+    answer_key = answer_field or next((name for name in ANSWER_FIELDS if name != solution_key and name in present), None)
+    for number, row in enumerate(rows, start=1):
+        solution = get_field(row, solution_key)
+        if not isinstance(solution, str) or not solution.strip():
+            raise InputFileError(path, f"empty or missing solution in column {solution_key!r}", row=number)
+    # The loader reads questions, ids and sources; answers may be missing here, so they are read below.
+    problems = load_problems(path, question_field, answer_field=solution_key)
+    loaded, no_answer = [], 0
+    for row, problem in zip(rows, problems):
+        solution = get_field(row, solution_key)
+        raw_answer = get_field(row, answer_key) if answer_key else None
+        answer = _final_answer("" if raw_answer is None else str(raw_answer), solution)
+        if answer is None:
+            no_answer += 1
+            continue
+        problem.answer = answer
+        loaded.append(SolutionRow(problem, solution))
+    return loaded, no_answer
+
+
+def _final_answer(raw: str, solution: str) -> str | None:
+    raw = raw.strip()
+    if raw and (raw == solution.strip() or "\\boxed" in raw or GSM8K_ANSWER.search(raw)):
+        return solution_answer(raw)
+    return raw or solution_answer(solution)
+
+
+def write_sft(trajectories: list[Trajectory], out: str | os.PathLike) -> Path:
+    """The SFT set in curate's schema: `messages`, `tools` (JSON string) and the same provenance columns.
+
+    Written through polars as curate writes it, so even the Arrow types (large strings) match and
+    the two sets load together.
+    """
+    import polars as pl
+
+    from agentdata.curate.sft import SFT_COLUMNS
+
+    frame = pl.from_arrow(records_to_table(trajectories, Trajectory).select(list(SFT_COLUMNS)))
+    return atomic_write(out, lambda tmp: frame.write_parquet(tmp))
+
+
+@dataclass
+class StitchSummary:
+    rows: int
+    written: int
+    dropped: dict[str, int]
+    tool_calls: int
+    tool_errors: int
+    calculations: int
+    calculations_matching_text: int
+    correct: int
+    output: Path
+    trajectories_dir: Path | None = None
+
+    def table(self) -> Table:
+        table = Table(title=f"synth stitch · {self.output}")
+        table.add_column("metric")
+        table.add_column("value", justify="right")
+        table.add_row("solutions read", str(self.rows))
+        table.add_row("stitched trajectories written", str(self.written))
+        for reason, count in self.dropped.items():
+            table.add_row(f"dropped_{reason}", str(count))
+        table.add_row("code cells (tool calls)", f"{self.tool_calls} ({self.tool_calls / max(self.written, 1):.2f} per solution)")
+        table.add_row("cells that failed", str(self.tool_errors))
+        table.add_row("calculations whose real output matched the text",
+                      f"{self.calculations_matching_text} / {self.calculations}")
+        table.add_row("final answer equals the gold", f"{self.correct} / {self.written}")
+        if self.trajectories_dir:
+            table.add_row("trajectories (for `agentdata curate`)", str(self.trajectories_dir))
+        return table
+
+
+def stitch_file(path: str | os.PathLike, out: str | os.PathLike, config: StitchConfig | None = None, *,
+                question_field: str | None = None, solution_field: str | None = None,
+                answer_field: str | None = None, trajectories_dir: str | os.PathLike | None = None,
+                sandbox: Any = None, show_progress: bool = True) -> StitchSummary:
+    """Stitch every solution in `path` into an SFT set at `out` (and a trajectory run dir if asked)."""
+    config = config or StitchConfig()
+    if trajectories_dir is not None and any(Path(trajectories_dir).glob("trajectories/*.parquet")):
+        raise UserError(f"{trajectories_dir} already holds trajectories; give --trajectories a new folder")
+    rows, no_answer = load_solutions(path, question_field, solution_field, answer_field)
+    owns_sandbox = sandbox is None
+    if owns_sandbox:
+        from agentdata.sandbox import open_sandbox
+
+        sandbox = open_sandbox(config.sandbox)
+    try:
+        trajectories, no_calculation = _stitch_rows(rows, sandbox, config, show_progress)
+    finally:
+        if owns_sandbox:
+            sandbox.close()
+    if not trajectories:
+        raise UserError(f"{path}: no solution had a calculation to cut into code ({no_calculation} without one, "
+                        f"{no_answer} without an answer)")
+    write_sft(trajectories, out)
+    if trajectories_dir is not None:
+        from agentdata.synth.rundir import RunDir
+
+        run = RunDir(trajectories_dir)
+        run.prepare({"teacher": STITCHED_TEACHER, "protocol": config.protocol, "source_file": str(path)}, {})
+        run.write_shard(trajectories)
+    return StitchSummary(
+        rows=len(rows) + no_answer, written=len(trajectories),
+        dropped={"no_answer": no_answer, "no_calculation": no_calculation},
+        tool_calls=sum(t.num_tool_calls for t in trajectories), tool_errors=sum(t.num_tool_errors for t in trajectories),
+        calculations=sum(t.metadata["calculations"] for t in trajectories),
+        calculations_matching_text=sum(t.metadata["calculations_matching_text"] for t in trajectories),
+        correct=sum(t.correct for t in trajectories), output=Path(out),
+        trajectories_dir=Path(trajectories_dir) if trajectories_dir is not None else None,
+    )
+
+
+def _stitch_rows(rows: list[SolutionRow], sandbox: Any, config: StitchConfig,
+                 show_progress: bool) -> tuple[list[Trajectory], int]:
+    trajectories, no_calculation = [], 0
+    with Progress(TextColumn("[bold]stitch"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TimeRemainingColumn(), disable=not show_progress) as progress:
+        task = progress.add_task("stitch", total=len(rows))
+        for row in rows:
+            trajectory = stitch_solution(row.problem, row.solution, sandbox, config)
+            if trajectory is None:
+                no_calculation += 1
+            else:
+                trajectories.append(trajectory)
+            progress.advance(task)
+    return trajectories, no_calculation
