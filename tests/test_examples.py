@@ -127,10 +127,10 @@ def test_the_probe_tells_a_local_sandbox_apart(tmp_path):
 
 # ------------------------------------------------------------------ examples/quickstart
 
-def printed_commands(*args: str, env: dict | None = None) -> list[list[str]]:
-    completed = subprocess.run(["bash", str(QUICKSTART), "--dry-run", *args], capture_output=True, text=True,
+def printed_commands(*args: str, env: dict | None = None, script: Path = QUICKSTART) -> list[list[str]]:
+    completed = subprocess.run(["bash", str(script), "--dry-run", *args], capture_output=True, text=True,
                                check=True, env=env)
-    return [shlex.split(line[2:]) for line in completed.stdout.splitlines() if line.startswith("$ ")]
+    return [shlex.split(line[2:].removesuffix("&")) for line in completed.stdout.splitlines() if line.startswith("$ ")]
 
 
 def parse_with_the_cli(argv: list[str]):
@@ -209,6 +209,19 @@ def test_scripts_quickstart_installs_then_runs_the_example():
 
 
 # ------------------------------------------------------------------ examples/gpu
+
+def test_gpu_recipe_dry_run_commands_parse(tmp_path):
+    commands = printed_commands(env={**os.environ, "GPU_OUT": str(tmp_path / "gpu")}, script=REPO / "examples/gpu/run.sh")
+    ours = []
+    for argv in commands:
+        if argv[:2] == ["accelerate", "launch"]:  # accelerate launch ... -m agentdata.cli.app ARGS
+            argv = ["agentdata", *argv[argv.index("agentdata.cli.app") + 1:]]
+        if argv[0] == "agentdata":
+            ours.append(argv)
+            parse_with_the_cli(argv)
+    assert [argv[1] for argv in ours] == ["sandbox", "collect", "curate", "filter", "train", "eval"]
+    assert not (tmp_path / "gpu").exists(), "a dry run writes nothing"
+
 
 @pytest.mark.parametrize("config_file", sorted((REPO / "examples").glob("*/train*.yaml")), ids=lambda p: str(p.parent.name))
 def test_example_train_configs_are_valid(config_file):

@@ -28,9 +28,13 @@ done
 # Shared rollout settings: collect's trajectories double as filter's profile (see step 5),
 # so both must use the same limits and sampling.
 SAMPLES=4           # trajectories per problem = the student's k for the pass rate
-MAX_NEW_TOKENS=256  # model tokens per trajectory, all turns together
-MAX_TOOL_CALLS=3
+MAX_NEW_TOKENS=192  # model tokens per trajectory, all turns together
+MAX_TOOL_CALLS=2
 CONCURRENCY=16      # every waiting generation is batched into one forward pass
+# SmolLM2 writes ```python blocks far more readily than hermes' <tool_call> JSON (in our runs
+# 2 of 12 trajectories called the tool with codeblock, 0 of 29 with hermes), so every step
+# uses the codeblock protocol (ZeroTIR's); train.yaml says the same for SFT and GRPO.
+PROTOCOL=codeblock
 
 $DRY_RUN || mkdir -p "$OUT"
 $DRY_RUN || : > "$OUT/timings.tsv"
@@ -54,19 +58,19 @@ rows() {  # rows FILE: number of rows in a Parquet file (0 when absent)
 }
 
 # 1. Problems whose answers sympy computed: levels 1-2, so a 135M model has some chance.
-step problems agentdata synth problems --n 12 --levels 1,2 --seed 0 --out "$OUT/problems.jsonl"
+step problems agentdata synth problems --n 8 --levels 1,2 --seed 0 --out "$OUT/problems.jsonl"
 
 # 2. The teacher (here the same tiny SmolLM2) solves each problem with a real Python sandbox.
 step collect agentdata collect "$OUT/problems.jsonl" --out "$OUT/collect" --teacher smollm2 \
-  --samples "$SAMPLES" --max-new-tokens "$MAX_NEW_TOKENS" --max-tool-calls "$MAX_TOOL_CALLS" \
-  --concurrency "$CONCURRENCY"
+  --protocol "$PROTOCOL" --samples "$SAMPLES" --max-new-tokens "$MAX_NEW_TOKENS" \
+  --max-tool-calls "$MAX_TOOL_CALLS" --concurrency "$CONCURRENCY"
 
 # 3. SmolLM2 almost never solves a problem with the tool, so curate's default rules (correct
 #    answer, at least one tool call) would keep little or nothing of step 2. Stitched
 #    trajectories from a few worked solutions (calculations run for real in the sandbox) give
 #    the SFT set something to train on; a real run uses a strong teacher instead.
-step stitch agentdata synth stitch "$HERE/solutions.jsonl" --out "$OUT/stitched_sft.parquet" \
-  --trajectories "$OUT/stitched"
+step stitch agentdata synth stitch "$HERE/solutions.jsonl" --protocol "$PROTOCOL" \
+  --out "$OUT/stitched_sft.parquet" --trajectories "$OUT/stitched"
 
 # 4. Curate with the default rules over both: the summary shows what was dropped from each.
 step curate agentdata curate "$OUT/collect" "$OUT/stitched" --out "$OUT/sft.parquet" \
@@ -76,7 +80,7 @@ step curate agentdata curate "$OUT/collect" "$OUT/stitched" --out "$OUT/sft.parq
 #    Teacher and student are the same model here, so collect's run dir is already the
 #    student's profile: --profile-dir points at it and filter generates nothing.
 step filter agentdata filter "$OUT/problems.jsonl" --out "$OUT/pool.parquet" \
-  --profile-dir "$OUT/collect" --k "$SAMPLES" --band 0,1 \
+  --profile-dir "$OUT/collect" --k "$SAMPLES" --band 0,1 --protocol "$PROTOCOL" \
   --max-new-tokens "$MAX_NEW_TOKENS" --max-tool-calls "$MAX_TOOL_CALLS"
 
 # A 135M student often solves none of the problems (every pass rate is 0), and the band keeps
@@ -93,9 +97,9 @@ step train agentdata train --sft-data "$OUT/sft.parquet" --rl-pool "$RL_POOL" \
   --config "$HERE/train.yaml" --out "$OUT/train"
 
 # 7. Held-out problems (another seed): the base model against the trained one, with the tool.
-step benchmark agentdata synth problems --n 8 --levels 1,2 --seed 1 --out "$OUT/bench.jsonl"
+step benchmark agentdata synth problems --n 6 --levels 1,2 --seed 1 --out "$OUT/bench.jsonl"
 step eval agentdata eval base=smollm2 "$OUT/bench.jsonl" --compare "trained=hf:$OUT/train/rl" \
-  --k 2 --max-new-tokens "$MAX_NEW_TOKENS" --max-tool-calls "$MAX_TOOL_CALLS" \
+  --k 2 --protocol "$PROTOCOL" --max-new-tokens "$MAX_NEW_TOKENS" --max-tool-calls "$MAX_TOOL_CALLS" \
   --concurrency "$CONCURRENCY" --out "$OUT/eval"
 
 $DRY_RUN && exit 0
