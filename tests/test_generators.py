@@ -256,3 +256,40 @@ def test_cli_writes_a_file_the_loader_reads_back(tmp_path, suffix):
     expected = generate_problems(12, seed=4, kinds=["algebra", "probability"], levels=[1, 3])
     assert loaded == expected
     assert "12 problems" in result.output
+
+
+# --------------------------------------------------------------------------- worked solutions
+
+def test_worked_solutions_cover_their_templates_and_none_elsewhere(generated):
+    from agentdata.synth.generators import SOLUTIONS, worked_solution
+
+    for problem in generated:
+        solution = worked_solution(problem)
+        assert (solution is None) == (problem.metadata["template"] not in SOLUTIONS)
+        if solution is not None:
+            assert solution.endswith(f"\\boxed{{{problem.answer}}}$.")
+    assert worked_solution(builtin_problems()[0]) is None  # no template, no solution
+
+
+def test_stitched_worked_solutions_run_and_their_output_is_the_answer():
+    """Every solution template stitches into a tool call that really runs and prints the gold answer."""
+    from agentdata.sandbox import Sandbox
+    from agentdata.synth.generators import SOLUTIONS, worked_solution
+    from agentdata.synth.stitch import StitchConfig, stitch_solution
+
+    one_per_template = {}
+    for problem in generate_problems(400, seed=5):
+        one_per_template.setdefault(problem.metadata["template"], problem)
+    assert set(SOLUTIONS) <= set(one_per_template)
+    with Sandbox() as sandbox:
+        for template in SOLUTIONS:
+            problem = one_per_template[template]
+            trajectory = stitch_solution(problem, worked_solution(problem), sandbox, StitchConfig())
+            assert trajectory is not None, template
+            assert trajectory.num_tool_calls >= 1 and trajectory.num_tool_errors == 0, template
+            assert trajectory.metadata["calculations_matching_text"] == trajectory.metadata["calculations"], template
+            assert trajectory.correct, template
+            outputs = [m["content"] for m in trajectory.messages if m["role"] == "tool"]
+            if template == "prob_single_draw":  # the cell counts the marbles; the fraction is stated in text
+                continue
+            assert is_correct(f"\\boxed{{{outputs[-1].strip()}}}", problem.answer), (template, outputs)

@@ -41,9 +41,16 @@ def load_tokenizer(model_dir: Path) -> Any:
 
 def load_model(model_dir: Path, bf16: bool = False) -> Any:
     import torch
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16 if bf16 else torch.float32)
+    config = AutoConfig.from_pretrained(model_dir)
+    # A dir converted from a GGUF file (the embedded SmolLM2) holds plain float weights but keeps
+    # the GGUF `quantization_config`, which makes transformers refuse to train it ("purely
+    # quantized"); the weights are not quantized, so the stale entry is dropped.
+    quantization = getattr(config, "quantization_config", None) or {}
+    if isinstance(quantization, dict) and quantization.get("quant_method") == "gguf":
+        del config.quantization_config
+    return AutoModelForCausalLM.from_pretrained(model_dir, config=config, dtype=torch.bfloat16 if bf16 else torch.float32)
 
 
 def lora_config(r: int, alpha: int, dropout: float, target_modules: str) -> Any:
