@@ -71,3 +71,26 @@ def test_train_rejects_unknown_config_fields(tmp_path):
     config.write_text("rl:\n  not_a_field: 1\n")
     result = CliRunner().invoke(app, ["train", "--stage", "rl", "--config", str(config)])
     assert "unknown setting" in str(result.exception)
+
+
+@pytest.mark.slow  # stitching, SFT and GRPO in one run: ~20 s of CPU
+def test_train_without_data_runs_the_demo_sft_on_stitched_solutions_then_grpo(tmp_path, tiny_model_dir, monkeypatch):
+    """No SFT set and no pool: the demo stitches worked solutions, trains on them, then runs GRPO."""
+    import polars as pl
+
+    from agentdata.cli import train as train_cli
+
+    monkeypatch.chdir(tmp_path)  # no sft.parquet / pool.parquet here
+    monkeypatch.setattr(train_cli, "DEMO_SFT_CONVERSATIONS", 4)
+    out = tmp_path / "demo"
+    result = CliRunner().invoke(app, [
+        "train", "--model", f"hf:{tiny_model_dir}", "--out", str(out), "--max-steps", "1",
+        "--num-generations", "2", "--max-new-tokens", "24", "--overlong-buffer", "8",
+    ])
+    assert result.exit_code == 0, result.output
+    stitched = pl.read_parquet(out / "demo_sft.parquet")
+    assert len(stitched) == 4 and stitched["correct"].all() and (stitched["num_tool_calls"] >= 1).all()
+    assert (out / "sft" / "config.json").is_file() and (out / "rl" / "config.json").is_file()
+    rl_metrics = [json.loads(line) for line in (out / "rl" / "metrics.jsonl").read_text().splitlines()]
+    assert len([entry for entry in rl_metrics if "reward" in entry]) == 1
+    assert "demonstration" in result.output

@@ -15,6 +15,14 @@ from agentdata.errors import UserError
 DEFAULT_SFT_SET = Path("sft.parquet")    # what `agentdata curate` writes by default
 DEFAULT_RL_POOL = Path("pool.parquet")   # what `agentdata filter` writes by default
 STAGES = ("sft", "rl", "all")
+# The no-argument demonstration, sized to finish in about ten minutes on two shared CPU cores
+# (timed in bench/RESULTS_train.md): a short SFT that teaches the tool-call format, then a few
+# GRPO steps with real tool calls. Flags and --config still override these.
+DEMO_SFT_CONVERSATIONS = 48
+DEMO_SFT = {"epochs": 1, "batch_size": 8, "max_length": 512, "learning_rate": 1e-4, "warmup_ratio": 0.1,
+            "save_steps": 1000}
+DEMO_RL = {"max_steps": 2, "num_generations": 4, "prompts_per_step": 1, "max_new_tokens": 192,
+           "overlong_buffer": 48, "max_tool_calls": 2, "max_turns": 3, "learning_rate": 1e-5}
 
 
 def read_config_file(path: Path | None) -> dict[str, dict[str, Any]]:
@@ -81,10 +89,17 @@ def command(
     sft_out, rl_out = (out / "sft", out / "rl") if stage == "all" else (out, out)
 
     results: list[tuple[str, Any]] = []
+    if demo:
+        console.print("[bold]demonstration[/]: SFT of SmolLM2 on stitched worked solutions, then GRPO on the "
+                      "built-in problems (about ten minutes on two CPU cores; docs/train.md)")
     if stage in ("sft", "all"):
         data = sft_data or (Path(sections["sft"]["sft_data"]) if "sft_data" in sections["sft"] else DEFAULT_SFT_SET)
+        sft_values = {**sections["sft"], **flags}
+        if demo and not data.exists():
+            data = _build_demo_sft_set(out / "demo_sft.parquet")
+            sft_values = {**DEMO_SFT, **sft_values}
         if data.exists():
-            sft_config = make_config(_sft_type(), {**sections["sft"], **flags, "sft_data": str(data), "out": str(sft_out)},
+            sft_config = make_config(_sft_type(), {**sft_values, "sft_data": str(data), "out": str(sft_out)},
                                      str(config or "flags"))
             results.append(("sft", _run_sft(sft_config)))
         elif stage == "sft" or sft_data is not None:
@@ -99,11 +114,16 @@ def command(
         if pool is not None:
             rl_values["rl_pool"] = str(pool)
         if demo:
-            console.print("[bold]demonstration[/]: GRPO on SmolLM2 and the built-in problems (a few minutes on a CPU)")
-            rl_values = {"max_steps": 4, "num_generations": 4, "prompts_per_step": 1, "max_new_tokens": 256,
-                         "overlong_buffer": 64, "learning_rate": 1e-5, **rl_values}
+            rl_values = {**DEMO_RL, **rl_values}
         results.append(("rl", _run_grpo(make_config(_rl_type(), rl_values, str(config or "flags")))))
     console.print(summary_table(results))
+
+
+def _build_demo_sft_set(path: Path) -> Path:
+    from agentdata.sft.demo import build_demo_sft_set
+
+    with console.status(f"stitching {DEMO_SFT_CONVERSATIONS} worked solutions into tool-use conversations"):
+        return build_demo_sft_set(path, DEMO_SFT_CONVERSATIONS)
 
 
 def _sft_type():
