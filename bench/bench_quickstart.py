@@ -57,7 +57,7 @@ def outcomes(out: Path) -> dict:
                     if key in collect} or collect,
         "sft_rows": parquet_rows(out / "sft.parquet"),
         "pool_rows": parquet_rows(out / "pool.parquet"),
-        "grpo_last": {key: value for key, value in (rl_steps[-1] if rl_steps else {}).items()
+        "grpo_last": {key: value for key, value in next((s for s in reversed(rl_steps) if "accuracy" in s), {}).items()
                       if key in ("step", "reward", "accuracy", "tools/call_frequency", "completions/model_tokens")},
         "eval": [{key: result.get(key) for key in ("model", "benchmark", "num_responses", "mean_tool_calls")}
                  | {k: v for k, v in result.items() if k.startswith("avg@")} for result in report.get("results", [])],

@@ -160,6 +160,9 @@ def test_parse_with_the_cli_catches_bad_commands():
 def test_quickstart_dry_run_prints_every_step_and_each_parses(tmp_path):
     out = tmp_path / "qs"
     commands = printed_commands("--out", str(out))
+    removals = [argv for argv in commands if argv[0] == "rm"]
+    assert removals and all(path.startswith(str(out) + "/") for argv in removals for path in argv[2:])
+    commands = [argv for argv in commands if argv[0] != "rm"]
     steps = [" ".join(c[1:3]) if c[1] in ("synth", "sandbox") else c[1] for c in commands]
     assert steps == ["synth problems", "collect", "synth stitch", "curate", "filter", "train",
                      "synth problems", "eval"]

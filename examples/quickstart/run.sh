@@ -36,6 +36,9 @@ CONCURRENCY=16      # every waiting generation is batched into one forward pass
 # uses the codeblock protocol (ZeroTIR's); train.yaml says the same for SFT and GRPO.
 PROTOCOL=codeblock
 
+# Written to a file or a pipe, rich would wrap its tables at 80 columns; give them room.
+[ -t 1 ] || export COLUMNS=${COLUMNS:-120}
+
 $DRY_RUN || mkdir -p "$OUT"
 $DRY_RUN || : > "$OUT/timings.tsv"
 
@@ -51,6 +54,11 @@ step() {  # step NAME COMMAND...: print the command, run it, record its wall tim
     exit 1
   fi
   printf '%s\t%s\n' "$name" "$((SECONDS - started))" >> "$OUT/timings.tsv"
+}
+
+fresh() {  # fresh DIR...: remove output that a step refuses to overwrite or that would be stale
+  printf '\n$ rm -rf'; printf ' %q' "$@"; printf '\n'
+  $DRY_RUN || rm -rf "$@"
 }
 
 rows() {  # rows FILE: number of rows in a Parquet file (0 when absent)
@@ -69,6 +77,8 @@ step collect agentdata collect "$OUT/problems.jsonl" --out "$OUT/collect" --teac
 #    answer, at least one tool call) would keep little or nothing of step 2. Stitched
 #    trajectories from a few worked solutions (calculations run for real in the sandbox) give
 #    the SFT set something to train on; a real run uses a strong teacher instead.
+#    (stitch refuses to write into an existing run dir; its output is cheap to remake.)
+fresh "$OUT/stitched"
 step stitch agentdata synth stitch "$HERE/solutions.jsonl" --protocol "$PROTOCOL" \
   --out "$OUT/stitched_sft.parquet" --trajectories "$OUT/stitched"
 
@@ -93,6 +103,8 @@ if ! $DRY_RUN && [ "$(rows "$RL_POOL")" -eq 0 ]; then
 fi
 
 # 6. SFT on the curated set, then GRPO from the SFT model with the sandbox in the loop.
+#    A rerun trains again from scratch, so the old model and the eval responses it gave go.
+fresh "$OUT/train" "$OUT/eval"
 step train agentdata train --sft-data "$OUT/sft.parquet" --rl-pool "$RL_POOL" \
   --config "$HERE/train.yaml" --out "$OUT/train"
 
