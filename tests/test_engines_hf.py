@@ -240,3 +240,24 @@ def test_real_smollm2_through_the_cache():
     assert "Paris" in capital.text and capital.finish_reason == "stop" and capital.stop_reason is None
     assert capital.completion_tokens < 32
     assert code.stop_reason == "```" and "print" in code.text and "```" not in code.text
+
+
+def test_closing_the_engine_stops_a_long_batch_at_once(tiny_model_dir):
+    """Ctrl-C or kill during collect closes the engine: a long generation must not run to its end."""
+    engine = load_engine(f"hf:{tiny_model_dir}")
+
+    async def go():
+        task = asyncio.create_task(engine.generate(ask("count forever", max_new_tokens=100_000, temperature=1.0)))
+        await asyncio.sleep(0.5)
+        started = time.perf_counter()
+        await engine.aclose()
+        generation = await asyncio.wait_for(task, timeout=30)
+        return time.perf_counter() - started, generation
+
+    elapsed, generation = asyncio.run(go())
+    assert elapsed < 10
+    assert generation.finish_reason == "error" and "closed" in generation.error
+    deadline = time.time() + 5
+    while engine._batcher._model_lock.locked() and time.time() < deadline:
+        time.sleep(0.05)
+    assert not engine._batcher._model_lock.locked()  # the generate thread itself stopped, not just the wait

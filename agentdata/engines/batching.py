@@ -61,11 +61,17 @@ class RequestBatcher:
             while len(batch) < self.max_batch_size and not queue.empty():
                 batch.append(queue.get_nowait())
             live = [pending for pending in batch if not pending.future.done()]
-            if live:
+            if not live:
+                continue
+            try:
                 results = await asyncio.to_thread(self._run_locked, [pending.request for pending in live])
-                for pending, result in zip(live, results):
-                    if not pending.future.done():
-                        pending.future.set_result(result)
+            except asyncio.CancelledError:  # the engine is closing: nobody waits for ever
+                _fail_all(live, "the engine was closed during generation")
+                _fail_all(_drain(queue), "the engine was closed before this request ran")
+                raise
+            for pending, result in zip(live, results):
+                if not pending.future.done():
+                    pending.future.set_result(result)
 
     def _run_locked(self, requests: list[GenerationRequest]) -> list[Generation]:
         with self._model_lock:
@@ -86,3 +92,16 @@ class RequestBatcher:
                 await worker
             except asyncio.CancelledError:
                 pass
+
+
+def _drain(queue: asyncio.Queue) -> list[_Pending]:
+    pending = []
+    while not queue.empty():
+        pending.append(queue.get_nowait())
+    return pending
+
+
+def _fail_all(pending: list[_Pending], message: str) -> None:
+    for item in pending:
+        if not item.future.done():
+            item.future.set_result(error_generation(message))

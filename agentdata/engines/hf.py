@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 from pathlib import Path
 
 from agentdata.engines.base import Engine, Generation, GenerationRequest, error_generation
@@ -51,6 +52,7 @@ class HFEngine(Engine):
         self.model_dir = Path(model_dir).expanduser()
         self.model, self.tokenizer = load_model_and_tokenizer(self.model_dir, device=device, dtype=dtype)
         self.generate_calls = 0  # how many `model.generate` calls ran: batching at work
+        self._closing = threading.Event()
         self._batcher = RequestBatcher(self._run_batch, max_batch_size=max_batch_size)
 
     async def generate(self, request: GenerationRequest) -> Generation:
@@ -70,7 +72,7 @@ class HFEngine(Engine):
             self.generate_calls += 1
             try:
                 generations = generate_batch(self.model, self.tokenizer, [requests[i] for i in group],
-                                             [prompts[i] for i in group], key)
+                                             [prompts[i] for i in group], key, abort=self._closing)
             except Exception as exc:
                 generations = [error_generation(f"{type(exc).__name__}: {exc}") for _ in group]
             results.update(zip(group, generations))
@@ -81,6 +83,7 @@ class HFEngine(Engine):
         return self._batcher.batch_sizes
 
     async def aclose(self) -> None:
+        self._closing.set()  # a batch still generating stops at its next token
         await self._batcher.aclose()
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -48,8 +49,10 @@ class PerRowStopping(StoppingCriteria):
     after a row is done transformers fills it with padding (often the same id as EOS).
     """
 
-    def __init__(self, tokenizer, requests: list[GenerationRequest], prompt_length: int, eos_token_ids: set[int]):
+    def __init__(self, tokenizer, requests: list[GenerationRequest], prompt_length: int, eos_token_ids: set[int],
+                 abort: threading.Event | None = None):
         self.tokenizer = tokenizer
+        self.abort = abort
         self.prompt_length = prompt_length
         self.stops = [tuple(request.stop) for request in requests]
         self.budgets = [request.max_new_tokens for request in requests]
@@ -67,6 +70,9 @@ class PerRowStopping(StoppingCriteria):
     def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
         generated = input_ids[:, self.prompt_length:]
         length = generated.shape[1]
+        if self.abort is not None and self.abort.is_set():
+            # The engine is closing (Ctrl-C, kill): end every row now rather than finish a long batch.
+            return torch.ones(generated.shape[0], dtype=torch.bool, device=input_ids.device)
         for row in range(generated.shape[0]):
             if self.done_at[row] is None:
                 reason = self._row_stop_reason(generated[row], length, row)
@@ -96,7 +102,7 @@ def generation_seed(requests: list[GenerationRequest]) -> int | None:
 
 
 def generate_batch(model, tokenizer, requests: list[GenerationRequest], prompts: list[str],
-                   key: SamplingKey) -> list[Generation]:
+                   key: SamplingKey, abort: threading.Event | None = None) -> list[Generation]:
     """Run one `generate` call for `requests` (all sharing `key`; `prompts` rendered) and cut each row."""
     # The chat template already holds any BOS token, so the tokenizer must not add another.
     encoded = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
@@ -105,7 +111,7 @@ def generate_batch(model, tokenizer, requests: list[GenerationRequest], prompts:
     prompt_length = encoded["input_ids"].shape[1]
 
     eos_token_ids = _eos_token_ids(model, tokenizer)
-    stopping = PerRowStopping(tokenizer, requests, prompt_length, eos_token_ids)
+    stopping = PerRowStopping(tokenizer, requests, prompt_length, eos_token_ids, abort)
     generation_config = copy.deepcopy(model.generation_config)
     generation_config.update(
         max_new_tokens=max(request.max_new_tokens for request in requests),
