@@ -65,3 +65,12 @@ def test_config_explains_bad_combinations():
         GRPOStageConfig(tool_call_reward=True, extra_call_penalty=0.1)
     defaults = GRPOStageConfig()
     assert (defaults.epsilon, defaults.epsilon_high, defaults.beta, defaults.num_generations) == (0.2, 0.28, 0.0, 8)
+
+
+def test_rollouts_use_the_configured_system_prompt(tmp_path, tiny_model_dir):
+    from agentdata.rl.run import build_grpo_trainer
+
+    config = GRPOStageConfig(model=f"hf:{tiny_model_dir}", out=str(tmp_path), max_steps=1, num_generations=2,
+                             max_new_tokens=16, overlong_buffer=0, use_vllm="no", system_prompt="Use the tool.")
+    _, rollout, _ = build_grpo_trainer(config, sandbox=None)
+    assert rollout.loop_config.system_prompt == "Use the tool."

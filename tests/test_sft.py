@@ -96,3 +96,21 @@ def test_sft_trains_saves_and_resumes(tmp_path, tiny_model_dir, lora):
     if not lora:
         resumed = run_sft(SFTStageConfig(**{**config.__dict__, "max_steps": 3, "resume_from_checkpoint": "last"}))
         assert resumed.steps == 3
+
+
+def test_a_dir_converted_from_gguf_loads_as_a_trainable_model(tmp_path, tiny_model_dir):
+    """The embedded SmolLM2 dir keeps the GGUF `quantization_config` over float weights; training must accept it."""
+    import shutil
+
+    from transformers.trainer_utils import validate_quantization_for_training
+
+    from agentdata.sft.model import load_model
+
+    converted = tmp_path / "converted"
+    shutil.copytree(tiny_model_dir, converted)
+    config = json.loads((converted / "config.json").read_text())
+    config["quantization_config"] = {"dequantize": False, "gguf_file": "model.gguf", "quant_method": "gguf"}
+    (converted / "config.json").write_text(json.dumps(config))
+    model = load_model(converted)
+    validate_quantization_for_training(model)  # raises "purely quantized models" without the fix
+    assert not getattr(model, "is_quantized", False)
