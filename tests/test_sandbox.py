@@ -248,11 +248,20 @@ def test_cannot_write_outside_the_working_dir(sandbox, path):
     assert not os.path.exists(path)
 
 
+def python_skeleton() -> list[str]:
+    """What a fresh private /tmp holds: nothing, except the top folders of a Python install kept under /tmp
+    (a virtualenv in a checkout under /tmp is bound back in, or its lazy imports would fail)."""
+    from agentdata.sandbox.worker import python_paths
+
+    return sorted({p.split("/")[2] for p in map(os.path.abspath, python_paths()) if p.startswith("/tmp/")
+                   and os.path.exists(p)})
+
+
 def test_working_dir_is_private_and_temporary(sandbox, tmp_path):
     host_file = tmp_path / "host.txt"
     host_file.write_text("host")
     result = sandbox.run(f"import os\nprint(os.getcwd(), os.listdir('.'), os.path.exists({str(host_file)!r}))")
-    assert result.stdout.split(" ", 1)[1] == "[] False\n"
+    assert result.stdout.split(" ", 1)[1] == f"{python_skeleton()} False\n"
 
 
 def test_host_environment_is_not_visible(sandbox, monkeypatch):
@@ -332,7 +341,7 @@ def test_files_from_one_session_are_invisible_to_others(sandbox):
     assert sandbox.run("print(open('notes.txt').read())", session_id="s1").stdout == "mine\n"
     for other in ("s2", None):
         result = sandbox.run("import os\nprint(sorted(os.listdir('.')), sorted(os.listdir('/tmp')))", session_id=other)
-        assert result.stdout == "[] []\n"
+        assert result.stdout == f"{python_skeleton()} {python_skeleton()}\n"
     sandbox.close_session("s1")
     sandbox.close_session("s2")
 

@@ -138,15 +138,37 @@ def expose_paths(paths: list[str]) -> list[str]:
     return failed
 
 
-def private_tmp(size_mb: int) -> None:
+def private_tmp(size_mb: int, keep: list[str] = ()) -> None:
     """Each executor gets its own mount namespace with a size-capped tmpfs on /tmp (also /dev/shm).
 
     The tmpfs vanishes with the namespace, i.e. when the executor and all it started are gone.
+    `keep` names paths under /tmp that must stay reachable (a virtualenv checked out under
+    /tmp: without its site-packages, lazily imported submodules such as sympy's fail); they
+    are bound back into the new tmpfs, with their own (root-owned, read-only to others) modes.
     """
+    under_tmp = sorted({os.path.abspath(p) for p in keep if p and os.path.abspath(p).startswith("/tmp/")
+                        and os.path.exists(p)})
+    under_tmp = [p for p in under_tmp if not any(p != q and p.startswith(q + "/") for q in under_tmp)]
     unshare(CLONE_NEWNS)
-    mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size_mb}m,mode=1777")
+    # Opened in the new namespace, before /tmp is covered: the handles still reach the paths after.
+    handles = {path: os.open(path, os.O_PATH) for path in under_tmp}
+    try:
+        mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size_mb}m,mode=1777")
+        for path, handle in handles.items():
+            _bind_into_tmpfs(path, handle)
+    finally:
+        for handle in handles.values():
+            os.close(handle)
     if os.path.isdir("/dev/shm"):
         mount("/tmp", "/dev/shm", None, MS_BIND)
+
+
+def _bind_into_tmpfs(path: str, handle: int) -> None:
+    """Recreate `path`'s parents in the fresh tmpfs (root-owned, not writable by others) and bind it there."""
+    parent = os.path.dirname(path)
+    os.makedirs(parent, mode=0o755, exist_ok=True)
+    os.makedirs(path, mode=0o755, exist_ok=True)
+    mount(f"/proc/self/fd/{handle}", path, None, MS_BIND | MS_REC)
 
 
 def drop_to_uid(uid: int) -> None:

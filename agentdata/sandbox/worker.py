@@ -343,12 +343,17 @@ def _clean_environment(home: str) -> None:
     os.environ.update({"HOME": home, "TMPDIR": home, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
 
 
+def python_paths() -> list[str]:
+    """Where the interpreter and its imports live: sandboxed code must be able to read them."""
+    return [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), *sys.path]
+
+
 def executor_main(sock: socket.socket, uid: int, settings: dict, state: dict) -> None:
     """Runs in the forked child, as root until `drop_to_uid`; never returns."""
     try:
         os.setsid()
         if state["private_tmp"]:
-            jail.private_tmp(int(settings["disk_mb"]))
+            jail.private_tmp(int(settings["disk_mb"]), keep=python_paths())
             workdir = "/tmp"
         else:
             workdir = f"{state['tmp_root']}/exec-{uid}-{os.getpid()}"
@@ -452,7 +457,7 @@ class Template:
             os.chmod(self.state["tmp_root"], 0o711)
         if self.settings["drop_privileges"] and is_root:
             self.state["own_uid"] = True
-            needed = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), *sys.path]
+            needed = python_paths()
             hidden = jail.expose_paths(needed) if self.state["private_tmp"] else [
                 p for p in needed if p and os.path.exists(p) and jail._closed_ancestor(p)]
             if hidden:
