@@ -22,10 +22,14 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
+MADV_HUGEPAGE = 14
+MADV_COLLAPSE = 25
+HUGE_PAGE = 2 << 20
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 
 
 def _check(result: int, what: str) -> None:
@@ -197,3 +201,30 @@ def die_with_parent(signal_number: int) -> None:
 def forbid_new_privileges() -> None:
     """setuid binaries (su, mount) cannot raise privileges again."""
     prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+
+def heap_into_huge_pages() -> int:
+    """Back the warm heap (anonymous and [heap] mappings) with 2 MiB pages; returns the bytes moved.
+
+    fork() copies one page-table entry per 4 KiB page of private memory, and the child's exit
+    frees them again: with numpy and sympy loaded that is ~12,000 entries per executor. On huge
+    pages it is one per 2 MiB. A write after the fork still copies only the 4 KiB page it touches
+    (the kernel splits the huge mapping first), so executors share as much as before.
+    MADV_COLLAPSE needs Linux 6.1; elsewhere this does nothing.
+    """
+    moved = 0
+    with open("/proc/self/maps") as handle:
+        lines = handle.read().splitlines()
+    for line in lines:
+        parts = line.split()
+        name = parts[5] if len(parts) > 5 else ""
+        if parts[1] != "rw-p" or name not in ("", "[heap]"):
+            continue
+        start, end = (int(value, 16) for value in parts[0].split("-"))
+        low, high = -(-start // HUGE_PAGE) * HUGE_PAGE, end // HUGE_PAGE * HUGE_PAGE
+        if high - low < HUGE_PAGE:
+            continue
+        _libc.madvise(low, high - low, MADV_HUGEPAGE)
+        if _libc.madvise(low, high - low, MADV_COLLAPSE) == 0:
+            moved += high - low
+    return moved

@@ -336,11 +336,17 @@ class Executor:
                 os._exit(0)
 
 
-def _clean_environment(home: str) -> None:
+def set_environment(workdir: str) -> None:
+    """The executor's environment and import path, with `workdir` as home and first path entry.
+
+    The template calls this once when every executor works in the same place (its private
+    /tmp); executors then inherit the result instead of rebuilding it on every fork.
+    """
     keep = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
     os.environ.clear()
     os.environ.update(keep)
-    os.environ.update({"HOME": home, "TMPDIR": home, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
+    os.environ.update({"HOME": workdir, "TMPDIR": workdir, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
+    sys.path[:] = [workdir] + [p for p in sys.path if p and p != workdir and os.path.isdir(p)]
 
 
 def python_paths() -> list[str]:
@@ -376,8 +382,8 @@ def executor_main(sock: socket.socket, uid: int, settings: dict, state: dict) ->
         jail.die_with_parent(signal.SIGKILL)
         jail.forbid_new_privileges()
         os.chdir(workdir)
-        _clean_environment(workdir)
-        sys.path[:] = [workdir] + [p for p in sys.path if p and os.path.isdir(p)]
+        if not state["private_tmp"]:  # else the template has set it up once for all
+            set_environment(workdir)
         executor = Executor(sock, settings, state["own_uid"])
         # Pay this process's copy-on-write page faults now, while it waits as a spare.
         executor.run_cell({"code": "None", "timeout": 1})
@@ -429,8 +435,11 @@ class Template:
         os.dup2(capture.devnull, 2)
         os.write(capture.stop_write, b"x")
         capture.thread.join()
+        if self.state["private_tmp"]:
+            set_environment("/tmp")
         gc.collect()
         gc.freeze()
+        jail.heap_into_huge_pages()
 
     def isolate(self) -> None:
         is_root = os.geteuid() == 0
