@@ -63,7 +63,7 @@ class StepClock(TrainerCallback):
 def sft_args(out: Path, steps: int, batch: int, max_length: int) -> dict[str, Any]:
     return dict(output_dir=str(out), max_steps=steps, per_device_train_batch_size=batch, max_length=max_length,
                 learning_rate=1e-5, logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True,
-                seed=0, dataset_num_proc=None)
+                seed=0, dataset_num_proc=None, bf16=False, gradient_checkpointing=False)
 
 
 def trained_tokens(trainer: Any) -> float:
@@ -229,7 +229,8 @@ def grpo_args(out: Path, steps: int, generations: int, max_new_tokens: int) -> d
     return dict(output_dir=str(out), max_steps=steps, learning_rate=1e-6, per_device_train_batch_size=generations,
                 gradient_accumulation_steps=1, num_generations=generations, max_completion_length=max_new_tokens,
                 temperature=1.0, epsilon=0.2, epsilon_high=0.28, beta=0.0, loss_type="dapo", logging_steps=1,
-                save_strategy="no", report_to="none", disable_tqdm=True, seed=0, bf16=False)
+                save_strategy="no", report_to="none", disable_tqdm=True, seed=0, bf16=False,
+                gradient_checkpointing=False)
 
 
 def run_plain_grpo(model_dir: Path, out: Path, steps: int, generations: int, max_new_tokens: int) -> dict[str, Any]:

@@ -94,6 +94,7 @@ def trl_grpo_config(config: GRPOStageConfig, out_dir: Path, use_vllm: bool) -> A
         save_steps=config.save_steps,
         save_total_limit=2,
         bf16=config.bf16,
+        gradient_checkpointing=config.gradient_checkpointing,
         seed=config.seed,
         report_to="none",
         disable_tqdm=True,
