@@ -337,16 +337,24 @@ class Executor:
 
 
 def set_environment(workdir: str) -> None:
-    """The executor's environment and import path, with `workdir` as home and first path entry.
+    """The executor's environment, with `workdir` as home and temp dir.
 
-    The template calls this once when every executor works in the same place (its private
-    /tmp); executors then inherit the result instead of rebuilding it on every fork.
+    The template sets it once when every executor works in the same place (its private
+    /tmp); executors then inherit it instead of rebuilding it on every fork.
     """
     keep = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
     os.environ.clear()
     os.environ.update(keep)
     os.environ.update({"HOME": workdir, "TMPDIR": workdir, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
-    sys.path[:] = [workdir] + [p for p in sys.path if p and p != workdir and os.path.isdir(p)]
+
+
+def import_path(workdir: str) -> list[str]:
+    """The executor's sys.path: its working dir first, then the template's existing entries.
+
+    Only ever assigned in an executor: the template itself (root) must never import from a
+    /tmp that others can write to.
+    """
+    return [workdir] + [p for p in sys.path if p and p != workdir and os.path.isdir(p)]
 
 
 def python_paths() -> list[str]:
@@ -359,7 +367,7 @@ def executor_main(sock: socket.socket, uid: int, settings: dict, state: dict) ->
     try:
         os.setsid()
         if state["private_tmp"]:
-            jail.private_tmp(int(settings["disk_mb"]), keep=python_paths())
+            jail.private_tmp(int(settings["disk_mb"]), keep=state["python_paths"])
             workdir = "/tmp"
         else:
             workdir = f"{state['tmp_root']}/exec-{uid}-{os.getpid()}"
@@ -382,8 +390,11 @@ def executor_main(sock: socket.socket, uid: int, settings: dict, state: dict) ->
         jail.die_with_parent(signal.SIGKILL)
         jail.forbid_new_privileges()
         os.chdir(workdir)
-        if not state["private_tmp"]:  # else the template has set it up once for all
+        if state["private_tmp"]:  # the template has prepared both once for all executors
+            sys.path[:] = state["import_path"]
+        else:
             set_environment(workdir)
+            sys.path[:] = import_path(workdir)
         executor = Executor(sock, settings, state["own_uid"])
         # Pay this process's copy-on-write page faults now, while it waits as a spare.
         executor.run_cell({"code": "None", "timeout": 1})
@@ -437,11 +448,13 @@ class Template:
         capture.thread.join()
         if self.state["private_tmp"]:
             set_environment("/tmp")
+            self.state["import_path"] = import_path("/tmp")
         gc.collect()
         gc.freeze()
         jail.heap_into_huge_pages()
 
     def isolate(self) -> None:
+        self.state["python_paths"] = python_paths()  # once here, not in every executor
         is_root = os.geteuid() == 0
         wants_isolation = self.settings["isolate_network"] or self.settings["isolate_filesystem"]
         if not is_root and wants_isolation:
@@ -466,7 +479,7 @@ class Template:
             os.chmod(self.state["tmp_root"], 0o711)
         if self.settings["drop_privileges"] and is_root:
             self.state["own_uid"] = True
-            needed = python_paths()
+            needed = self.state["python_paths"]
             hidden = jail.expose_paths(needed) if self.state["private_tmp"] else [
                 p for p in needed if p and os.path.exists(p) and jail._closed_ancestor(p)]
             if hidden:
