@@ -22,7 +22,6 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
-MADV_HUGEPAGE = 14
 MADV_COLLAPSE = 25
 HUGE_PAGE = 2 << 20
 
@@ -224,7 +223,8 @@ def heap_into_huge_pages() -> int:
         low, high = -(-start // HUGE_PAGE) * HUGE_PAGE, end // HUGE_PAGE * HUGE_PAGE
         if high - low < HUGE_PAGE:
             continue
-        _libc.madvise(low, high - low, MADV_HUGEPAGE)
+        # MADV_COLLAPSE alone, without MADV_HUGEPAGE: memory allocated later (by the template
+        # or an executor) keeps the system's default page size rather than 2 MiB per fault.
         if _libc.madvise(low, high - low, MADV_COLLAPSE) == 0:
             moved += high - low
     return moved
