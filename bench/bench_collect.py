@@ -41,11 +41,12 @@ from agentdata.synth.rundir import RunDir  # noqa: E402
 def efficiency(concurrency: int, latency: float, trajectories: int, sandbox: str = "local") -> dict:
     """The server runs in its own process, as a real one would: in-process it would share our GIL."""
     problems = [Problem(f"What is 6 times 7? (copy {i})", "42") for i in range(trajectories)]
-    with _server_process(latency) as url, tempfile.TemporaryDirectory() as out:
+    with _server_process(latency) as url, tempfile.TemporaryDirectory() as out, open_sandbox(sandbox) as box:
+        box.run("print(1)")  # the sandbox starts (imports numpy, sympy) before the clock does: steady state
         config = CollectConfig(teacher=f"openai:{url}", concurrency=concurrency, temperature=0.0, sandbox=sandbox,
                                engine_options={"model": "fake-model", "concurrency": concurrency})
         started = time.perf_counter()
-        summary = collect(problems, out, config, show_progress=False)
+        summary = collect(problems, out, config, sandbox=box, show_progress=False)
         elapsed = time.perf_counter() - started
         collected = RunDir(out).trajectories()
     requests = sum(t.num_turns for t in collected)
