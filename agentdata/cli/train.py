@@ -18,7 +18,7 @@ STAGES = ("sft", "rl", "all")
 # The no-argument demonstration, sized to finish in about ten minutes on two shared CPU cores
 # (timed in bench/RESULTS_train.md): a short SFT that teaches the tool-call format, then a few
 # GRPO steps with real tool calls. Flags and --config still override these.
-DEMO_SFT_CONVERSATIONS = 48
+DEMO_SFT_CONVERSATIONS = 32
 DEMO_SFT = {"epochs": 1, "batch_size": 8, "max_length": 512, "learning_rate": 1e-4, "warmup_ratio": 0.1,
             "save_steps": 1000}
 DEMO_RL = {"max_steps": 2, "num_generations": 4, "prompts_per_step": 1, "max_new_tokens": 192,
