@@ -40,7 +40,7 @@ class GRPOStageConfig:
     use_vllm: str = field(default="auto", metadata={"help": "auto (on a GPU machine with vLLM installed), yes, or no."})
     save_steps: int = field(default=50, metadata={"help": "Save a checkpoint every N steps."})
     resume_from_checkpoint: str | None = field(default=None, metadata={"help": "Checkpoint dir to resume from, or 'last'."})
-    gradient_checkpointing: bool = field(default=False, metadata={"help": "Recompute activations to save memory (TRL's default is on; it costs ~30% more compute)."})
+    gradient_checkpointing: bool = field(default=False, metadata={"help": "Recompute activations to save memory (TRL's default is on; it adds a forward pass per backward)."})
     bf16: bool = field(default=False, metadata={"help": "Train in bfloat16 (GPUs that support it)."})
     plots: bool = field(default=True, metadata={"help": "Write PNG plots of accuracy, tool calls and length per step at the end."})
     seed: int = field(default=0, metadata={"help": "Random seed."})
