@@ -40,7 +40,7 @@ def command(
     protocol: ProtocolName = "hermes",
     max_tool_calls: Annotated[int, typer.Option(help="Tool calls run per trajectory.")] = 4,
     max_turns: MaxTurns = 8,
-    max_new_tokens: MaxNewTokens = 1024,
+    max_new_tokens: MaxNewTokens = 512,
     temperature: Temperature = 0.7,
     top_p: TopP = 1.0,
     tool_output_chars: ToolOutputChars = 256,

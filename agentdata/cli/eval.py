@@ -57,7 +57,7 @@ def command(
     limit: Annotated[Optional[int], typer.Option(help="Use only the first N problems of each benchmark.")] = None,
     protocol: ProtocolName = "hermes",
     max_turns: MaxTurns = 8,
-    max_new_tokens: MaxNewTokens = 1024,
+    max_new_tokens: MaxNewTokens = 512,
     temperature: Temperature = 0.7,
     top_p: TopP = 1.0,
     tool_output_chars: ToolOutputChars = 256,

@@ -27,7 +27,7 @@ class LoopConfig:
     protocol: str = field(default="hermes", metadata={"help": "Tool-call protocol: hermes or codeblock."})
     max_tool_calls: int = field(default=4, metadata={"help": "Tool calls run per trajectory; one more is refused."})
     max_turns: int = field(default=8, metadata={"help": "Model turns (generate calls) per trajectory."})
-    max_new_tokens: int = field(default=1024, metadata={"help": "Model tokens per trajectory, all turns together."})
+    max_new_tokens: int = field(default=512, metadata={"help": "Model tokens per trajectory, all turns together."})
     temperature: float = field(default=0.7, metadata={"help": "Sampling temperature."})
     top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling threshold."})
     tool_output_chars: int = field(
