@@ -229,6 +229,8 @@ def test_real_smollm2_through_the_cache():
     engine = load_engine("smollm2")
     load_seconds = time.perf_counter() - started
     assert engine.model_dir == model_dir and load_seconds < 20
+    config = (model_dir / "config.json").read_text()
+    assert "quantization_config" not in config  # plain float weights: the model can be fine-tuned
 
     requests = [
         ask("What is the capital of France? Answer in one word.", max_new_tokens=32, **GREEDY),

@@ -18,7 +18,8 @@ from pathlib import Path
 from agentdata.errors import MissingDependencyError, UserError
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-CACHE_NAME = "smollm2"
+# v2: saved without the GGUF quantization_config (v1 dirs could not be fine-tuned)
+CACHE_NAME = "smollm2-v2"
 COMPLETE_MARKER = "agentdata-converted.txt"
 
 
@@ -79,7 +80,12 @@ def _convert_gguf(gguf_path: Path, out_dir: Path) -> None:
     with console.status(f"Converting the embedded SmolLM2 model once (cache: {out_dir.parent})"):
         quantised = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
         # A fresh model of the same config takes the dequantised weights and saves normally.
-        fresh = AutoModelForCausalLM.from_config(quantised.config)
+        config = quantised.config
+        # The weights are plain floats now: a leftover GGUF quantization_config would make
+        # transformers treat the saved model as quantized and refuse to fine-tune it.
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        fresh = AutoModelForCausalLM.from_config(config)
         fresh.load_state_dict(quantised.state_dict())
         fresh.generation_config = quantised.generation_config
         fresh.save_pretrained(out_dir)
