@@ -217,9 +217,9 @@ def test_conversion_runs_once_then_cache_is_reused(monkeypatch, tmp_path):
     monkeypatch.setattr(smollm2_module, "_convert_gguf", fake_convert)
     first = smollm2_module.smollm2_model_dir()
     second = smollm2_module.smollm2_model_dir()
-    assert first == second == tmp_path / "smollm2"
+    assert first == second == tmp_path / smollm2_module.CACHE_NAME
     assert (first / "config.json").is_file() and len(conversions) == 1
-    assert [p.name for p in tmp_path.iterdir()] == ["smollm2"]
+    assert [p.name for p in tmp_path.iterdir()] == [smollm2_module.CACHE_NAME]
 
 
 @pytest.mark.slow
