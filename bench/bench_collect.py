@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -36,6 +37,7 @@ from agentdata.sandbox import open_sandbox  # noqa: E402
 from agentdata.synth.builtin import builtin_problems  # noqa: E402
 from agentdata.synth.collect import CollectConfig, collect  # noqa: E402
 from agentdata.synth.rundir import RunDir  # noqa: E402
+from agentdata.verify import is_correct  # noqa: E402
 
 
 def efficiency(concurrency: int, latency: float, trajectories: int, sandbox: str = "local") -> dict:
@@ -100,7 +102,12 @@ def overhead(n_problems: int, max_new_tokens: int, rounds: int = 2) -> dict:
     sandbox = open_sandbox("local")
     collect_times, replay_times = [], []
     try:
-        run_batch([GenerationRequest(messages=[{"role": "user", "content": "hi"}], max_new_tokens=4)])  # warm-up
+        # One-off start-up costs are not the loop's per-trajectory cost: pay them before the clock.
+        run_batch([GenerationRequest(messages=[{"role": "user", "content": "hi"}], max_new_tokens=4)])
+        is_correct("so \\boxed{x^2 + 1}", "1 + x^2")  # starts the math-verify worker processes
+        with tempfile.TemporaryDirectory() as out:  # imports the Parquet writer's modules
+            collect(problems[:1], out, replace(config, max_new_tokens=4), engine=engine, sandbox=sandbox,
+                    show_progress=False)
         for _ in range(rounds):  # alternate the two so both see the same machine load; keep the best of each
             batches.clear()
             with tempfile.TemporaryDirectory() as out:
