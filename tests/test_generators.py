@@ -261,7 +261,7 @@ def test_cli_writes_a_file_the_loader_reads_back(tmp_path, suffix):
 # --------------------------------------------------------------------------- worked solutions
 
 def test_worked_solutions_cover_their_templates_and_none_elsewhere(generated):
-    from agentdata.synth.generators import SOLUTIONS, worked_solution
+    from agentdata.synth.solutions import SOLUTIONS, worked_solution
 
     for problem in generated:
         solution = worked_solution(problem)
@@ -274,7 +274,7 @@ def test_worked_solutions_cover_their_templates_and_none_elsewhere(generated):
 def test_stitched_worked_solutions_run_and_their_output_is_the_answer():
     """Every solution template stitches into a tool call that really runs and prints the gold answer."""
     from agentdata.sandbox import Sandbox
-    from agentdata.synth.generators import SOLUTIONS, worked_solution
+    from agentdata.synth.solutions import SOLUTIONS, worked_solution
     from agentdata.synth.stitch import StitchConfig, stitch_solution
 
     one_per_template = {}

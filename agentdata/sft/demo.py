@@ -2,7 +2,7 @@
 
 There is no strong teacher offline, and SmolLM2 almost never solves a problem with the
 tool on its own, so its own rollouts give nothing to imitate. The demo instead stitches
-the short worked solutions of generated problems (`agentdata.synth.generators.worked_solution`)
+the short worked solutions of generated problems (`agentdata.synth.solutions.worked_solution`)
 into tool-use conversations whose code really ran in the sandbox (`agentdata.synth.stitch`),
 the same data `examples/learning/` curates at a larger size. The GRPO part of the demo then
 trains on the built-in problems, which the generators never produce.
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentdata.synth.generators import generate_problems, worked_solution
+from agentdata.synth.generators import generate_problems
+from agentdata.synth.solutions import worked_solution
 from agentdata.synth.stitch import StitchConfig, stitch_solution
 from agentdata.synth.stitch.files import write_sft
 

@@ -14,7 +14,8 @@ import json
 from pathlib import Path
 
 from agentdata.synth.builtin import builtin_problems
-from agentdata.synth.generators import generate_problems, worked_solution
+from agentdata.synth.generators import generate_problems
+from agentdata.synth.solutions import worked_solution
 
 
 def normalised(text: str) -> str:
