@@ -9,7 +9,6 @@ import pytest
 from typer.testing import CliRunner
 
 from agentdata.cli.app import app
-from agentdata.curate import profile as profile_module
 from agentdata.curate.embed import cluster_labels, embed_texts, sentence_transformers_available
 from agentdata.curate.filter_run import run_filter
 from agentdata.curate.pool import PoolConfig, build_pool, pass_rates, pool_rows, problems_table

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from trl import GRPOTrainer
 
 ZERO_ADVANTAGE = 1e-6
