@@ -114,3 +114,20 @@ def test_a_dir_converted_from_gguf_loads_as_a_trainable_model(tmp_path, tiny_mod
     model = load_model(converted)
     validate_quantization_for_training(model)  # raises "purely quantized models" without the fix
     assert not getattr(model, "is_quantized", False)
+
+
+def test_metrics_callback_writes_every_log_but_prints_only_lines_with_numbers(tmp_path):
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from agentdata.sft.logging import MetricsFileCallback
+
+    console = Console(record=True, width=200)
+    callback = MetricsFileCallback(tmp_path / "metrics.jsonl", console=console)
+    state = SimpleNamespace(global_step=3, is_world_process_zero=True)
+    callback.on_log(None, state, None, logs={"loss": 0.5})
+    callback.on_log(None, state, None, logs={"train_runtime": 12.0})
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) == 2 and '"train_runtime": 12.0' in lines[1]
+    assert console.export_text().splitlines() == ["step 3: loss=0.5"]

@@ -29,8 +29,8 @@ class MetricsFileCallback(TrainerCallback):
         record = {"step": state.global_step, **{k: _plain(v) for k, v in logs.items()}}
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
-        if self.console is not None:
-            shown = [f"{key}={record[key]:.4g}" for key in CONSOLE_KEYS if isinstance(record.get(key), float)]
+        shown = [f"{key}={record[key]:.4g}" for key in CONSOLE_KEYS if isinstance(record.get(key), float)]
+        if self.console is not None and shown:  # the closing summary log (runtime, samples/s) has none of them
             self.console.print(f"step {state.global_step}: " + "  ".join(shown), highlight=False)
 
 
