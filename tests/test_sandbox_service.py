@@ -166,3 +166,22 @@ def test_cli_run_needs_code(tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         main(["sandbox", "run", str(tmp_path / "missing.py")])
     assert exit_info.value.code == 2
+
+
+def test_collect_through_the_service_leaves_no_open_http_session(service_url, tmp_path, recwarn):
+    """The async client belongs to collect's event loop: collect releases it before the loop ends."""
+    import gc
+
+    from agentdata.records import Problem
+    from agentdata.sandbox.remote import RemoteSandbox
+    from agentdata.synth.collect import CollectConfig, collect
+    from tests.fakes import ScriptedEngine
+
+    sandbox = RemoteSandbox(service_url)
+    summary = collect([Problem("What is 6 times 7?", "42")], tmp_path / "run", CollectConfig(teacher="x"),
+                      engine=ScriptedEngine(), sandbox=sandbox, show_progress=False)
+    gc.collect()
+    assert summary.correct == 1 and sandbox._async_sessions == {}
+    assert not [w for w in recwarn if "Unclosed" in str(w.message)]
+    assert sandbox.run("print(1)").stdout == "1\n"  # the blocking client is still usable
+    sandbox.close()

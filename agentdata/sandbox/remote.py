@@ -3,16 +3,22 @@
 Transport failures are retried with exponential backoff and jitter. A stateless call is
 always safe to repeat; a session call is repeated only when the request never reached
 the server (connection refused or reset before sending), so no cell runs twice.
+
+The blocking API uses httpx; the async one (what the agent loop calls, many at once) uses
+aiohttp, whose client costs a fraction of httpx's CPU per request (measured for the
+OpenAI engine: 290 against 130-180 requests/s on the same run).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import random
 import time
 from typing import Any
 
+import aiohttp
 import httpx
 
 from agentdata.errors import UserError
@@ -32,7 +38,7 @@ class RemoteSandbox:
         self.backoff_s = backoff_s
         self.request_timeout_s = request_timeout_s
         self._client = httpx.Client(timeout=request_timeout_s)
-        self._async_clients: dict[int, httpx.AsyncClient] = {}
+        self._async_sessions: dict[int, aiohttp.ClientSession] = {}
 
     # -- requests
     def _payload(self, code: str, session_id: str | None, timeout: float | None, stdin: str | None,
@@ -78,47 +84,65 @@ class RemoteSandbox:
             return self._result(response)
         raise AssertionError("unreachable")
 
-    def _async_client(self) -> httpx.AsyncClient:
-        # An AsyncClient belongs to the loop it was first used on.
+    def _async_session(self) -> aiohttp.ClientSession:
+        # A ClientSession belongs to the loop it was first used on.
         loop_id = id(asyncio.get_running_loop())
-        if loop_id not in self._async_clients:
-            limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
-            self._async_clients[loop_id] = httpx.AsyncClient(timeout=self.request_timeout_s, limits=limits)
-        return self._async_clients[loop_id]
+        if loop_id not in self._async_sessions:
+            connector = aiohttp.TCPConnector(limit=256)
+            timeout = aiohttp.ClientTimeout(total=self.request_timeout_s)
+            self._async_sessions[loop_id] = aiohttp.ClientSession(connector=connector, timeout=timeout)
+        return self._async_sessions[loop_id]
 
     async def arun(self, code: str, session_id: str | None = None, timeout: float | None = None, *,
                    stdin: str | None = None, files: dict[str, bytes | str] | None = None,
                    memory_mb: int | None = None, display_last: bool = True) -> ExecResult:
         payload = self._payload(code, session_id, timeout, stdin, files, memory_mb, display_last)
-        client = self._async_client()
+        session = self._async_session()
+        http_timeout = aiohttp.ClientTimeout(total=self._http_timeout(timeout))
         for attempt in range(self.retries + 1):
-            error, response = None, None
+            error, status, body = None, None, ""
             try:
-                response = await client.post(f"{self.url}/v1/run", json=payload, timeout=self._http_timeout(timeout))
-            except httpx.HTTPError as caught:
+                async with session.post(f"{self.url}/v1/run", json=payload, timeout=http_timeout) as response:
+                    status, body = response.status, await response.text()
+            except (aiohttp.ClientError, asyncio.TimeoutError) as caught:
                 error = caught
-            if attempt < self.retries and self._should_retry(error, response, session_id is not None):
+            if attempt < self.retries and self._should_retry_async(error, status, session_id is not None):
                 await asyncio.sleep(self._delay(attempt))
                 continue
             if error is not None:
-                raise RemoteSandboxError(f"{self.url}: {error}") from error
-            return self._result(response)
+                raise RemoteSandboxError(f"{self.url}: {type(error).__name__}: {error}") from error
+            if status != 200:
+                raise RemoteSandboxError(f"{self.url} answered {status}: {body[:200]}")
+            return ExecResult.from_dict(json.loads(body))
         raise AssertionError("unreachable")
+
+    @staticmethod
+    def _should_retry_async(error: Exception | None, status: int | None, stateful: bool) -> bool:
+        if status is not None:
+            return status in RETRY_STATUS
+        if stateful:  # the cell may already have run: only retry what never left this machine
+            return isinstance(error, aiohttp.ClientConnectorError)
+        return True
 
     def close_session(self, session_id: str) -> None:
         self._client.delete(f"{self.url}/v1/sessions/{session_id}")
 
     async def aclose_session(self, session_id: str) -> None:
-        await self._async_client().delete(f"{self.url}/v1/sessions/{session_id}")
+        async with self._async_session().delete(f"{self.url}/v1/sessions/{session_id}") as response:
+            await response.read()
 
     def close(self) -> None:
         self._client.close()
-        self._async_clients.clear()  # async clients close with their loops
+        self._async_sessions.clear()  # async sessions close with their loops
+
+    async def arelease(self) -> None:
+        """Close the HTTP session of the running event loop (it cannot outlive its loop); the rest stays usable."""
+        session = self._async_sessions.pop(id(asyncio.get_running_loop()), None)
+        if session is not None:
+            await session.close()
 
     async def aclose(self) -> None:
-        client = self._async_clients.pop(id(asyncio.get_running_loop()), None)
-        if client is not None:
-            await client.aclose()
+        await self.arelease()
         self.close()
 
     def __enter__(self) -> "RemoteSandbox":

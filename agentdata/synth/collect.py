@@ -163,6 +163,8 @@ async def _run_work(work: list[tuple[Problem, int]], run: RunDir, config: Collec
         writer.flush()
         if owns_engine:
             await engine.aclose()
+        if hasattr(sandbox, "arelease"):  # a remote sandbox's HTTP session belongs to this event loop
+            await sandbox.arelease()
         if owns_sandbox:
             sandbox.close()
     return writer.written
