@@ -13,7 +13,7 @@ from agentdata.curate import CurateConfig, curate
 from agentdata.curate.sft import SFT_COLUMNS
 from agentdata.errors import InputFileError
 from agentdata.records import Trajectory, write_records
-from tests.test_curate_fixtures import trajectory, write_run
+from tests.curate_fixtures import trajectory, write_run
 
 OTHER_QUESTION = "Find the area of a triangle whose sides measure 3, 4 and 5 units."
 

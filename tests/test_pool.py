@@ -14,7 +14,7 @@ from agentdata.curate.filter_run import run_filter
 from agentdata.curate.pool import PoolConfig, build_pool, pass_rates, pool_rows, problems_table
 from agentdata.curate.profile import missing_rollouts, profile_dir_for
 from agentdata.records import Problem
-from tests.test_curate_fixtures import trajectory, write_run
+from tests.curate_fixtures import trajectory, write_run
 
 TOPICS = [
     "Compute the sum of all prime numbers below {n} and report the total.",

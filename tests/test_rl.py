@@ -11,7 +11,7 @@ from agentdata.rl.config import GRPOStageConfig
 from agentdata.rl.rewards import RolloutCorrectnessReward, RolloutOverlongReward
 from agentdata.rl.rollout import trajectory_tokens
 from agentdata.rl.trainer import drop_flat_groups
-from tests.test_train_fixtures import tiny_model_dir, tokenizer, tool_conversation  # noqa: F401
+from tests.train_fixtures import tool_conversation
 
 
 def crafted_trajectory(finish_reason: str = "answer") -> Trajectory:

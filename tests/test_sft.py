@@ -13,7 +13,7 @@ from agentdata.sft.config import SFTStageConfig
 from agentdata.sft.data import plain_conversation, tokenize_sft_set
 from agentdata.sft.masking import tokenize_conversation
 from agentdata.sft.trainer import run_sft
-from tests.test_train_fixtures import tiny_model_dir, tokenizer, tool_conversation, write_sft_set  # noqa: F401
+from tests.train_fixtures import tool_conversation, write_sft_set
 
 
 def masked_pieces(tokenizer, conversation):

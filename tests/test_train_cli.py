@@ -9,7 +9,7 @@ import torch
 from typer.testing import CliRunner
 
 from agentdata.cli.app import app
-from tests.test_train_fixtures import tiny_model_dir, tokenizer, write_sft_set  # noqa: F401
+from tests.train_fixtures import write_sft_set
 
 
 class LengthReward:
