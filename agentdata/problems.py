@@ -34,9 +34,22 @@ def load_problems(
 ) -> list[Problem]:
     """Read every problem in `path`; raise InputFileError with file and row on bad input."""
     path = Path(path)
+    return problems_from_rows(path, read_nonempty_rows(path), question_field, answer_field, require_answer)
+
+
+def read_nonempty_rows(path: Path) -> list[dict[str, Any]]:
+    """All rows of `path`; an empty file is an InputFileError."""
     rows = list(read_rows(path))
     if not rows:
         raise InputFileError(path, "no rows: the file is empty")
+    return rows
+
+
+def problems_from_rows(
+    path: Path, rows: list[dict[str, Any]], question_field: str | None = None, answer_field: str | None = None,
+    require_answer: bool = True,
+) -> list[Problem]:
+    """Problems from rows already read from `path` (named in errors), with the same column rules."""
     columns = columns_of(rows)
     question_key = pick_column(path, columns, question_field, QUESTION_FIELDS, "question", "--question-field")
     answer_key = pick_column(path, columns, answer_field, ANSWER_FIELDS, "answer", "--answer-field", required=require_answer)

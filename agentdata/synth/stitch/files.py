@@ -48,15 +48,13 @@ def load_solutions(path: str | os.PathLike, question_field: str | None = None, s
         ANSWER_FIELDS,
         columns_of,
         get_field,
-        load_problems,
         pick_column,
-        read_rows,
+        problems_from_rows,
+        read_nonempty_rows,
     )
 
     path = Path(path)
-    rows = list(read_rows(path))
-    if not rows:
-        raise InputFileError(path, "no rows: the file is empty")
+    rows = read_nonempty_rows(path)
     present = columns_of(rows)
     solution_key = pick_column(path, present, solution_field, SOLUTION_FIELDS, "solution", "--solution-field")
     if answer_field:
@@ -67,7 +65,7 @@ def load_solutions(path: str | os.PathLike, question_field: str | None = None, s
         if not isinstance(solution, str) or not solution.strip():
             raise InputFileError(path, f"empty or missing solution in column {solution_key!r}", row=number)
     # The loader reads questions, ids and sources; answers may be missing here, so they are read below.
-    problems = load_problems(path, question_field, answer_field=solution_key)
+    problems = problems_from_rows(path, rows, question_field, answer_field=solution_key)
     loaded, no_answer = [], 0
     for row, problem in zip(rows, problems):
         solution = get_field(row, solution_key)
