@@ -4,19 +4,15 @@ import sys
 
 import pytest
 
-from agentdata.cli.app import main
 from agentdata.records import Trajectory, write_records
+from tests.cli_helpers import run_cli
 from tests.test_records import make_trajectory
 
 COMMANDS = ["collect", "curate", "filter", "train", "eval", "synth", "sandbox", "inspect"]
 
 
 def run_main(args, capsys):
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exit:
-        code = exit.code or 0
+    code = run_cli(args)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 

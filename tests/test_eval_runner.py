@@ -9,10 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from agentdata.cli.app import main
 from agentdata.errors import UserError
 from agentdata.evaluation.report import EvalReport
-from agentdata.evaluation.runner import EvalConfig, benchmark_names, default_label, parse_model_specs, run_eval
+from agentdata.evaluation.runner import (
+    EvalConfig,
+    benchmark_names,
+    default_label,
+    parse_model_specs,
+    run_eval,
+)
+from tests.cli_helpers import run_cli
 from tests.fakes import InProcessSandbox, ScriptedEngine
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -121,14 +127,6 @@ def load_fake_server():
     sys.modules.setdefault("fake_openai_server", module)
     spec.loader.exec_module(module)
     return module
-
-
-def run_cli(args: list[str]) -> int:
-    try:
-        main(args)
-    except SystemExit as exit_:
-        return int(exit_.code or 0)
-    return 0
 
 
 def test_eval_command_with_openai_engine_and_local_sandbox(tmp_path, benchmarks, capsys):

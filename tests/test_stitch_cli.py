@@ -7,15 +7,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from agentdata.cli.app import main
-
-
-def run_cli(args: list[str]) -> int:
-    try:
-        main(args)
-    except SystemExit as exit_:
-        return int(exit_.code or 0)
-    return 0
+from tests.cli_helpers import run_cli
 
 
 def test_stitch_command_writes_an_sft_set(tmp_path, capsys):
