@@ -46,6 +46,8 @@ CODE_TOOL: dict[str, Any] = {
     },
 }
 
+# The columns of an SFT set (`curate`, `synth stitch`): what TRL's SFTTrainer and verl read, plus provenance.
+SFT_COLUMNS = ("messages", "tools", "problem_id", "source", "teacher", "format", "num_tool_calls", "correct")
 FINISH_REASONS = ("answer", "max_turns", "max_tool_calls", "max_tokens", "error")
 MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 ROLES = ("system", "user", "assistant", "tool")
@@ -240,6 +242,12 @@ def atomic_write(path: str | os.PathLike, write: Any) -> Path:
         Path(tmp_name).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_json(path: str | os.PathLike, data: dict[str, Any]) -> Path:
+    """A JSON report or manifest, written atomically."""
+    text = json.dumps(data, indent=2, sort_keys=True, default=str)
+    return atomic_write(path, lambda tmp: Path(tmp).write_text(text + "\n", encoding="utf-8"))
 
 
 def records_to_table(records: Iterable[Problem | Trajectory], record_type: type) -> pa.Table:

@@ -35,8 +35,8 @@ from agentdata.engines.base import GenerationRequest  # noqa: E402
 from agentdata.records import Problem  # noqa: E402
 from agentdata.sandbox import open_sandbox  # noqa: E402
 from agentdata.synth.builtin import builtin_problems  # noqa: E402
-from agentdata.synth.collect import CollectConfig, collect  # noqa: E402
-from agentdata.synth.rundir import RunDir  # noqa: E402
+from agentdata.agent.runner import CollectConfig, collect  # noqa: E402
+from agentdata.agent.rundir import RunDir  # noqa: E402
 from agentdata.verify import is_correct  # noqa: E402
 
 

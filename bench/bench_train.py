@@ -76,7 +76,7 @@ def run_plain_sft(sft_set: Path, model_dir: Path, out: Path, steps: int, batch: 
     from trl import SFTConfig, SFTTrainer
 
     from agentdata.sft.data import canonical_messages, plain_conversation, row_tools
-    from agentdata.sft.model import load_model, load_tokenizer
+    from agentdata.training.model import load_model, load_tokenizer
 
     started = time.perf_counter()
     rows = pq.read_table(sft_set).to_pylist()

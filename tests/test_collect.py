@@ -11,8 +11,8 @@ import pytest
 
 from agentdata.errors import UserError
 from agentdata.records import Problem
-from agentdata.synth.collect import CollectConfig, RunBroken, collect
-from agentdata.synth.rundir import RunDir
+from agentdata.agent.runner import CollectConfig, RunBroken, collect
+from agentdata.agent.rundir import RunDir
 from tests.fakes import InProcessSandbox, ScriptedEngine
 
 PROBLEMS = [Problem(f"What is 6 times 7? (variant {i})", "42", source=f"s{i % 2}") for i in range(6)]
@@ -87,7 +87,7 @@ KILLABLE = textwrap.dedent("""
     import sys
     sys.path.insert(0, {root!r})
     from agentdata.records import Problem
-    from agentdata.synth.collect import CollectConfig, collect
+    from agentdata.agent.runner import CollectConfig, collect
     from tests.fakes import InProcessSandbox, ScriptedEngine
     problems = [Problem(f"What is 6 times 7? ({{i}})", "42") for i in range(40)]
     config = CollectConfig(teacher="scripted", concurrency=2, shard_size=1)

@@ -4,7 +4,7 @@ import pytest
 
 from agentdata.engines.base import Generation
 from agentdata.records import Problem, message_tool_calls, validate_messages
-from agentdata.synth.loop import TOOL_LIMIT_NOTICE, LoopConfig, solve
+from agentdata.agent.loop import TOOL_LIMIT_NOTICE, LoopConfig, solve
 from tests.fakes import InProcessSandbox, ScriptedEngine
 
 PROBLEM = Problem("What is 6 times 7?", "42", source="demo")

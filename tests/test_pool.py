@@ -9,10 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from agentdata.cli.app import app
-from agentdata.curate.embed import cluster_labels, embed_texts, sentence_transformers_available
-from agentdata.curate.filter_run import run_filter
-from agentdata.curate.pool import PoolConfig, build_pool, pass_rates, pool_rows, problems_table
-from agentdata.curate.profile import missing_rollouts, profile_dir_for
+from agentdata.filters.embed import cluster_labels, embed_texts, sentence_transformers_available
+from agentdata.pool.run import run_filter
+from agentdata.pool.build import PoolConfig, build_pool, pass_rates, pool_rows, problems_table
+from agentdata.pool.profile import missing_rollouts, profile_dir_for
 from agentdata.records import Problem
 from tests.curate_fixtures import trajectory, write_run
 
@@ -128,7 +128,7 @@ def test_profile_cache_generates_only_what_is_missing(tmp_path, monkeypatch):
         from agentdata.records import Trajectory, write_records
         write_records(rows, out_dir / "trajectories" / "part-00009.parquet", Trajectory)
 
-    import agentdata.synth.collect as collect_module
+    import agentdata.agent.runner as collect_module
     monkeypatch.setattr(collect_module, "collect", fake_collect)
     first = run_filter(problems, tmp_path / "pool.parquet", PoolConfig(embedding="tfidf"), k=4, show_progress=False)
     assert calls == [(3, 4, "smollm2")] and first.generated == 4

@@ -174,7 +174,7 @@ def test_collect_through_the_service_leaves_no_open_http_session(service_url, tm
 
     from agentdata.records import Problem
     from agentdata.sandbox.remote import RemoteSandbox
-    from agentdata.synth.collect import CollectConfig, collect
+    from agentdata.agent.runner import CollectConfig, collect
     from tests.fakes import ScriptedEngine
 
     sandbox = RemoteSandbox(service_url)

@@ -11,7 +11,7 @@ import torch
 from agentdata.errors import InputFileError
 from agentdata.sft.config import SFTStageConfig
 from agentdata.sft.data import plain_conversation, tokenize_sft_set
-from agentdata.sft.masking import tokenize_conversation
+from agentdata.training.masking import tokenize_conversation
 from agentdata.sft.trainer import run_sft
 from tests.train_fixtures import tool_conversation, write_sft_set
 
@@ -104,7 +104,7 @@ def test_a_dir_converted_from_gguf_loads_as_a_trainable_model(tmp_path, tiny_mod
 
     from transformers.trainer_utils import validate_quantization_for_training
 
-    from agentdata.sft.model import load_model
+    from agentdata.training.model import load_model
 
     converted = tmp_path / "converted"
     shutil.copytree(tiny_model_dir, converted)
@@ -121,7 +121,7 @@ def test_metrics_callback_writes_every_log_but_prints_only_lines_with_numbers(tm
 
     from rich.console import Console
 
-    from agentdata.sft.logging import MetricsFileCallback
+    from agentdata.training.metrics import MetricsFileCallback
 
     console = Console(record=True, width=200)
     callback = MetricsFileCallback(tmp_path / "metrics.jsonl", console=console)

@@ -53,7 +53,7 @@ def command(
     """Run a teacher model against the code sandbox and record real trajectories."""
     from agentdata.problems import load_problems
     from agentdata.synth.builtin import builtin_problems
-    from agentdata.synth.collect import CollectConfig, collect
+    from agentdata.agent.runner import CollectConfig, collect
 
     problems = load_problems(problems_file, question_field, answer_field) if problems_file else builtin_problems()
     options = engine_options(engine_option, model)

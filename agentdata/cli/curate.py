@@ -42,7 +42,7 @@ def command(
 ) -> None:
     """Write an SFT set (`messages` + `tools`) from trajectories, through named filter steps."""
     from agentdata.curate import CurateConfig, curate
-    from agentdata.curate.report import drop_table, rows_table
+    from agentdata.cli.views import drop_table, rows_table
 
     min_calls, max_calls = parse_pair(tool_calls, "--tool-calls", int)
     try:

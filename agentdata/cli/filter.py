@@ -63,9 +63,9 @@ def command(
     answer_field: AnswerField = None,
 ) -> None:
     """Profile the student's pass rate on each problem (cached), keep a band, dedup, decontaminate, diversify."""
-    from agentdata.curate.filter_run import FilterRun, run_filter
-    from agentdata.curate.pool import PoolConfig
-    from agentdata.curate.report import drop_table, rows_table
+    from agentdata.pool.run import FilterRun, run_filter
+    from agentdata.pool.build import PoolConfig
+    from agentdata.cli.views import drop_table, rows_table
     from agentdata.problems import load_problems
     from agentdata.synth.builtin import builtin_problems
 

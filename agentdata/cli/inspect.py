@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from agentdata.cli.common import AnswerField, QuestionField, console
-from agentdata.inspection import load_for_inspection
-from agentdata.views import conversation, problems_summary, problems_table, trajectories_summary
+from agentdata.agent.inspection import load_for_inspection
+from agentdata.cli.views import conversation, problems_summary, problems_table, trajectories_summary
 
 
 def command(

@@ -1,4 +1,4 @@
-"""Curation pipelines: the SFT set (`curate`) and the model-aware RL pool (`filter`)."""
+"""`agentdata curate`: trajectories from run dirs -> named filter steps -> the SFT set."""
 
 from agentdata.curate.sft import CurateConfig, CurateResult, curate, curate_steps
 

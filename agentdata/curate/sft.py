@@ -15,9 +15,8 @@ from typing import Callable, Sequence
 
 import polars as pl
 
-from agentdata.curate.diversity import MaxPerProblemFilter, SourceShareFilter
-from agentdata.curate.report import write_json
-from agentdata.curate.shards import ROW_ID, scan_shards, shard_paths
+from agentdata.filters.diversity import MaxPerProblemFilter, SourceShareFilter
+from agentdata.agent.rundir import ROW_ID, scan_shards, shard_paths
 from agentdata.filters import (
     REASON_COLUMN,
     BenchmarkNgrams,
@@ -35,7 +34,7 @@ from agentdata.filters import (
     run_steps,
 )
 from agentdata.filters.features import trajectory_features
-from agentdata.records import atomic_write
+from agentdata.records import SFT_COLUMNS, atomic_write, write_json
 
 SCALAR_COLUMNS = (
     "id", "problem_id", "question", "source", "teacher", "format", "correct", "final_answer",
@@ -43,7 +42,6 @@ SCALAR_COLUMNS = (
 )
 # What the SFT set holds: `messages` and `tools` (a JSON string, which TRL's SFTTrainer
 # json-loads before the chat template; verl reads it the same way), plus provenance.
-SFT_COLUMNS = ("messages", "tools", "problem_id", "source", "teacher", "format", "num_tool_calls", "correct")
 NEAR_DUP_FIELDS = ("question", "solution")
 
 

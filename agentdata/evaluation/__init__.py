@@ -1,7 +1,7 @@
 """Evaluation: run models with the code tool on benchmarks and report avg@k, pass@k, maj@k and tool use.
 
 `metrics` and `report` are pure (no model needed); `runner.run_eval` runs the agent loop
-through `agentdata.synth.collect` and writes the report and plots.
+through `agentdata.agent.runner` and writes the report and plots.
 """
 
 from agentdata.evaluation.metrics import (

@@ -23,9 +23,9 @@ from agentdata.evaluation.plots import ACCURACY_PLOT, SWEEP_PLOT, accuracy_plot,
 from agentdata.evaluation.report import EvalReport, EvalResult
 from agentdata.problems import load_problems
 from agentdata.records import Problem, Trajectory
-from agentdata.synth.collect import CollectConfig, collect
-from agentdata.synth.loop import LoopConfig
-from agentdata.synth.rundir import RunDir
+from agentdata.agent.runner import CollectConfig, collect
+from agentdata.agent.loop import LoopConfig
+from agentdata.agent.rundir import RunDir
 
 LABELLED_SPEC = re.compile(r"^(?P<label>[A-Za-z0-9_.-]+)=(?P<spec>.+)$")
 

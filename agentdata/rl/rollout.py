@@ -18,8 +18,8 @@ from typing import Any
 
 from agentdata.formats import get_protocol
 from agentdata.records import Problem, Trajectory
-from agentdata.sft.masking import tokenize_conversation
-from agentdata.synth.loop import LoopConfig, solve
+from agentdata.training.masking import tokenize_conversation
+from agentdata.agent.loop import LoopConfig, solve
 
 
 @dataclass

@@ -19,9 +19,9 @@ from agentdata.rl.policy import PolicyEngine
 from agentdata.rl.rewards import reward_functions
 from agentdata.rl.rollout import AgentRollout
 from agentdata.rl.trainer import AgentGRPOTrainer
-from agentdata.sft.logging import MetricsFileCallback, ProgressCallback, read_metrics
-from agentdata.sft.model import load_model, load_tokenizer, lora_config, resolve_model_dir, resume_path, save_trained
-from agentdata.synth.loop import LoopConfig
+from agentdata.training.metrics import MetricsFileCallback, ProgressCallback, read_metrics
+from agentdata.training.model import load_model, load_tokenizer, lora_config, resolve_model_dir, resume_path, save_trained
+from agentdata.agent.loop import LoopConfig
 
 
 @dataclass

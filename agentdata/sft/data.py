@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from agentdata.errors import InputFileError, UserError
 from agentdata.records import CODE_TOOL, MESSAGE_KEYS
-from agentdata.sft.masking import tokenize_conversation
+from agentdata.training.masking import tokenize_conversation
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:

@@ -17,8 +17,8 @@ from transformers import PrinterCallback
 
 from agentdata.sft.config import SFTStageConfig
 from agentdata.sft.data import tokenize_sft_set
-from agentdata.sft.logging import MetricsFileCallback, ProgressCallback, read_metrics
-from agentdata.sft.model import (
+from agentdata.training.metrics import MetricsFileCallback, ProgressCallback, read_metrics
+from agentdata.training.model import (
     load_model,
     load_tokenizer,
     lora_config,

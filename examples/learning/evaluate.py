@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from agentdata.evaluation.runner import EvalConfig, run_eval
-from agentdata.inspection import trajectory_files
+from agentdata.agent.rundir import trajectory_files
 
 # The protocol's own hermes prompt is ~330 tokens; on two shared CPU cores that would be two
 # thirds of every training conversation, so the demo trains and evaluates (before and after

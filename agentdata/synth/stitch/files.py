@@ -94,7 +94,7 @@ def write_sft(trajectories: list[Trajectory], out: str | os.PathLike) -> Path:
     """
     import polars as pl
 
-    from agentdata.curate.sft import SFT_COLUMNS
+    from agentdata.records import SFT_COLUMNS
 
     frame = pl.from_arrow(records_to_table(trajectories, Trajectory).select(list(SFT_COLUMNS)))
     return atomic_write(out, lambda tmp: frame.write_parquet(tmp))
@@ -155,7 +155,7 @@ def stitch_file(path: str | os.PathLike, out: str | os.PathLike, config: StitchC
                         f"{no_answer} without an answer)")
     write_sft(trajectories, out)
     if trajectories_dir is not None:
-        from agentdata.synth.rundir import RunDir
+        from agentdata.agent.rundir import RunDir
 
         run = RunDir(trajectories_dir)
         run.prepare({"teacher": STITCHED_TEACHER, "protocol": config.protocol, "source_file": str(path)}, {})

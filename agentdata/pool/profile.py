@@ -14,8 +14,8 @@ from typing import Any, Sequence
 
 import polars as pl
 
-from agentdata.curate.pool import pass_rates
-from agentdata.inspection import trajectory_files
+from agentdata.pool.build import pass_rates
+from agentdata.agent.rundir import trajectory_files
 from agentdata.records import Problem
 
 
@@ -47,7 +47,7 @@ def profile(
     """
     needed = missing_rollouts(problems, profile_dir, k)
     if needed:
-        from agentdata.synth.collect import CollectConfig, collect
+        from agentdata.agent.runner import CollectConfig, collect
 
         config = CollectConfig(teacher=student, samples=k, **loop_settings)
         collect(list(problems), profile_dir, config, engine=engine, show_progress=show_progress)

@@ -13,9 +13,9 @@ from typing import Sequence
 
 import polars as pl
 
-from agentdata.curate.diversity import spread_order
-from agentdata.curate.embed import cluster_labels, embed_texts
-from agentdata.curate.shards import scan_shards, shard_paths
+from agentdata.filters.diversity import spread_order
+from agentdata.filters.embed import cluster_labels, embed_texts
+from agentdata.agent.rundir import scan_shards, shard_paths
 from agentdata.filters import (
     BenchmarkNgrams, ContaminationFilter, ExactDuplicateFilter, ExpressionStep, NearDuplicateFilter, Step, StepResult,
     run_steps,

@@ -23,8 +23,8 @@ from rich.table import Table
 from agentdata import __version__
 from agentdata.errors import UserError
 from agentdata.records import Problem, Trajectory
-from agentdata.synth.loop import LoopConfig, solve
-from agentdata.synth.rundir import RunDir
+from agentdata.agent.loop import LoopConfig, solve
+from agentdata.agent.rundir import RunDir
 
 # If this many trajectories in a row fail from the start, the engine or sandbox is broken: stop early.
 FAIL_FAST_AFTER = 8

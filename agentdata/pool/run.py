@@ -6,9 +6,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from agentdata.curate.pool import PoolConfig, PoolResult, build_pool, problems_table, source_table, write_pool
-from agentdata.curate.profile import profile, profile_dir_for
-from agentdata.curate.report import pass_rate_histograms, write_json
+from agentdata.pool.build import PoolConfig, PoolResult, build_pool, problems_table, source_table, write_pool
+from agentdata.pool.profile import profile, profile_dir_for
+from agentdata.pool.report import pass_rate_histograms
+from agentdata.records import write_json
 from agentdata.records import Problem
 
 

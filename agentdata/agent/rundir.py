@@ -12,14 +12,16 @@ so a resumed run knows exactly which ones are done and writes none twice.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
+import polars as pl
 import pyarrow.parquet as pq
 
-from agentdata.errors import UserError
-from agentdata.records import Trajectory, atomic_write, read_records, write_parquet
+from agentdata.errors import InputFileError, UserError
+from agentdata.records import Trajectory, arrow_schema, read_records, write_json, write_parquet
 
 SHARD_PATTERN = re.compile(r"part-(\d{5,})\.parquet$")
 # Settings that change what a trajectory is: a resumed run must not mix two of them.
@@ -36,6 +38,7 @@ class RunDir:
 
     # ---------------------------------------------------------------- reading
     def shards(self) -> list[Path]:
+        """The committed shards, in write order (temp files of an unfinished write are not shards)."""
         if not self.shard_dir.is_dir():
             return []
         return sorted(p for p in self.shard_dir.iterdir() if SHARD_PATTERN.search(p.name))
@@ -71,10 +74,10 @@ class RunDir:
         self.write_manifest({"settings": settings, **extra})
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        self._write_json(self.manifest_path, manifest)
+        write_json(self.manifest_path, manifest)
 
     def write_stats(self, stats: dict[str, Any]) -> None:
-        self._write_json(self.stats_path, stats)
+        write_json(self.stats_path, stats)
 
     def next_shard_path(self) -> Path:
         numbers = [int(SHARD_PATTERN.search(p.name).group(1)) for p in self.shards()]
@@ -83,7 +86,43 @@ class RunDir:
     def write_shard(self, trajectories: Iterable[Trajectory]) -> Path:
         return write_parquet(list(trajectories), self.next_shard_path(), Trajectory)
 
-    @staticmethod
-    def _write_json(path: Path, data: dict[str, Any]) -> None:
-        text = json.dumps(data, indent=2, sort_keys=True, default=str)
-        atomic_write(path, lambda tmp: Path(tmp).write_text(text + "\n", encoding="utf-8"))
+
+# ------------------------------------------------------------------ reading many run dirs at once
+ROW_ID = "_row"
+REQUIRED_COLUMNS = tuple(arrow_schema(Trajectory).names)
+
+
+def trajectory_files(path: str | os.PathLike) -> list[Path]:
+    """The trajectory shards of a run dir, or the file itself."""
+    path = Path(path)
+    return RunDir(path).shards() if path.is_dir() else [path]
+
+
+def shard_paths(run_dirs: Sequence[str | os.PathLike]) -> list[Path]:
+    """Every trajectory shard of the given run dirs (or Parquet files), checked for the schema."""
+    paths: list[Path] = []
+    for run_dir in map(Path, run_dirs):
+        if not run_dir.exists():
+            raise InputFileError(run_dir, "no such file or directory")
+        shards = trajectory_files(run_dir)
+        if not shards:
+            raise InputFileError(run_dir, "no trajectory shards (expected trajectories/part-*.parquet)")
+        paths.extend(shards)
+    for path in paths:
+        _check_schema(path)
+    return paths
+
+
+def scan_shards(paths: Sequence[Path]) -> pl.LazyFrame:
+    """All shards as one lazy frame with a global row number, stable across scans of the same list."""
+    return pl.scan_parquet([str(path) for path in paths], row_index_name=ROW_ID)
+
+
+def _check_schema(path: Path) -> None:
+    try:
+        names = set(pq.read_schema(path).names)
+    except Exception as error:  # pyarrow raises several types for a broken file
+        raise InputFileError(path, f"not a readable Parquet file ({error})") from None
+    missing = [name for name in REQUIRED_COLUMNS if name not in names]
+    if missing:
+        raise InputFileError(path, f"not a trajectory shard: missing columns {missing}")

@@ -1,9 +1,9 @@
-"""Rich views of problems and trajectories, for `agentdata inspect` and run summaries."""
+"""Rich views for the terminal: problems, trajectories, drop-reason tables. Only cli/ renders."""
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable
+from typing import Any, Iterable, Sequence
 
 from rich.console import Group
 from rich.panel import Panel
@@ -68,3 +68,38 @@ def trajectories_summary(trajectories: Iterable[Trajectory], title: str = "traje
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def drop_table(input_rows: int, counts: dict[str, int], kept_rows: int, title: str) -> Table:
+    table = Table(title=title)
+    table.add_column("step / reason")
+    table.add_column("rows", justify="right")
+    table.add_column("share", justify="right")
+    table.add_row("input", f"{input_rows:,}", "100.0%")
+    for reason, count in counts.items():
+        table.add_row(f"dropped_{reason}", f"{count:,}", _share(count, input_rows))
+    table.add_row("[bold]kept[/]", f"[bold]{kept_rows:,}[/]", _share(kept_rows, input_rows))
+    return table
+
+
+def rows_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
+    table = Table(title=title)
+    if not rows:
+        return table
+    for name in rows[0]:
+        table.add_column(name, justify="left" if name == "source" else "right")
+    for row in rows:
+        table.add_row(*(_cell(value) for value in row.values()))
+    return table
+
+
+def _share(count: int, total: int) -> str:
+    return f"{100 * count / total:.1f}%" if total else "-"
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)

@@ -7,19 +7,12 @@ from typing import Literal
 
 import pyarrow.parquet as pq
 
+from agentdata.agent.rundir import trajectory_files
 from agentdata.errors import InputFileError
 from agentdata.problems import load_problems
 from agentdata.records import Problem, Trajectory, read_records
 
 Kind = Literal["problems", "trajectories"]
-
-
-def trajectory_files(path: Path) -> list[Path]:
-    """The trajectory shards of a run dir (or the file itself)."""
-    if path.is_dir():
-        shard_dir = path / "trajectories"
-        return sorted(shard_dir.glob("*.parquet")) if shard_dir.is_dir() else []
-    return [path]
 
 
 def holds_trajectories(path: Path) -> bool:

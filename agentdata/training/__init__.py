@@ -1,0 +1,1 @@
+"""What the SFT and GRPO stages share: model and tokenizer loading, loss masks, metrics logging."""
