@@ -4,6 +4,7 @@ Messages are kept in the canonical OpenAI / Hugging Face chat form whatever prot
 produced them:
 
     {"role": "system" | "user" | "assistant" | "tool", "content": str,
+     "reasoning_content": str,  # an assistant's thinking (reasoning parsers, <think> spans)
      "tool_calls": [{"id", "type": "function", "function": {"name", "arguments": json-str}}],
      "tool_call_id": str, "name": str}
 
@@ -49,43 +50,68 @@ CODE_TOOL: dict[str, Any] = {
 # The columns of an SFT set (`curate`, `synth stitch`): what TRL's SFTTrainer and verl read, plus provenance.
 SFT_COLUMNS = ("messages", "tools", "problem_id", "source", "teacher", "format", "num_tool_calls", "correct")
 FINISH_REASONS = ("answer", "max_turns", "max_tool_calls", "max_tokens", "error")
-MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+MESSAGE_KEYS = ("role", "content", "reasoning_content", "tool_calls", "tool_call_id", "name")
 ROLES = ("system", "user", "assistant", "tool")
 
 
 # --------------------------------------------------------------------------- messages
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ToolCall:
-    """One call of the code tool, as a model made it."""
+    """One tool call as a model made it: the tool's name and its arguments (a JSON object).
 
-    code: str
-    id: str = "call_0"
-    name: str = TOOL_NAME
+    `ToolCall("print(1)")` (or `code=`) is a call of the code tool, whose one argument is
+    `code`; any other tool: `ToolCall(name="search", arguments={"query": "..."})`.
+    """
+
+    name: str
+    arguments: dict[str, Any]
+    id: str
+
+    def __init__(self, code: str | None = None, id: str = "call_0", name: str = TOOL_NAME,
+                 arguments: dict[str, Any] | None = None):
+        if arguments is not None and code is not None:
+            raise TypeError("ToolCall takes code or arguments, not both")
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "arguments", dict(arguments) if arguments is not None else {"code": code or ""})
+        object.__setattr__(self, "id", id)
+
+    @property
+    def code(self) -> str:
+        """The `code` argument (the code tool's one argument); "" when there is none."""
+        value = self.arguments.get("code")
+        return value if isinstance(value, str) else ""
 
     def to_message(self) -> dict[str, Any]:
-        arguments = json.dumps({"code": self.code}, ensure_ascii=False)
+        arguments = json.dumps(self.arguments, ensure_ascii=False)
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": arguments}}
 
     @classmethod
     def from_message(cls, call: dict[str, Any]) -> "ToolCall":
+        """An OpenAI-form call; its `arguments` may be a JSON string or already a mapping."""
         function = call["function"]
-        arguments = function.get("arguments") or "{}"
+        arguments = function.get("arguments") or {}
         if isinstance(arguments, str):
             arguments = json.loads(arguments)
-        return cls(code=str(arguments.get("code", "")), id=call.get("id", "call_0"), name=function["name"])
+        if not isinstance(arguments, dict):
+            raise ValueError(f"tool call {call.get('id')!r}: arguments must be a JSON object")
+        return cls(name=function["name"], arguments=arguments, id=call.get("id", "call_0"))
 
 
-def assistant_message(content: str, tool_calls: Iterable[ToolCall] = ()) -> dict[str, Any]:
+def assistant_message(content: str, tool_calls: Iterable[ToolCall] = (),
+                      reasoning_content: str | None = None) -> dict[str, Any]:
+    """An assistant message; `reasoning_content` is the model's thinking, where chat templates read it."""
     message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning_content:
+        message["reasoning_content"] = reasoning_content
     calls = [call.to_message() for call in tool_calls]
     if calls:
         message["tool_calls"] = calls
     return message
 
 
-def tool_message(tool_call_id: str, content: str) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": tool_call_id, "name": TOOL_NAME, "content": content}
+def tool_message(tool_call_id: str, content: str, name: str = TOOL_NAME) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": tool_call_id, "name": name, "content": content}
 
 
 def message_tool_calls(message: dict[str, Any]) -> list[ToolCall]:
@@ -173,6 +199,7 @@ MESSAGE_TYPE = pa.struct(
     [
         ("role", pa.string()),
         ("content", pa.string()),
+        ("reasoning_content", pa.string()),
         ("tool_calls", pa.list_(_TOOL_CALL_TYPE)),
         ("tool_call_id", pa.string()),
         ("name", pa.string()),

@@ -85,6 +85,32 @@ def test_tool_call_accepts_arguments_as_dict():
     assert call == ToolCall("x", id="c")
 
 
+def test_tool_call_of_any_tool_keeps_name_and_arguments():
+    call = ToolCall(name="search", arguments={"query": "primes", "k": 3}, id="call_2")
+    message = assistant_message("", [call])
+    assert json.loads(message["tool_calls"][0]["function"]["arguments"]) == {"query": "primes", "k": 3}
+    assert message_tool_calls(message) == [call]
+    assert call.code == ""  # not the code tool: no code argument
+    assert ToolCall("print(1)").arguments == {"code": "print(1)"} and ToolCall("print(1)").name == "code_interpreter"
+    with pytest.raises(TypeError):
+        ToolCall("print(1)", arguments={"code": "x"})
+
+
+def test_tool_call_arguments_that_are_not_an_object_are_refused():
+    with pytest.raises(ValueError, match="JSON object"):
+        ToolCall.from_message({"id": "c", "function": {"name": "code_interpreter", "arguments": "[1]"}})
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".jsonl"])
+def test_reasoning_content_round_trips(tmp_path, suffix):
+    trajectory = make_trajectory()
+    trajectory.messages[2] = assistant_message("Let me compute.", [ToolCall("print(1)")],
+                                               reasoning_content="360 = 8 * 45, check it.")
+    validate_messages(trajectory.messages)
+    path = write_records([trajectory], tmp_path / f"t{suffix}", Trajectory)
+    assert read_records(path, Trajectory) == [trajectory]
+
+
 def test_validate_messages_rejects_non_canonical():
     validate_messages(make_trajectory().messages)
     with pytest.raises(ValueError, match="unknown keys"):
