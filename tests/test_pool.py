@@ -177,3 +177,73 @@ def test_cli_filter_with_cached_profile(tmp_path):
 def test_cli_filter_bad_band(tmp_path):
     result = CliRunner().invoke(app, ["filter", "--band", "0.9,0.1", "--out", str(tmp_path / "p.parquet")])
     assert result.exit_code == 2 and "band" in result.output
+
+
+def fake_collect_writing(problems, correct_per_problem: int, calls: list):
+    """A stand-in for the collect runner: k rollouts per problem, the first `correct_per_problem` correct."""
+    def fake_collect(problem_list, out_dir, config, engine=None, show_progress=True):
+        from agentdata.records import Trajectory, write_records
+
+        calls.append(out_dir)
+        rows = [trajectory(f"{p.id}-{i}", problem_id=p.id, question=p.question, correct=i < correct_per_problem)
+                for p in problem_list for i in range(config.samples)]
+        write_records(rows, out_dir / "trajectories" / "part-00000.parquet", Trajectory)
+    return fake_collect
+
+
+@pytest.mark.parametrize("own_profile_dir", [False, True])
+def test_filter_in_a_fresh_folder_profiles_from_scratch(tmp_path, monkeypatch, own_profile_dir):
+    """Issue 11: `filter` into a new folder (or with a new --profile-dir) failed with
+    `<out>/profile/<student>: no such file or directory` before generating anything."""
+    import agentdata.agent.runner as collect_module
+
+    problems, calls = crafted_problems(1), []
+    monkeypatch.setattr(collect_module, "collect", fake_collect_writing(problems, 2, calls))
+    out = tmp_path / "fresh" / "pool.parquet"
+    profile_dir = tmp_path / "new-profile" if own_profile_dir else None
+    assert missing_rollouts(problems, profile_dir or profile_dir_for(out, "smollm2"), 4) == 12
+    run = run_filter(problems, out, PoolConfig(embedding="tfidf"), k=4, profile_dir=profile_dir, show_progress=False)
+    assert calls == [profile_dir or profile_dir_for(out, "smollm2")] and run.generated == 12
+    assert pl.read_parquet(run.output)["pass_rate"].to_list() == [0.5, 0.5, 0.5]
+
+
+def test_cli_filter_in_a_fresh_folder(tmp_path, monkeypatch):
+    import agentdata.agent.runner as collect_module
+    from tests.cli_helpers import run_cli
+
+    problems = crafted_problems(1)
+    monkeypatch.setattr(collect_module, "collect", fake_collect_writing(problems, 1, []))
+    problems_file = tmp_path / "problems.jsonl"
+    problems_file.write_text("".join(json.dumps({"question": p.question, "answer": p.answer}) + "\n" for p in problems))
+    out = tmp_path / "new" / "pool.parquet"
+    code = run_cli(["filter", str(problems_file), "--out", str(out), "--k", "2", "--embedding", "tfidf",
+                    "--profile-dir", str(tmp_path / "elsewhere")])
+    assert code == 0 and pl.read_parquet(out).height == 3
+
+
+def test_empty_pool_is_refused_not_written(tmp_path, capsys):
+    """A 0-row Parquet pool cannot be opened by `datasets` or verl: refuse with one line and exit 2."""
+    from tests.cli_helpers import run_cli
+
+    problems = crafted_problems(1)
+    problems_file = tmp_path / "problems.jsonl"
+    problems_file.write_text("".join(json.dumps({"id": p.id, "question": p.question, "answer": p.answer}) + "\n"
+                                     for p in problems))
+    out = tmp_path / "pool.parquet"
+    write_profile(profile_dir_for(out, "smollm2"), problems, 4, [4, 4, 0])  # always or never solved
+    code = run_cli(["filter", str(problems_file), "--out", str(out), "--k", "4", "--embedding", "tfidf"])
+    error = capsys.readouterr().err
+    assert code == 2 and not out.exists()
+    assert "RL pool is empty" in error and "--band" in error
+    report = json.loads((tmp_path / "pool.report.json").read_text())
+    assert report["output"] is None and report["dropped"] == {"dropped_out_of_band": 3}
+
+
+def test_write_pool_refuses_an_empty_pool(tmp_path):
+    from agentdata.pool.build import EmptyPoolError, write_pool
+
+    problems = crafted_problems(1)
+    result = build_pool(problems_table(problems), rates_for(problems, [0.0, 1.0, 1.0]), PoolConfig(embedding="tfidf"))
+    with pytest.raises(EmptyPoolError, match="empty"):
+        write_pool(result, tmp_path / "pool.parquet")
+    assert not (tmp_path / "pool.parquet").exists()

@@ -91,7 +91,8 @@ def command(
     result = run.result
     console.print(drop_table(len(problems), result.counts, result.pool.height, title="filter: problems per drop reason"))
     console.print(rows_table(run.per_source, title="per source"))
-    if result.pool.height == 0:
-        console.print("[yellow]the pool is empty: no problem fell inside the band; widen --band, raise --k, "
-                      "or profile with a student that solves some of these problems[/]")
+    if run.empty:
+        from agentdata.errors import UserError
+
+        raise UserError(f"{run.empty} (report: {run.report})")
     console.print(f"RL pool: [cyan]{run.output}[/] ({config.format}) · report: {run.report} · plot: {run.plot}")

@@ -21,6 +21,7 @@ from agentdata.filters import (
     run_steps,
 )
 from agentdata.filters.text import normalised
+from agentdata.errors import UserError
 from agentdata.records import Problem
 
 POOL_FORMATS = ("agentdata", "verl")
@@ -181,8 +182,18 @@ def source_table(result: PoolResult) -> list[dict]:
     ).to_dicts()
 
 
+class EmptyPoolError(UserError):
+    """Nothing to write: `datasets` and verl cannot open a Parquet file with no rows."""
+
+
 def write_pool(result: PoolResult, out: str | os.PathLike, format: str = "agentdata") -> Path:
+    """Write the pool; an empty one is refused (a 0-row Parquet file loads nowhere) instead of written."""
     from agentdata.records import atomic_write
 
+    if result.pool.height == 0:
+        raise EmptyPoolError(
+            f"{out}: the RL pool is empty ({result.profiled.height} problems profiled, none kept), so nothing "
+            "was written: widen --band, raise --k, or profile with a student that solves some of these problems"
+        )
     rows = pool_rows(result.pool, format)
     return atomic_write(Path(out), lambda tmp: rows.write_parquet(tmp))

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import polars as pl
 
 from agentdata.pool.build import pass_rates
-from agentdata.agent.rundir import trajectory_files
+from agentdata.agent.rundir import RunDir
 from agentdata.records import Problem
 
 
@@ -24,11 +24,20 @@ def profile_dir_for(out: Path, student: str) -> Path:
     return out.parent / "profile" / re.sub(r"[^A-Za-z0-9._-]+", "_", student).strip("_")
 
 
+NO_RATES_SCHEMA = {"problem_id": pl.String, "pass_rate": pl.Float64, "n_rollouts": pl.Int64}
+
+
+def profile_rates(profile_dir: Path, k: int | None = None) -> pl.DataFrame:
+    """Pass rates in the profile run dir; an empty table when it does not exist yet (a fresh
+    folder, a new --profile-dir) or holds no shard, rather than a missing-file error."""
+    if not RunDir(profile_dir).shards():
+        return pl.DataFrame(schema=NO_RATES_SCHEMA)
+    return pass_rates([profile_dir], k=k)
+
+
 def cached_rollouts(profile_dir: Path) -> pl.DataFrame:
     """Rollouts per problem already in the profile (empty when there is none)."""
-    if not trajectory_files(profile_dir):
-        return pl.DataFrame(schema={"problem_id": pl.String, "n_rollouts": pl.Int64, "pass_rate": pl.Float64})
-    return pass_rates([profile_dir])
+    return profile_rates(profile_dir)
 
 
 def missing_rollouts(problems: Sequence[Problem], profile_dir: Path, k: int) -> int:
@@ -52,5 +61,5 @@ def profile(
         config = CollectConfig(teacher=student, samples=k, **loop_settings)
         collect(list(problems), profile_dir, config, engine=engine, show_progress=show_progress)
     wanted = pl.Series([problem.id for problem in problems], dtype=pl.String).implode()
-    rates = pass_rates([profile_dir], k=k).filter(pl.col("problem_id").is_in(wanted))
+    rates = profile_rates(profile_dir, k=k).filter(pl.col("problem_id").is_in(wanted))
     return rates, needed

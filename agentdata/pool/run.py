@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from agentdata.pool.build import PoolConfig, PoolResult, build_pool, problems_table, source_table, write_pool
+from agentdata.pool.build import EmptyPoolError, PoolConfig, PoolResult, build_pool, problems_table, source_table, write_pool
 from agentdata.pool.profile import profile, profile_dir_for
 from agentdata.pool.report import pass_rate_histograms
 from agentdata.records import write_json
@@ -16,12 +16,13 @@ from agentdata.records import Problem
 @dataclass
 class FilterRun:
     result: PoolResult
-    output: Path
+    output: Path | None  # None when the pool is empty: nothing is written (see `empty`)
     profile_dir: Path
     generated: int
     report: Path
     plot: Path
     per_source: list[dict]
+    empty: str | None = None  # why no pool file was written (the report and plot still are)
 
 
 def run_filter(
@@ -35,16 +36,20 @@ def run_filter(
     rates, generated = profile(problems, profile_dir, student, k, engine=engine, show_progress=show_progress,
                                **(loop_settings or {}))
     result = build_pool(problems_table(problems), rates, config)
-    write_pool(result, out, config.format)
+    try:
+        output, empty = write_pool(result, out, config.format), None
+    except EmptyPoolError as error:
+        output, empty = None, str(error)
     per_source = source_table(result)
     plot = pass_rate_histograms(
         result.profiled["pass_rate"].to_list(), result.pool["pass_rate"].to_list(), config.band,
         out.with_name(out.stem + ".pass_rate.png"),
     )
     report = write_json(out.with_name(out.stem + ".report.json"), {
-        "output": str(out), "problems": len(problems), "selected": result.pool.height, "student": student, "k": k,
+        "output": str(output) if output else None, "empty": empty,
+        "problems": len(problems), "selected": result.pool.height, "student": student, "k": k,
         "generated_rollouts": generated, "profile_dir": str(profile_dir), "embedding": result.embedding,
         "dropped": {f"dropped_{reason}": count for reason, count in result.counts.items()},
         "per_source": per_source, "config": asdict(config), "plot": str(plot),
     })
-    return FilterRun(result, out, profile_dir, generated, report, plot, per_source)
+    return FilterRun(result, output, profile_dir, generated, report, plot, per_source, empty)
