@@ -8,7 +8,9 @@ import torch
 
 from agentdata.records import Trajectory
 from agentdata.rl.config import GRPOStageConfig
-from agentdata.rl.rewards import RolloutCorrectnessReward, RolloutOverlongReward
+from agentdata.errors import UserError
+from agentdata.rl.rewards import reward_functions
+from agentdata.verify import CorrectnessReward, OverlongReward
 from agentdata.rl.rollout import trajectory_tokens
 from agentdata.rl.trainer import drop_flat_groups
 from tests.train_fixtures import tool_conversation
@@ -38,14 +40,35 @@ def test_a_rollout_cut_by_the_token_budget_is_not_taught_to_stop(tokenizer):
 
 
 def test_rewards_follow_the_findings():
-    plain = RolloutCorrectnessReward()
+    # Rollout completions arrive judged by the loop (`correct`): the reward does not re-read their text.
+    plain = CorrectnessReward()
     assert plain([], [None] * 2, correct=[True, False], num_tool_calls=[3, 3]) == [1.0, -1.0]
-    tcr = RolloutCorrectnessReward(use_tool_call_reward=True)
+    tcr = CorrectnessReward(use_tool_call_reward=True)
     assert tcr([], [None] * 3, correct=[False, False, True], num_tool_calls=[2, 6, 2]) == pytest.approx([-0.8, -0.6, 1.0])
-    penalised = RolloutCorrectnessReward(penalty_per_extra_call=0.1, free_calls=1)
+    penalised = CorrectnessReward(penalty_per_extra_call=0.1, free_calls=1)
     assert penalised([], [None], correct=[True], num_tool_calls=[3]) == pytest.approx([0.8])
-    overlong = RolloutOverlongReward(max_len=100, buffer=20)
+    overlong = OverlongReward(max_len=100, buffer=20)
     assert overlong([], [None] * 3, model_token_counts=[80, 90, 120]) == pytest.approx([0.0, -0.5, -1.0])
+
+
+def test_the_stage_builds_its_rewards_from_the_settings():
+    rewards = reward_functions(GRPOStageConfig(tool_call_reward=True, max_new_tokens=100, overlong_buffer=20))
+    assert [reward.__name__ for reward in rewards] == ["correctness", "overlong"]
+    assert rewards[0]([], [None], correct=[False], num_tool_calls=[2]) == pytest.approx([-0.8])
+    assert rewards[1]([], [None], model_token_counts=[90]) == pytest.approx([-0.5])
+    no_shaping = reward_functions(GRPOStageConfig(overlong_buffer=0))
+    assert [reward.__name__ for reward in no_shaping] == ["correctness"]
+    with pytest.raises(UserError, match="unknown reward 'brevity'.*correctness, overlong"):
+        reward_functions(GRPOStageConfig(rewards=["brevity"]))
+
+
+def test_a_reward_plugin_from_a_file(tmp_path):
+    plugin = tmp_path / "my_rewards.py"
+    plugin.write_text("def brevity(prompts, completions, model_token_counts, **kwargs):\n"
+                      "    return [-count / 100 for count in model_token_counts]\n")
+    rewards = reward_functions(GRPOStageConfig(rewards=["correctness", f"{plugin}:brevity"]))
+    assert [reward.__name__ for reward in rewards] == ["correctness", "brevity"]
+    assert rewards[1]([], [None], model_token_counts=[30]) == pytest.approx([-0.3])
 
 
 def test_dynamic_sampling_drops_only_groups_with_equal_rewards():

@@ -71,6 +71,7 @@ def command(
     max_new_tokens: Annotated[Optional[int], typer.Option("--max-new-tokens", help="Model tokens per rollout.")] = None,
     overlong_buffer: Annotated[Optional[int], typer.Option("--overlong-buffer", help="Soft overlong penalty over the last N tokens.")] = None,
     protocol: Annotated[Optional[str], typer.Option("--protocol", help="hermes or codeblock.")] = None,
+    reward: Annotated[Optional[list[str]], typer.Option("--reward", help="GRPO reward by name (correctness, overlong) or plug-in module:function / file.py:function (repeatable; replaces the default correctness + overlong).")] = None,
     lora: Annotated[bool, typer.Option("--lora", help="Train a LoRA adapter (PEFT), merged on save.")] = False,
     resume: Annotated[Optional[str], typer.Option("--resume", help="Checkpoint dir, or 'last'.")] = None,
     config: Annotated[Optional[Path], typer.Option("--config", help="YAML/JSON with `sft:` and `rl:` sections for every other setting.")] = None,
@@ -84,7 +85,8 @@ def command(
     flags = {"model": model, "protocol": protocol, "max_steps": max_steps, "lora": lora or None,
              "resume_from_checkpoint": resume}
     flags = {key: value for key, value in flags.items() if value is not None}
-    rl_flags = {"num_generations": num_generations, "max_new_tokens": max_new_tokens, "overlong_buffer": overlong_buffer}
+    rl_flags = {"num_generations": num_generations, "max_new_tokens": max_new_tokens, "overlong_buffer": overlong_buffer,
+                "rewards": reward or None}
     rl_flags = {key: value for key, value in rl_flags.items() if value is not None}
     sft_out, rl_out = (out / "sft", out / "rl") if stage == "all" else (out, out)
 

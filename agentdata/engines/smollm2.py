@@ -61,6 +61,13 @@ def smollm2_model_dir() -> Path:
     return target
 
 
+def smollm2_engine(target: str = "", *, spec: str = "smollm2", **options):
+    """The engine factory of the bare `smollm2` spec: the cached model on the transformers engine."""
+    from agentdata.engines.hf import HFEngine
+
+    return HFEngine(smollm2_model_dir(), spec="smollm2", **options)
+
+
 def load_smollm2_tokenizer():
     """The SmolLM2 tokenizer: from the cache when converted, else straight from the GGUF (a few seconds)."""
     from transformers import AutoTokenizer

@@ -1,47 +1,55 @@
-"""`load_engine(spec, **options)`: a spec string names the backend and where its model is."""
+"""`load_engine(spec, **options)`: a spec string names the backend and where its model is.
+
+A spec is `KIND:TARGET` with KIND a registered engine (`hf:/models/qwen`, `openai:URL`), the
+bare `smollm2`, or a plug-in `module:Factory[:TARGET]` / `path/to/file.py:Factory[:TARGET]`.
+An engine factory is called as `factory(target, spec=spec, **options)` and returns an
+`Engine`; an engine class with that constructor is its own factory.
+"""
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from agentdata.engines.base import Engine
 from agentdata.errors import UserError
+from agentdata.registry import Registry, is_plugin_path
 
-ENGINE_KINDS = ("smollm2", "hf", "vllm", "openai")
-SPEC_HELP = "use smollm2, hf:PATH, vllm:PATH or openai:URL[,URL...]"
+ENGINES: Registry[Callable[..., Engine]] = Registry("engine")
+ENGINES.register("smollm2", "agentdata.engines.smollm2:smollm2_engine")
+ENGINES.register("hf", "agentdata.engines.hf:HFEngine")
+ENGINES.register("vllm", "agentdata.engines.vllm_engine:VLLMEngine")
+ENGINES.register("openai", "agentdata.engines.openai_compat:OpenAIEngine")
+
+ENGINE_KINDS = ENGINES.names()
+# Built-in kinds that take no target: the embedded model is one fixed model.
+TARGETLESS_KINDS = ("smollm2",)
+SPEC_HELP = "use smollm2, hf:PATH, vllm:PATH, openai:URL[,URL...] or a plug-in module:Factory[:TARGET]"
 
 
-def load_engine(spec: str, **options) -> Engine:
+def parse_spec(spec: str) -> tuple[str, str]:
+    """(kind, target): the kind is a registry name or a plug-in path (`module:attr`)."""
+    if is_plugin_path(spec):
+        location, _, rest = spec.partition(":")
+        attr, _, target = rest.partition(":")
+        return f"{location}:{attr}", target
+    kind, _, target = spec.partition(":")
+    return kind, target
+
+
+def load_engine(spec: str, **options: Any) -> Engine:
     """Build the engine a spec names; `options` go to that engine (e.g. model=, device=, concurrency=)."""
     spec = (spec or "smollm2").strip()
-    kind, _, target = spec.partition(":")
-    if kind == "smollm2" and not target:
-        from agentdata.engines.hf import HFEngine
-        from agentdata.engines.smollm2 import smollm2_model_dir
-
-        try:
-            return HFEngine(smollm2_model_dir(), spec="smollm2", **options)
-        except TypeError as exc:
-            raise UserError(f"engine 'smollm2' does not take that option: {exc}") from exc
-    if kind not in ENGINE_KINDS or kind == "smollm2":
+    kind, target = parse_spec(spec)
+    if kind not in ENGINES and not is_plugin_path(kind):
         raise UserError(f"unknown engine {spec!r}: {SPEC_HELP}")
-    if not target:
+    if kind in TARGETLESS_KINDS and target:
+        raise UserError(f"engine {kind!r} takes no target: {SPEC_HELP}")
+    if kind in ENGINES and kind not in TARGETLESS_KINDS and not target:
         raise UserError(f"engine {spec!r} needs a target after '{kind}:': {SPEC_HELP}")
+    factory = ENGINES.get(kind)
     try:
-        return _build(kind, target, spec, options)
+        return factory(target, spec=spec, **options)
     except TypeError as exc:
         if "unexpected keyword argument" not in str(exc):
             raise
         raise UserError(f"engine {spec!r} does not take that option: {exc}") from exc
-
-
-def _build(kind: str, target: str, spec: str, options: dict) -> Engine:
-    if kind == "hf":
-        from agentdata.engines.hf import HFEngine
-
-        return HFEngine(target, spec=spec, **options)
-    if kind == "vllm":
-        from agentdata.engines.vllm_engine import VLLMEngine
-
-        return VLLMEngine(target, spec=spec, **options)
-    from agentdata.engines.openai_compat import OpenAIEngine
-
-    return OpenAIEngine(target, spec=spec, **options)

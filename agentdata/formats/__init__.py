@@ -14,23 +14,32 @@ from agentdata.errors import UserError
 from agentdata.formats.base import ParsedTurn, Protocol
 from agentdata.formats.codeblock import CodeblockProtocol
 from agentdata.formats.hermes import HermesProtocol
+from agentdata.registry import Registry
 from agentdata.formats.tool_output import DEFAULT_TOOL_OUTPUT_CHARS, tool_output_text, truncate_middle
 
-_PROTOCOLS: dict[str, Protocol] = {protocol.name: protocol for protocol in (HermesProtocol(), CodeblockProtocol())}
-PROTOCOLS: tuple[str, ...] = tuple(_PROTOCOLS)
+# Protocols by name; a plug-in (`module:attr` or `file.py:attr`) names a Protocol class or instance.
+PROTOCOL_REGISTRY: Registry[Protocol | type[Protocol]] = Registry("tool-call format")
+PROTOCOL_REGISTRY.register("hermes", HermesProtocol())
+PROTOCOL_REGISTRY.register("codeblock", CodeblockProtocol())
+PROTOCOLS: tuple[str, ...] = PROTOCOL_REGISTRY.names()
 
 
 def get_protocol(name: str) -> Protocol:
-    """The protocol called `name`; a UserError names the known ones otherwise."""
-    try:
-        return _PROTOCOLS[name]
-    except (KeyError, TypeError):
-        raise UserError(f"unknown tool-call format {name!r}: choose one of {', '.join(PROTOCOLS)}") from None
+    """The protocol called `name` (or the plug-in it names); a UserError names the known ones otherwise."""
+    if not isinstance(name, str):
+        raise UserError(f"unknown tool-call format {name!r}: choose one of {', '.join(PROTOCOLS)}")
+    protocol = PROTOCOL_REGISTRY.get(name)
+    if isinstance(protocol, type):
+        protocol = protocol()
+    if not isinstance(protocol, Protocol):
+        raise UserError(f"tool-call format {name!r} is not a Protocol (agentdata.formats.base.Protocol)")
+    return protocol
 
 
 __all__ = [
     "DEFAULT_TOOL_OUTPUT_CHARS",
     "PROTOCOLS",
+    "PROTOCOL_REGISTRY",
     "ParsedTurn",
     "Protocol",
     "get_protocol",

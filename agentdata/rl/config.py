@@ -27,6 +27,7 @@ class GRPOStageConfig:
     epsilon_high: float = field(default=0.28, metadata={"help": "Upper clip range (clip-higher: above epsilon keeps exploration)."})
     beta: float = field(default=0.0, metadata={"help": "KL coefficient; 0 (no KL, no reference model) as in DAPO/DemyAgent."})
     loss_type: str = field(default="dapo", metadata={"help": "TRL loss aggregation; dapo is the token-level loss."})
+    rewards: list[str] = field(default_factory=lambda: ["correctness", "overlong"], metadata={"help": "Reward functions, by name (correctness, overlong) or plug-in (mypkg.rewards:brevity, path/to/rewards.py:brevity); each is (prompts, completions, **kwargs) -> list[float | None]."})
     overlong_buffer: int = field(default=128, metadata={"help": "Soft overlong penalty over the last N model tokens of max_new_tokens; 0 turns it off."})
     overlong_penalty: float = field(default=1.0, metadata={"help": "Penalty at max_new_tokens (reached linearly over the buffer)."})
     tool_call_reward: bool = field(default=False, metadata={"help": "Open-AgentRL's TCR: a wrong answer with k tool rounds scores min(-0.6, -1 + 0.1 k)."})

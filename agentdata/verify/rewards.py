@@ -1,9 +1,18 @@
 """Rewards for GRPO, built on `is_correct` so training and evaluation agree on "correct".
 
-Scalar helpers take plain numbers; `make_*` build TRL reward functions with the signature
-`(prompts, completions, **kwargs) -> list[float | None]`. A completion is either a string
-or a list of chat messages (TRL's conversational and tool-calling format); the gold answer
-comes from the dataset's `answer` column.
+Scalar helpers take plain numbers; `CorrectnessReward` and `OverlongReward` are TRL reward
+functions with the signature `(prompts, completions, **kwargs) -> list[float | None]`. A
+completion is either a string or a list of chat messages (TRL's conversational and
+tool-calling format); the gold answer comes from the dataset's `answer` column. When the
+agent loop produced the completions (agentdata's GRPO rollouts), it already judged each with
+`is_correct` and counted its tool calls and model tokens: those arrive as the extra columns
+`correct`, `num_tool_calls` and `model_token_counts`, and are used instead of re-reading text
+that also holds tool output. One definition of each reward, whoever calls it.
+
+Rewards are registered by name in `REWARDS`; `build_reward(name, settings)` turns a name or a
+plug-in path (`mypkg.rewards:brevity`, `rewards.py:brevity`) into a reward function. A plain
+function is used as it is; a class is built with `from_settings(settings)` when it has one
+(returning None turns the reward off for those settings), else with no arguments.
 """
 
 from __future__ import annotations
@@ -12,6 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from agentdata.errors import UserError
+from agentdata.registry import Registry
 from agentdata.verify.check import DEFAULT_TIMEOUT_S, is_correct
 
 RewardFunction = Callable[..., list[float | None]]
@@ -106,19 +117,34 @@ class CorrectnessReward:
         if self.penalty_per_extra_call < 0 or self.free_calls < 0:
             raise ValueError("free_calls and penalty_per_extra_call must be >= 0")
 
+    @classmethod
+    def from_settings(cls, settings: Any) -> "CorrectnessReward":
+        """From GRPO settings: `tool_call_reward`, `extra_call_penalty`, `free_calls`."""
+        return cls(use_tool_call_reward=settings.tool_call_reward, penalty_per_extra_call=settings.extra_call_penalty,
+                   free_calls=settings.free_calls)
+
+    def reward(self, correct: bool, rounds: int, calls: int) -> float:
+        """The reward of a judged completion with `rounds` tool rounds and `calls` tool calls."""
+        if self.use_tool_call_reward:
+            reward = tool_call_reward(correct, rounds, self.correct_reward)
+        else:
+            reward = correctness_score(correct, self.correct_reward, self.wrong_reward)
+        if self.penalty_per_extra_call:
+            reward += extra_call_penalty(calls, self.free_calls, self.penalty_per_extra_call)
+        return reward
+
     def score(self, completion: str | Sequence[dict[str, Any]], gold: Any) -> float | None:
         if gold is None or str(gold).strip() == "":
             return None
         correct = is_correct(completion_text(completion), str(gold), timeout_s=self.timeout_s)
-        if self.use_tool_call_reward:
-            reward = tool_call_reward(correct, tool_rounds(completion), self.correct_reward)
-        else:
-            reward = correctness_score(correct, self.correct_reward, self.wrong_reward)
-        if self.penalty_per_extra_call:
-            reward += extra_call_penalty(tool_calls(completion), self.free_calls, self.penalty_per_extra_call)
-        return reward
+        return self.reward(correct, tool_rounds(completion), tool_calls(completion))
 
     def __call__(self, prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
+        judged = kwargs.get("correct")
+        if judged is not None:  # the agent loop already judged these rollouts with is_correct
+            counts = kwargs.get("num_tool_calls") or [tool_calls(completion) for completion in completions]
+            # The loop counts calls, not rounds: TCR's k is the number of calls run, as in training so far.
+            return [self.reward(bool(ok), int(calls), int(calls)) for ok, calls in zip(judged, counts, strict=True)]
         golds = kwargs.get(self.answer_field)
         if golds is None:
             raise ValueError(f"the reward needs the gold answers in the dataset column {self.answer_field!r}")
@@ -145,6 +171,13 @@ class OverlongReward:
         if not 0 < self.buffer <= self.max_len:
             raise ValueError(f"need 0 < buffer <= max_len, got buffer={self.buffer}, max_len={self.max_len}")
 
+    @classmethod
+    def from_settings(cls, settings: Any) -> "OverlongReward | None":
+        """From GRPO settings: `max_new_tokens`, `overlong_buffer` (0 turns shaping off), `overlong_penalty`."""
+        if not settings.overlong_buffer:
+            return None
+        return cls(max_len=settings.max_new_tokens, buffer=settings.overlong_buffer, penalty=settings.overlong_penalty)
+
     def __call__(self, prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
         counts = self._token_counts(completions, kwargs)
         return [overlong_penalty(count, self.max_len, self.buffer, self.penalty) for count in counts]
@@ -158,3 +191,34 @@ class OverlongReward:
         if kwargs.get("completion_ids") is not None:
             return [len(ids) for ids in kwargs["completion_ids"]]
         raise ValueError("overlong shaping needs model_token_counts, a tokenizer, or completion_ids")
+
+
+# --------------------------------------------------------------------------- the registry
+
+REWARDS: Registry[Any] = Registry("reward")
+REWARDS.register("correctness", CorrectnessReward)
+REWARDS.register("overlong", OverlongReward)
+DEFAULT_REWARDS = ("correctness", "overlong")
+
+
+def build_reward(name: str, settings: Any = None) -> RewardFunction | None:
+    """The reward function `name` gives (see the module doc), or None when it is off for `settings`."""
+    entry = REWARDS.get(name)
+    if isinstance(entry, type):
+        configurable = settings is not None and hasattr(entry, "from_settings")
+        entry = entry.from_settings(settings) if configurable else entry()
+        if entry is None:
+            return None
+    if not callable(entry):
+        raise UserError(f"reward {name!r} is not callable: a reward is a function (prompts, completions, **kwargs)")
+    if not hasattr(entry, "__name__"):  # TRL logs each reward under its __name__
+        entry.__name__ = name.rpartition(":")[2] or name
+    return entry
+
+
+def build_rewards(names: Sequence[str], settings: Any = None) -> list[RewardFunction]:
+    """The reward functions `names` give, in order, leaving out those off for `settings`."""
+    rewards = [build_reward(name, settings) for name in names]
+    if not any(reward is not None for reward in rewards):
+        raise UserError(f"rewards {list(names)}: none is on; GRPO needs at least one reward")
+    return [reward for reward in rewards if reward is not None]
