@@ -251,7 +251,7 @@ def test_cannot_write_outside_the_working_dir(sandbox, path):
 def python_skeleton() -> list[str]:
     """What a fresh private /tmp holds: nothing, except the top folders of a Python install kept under /tmp
     (a virtualenv in a checkout under /tmp is bound back in, or its lazy imports would fail)."""
-    from agentdata.sandbox.worker import python_paths
+    from agentdata.sandbox.worker_executor import python_paths
 
     return sorted({p.split("/")[2] for p in map(os.path.abspath, python_paths()) if p.startswith("/tmp/")
                    and os.path.exists(p)})

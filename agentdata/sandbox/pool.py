@@ -1,71 +1,33 @@
-"""The host side of the local sandbox: the template process, warm executors and sessions.
+"""The host side of the local sandbox: warm executors, sessions and calls.
 
 Everything here runs on one asyncio loop (the Sandbox's own thread). Calls wait in a
 queue for one of `workers` slots; a stateless call takes a pre-forked executor and
-throws it away afterwards; a session keeps its executor between calls.
+throws it away afterwards; a session keeps its executor between calls. The template
+process that forks the executors is reached through `template.TemplateChannel`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import itertools
 import json
 import logging
-import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
-from pathlib import Path
 
 from agentdata.sandbox.config import MAX_EXECUTORS, SandboxConfig
 from agentdata.sandbox.result import ExecResult
-from agentdata.sandbox.worker import encode_frame
+from agentdata.sandbox.template import EXIT_WAIT_S, ExecutorHandle, SandboxUnavailable, TemplateChannel
+from agentdata.sandbox.worker_framing import encode_frame
+
+__all__ = ["Pool", "SandboxUnavailable", "UID_BASE"]
 
 logger = logging.getLogger(__name__)
 
-WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 UID_BASE = 100_000_000  # far above any real account; each template owns MAX_EXECUTORS uids from here
-TEMPLATE_START_TIMEOUT_S = 120.0
-EXIT_WAIT_S = 3.0
 DRAIN_WAIT_S = 1.0  # an exited executor's last words are already in our socket buffer; this is ample
-
-
-class SandboxUnavailable(RuntimeError):
-    """The sandbox's own machinery failed (not the code it ran)."""
-
-
-@dataclass
-class _Executor:
-    pid: int
-    uid: int
-    pidfd: int
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-    exited: asyncio.Future
-    template: "_Template"
-    busy: bool = False  # a call is reading its reply: the stream and the uid must stay ours until it is done
-    retired: bool = False
-
-    @property
-    def alive(self) -> bool:
-        return not self.exited.done()
-
-    def signal(self, number: int) -> None:
-        if self.alive:
-            try:
-                signal.pidfd_send_signal(self.pidfd, number)
-            except ProcessLookupError:
-                pass
-
-    def close_pidfd(self) -> None:
-        if self.pidfd >= 0:
-            os.close(self.pidfd)
-            self.pidfd = -1
 
 
 async def _read_frame(reader: asyncio.StreamReader) -> dict | None:
@@ -75,125 +37,6 @@ async def _read_frame(reader: asyncio.StreamReader) -> dict | None:
     except (asyncio.IncompleteReadError, ConnectionError):
         return None
     return json.loads(body)
-
-
-def _template_environment() -> dict[str, str]:
-    """The template starts with almost nothing, so the host's secrets never reach sandboxed code."""
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "OPENBLAS_NUM_THREADS": "1",
-            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
-class _Template:
-    """The control channel to one template process."""
-
-    def __init__(self, config: SandboxConfig):
-        self.config = config
-        self.process: subprocess.Popen | None = None
-        self.ctrl: socket.socket | None = None
-        self.ready: asyncio.Future = asyncio.get_running_loop().create_future()
-        self.spawns: dict[str, asyncio.Future] = {}
-        self.kills: dict[int, asyncio.Future] = {}
-        self.exits: dict[int, asyncio.Future] = {}
-        self.tags = itertools.count()
-        self.dead = False
-        self.info: dict = {}
-
-    async def start(self) -> None:
-        host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        settings = json.dumps(self.config.worker_settings())
-        self.process = subprocess.Popen(
-            [sys.executable, "-I", str(WORKER_SCRIPT), str(child_end.fileno()), settings],
-            pass_fds=[child_end.fileno()], env=_template_environment(), cwd="/",
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        )
-        child_end.close()
-        host_end.setblocking(False)
-        self.ctrl = host_end
-        asyncio.get_running_loop().add_reader(host_end.fileno(), self._on_readable)
-        self.info = await asyncio.wait_for(self.ready, TEMPLATE_START_TIMEOUT_S)
-
-    def _on_readable(self) -> None:
-        while not self.dead:
-            try:
-                data, fds, _, _ = socket.recv_fds(self.ctrl, 1 << 16, 2)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                data, fds = b"", []
-            if not data:
-                self._die("the sandbox template process exited")
-                return
-            self._dispatch(json.loads(data), fds)
-
-    def _dispatch(self, message: dict, fds: list[int]) -> None:
-        op = message["op"]
-        if op == "ready":
-            self.ready.set_result(message)
-        elif op == "spawned":
-            self.exits[message["pid"]] = asyncio.get_running_loop().create_future()
-            future = self.spawns.pop(message["tag"], None)
-            if future is not None and not future.done():
-                future.set_result((message, fds))
-            else:
-                for fd in fds:
-                    os.close(fd)
-        elif op == "exited":
-            future = self.exits.pop(message["pid"], None)
-            if future is not None and not future.done():
-                future.set_result(message["code"])
-        elif op == "killed":
-            future = self.kills.pop(message["uid"], None)
-            if future is not None and not future.done():
-                future.set_result(None)
-
-    def _die(self, reason: str) -> None:
-        self.dead = True
-        loop = asyncio.get_running_loop()
-        loop.remove_reader(self.ctrl.fileno())
-        error = SandboxUnavailable(reason)
-        if not self.ready.done():
-            self.ready.set_exception(error)
-        for future in [*self.spawns.values(), *self.kills.values()]:
-            if not future.done():
-                future.set_exception(error)
-        for future in self.exits.values():
-            if not future.done():
-                future.set_result(-signal.SIGKILL)  # executors die with their template
-        self.spawns.clear(), self.kills.clear(), self.exits.clear()
-
-    def _send(self, message: dict) -> None:
-        if self.dead:
-            raise SandboxUnavailable("the sandbox template process is gone")
-        self.ctrl.send(json.dumps(message).encode())
-
-    async def spawn(self, uid: int) -> tuple[dict, list[int]]:
-        tag = str(next(self.tags))
-        future = asyncio.get_running_loop().create_future()
-        self.spawns[tag] = future
-        self._send({"op": "spawn", "uid": uid, "tag": tag})
-        return await future
-
-    async def kill_uid(self, uid: int) -> None:
-        future = self.kills.get(uid) or asyncio.get_running_loop().create_future()
-        self.kills[uid] = future
-        self._send({"op": "killuid", "uid": uid})
-        await asyncio.wait_for(future, EXIT_WAIT_S)
-
-    async def close(self) -> None:
-        if not self.dead:
-            try:
-                self._send({"op": "exit"})
-            except OSError:
-                pass
-        if self.process is not None:
-            try:
-                await asyncio.wait_for(asyncio.to_thread(self.process.wait), 5)
-            except asyncio.TimeoutError:
-                self.process.kill()
-                await asyncio.to_thread(self.process.wait)
-        if not self.dead:
-            self._die("closed")
-        self.ctrl.close()
 
 
 def _death_result(code: int, started: float, note: str) -> ExecResult:
@@ -212,11 +55,11 @@ class Pool:
 
     def __init__(self, config: SandboxConfig):
         self.config = config
-        self.template: _Template | None = None
+        self.template: TemplateChannel | None = None
         self.slots = asyncio.Semaphore(config.workers)
-        self.spares: asyncio.Queue[_Executor] = asyncio.Queue()
+        self.spares: asyncio.Queue[ExecutorHandle] = asyncio.Queue()
         self.spawning = 0
-        self.sessions: OrderedDict[str, _Executor] = OrderedDict()
+        self.sessions: OrderedDict[str, ExecutorHandle] = OrderedDict()
         self.session_locks: dict[str, asyncio.Lock] = {}
         self.free_uids: list[int] = []
         self.warnings: list[str] = []
@@ -225,7 +68,7 @@ class Pool:
 
     # -- template and executors
     async def start(self) -> None:
-        template = _Template(self.config)
+        template = TemplateChannel(self.config)
         await template.start()
         self.template = template
         block = UID_BASE + template.info["pid"] * MAX_EXECUTORS
@@ -243,14 +86,14 @@ class Pool:
         return {"own_uid": info.get("own_uid", False), "private_tmp": info.get("private_tmp", False),
                 "warnings": list(self.warnings)}
 
-    async def _ensure_template(self) -> _Template:
+    async def _ensure_template(self) -> TemplateChannel:
         if self.template is None or self.template.dead:
             logger.warning("sandbox template is gone; starting a new one (open sessions are lost)")
             self.sessions.clear()
             await self.start()
         return self.template
 
-    async def _spawn(self) -> _Executor:
+    async def _spawn(self) -> ExecutorHandle:
         template = await self._ensure_template()
         uid = self.free_uids.pop()
         try:
@@ -261,18 +104,18 @@ class Pool:
         sock = socket.socket(fileno=fds[0])
         reader, writer = await asyncio.open_unix_connection(sock=sock)
         exited = template.exits[message["pid"]]
-        executor = _Executor(message["pid"], uid, fds[1], reader, writer, exited, template)
+        executor = ExecutorHandle(message["pid"], uid, fds[1], reader, writer, exited, template)
         exited.add_done_callback(lambda _: self._on_exit(executor))
         return executor
 
-    def _on_exit(self, executor: _Executor) -> None:
+    def _on_exit(self, executor: ExecutorHandle) -> None:
         executor.close_pidfd()
         # The exit notice can overtake the executor's reply, which then still sits in our socket
         # buffer: a call in progress reads it first and retires the executor itself.
         if not executor.busy:
             self._retire(executor)
 
-    def _retire(self, executor: _Executor) -> None:
+    def _retire(self, executor: ExecutorHandle) -> None:
         if executor.retired:
             return
         executor.retired = True
@@ -296,7 +139,7 @@ class Pool:
         finally:
             self.spawning -= 1
 
-    async def _take_executor(self) -> _Executor:
+    async def _take_executor(self) -> ExecutorHandle:
         while True:
             if self.spares.empty():
                 executor = await self._spawn()
@@ -306,7 +149,7 @@ class Pool:
             if executor.alive:
                 return executor
 
-    async def _kill(self, executor: _Executor) -> None:
+    async def _kill(self, executor: ExecutorHandle) -> None:
         """Kill the executor and everything it started, and wait until they are gone."""
         executor.signal(signal.SIGKILL)
         template = self.template
@@ -321,7 +164,7 @@ class Pool:
             logger.warning("sandbox executor %d did not exit after SIGKILL", executor.pid)
 
     # -- one call
-    async def _await_reply(self, executor: _Executor, reply: asyncio.Future, timeout: float) -> bool:
+    async def _await_reply(self, executor: ExecutorHandle, reply: asyncio.Future, timeout: float) -> bool:
         """True when the reply (a frame, or the end of the stream) came within `timeout`."""
         done, _ = await asyncio.wait({reply, executor.exited}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         if reply in done:
@@ -331,7 +174,7 @@ class Pool:
             return True
         return False
 
-    async def _finish_reading(self, executor: _Executor, reply: asyncio.Future) -> None:
+    async def _finish_reading(self, executor: ExecutorHandle, reply: asyncio.Future) -> None:
         """The executor exited mid-call: read what it sent, up to the end of its stream.
 
         The stream ends by itself unless a process the code left behind still holds the
@@ -345,7 +188,7 @@ class Pool:
             executor.writer.close()  # ends the stream on our side; the reader sees its end
             await asyncio.wait({reply}, timeout=EXIT_WAIT_S)
 
-    async def _call(self, executor: _Executor, request: dict, timeout: float) -> ExecResult:
+    async def _call(self, executor: ExecutorHandle, request: dict, timeout: float) -> ExecResult:
         started = time.perf_counter()
         executor.busy = True
         executor.writer.write(encode_frame(request))
@@ -414,7 +257,7 @@ class Pool:
                     self.sessions.pop(session_id, None)
                 return result
 
-    async def _session_executor(self, session_id: str) -> _Executor:
+    async def _session_executor(self, session_id: str) -> ExecutorHandle:
         executor = self.sessions.get(session_id)
         if executor is not None and executor.alive:
             self.sessions.move_to_end(session_id)
@@ -433,7 +276,7 @@ class Pool:
             await self._close_executor(self.sessions.pop(idle[0]))
             self.session_locks.pop(idle[0], None)
 
-    async def _close_executor(self, executor: _Executor) -> None:
+    async def _close_executor(self, executor: ExecutorHandle) -> None:
         if executor.alive:
             await self._kill(executor)
 
