@@ -20,7 +20,6 @@ from agentdata.sandbox import RemoteSandbox, Sandbox, open_sandbox
 from agentdata.sandbox.remote import RemoteSandboxError
 from agentdata.sandbox.service import build_app
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox's isolation needs root to set up")
 
 
 def free_port() -> int:
