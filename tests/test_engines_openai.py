@@ -84,17 +84,57 @@ def test_tool_script_answers_after_a_tool_response():
     assert generation.stop_reason is None
 
 
-@pytest.mark.parametrize(
-    ("stops", "expected"),
-    [(TOOL_STOP, "</tool_call>"), (("</tool_call>", "<|im_end|>"), None)],
-    ids=["single-stop-inferred", "several-stops-unknown"],
-)
-def test_stop_reason_when_server_does_not_report_it(stops, expected):
+@pytest.mark.parametrize("stops", [TOOL_STOP, ("</tool_call>", "<|im_end|>")], ids=["one-stop", "two-stops"])
+def test_server_that_does_not_say_why_it_stopped_leaves_it_open(stops):
+    """OpenAI's API: "stop" at a stop string and at the end of a turn alike, the stop string cut."""
     with fake.FakeOpenAIServer(script="tool", report_stop_reason=False) as server:
         engine = load_engine(f"openai:{server.url}", model="m")
         [generation] = run_all(engine, [ask("go", stop=stops)])
-    assert generation.stop_reason == expected
+    assert (generation.stop_reason, generation.stop_known) == (None, False)  # never guessed from the count
     assert "</tool_call>" not in generation.text
+
+
+def test_stop_string_left_in_the_text_is_cut_and_named():
+    """`transformers serve` leaves the stop string in the text: then it is known."""
+    with fake.FakeOpenAIServer(script="tool", report_stop_reason=False, keep_stop_string=True) as server:
+        engine = load_engine(f"openai:{server.url}", model="m")
+        [generation] = run_all(engine, [ask("go", stop=TOOL_STOP)])
+    assert generation.text == fake.TOOL_CALL_TEXT.removesuffix("</tool_call>")
+    assert (generation.stop_reason, generation.stop_known) == ("</tool_call>", True)
+
+
+@pytest.mark.parametrize(
+    ("status", "text", "refused"),
+    [
+        (422, "{\"detail\": \"Unexpected fields in the request: {'continue_final_message', 'add_generation_prompt'}\"}",
+         ["continue_final_message", "add_generation_prompt"]),
+        (400, '{"error": {"message": "Unsupported parameter: \'max_tokens\' is not supported with this model. '
+              'Use \'max_completion_tokens\' instead.", "param": "max_tokens"}}', ["max_tokens"]),
+        (400, '{"error": {"message": "Unsupported value: temperature", "param": "temperature"}}', ["temperature"]),
+        (400, '{"error": {"message": "messages: stop before you send garbage"}}', []),
+        (500, "'stop'", []),
+    ],
+)
+def test_refused_fields_are_read_from_the_answer(status, text, refused):
+    from agentdata.engines.openai_wire import refused_fields
+
+    body = {"model": "m", "messages": [], "max_tokens": 5, "stop": ["x"], "temperature": 0.7,
+            "continue_final_message": True, "add_generation_prompt": False}
+    assert refused_fields(status, text, body) == refused
+
+
+def test_refusal_naming_no_field_is_an_error_not_a_loop():
+    with fake.FakeOpenAIServer(script="echo", fail_always=422) as server:
+        engine = load_engine(f"openai:{server.url}", model="m", **FAST_RETRIES)
+        [generation] = run_all(engine, [ask("hi")])
+    assert generation.finish_reason == "error" and "HTTP 422" in generation.error and len(server.requests) == 1
+
+
+def test_bad_engine_options_are_user_errors(server):
+    with pytest.raises(UserError, match="max_tokens_field"):
+        load_engine(f"openai:{server.url}", max_tokens_field="tokens")
+    with pytest.raises(UserError, match="extra_body"):
+        load_engine(f"openai:{server.url}", extra_body="[1]")
 
 
 def test_vllm_style_null_stop_reason_means_end_of_turn(server):

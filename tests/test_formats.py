@@ -72,7 +72,7 @@ def message_from(turn: ParsedTurn) -> dict:
 # --------------------------------------------------------------------------- registry
 
 def test_protocols_are_registered_by_name():
-    assert PROTOCOLS == ("hermes", "codeblock")
+    assert PROTOCOLS == ("hermes", "codeblock", "qwen3coder", "native")
     assert [get_protocol(name).name for name in PROTOCOLS] == list(PROTOCOLS)
 
 
@@ -403,7 +403,7 @@ def test_engine_hit_max_tokens_mid_call():
 
 # --------------------------------------------------------------------------- system prompts
 
-@pytest.mark.parametrize("name", PROTOCOLS)
+@pytest.mark.parametrize("name", [name for name in PROTOCOLS if not get_protocol(name).native_tools])
 def test_system_prompt_teaches_a_call_the_protocol_parses(name):
     protocol = get_protocol(name)
     prompt = protocol.system_prompt([CODE_TOOL])

@@ -14,17 +14,27 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentdata.engines.base import Engine, Generation, GenerationRequest
-from agentdata.formats import DEFAULT_TOOL_OUTPUT_CHARS, Protocol, get_protocol, tool_output_text
+from agentdata.formats import (
+    DEFAULT_TOOL_OUTPUT_CHARS,
+    ParsedTurn,
+    Protocol,
+    get_protocol,
+    parse_native_calls,
+    split_reasoning,
+    tool_output_text,
+)
 from agentdata.records import CODE_TOOL, Problem, ToolCall, Trajectory, assistant_message, tool_message
 from agentdata.verify import extract_answer, is_correct
 
 TOOL_LIMIT_NOTICE = "Tool call limit reached: the code was not run. Give your final answer now, in \\boxed{}."
+REQUEST_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 UNPARSED_CALL_NOTICE = "Your tool call could not be read ({errors}). Fix its format or give the final answer."
 
 
 @dataclass
 class LoopConfig:
-    protocol: str = field(default="hermes", metadata={"help": "Tool-call protocol: hermes or codeblock."})
+    protocol: str = field(default="hermes",
+                          metadata={"help": "Tool-call protocol: hermes, codeblock, qwen3coder or native."})
     max_tool_calls: int = field(default=4, metadata={"help": "Tool calls run per trajectory; one more is refused."})
     max_turns: int = field(default=8, metadata={"help": "Model turns (generate calls) per trajectory."})
     max_new_tokens: int = field(default=512, metadata={"help": "Model tokens per trajectory, all turns together."})
@@ -55,6 +65,7 @@ class _State:
     messages: list[dict[str, Any]]
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reasoning_tokens: int = 0
     tool_calls: int = 0
     tool_errors: int = 0
     malformed_calls: int = 0
@@ -107,13 +118,9 @@ async def _run_turns(state: _State, protocol: Protocol, engine: Engine, sandbox:
         if generation.finish_reason == "error":
             state.finish_reason, state.error = "error", generation.error or "generation failed"
             break
-        text = generation.text + (generation.stop_reason or "")
-        if state.continuing:  # the last turn stopped on a stop string without a call: this text continues it
-            text = protocol.render_assistant(state.messages.pop()) + text
-            state.continuing = False
-        parsed = protocol.parse(text)
+        parsed, stopped_at, reasoning = _read_turn(state, protocol, engine, generation)
         calls = _numbered(state, parsed.tool_calls)
-        state.messages.append(assistant_message(parsed.content, calls))
+        state.messages.append(assistant_message(parsed.content, calls, reasoning))
         if calls:
             await _run_tool_calls(state, calls, sandbox, session_id, config)
         elif parsed.errors:
@@ -122,7 +129,7 @@ async def _run_turns(state: _State, protocol: Protocol, engine: Engine, sandbox:
             state.messages.append({"role": "user", "content": notice})
         elif generation.finish_reason == "length":
             state.finish_reason = "max_tokens"
-        elif generation.stop_reason is not None:
+        elif stopped_at is not None:
             state.continuing = True  # e.g. a bare ``` fence in codeblock: not a call, and not the end either
         else:
             state.finish_reason = "answer"
@@ -135,12 +142,50 @@ def _numbered(state: _State, calls: list[ToolCall]) -> list[ToolCall]:
     return numbered
 
 
+def _read_turn(state: _State, protocol: Protocol, engine: Engine,
+               generation: Generation) -> tuple[ParsedTurn, str | None, str | None]:
+    """The turn's content and calls, the stop string that ended it, and the model's reasoning."""
+    thinking, text = split_reasoning(generation.text)
+    reasoning = _joined(generation.reasoning, thinking)
+    state.reasoning_tokens += _reasoning_tokens(engine, generation, reasoning, text)
+    if state.continuing:  # the last turn stopped on a stop string without a call: this text continues it
+        previous = state.messages.pop()
+        text = protocol.render_assistant(previous) + text
+        reasoning = _joined(previous.get("reasoning_content"), reasoning)
+        state.continuing = False
+    # A server that says "stop" both at a stop string and at the end of a turn leaves it to the text.
+    stopped_at = generation.stop_reason if generation.stop_known else protocol.stop_after(text)
+    if generation.tool_calls:  # the server parsed the calls itself (native tool calling)
+        return parse_native_calls(generation.tool_calls, text), None, reasoning
+    return protocol.parse(text + (stopped_at or "")), stopped_at, reasoning
+
+
+def _joined(*parts: str | None) -> str | None:
+    return "\n".join(part for part in parts if part) or None
+
+
+def _reasoning_tokens(engine: Engine, generation: Generation, reasoning: str | None, text: str) -> int:
+    """The server's count, else the engine's tokenizer, else the reasoning's share of the characters."""
+    if generation.reasoning_tokens is not None:
+        return int(generation.reasoning_tokens)
+    if not reasoning:
+        return 0
+    if engine.tokenizer is not None:
+        return len(engine.tokenizer(reasoning, add_special_tokens=False)["input_ids"])
+    return round(generation.completion_tokens * len(reasoning) / (len(reasoning) + len(text)))
+
+
 async def _generate(state: _State, protocol: Protocol, engine: Engine, config: LoopConfig, budget: int,
                     seed: int | None) -> Generation:
     plain = protocol.to_plain_messages(state.messages)
+    continue_final = plain[-1]["role"] == "assistant"
     request = GenerationRequest(
-        messages=[{"role": m["role"], "content": m["content"]} for m in plain],
-        continue_final=plain[-1]["role"] == "assistant",
+        messages=_request_messages(plain),
+        continue_final=continue_final,
+        # For servers that cannot continue a message: the same turn, the tool output as the next message.
+        turn_messages=_request_messages(protocol.to_plain_messages(state.messages, tool_turns=True))
+        if continue_final else None,
+        tools=[CODE_TOOL] if protocol.native_tools else None,
         max_new_tokens=budget,
         temperature=config.temperature,
         top_p=config.top_p,
@@ -155,6 +200,11 @@ async def _generate(state: _State, protocol: Protocol, engine: Engine, config: L
         state.prompt_tokens = generation.prompt_tokens
     state.completion_tokens += generation.completion_tokens
     return generation
+
+
+def _request_messages(plain: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What an engine is sent: the chat keys only (codeblock's env_spans are for training)."""
+    return [{key: value for key, value in message.items() if key in REQUEST_KEYS} for message in plain]
 
 
 async def _run_tool_calls(state: _State, calls: list[ToolCall], sandbox: Any, session_id: str,
@@ -211,5 +261,15 @@ async def _to_trajectory(problem: Problem, state: _State, engine: Engine, config
         timings={"total_s": round(elapsed_s, 4), "generation_s": round(state.generation_s, 4),
                  "tool_s": round(state.tool_s, 4)},
         error=state.error,
-        metadata={"malformed_tool_calls": state.malformed_calls} if state.malformed_calls else {},
+        metadata=_metadata(state),
     )
+
+
+def _metadata(state: _State) -> dict[str, Any]:
+    """Counts worth keeping that not every trajectory has (reasoning tokens are in completion_tokens too)."""
+    metadata: dict[str, Any] = {}
+    if state.malformed_calls:
+        metadata["malformed_tool_calls"] = state.malformed_calls
+    if state.reasoning_tokens:
+        metadata["reasoning_tokens"] = state.reasoning_tokens
+    return metadata

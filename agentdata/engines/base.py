@@ -17,8 +17,12 @@ FINISH_REASONS = ("stop", "length", "error")
 class GenerationRequest:
     """One chat completion to make."""
 
-    messages: list[dict]          # plain {"role", "content"} messages (Protocol.to_plain_messages)
+    messages: list[dict]          # chat messages (Protocol.to_plain_messages, or canonical ones for `tools`)
     continue_final: bool = False  # continue the last (assistant) message instead of opening a new turn
+    # The same conversation with the last assistant turn closed (tool output as the next message),
+    # for servers that refuse to continue a message; None: send `messages` as a new turn.
+    turn_messages: list[dict] | None = None
+    tools: list[dict] | None = None  # JSON schemas for the server's / chat template's native tool calling
     max_new_tokens: int = 512
     temperature: float = 0.7
     top_p: float = 1.0
@@ -36,6 +40,12 @@ class Generation:
     prompt_tokens: int
     completion_tokens: int
     error: str | None = None
+    # False when the server stopped without saying whether at a stop string or at the end of
+    # its turn (OpenAI's API, `transformers serve`): the caller judges from the text.
+    stop_known: bool = True
+    tool_calls: list[dict] | None = None  # native tool calls, OpenAI form, arguments as the server sent them
+    reasoning: str | None = None          # the server's `reasoning_content` (reasoning parsers, hosted APIs)
+    reasoning_tokens: int | None = None   # reasoning tokens, when the server counts them (part of completion_tokens)
 
 
 def error_generation(message: str, prompt_tokens: int = 0) -> Generation:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import threading
 from dataclasses import dataclass
 
@@ -34,12 +35,31 @@ def sampling_key(request: GenerationRequest) -> SamplingKey:
 
 
 def render_prompt(tokenizer, request: GenerationRequest) -> str:
-    """The chat template applied to the request's messages, as text."""
+    """The chat template applied to the request's messages (and tools, for native tool calling), as text."""
+    options = {"tools": request.tools} if request.tools else {}
+    messages = template_messages(request.messages)
     if request.continue_final:
         return tokenizer.apply_chat_template(
-            request.messages, tokenize=False, add_generation_prompt=False, continue_final_message=True
+            messages, tokenize=False, add_generation_prompt=False, continue_final_message=True, **options
         )
-    return tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True)
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **options)
+
+
+def template_messages(messages: list[dict]) -> list[dict]:
+    """Tool-call arguments as mappings: most chat templates iterate them, and many fail on a JSON string."""
+    rendered = []
+    for message in messages:
+        if message.get("tool_calls"):
+            calls = [{**call, "function": {**call["function"], "arguments": _arguments(call["function"])}}
+                     for call in message["tool_calls"]]
+            message = {**message, "tool_calls": calls}
+        rendered.append(message)
+    return rendered
+
+
+def _arguments(function: dict):
+    arguments = function.get("arguments")
+    return json.loads(arguments) if isinstance(arguments, str) else arguments
 
 
 class PerRowStopping(StoppingCriteria):

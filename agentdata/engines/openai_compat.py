@@ -4,6 +4,10 @@ Several base URLs spread the load (least busy first, ties in turn). Each request
 slot of a concurrency limit, has a timeout, and is retried with exponential backoff and
 jitter on 429, 5xx, timeouts and connection errors; when retries run out it comes back
 as `finish_reason="error"` instead of raising.
+
+A server that refuses a field (HTTP 400/422 naming `continue_final_message`, `max_tokens`,
+`stop`, ...) gets the request again at once without it, and every later request is
+written the same way (`openai_wire.WireSettings`); the options below set this up front.
 """
 
 from __future__ import annotations
@@ -11,14 +15,18 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import os
 import random
 from dataclasses import dataclass, field
 
 import aiohttp
 
-from agentdata.engines.base import Engine, Generation, GenerationRequest, cut_at_first_stop, error_generation
+from agentdata.engines.base import Engine, Generation, GenerationRequest, error_generation
+from agentdata.engines.openai_wire import TOKEN_FIELDS, WireSettings, parse_completion, refused_fields, request_body
 from agentdata.errors import UserError
+
+logger = logging.getLogger(__name__)
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
@@ -33,6 +41,14 @@ def chat_completions_url(base_url: str) -> str:
     if url.endswith("/v1"):
         return f"{url}/chat/completions"
     return f"{url}/v1/chat/completions"
+
+
+class RefusedRequest(RuntimeError):
+    """An HTTP 4xx answer: the request itself was refused, trying it again as is would not help."""
+
+    def __init__(self, message: str, status: int, text: str):
+        super().__init__(message)
+        self.status, self.text = status, text
 
 
 class RetryableError(Exception):
@@ -75,7 +91,13 @@ class OpenAIEngine(Engine):
     def __init__(self, urls: str | list[str], *, model: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                  concurrency: int = 64, timeout_s: float = 600.0, max_retries: int = 5,
                  backoff_s: float = 1.0, max_backoff_s: float = 30.0, extra_body: dict | None = None,
-                 spec: str | None = None):
+                 continue_final_message: bool | None = None, max_tokens_field: str = "max_tokens",
+                 drop_fields: list[str] | tuple[str, ...] = (), spec: str | None = None):
+        """`continue_final_message`: None sends vLLM's continuation fields until a server refuses
+        them, then continues a turn by sending the tool output as the next message (False: always).
+        `max_tokens_field`: "max_completion_tokens" for OpenAI's reasoning models.
+        `drop_fields`: request fields never to send (e.g. ["stop", "temperature"]).
+        A refusal naming any of these is learned from at run time as well."""
         url_list = [u for u in (urls.split(",") if isinstance(urls, str) else urls) if u.strip()]
         if not url_list:
             raise UserError("openai engine: give at least one server URL, e.g. openai:http://127.0.0.1:8000/v1")
@@ -91,7 +113,13 @@ class OpenAIEngine(Engine):
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
+        if max_tokens_field not in TOKEN_FIELDS:
+            raise UserError(f"openai engine: max_tokens_field must be one of {', '.join(TOKEN_FIELDS)}")
+        if not isinstance(extra_body, (dict, type(None))):
+            raise UserError("openai engine: extra_body must be a JSON object of request fields")
         self.extra_body = dict(extra_body or {})
+        self.wire = WireSettings(continue_final_message, max_tokens_field, set(drop_fields))
+        self.adaptations: list[str] = []  # what was learned from refusals, in order
         self.attempts = 0  # HTTP attempts made, retries included
         self._turn = itertools.count()
         self._state: _LoopState | None = None
@@ -104,7 +132,7 @@ class OpenAIEngine(Engine):
         async with state.slots:
             try:
                 model = await self._model_name(state.session)
-                return await self._generate_with_retries(state.session, self._body(request, model), request)
+                return await self._generate_with_retries(state.session, request, model)
             except Exception as exc:  # never raise for one request
                 return error_generation(f"{type(exc).__name__}: {exc}")
 
@@ -115,41 +143,36 @@ class OpenAIEngine(Engine):
 
     # ------------------------------------------------------------------ request
 
-    def _body(self, request: GenerationRequest, model: str) -> dict:
-        body: dict = {
-            "model": model,
-            "messages": request.messages,
-            "max_tokens": request.max_new_tokens,
-            "temperature": request.temperature,
-            "top_p": request.top_p,
-        }
-        if request.stop:
-            body["stop"] = list(request.stop)
-        if request.seed is not None:
-            body["seed"] = request.seed
-        if request.continue_final:
-            # vLLM's extension: continue the last assistant message instead of opening a new turn.
-            body["continue_final_message"] = True
-            body["add_generation_prompt"] = False
-        body.update(self.extra_body)
-        return body
-
-    async def _generate_with_retries(self, session: aiohttp.ClientSession, body: dict,
-                                     request: GenerationRequest) -> Generation:
+    async def _generate_with_retries(self, session: aiohttp.ClientSession, request: GenerationRequest,
+                                     model: str) -> Generation:
         last_error = RetryableError("no attempt made")
-        for attempt in range(self.max_retries + 1):
+        attempt = 0
+        while attempt <= self.max_retries:
             if attempt:
                 await asyncio.sleep(self._backoff(attempt, last_error.retry_after))
             server = self._pick_server()
             server.in_flight += 1
+            body = request_body(request, model, self.wire, self.extra_body)
             try:
                 payload = await self._post(session, server.url, body)
-                return parse_completion(payload, request)
+                return parse_completion(payload, request, stop_sent="stop" in body)
             except RetryableError as exc:
                 last_error = exc
+                attempt += 1
+            except RefusedRequest as exc:
+                if not self._learn(exc, body) and request_body(request, model, self.wire, self.extra_body) == body:
+                    raise  # nothing to leave out: the request itself is wrong
+                # sent again at once without the refused field; each refusal teaches something new, so this ends
             finally:
                 server.in_flight -= 1
         return error_generation(f"gave up after {self.max_retries + 1} attempts: {last_error}")
+
+    def _learn(self, refusal: RefusedRequest, body: dict) -> bool:
+        changes = self.wire.learn(refused_fields(refusal.status, refusal.text, body))
+        for change in changes:
+            logger.warning("openai engine: a server refused a field (%s): from now on %s", refusal, change)
+        self.adaptations.extend(changes)
+        return bool(changes)
 
     async def _post(self, session: aiohttp.ClientSession, url: str, body: dict) -> dict:
         self.attempts += 1
@@ -164,7 +187,7 @@ class OpenAIEngine(Engine):
         if status in RETRYABLE_STATUS:
             raise RetryableError(f"{url}: HTTP {status}: {text[:300]}", retry_after=retry_after)
         if status >= 400:
-            raise RuntimeError(f"{url}: HTTP {status}: {text[:500]}")
+            raise RefusedRequest(f"{url}: HTTP {status}: {text[:500]}", status, text)
         return json.loads(text)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
@@ -210,41 +233,6 @@ class OpenAIEngine(Engine):
                     raise RuntimeError(f"{models_url} lists no model; pass model=NAME")
                 self.model = listed[0]["id"]
         return self.model
-
-
-def parse_completion(payload: dict, request: GenerationRequest) -> Generation:
-    """A chat-completions response -> Generation, with the stop string that ended it."""
-    choice = (payload.get("choices") or [None])[0]
-    if not choice:
-        raise RuntimeError(f"response has no choices: {str(payload)[:300]}")
-    text = (choice.get("message") or {}).get("content") or ""
-    finish_reason = choice.get("finish_reason") or "stop"
-    usage = payload.get("usage") or {}
-    # Some servers leave the stop string in the text; cut it so every engine agrees.
-    text, stop_in_text = cut_at_first_stop(text, tuple(request.stop))
-    stop_reason = _matched_stop(choice, stop_in_text, request, finish_reason)
-    return Generation(
-        text=text,
-        stop_reason=stop_reason,
-        finish_reason="length" if finish_reason == "length" else "stop",
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
-    )
-
-
-def _matched_stop(choice: dict, stop_in_text: str | None, request: GenerationRequest,
-                  finish_reason: str) -> str | None:
-    if stop_in_text is not None:
-        return stop_in_text
-    if finish_reason != "stop" or not request.stop:
-        return None
-    if "stop_reason" in choice:
-        # vLLM-style servers say what stopped them: the stop string, or null / a token id at end of turn.
-        server_stop_reason = choice["stop_reason"]
-        return server_stop_reason if isinstance(server_stop_reason, str) and server_stop_reason in request.stop else None
-    # The server stopped without saying why: with exactly one stop string, take that one (a plain
-    # end of turn cannot be told apart from it on such servers).
-    return request.stop[0] if len(request.stop) == 1 else None
 
 
 def _retry_after_seconds(headers) -> float | None:

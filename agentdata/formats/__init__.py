@@ -3,6 +3,8 @@
 - "hermes": `<tool_call>{"name": "code_interpreter", "arguments": {"code": ...}}</tool_call>`,
   results as tool messages (a `<tool_response>` user turn in plain form).
 - "codeblock": ```python fences answered by ```output blocks inside the same assistant turn.
+- "qwen3coder": Qwen3-Coder's `<tool_call><function=...><parameter=code>` calls, results as in hermes.
+- "native": the server's / chat template's own tool calling (`tools=`, `message.tool_calls`).
 
     protocol = get_protocol("hermes")
     turn = protocol.parse(generation.text + (generation.stop_reason or ""))
@@ -11,16 +13,19 @@
 from __future__ import annotations
 
 from agentdata.errors import UserError
-from agentdata.formats.base import ParsedTurn, Protocol
+from agentdata.formats.base import ParsedTurn, Protocol, parse_native_calls
 from agentdata.formats.codeblock import CodeblockProtocol
 from agentdata.formats.hermes import HermesProtocol
+from agentdata.formats.native import NativeProtocol
+from agentdata.formats.qwen3coder import Qwen3CoderProtocol
+from agentdata.formats.reasoning import split_reasoning
 from agentdata.registry import Registry
 from agentdata.formats.tool_output import DEFAULT_TOOL_OUTPUT_CHARS, tool_output_text, truncate_middle
 
 # Protocols by name; a plug-in (`module:attr` or `file.py:attr`) names a Protocol class or instance.
 PROTOCOL_REGISTRY: Registry[Protocol | type[Protocol]] = Registry("tool-call format")
-PROTOCOL_REGISTRY.register("hermes", HermesProtocol())
-PROTOCOL_REGISTRY.register("codeblock", CodeblockProtocol())
+for _protocol in (HermesProtocol(), CodeblockProtocol(), Qwen3CoderProtocol(), NativeProtocol()):
+    PROTOCOL_REGISTRY.register(_protocol.name, _protocol)
 PROTOCOLS: tuple[str, ...] = PROTOCOL_REGISTRY.names()
 
 
@@ -43,6 +48,8 @@ __all__ = [
     "ParsedTurn",
     "Protocol",
     "get_protocol",
+    "parse_native_calls",
+    "split_reasoning",
     "tool_output_text",
     "truncate_middle",
 ]

@@ -9,6 +9,7 @@ agent loop can run the call. Trajectories are stored in canonical message form (
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,9 @@ class ParsedTurn:
 class Protocol(ABC):
     name: str
     stop_strings: tuple[str, ...]
+    # True: the tools go to the server / chat template as JSON schemas (`tools=`), calls come
+    # back as `tool_calls` and the messages sent are canonical ones, not plain text.
+    native_tools: bool = False
 
     @abstractmethod
     def system_prompt(self, tools: list[dict[str, Any]]) -> str:
@@ -46,8 +50,18 @@ class Protocol(ABC):
         """Canonical tool message -> the text the model is shown."""
 
     @abstractmethod
-    def to_plain_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Canonical messages -> [{"role", "content"}] that any chat template renders."""
+    def to_plain_messages(self, messages: list[dict[str, Any]], tool_turns: bool = False) -> list[dict[str, Any]]:
+        """Canonical messages -> [{"role", "content"}] that any chat template renders.
+
+        tool_turns: show tool output as its own user turn even where the protocol puts it
+        inside the assistant's turn, for servers that cannot continue a message.
+        """
+
+    def stop_after(self, text: str) -> str | None:
+        """The stop string that ended `text`, judged from the text alone (for servers that say
+        "stop" at a stop string and at the end of a turn alike): the one that closes what `text`
+        leaves open, or None when nothing is open and the model ended its turn."""
+        return None
 
     def __repr__(self) -> str:
         return f"<protocol {self.name}>"
@@ -79,3 +93,34 @@ def join_pieces(pieces: list[str]) -> str:
 
 def plain_message(message: dict[str, Any]) -> dict[str, Any]:
     return {"role": message["role"], "content": message.get("content") or ""}
+
+
+def parse_native_calls(raw_calls: list[dict[str, Any]], content: str) -> ParsedTurn:
+    """Calls a server parsed itself (`message.tool_calls`, arguments a JSON string or an object)."""
+    calls: list[ToolCall] = []
+    errors: list[str] = []
+    for index, raw in enumerate(raw_calls):
+        function = raw.get("function") if isinstance(raw, dict) else None
+        function = function if isinstance(function, dict) else {}
+        call, error = code_call(function.get("name"), function.get("arguments"), raw.get("id") or f"call_{index}")
+        if call is None:
+            errors.append(error)
+        else:
+            calls.append(call)
+    return ParsedTurn(content=content, tool_calls=calls, errors=errors)
+
+
+def code_call(name: Any, arguments: Any, call_id: str) -> tuple[ToolCall | None, str]:
+    """A call of the code tool from its name and arguments, or why it is not one."""
+    if name != TOOL_NAME:
+        return None, f"unknown tool {name!r}: the only tool is {TOOL_NAME!r}"
+    if isinstance(arguments, str):  # the OpenAI API's form; some models also write it so
+        try:
+            arguments = json.loads(arguments, strict=False)
+        except json.JSONDecodeError:
+            return None, "tool call arguments are a string that is not a JSON object"
+    if not isinstance(arguments, dict):
+        return None, 'tool call has no "arguments" object'
+    if not isinstance(arguments.get("code"), str):
+        return None, 'tool call arguments have no "code" string'
+    return ToolCall(name=name, arguments=arguments, id=call_id), ""

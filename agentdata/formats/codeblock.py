@@ -97,7 +97,15 @@ class CodeblockProtocol(Protocol):
     def render_tool(self, message: dict[str, Any]) -> str:
         return f"```output\n{message.get('content') or ''}\n```"
 
-    def to_plain_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def stop_after(self, text: str) -> str | None:
+        """The closing fence when the text ends inside a block (a call, or a ```bash block)."""
+        if any(error.startswith("unclosed") for error in self.parse(text).errors):
+            return STOP_STRING
+        return STOP_STRING if _ends_inside_fence(text) else None
+
+    def to_plain_messages(self, messages: list[dict[str, Any]], tool_turns: bool = False) -> list[dict[str, Any]]:
+        if tool_turns:
+            return self._turns(messages)
         plain: list[dict[str, Any]] = []
         previous_role = None
         for index, message in enumerate(messages):
@@ -108,6 +116,24 @@ class CodeblockProtocol(Protocol):
                 self._append_output(plain[-1], self.render_tool(message), joined=previous_role == "tool")
             elif role == "assistant" and previous_role == "tool":
                 self._append_continuation(plain[-1], self.render_assistant(message))
+            elif role == "assistant":
+                plain.append({"role": "assistant", "content": self.render_assistant(message)})
+            else:
+                plain.append(plain_message(message))
+            previous_role = role
+        return plain
+
+    def _turns(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each output block as a user turn and what follows as a new assistant turn, for servers
+        that cannot continue a message; outputs of calls from the same turn share one user turn."""
+        plain: list[dict[str, Any]] = []
+        previous_role = None
+        for message in messages:
+            role = message["role"]
+            if role == "tool" and previous_role == "tool":
+                plain[-1]["content"] += "\n" + self.render_tool(message)
+            elif role == "tool":
+                plain.append({"role": "user", "content": self.render_tool(message)})
             elif role == "assistant":
                 plain.append({"role": "assistant", "content": self.render_assistant(message)})
             else:
@@ -140,6 +166,17 @@ class CodeblockProtocol(Protocol):
             start = len(assistant["content"])
             assistant["content"] += output
             spans.append([start, len(assistant["content"])])
+
+
+def _ends_inside_fence(text: str) -> bool:
+    """Whether a fenced block (any language) is still open at the end of `text`."""
+    inside = False
+    for line in text.split("\n"):
+        if not inside and line.startswith("```"):
+            inside = True
+        elif inside and re.fullmatch(r"```[ \t]*", line):
+            inside = False
+    return inside
 
 
 def render_block(call: ToolCall) -> str:

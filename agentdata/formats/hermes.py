@@ -30,12 +30,13 @@ from agentdata.formats import prompts
 from agentdata.formats.base import (
     ParsedTurn,
     Protocol,
+    code_call,
     join_pieces,
     numbered_call,
     plain_message,
     strip_separator,
 )
-from agentdata.records import CODE_TOOL, TOOL_NAME, ToolCall, message_tool_calls
+from agentdata.records import CODE_TOOL, ToolCall, message_tool_calls
 
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
@@ -97,7 +98,11 @@ class HermesProtocol(Protocol):
     def render_tool(self, message: dict[str, Any]) -> str:
         return f"<tool_response>\n{message.get('content') or ''}\n</tool_response>"
 
-    def to_plain_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def stop_after(self, text: str) -> str | None:
+        """`</tool_call>` when the text has a call left open (the stop string closed it)."""
+        return CLOSE_TAG if any(error.startswith("unclosed") for error in self.parse(text).errors) else None
+
+    def to_plain_messages(self, messages: list[dict[str, Any]], tool_turns: bool = False) -> list[dict[str, Any]]:
         plain: list[dict[str, Any]] = []
         previous_role = None
         for message in messages:
@@ -153,18 +158,5 @@ def decode_call(body: str) -> tuple[str, str | None]:
         return "", f"bad JSON in tool call: {error.msg} at character {error.pos}"
     if not isinstance(payload, dict):
         return "", f"tool call must be a JSON object, got {type(payload).__name__}"
-    name = payload.get("name")
-    if name != TOOL_NAME:
-        return "", f"unknown tool {name!r}: the only tool is {TOOL_NAME!r}"
-    arguments = payload.get("arguments", payload.get("parameters"))
-    if isinstance(arguments, str):  # some models write the arguments as a JSON string
-        try:
-            arguments = json.loads(arguments, strict=False)
-        except json.JSONDecodeError:
-            return "", "tool call arguments are a string that is not a JSON object"
-    if not isinstance(arguments, dict):
-        return "", 'tool call has no "arguments" object'
-    code = arguments.get("code")
-    if not isinstance(code, str):
-        return "", 'tool call arguments have no "code" string'
-    return code, None
+    call, error = code_call(payload.get("name"), payload.get("arguments", payload.get("parameters")), "")
+    return (call.code, None) if call is not None else ("", error)

@@ -1,0 +1,196 @@
+"""The qwen3coder protocol: Qwen3-Coder's XML-style calls, results as tool messages.
+
+Qwen3-Coder (the teacher DemyAgent's SFT data came from) writes
+
+    <tool_call>
+    <function=code_interpreter>
+    <parameter=code>
+    print(1 + 1)
+    </parameter>
+    </function>
+    </tool_call>
+
+and generation stops at `</tool_call>`. Parameter values are raw text, not JSON, so code
+needs no escaping. Results come back as in hermes: a user turn of `<tool_response>` blocks.
+
+Rendering follows Qwen3-Coder's chat template: the content, a blank line, then the calls
+one per line. Parameters other than `code` are written as the template writes them
+(strings raw, anything else as JSON) and read back as strings unless they parse as JSON.
+
+Round trip: `parse(render_assistant(m))` gives back `m`'s content and calls unless
+- the content itself contains `<tool_call>` or `</tool_call>`: those are read as markup;
+- the code contains a line `</parameter>` followed by a line `<parameter=...>` or by the
+  end of the call (`</function>`): that closes the value, as in Qwen3-Coder's own parser.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from agentdata.formats import prompts
+from agentdata.formats.base import ParsedTurn, Protocol, code_call, join_pieces, plain_message
+from agentdata.formats.hermes import CLOSE_TAG, OPEN_TAG, HermesProtocol
+from agentdata.records import CODE_TOOL, ToolCall, message_tool_calls
+
+FUNCTION_OPEN = re.compile(r"\s*<function=([^>\n]+)>\n")
+FUNCTION_CLOSE = re.compile(r"</function>\s*\Z")
+PARAMETER_OPEN = re.compile(r"<parameter=([^>\n]+)>\n")
+# A value ends at a `</parameter>` line followed by the next parameter or the end of the function.
+PARAMETER_END = re.compile(r"\n</parameter>\s*(?=<parameter=|\Z)")
+MAX_CLOSE_TAGS_TRIED = 16  # as in hermes: bounds the work on adversarial text
+
+
+class Qwen3CoderProtocol(Protocol):
+    name = "qwen3coder"
+    stop_strings = (CLOSE_TAG,)
+
+    def system_prompt(self, tools: list[dict[str, Any]]) -> str:
+        tools = tools or [CODE_TOOL]
+        signatures = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
+        example = render_call(ToolCall(code="print(2 + 3)"))
+        how_to_call = (
+            "# Tools\n\n"
+            f"You can call this tool, described in JSON inside <tools></tools> tags:\n<tools>\n{signatures}\n</tools>\n\n"
+            f"To call it, write:\n{example}\n"
+            "The result comes back inside <tool_response></tool_response> tags."
+        )
+        return prompts.assemble(prompts.INTRO, how_to_call, prompts.DELIBERATIVE_STYLE, prompts.ANSWER_FORMAT)
+
+    def parse(self, text: str) -> ParsedTurn:
+        pieces: list[str] = []
+        current = ""
+        calls: list[ToolCall] = []
+        errors: list[str] = []
+        position = 0
+        while (start := text.find(OPEN_TAG, position)) != -1:
+            current += text[position:start]
+            found = _find_call(text, start + len(OPEN_TAG), len(calls))
+            if found is None:
+                errors.append(f"unclosed {OPEN_TAG}: no {CLOSE_TAG} after it")
+                position = start
+                break
+            end, call, error = found
+            if call is not None:
+                pieces.append(_strip_separator(current))
+                current = ""
+                calls.append(call)
+            else:
+                errors.append(error)
+                current += text[start:end]  # keep what the model wrote
+            position = end
+        else:
+            if CLOSE_TAG in text[position:]:
+                errors.append(f"{CLOSE_TAG} without an opening {OPEN_TAG}")
+        pieces.append(current + text[position:])
+        return ParsedTurn(content=join_pieces(pieces), tool_calls=calls, errors=errors)
+
+    def stop_after(self, text: str) -> str | None:
+        return CLOSE_TAG if any(error.startswith("unclosed") for error in self.parse(text).errors) else None
+
+    def render_assistant(self, message: dict[str, Any]) -> str:
+        content = message.get("content") or ""
+        calls = "\n".join(render_call(call) for call in message_tool_calls(message))
+        if not calls:
+            return content
+        return f"{content}\n\n{calls}" if content else calls
+
+    def render_tool(self, message: dict[str, Any]) -> str:
+        return HermesProtocol().render_tool(message)
+
+    def to_plain_messages(self, messages: list[dict[str, Any]], tool_turns: bool = False) -> list[dict[str, Any]]:
+        plain: list[dict[str, Any]] = []
+        previous_role = None
+        for message in messages:
+            role = message["role"]
+            if role == "tool" and previous_role == "tool":
+                plain[-1]["content"] += "\n" + self.render_tool(message)
+            elif role == "tool":
+                plain.append({"role": "user", "content": self.render_tool(message)})
+            elif role == "assistant":
+                plain.append({"role": "assistant", "content": self.render_assistant(message)})
+            else:
+                plain.append(plain_message(message))
+            previous_role = role
+        return plain
+
+
+def render_call(call: ToolCall) -> str:
+    parameters = "".join(f"<parameter={name}>\n{_value_text(value)}\n</parameter>\n"
+                         for name, value in call.arguments.items())
+    return f"{OPEN_TAG}\n<function={call.name}>\n{parameters}</function>\n{CLOSE_TAG}"
+
+
+def _value_text(value: Any) -> str:
+    """As Qwen3-Coder's template writes a value: strings raw, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _strip_separator(piece: str) -> str:
+    """Drop the blank line (or the one newline) that separates text from the call after it."""
+    for separator in ("\n\n", "\n"):
+        if piece.endswith(separator):
+            return piece[: -len(separator)]
+    return piece
+
+
+def _find_call(text: str, body_start: int, index: int) -> tuple[int, ToolCall | None, str] | None:
+    """Where the call opened before body_start ends: (end, call or None, error); None if unclosed.
+
+    The first `</tool_call>` ends the call unless its function is still open there and a
+    later one closes it (code that prints "</tool_call>").
+    """
+    first: tuple[int, ToolCall | None, str] | None = None
+    close = text.find(CLOSE_TAG, body_start)
+    for _ in range(MAX_CLOSE_TAGS_TRIED):
+        if close == -1:
+            break
+        call, error = decode_call(text[body_start:close], f"call_{index}")
+        end = close + len(CLOSE_TAG)
+        if call is not None:
+            return end, call, ""
+        if first is None:
+            first = (end, None, error)
+        if not error.startswith("unclosed <function"):
+            break  # the function was complete, so a later tag cannot fix it
+        close = text.find(CLOSE_TAG, close + 1)
+    return first
+
+
+def decode_call(body: str, call_id: str) -> tuple[ToolCall | None, str]:
+    """One call's `<function=...>` body -> a code call, or an error saying what is wrong."""
+    opening = FUNCTION_OPEN.match(body)
+    if opening is None:
+        return None, "tool call has no <function=NAME> line"
+    closing = FUNCTION_CLOSE.search(body, opening.end())
+    if closing is None:
+        return None, "unclosed <function=...>: no </function> before </tool_call>"
+    arguments, error = _parameters(body[opening.end() : closing.start()])
+    if arguments is None:
+        return None, error
+    return code_call(opening.group(1).strip(), arguments, call_id)
+
+
+def _parameters(inner: str) -> tuple[dict[str, Any] | None, str]:
+    arguments: dict[str, Any] = {}
+    position = 0
+    while (opening := PARAMETER_OPEN.match(inner, position)) is not None:
+        value_end = PARAMETER_END.search(inner, opening.end() - 1)
+        if value_end is None:
+            return None, f"unclosed <parameter={opening.group(1)}>"
+        arguments[opening.group(1).strip()] = inner[opening.end() : value_end.start()]
+        position = value_end.end()
+    if inner[position:].strip():
+        return None, "text inside <function> that is not a <parameter=NAME> block"
+    return {name: _typed(name, value) for name, value in arguments.items()}, ""
+
+
+def _typed(name: str, value: str) -> Any:
+    """Code stays text; other values are JSON when they parse as JSON (numbers, lists, ...)."""
+    if name == "code":
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
