@@ -39,6 +39,10 @@ def command(
         Optional[float], typer.Option(help="Largest share (0-1] of the set any one source may hold.")
     ] = None,
     rejects: Annotated[Optional[Path], typer.Option(help="Write every dropped row with its drop_reason here.")] = None,
+    reasoning: Annotated[
+        str, typer.Option(help="keep: the model's thinking stays on assistant messages (reasoning_content); "
+                               "strip: answers only.")
+    ] = "keep",
 ) -> None:
     """Write an SFT set (`messages` + `tools`) from trajectories, through named filter steps."""
     from agentdata.curate import CurateConfig, curate
@@ -51,7 +55,7 @@ def command(
             max_tool_error_ratio=max_tool_error_ratio, max_tokens=max_tokens,
             near_dup_threshold=near_dup_threshold or None, near_dup_field=near_dup_field,
             decontam_files=[str(path) for path in decontam or []], decontam_ngram=decontam_ngram,
-            max_per_problem=max_per_problem or None, balance_sources=balance_sources,
+            max_per_problem=max_per_problem or None, balance_sources=balance_sources, reasoning=reasoning,
         )
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None

@@ -43,6 +43,7 @@ SCALAR_COLUMNS = (
 # What the SFT set holds: `messages` and `tools` (a JSON string, which TRL's SFTTrainer
 # json-loads before the chat template; verl reads it the same way), plus provenance.
 NEAR_DUP_FIELDS = ("question", "solution")
+REASONING_MODES = ("keep", "strip")
 
 
 @dataclass
@@ -67,6 +68,11 @@ class CurateConfig:
     balance_sources: float | None = field(
         default=None, metadata={"help": "Largest share of the set any one source may hold; None: no cap."}
     )
+    reasoning: str = field(
+        default="keep",
+        metadata={"help": "keep: assistant messages keep the model's thinking (`reasoning_content`, which templates "
+                          "such as Qwen3's render); strip: answers only."},
+    )
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_tool_calls <= self.max_tool_calls:
@@ -79,6 +85,8 @@ class CurateConfig:
             raise ValueError("balance-sources share must be in (0, 1], e.g. 0.5")
         if self.max_per_problem is not None and self.max_per_problem < 1:
             raise ValueError("max-per-problem must be at least 1")
+        if self.reasoning not in REASONING_MODES:
+            raise ValueError(f"reasoning must be one of {', '.join(REASONING_MODES)}, got {self.reasoning!r}")
 
 
 @dataclass
@@ -162,7 +170,7 @@ def curate(
     out = Path(out)
     paths = shard_paths(run_dirs)
     input_rows, result = run_curate_steps(paths, config, on_step)
-    _write_rows(paths, result.kept.select(ROW_ID), out, SFT_COLUMNS)
+    _write_rows(paths, result.kept.select(ROW_ID), out, SFT_COLUMNS, strip_reasoning=config.reasoning == "strip")
     rejects_path = None
     if rejects is not None:
         reasons = result.rejected.select(ROW_ID, REASON_COLUMN)
@@ -180,10 +188,14 @@ def source_counts(table: pl.DataFrame, kept: pl.DataFrame) -> list[dict]:
     return joined.to_dicts()
 
 
-def _write_rows(paths: Sequence[Path], rows: pl.DataFrame, target: Path, columns: Sequence[str] | None) -> Path:
+def _write_rows(paths: Sequence[Path], rows: pl.DataFrame, target: Path, columns: Sequence[str] | None,
+                strip_reasoning: bool = False) -> Path:
     """Pass 2: stream the shards, keep `rows` (by global row number, in input order), write atomically."""
     selected = scan_shards(paths).join(rows.lazy(), on=ROW_ID, how="semi" if columns else "inner", maintain_order="left")
     selected = selected.select(*columns) if columns else selected.drop(ROW_ID)
+    if strip_reasoning:  # a null field is an absent one to every reader (our records, chat templates)
+        no_reasoning = pl.element().struct.with_fields(pl.lit(None, dtype=pl.String).alias("reasoning_content"))
+        selected = selected.with_columns(pl.col("messages").list.eval(no_reasoning))
     return atomic_write(target, lambda tmp: selected.sink_parquet(tmp, engine="streaming"))
 
 
