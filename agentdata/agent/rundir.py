@@ -1,32 +1,73 @@
-"""A collect run dir on disk: crash-safe trajectory shards, a manifest and stats.
+"""A collect run dir on disk: crash-safe trajectory shards, a journal, a manifest and stats.
 
     run_dir/manifest.json                 settings, versions, counts
     run_dir/stats.json                    the summary of the last finished pass
+    run_dir/journal.jsonl                 trajectories finished since the last shard (see journal.py)
     run_dir/trajectories/part-NNNNN.parquet
 
 Shards are written whole to a temporary file and renamed into place, so a killed run
-leaves only complete shards behind. A trajectory's id is `<problem_id>-<sample_index>`,
-so a resumed run knows exactly which ones are done and writes none twice.
+leaves only complete shards behind; each shard carries the settings that made it in its
+Parquet metadata, so a run dir never mixes two settings even when manifest.json is lost.
+A trajectory's id is `<problem_id>-<sample_index>`: a resumed run knows exactly which ones
+are done and keeps one row per id.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import polars as pl
 import pyarrow.parquet as pq
 
+from agentdata.agent.journal import JOURNAL_NAME, read_journal
 from agentdata.errors import InputFileError, UserError
-from agentdata.records import Trajectory, arrow_schema, read_records, write_json, write_parquet
+from agentdata.records import Trajectory, arrow_schema, atomic_write, read_records, records_to_table, write_json
 
 SHARD_PATTERN = re.compile(r"part-(\d{5,})\.parquet$")
+SETTINGS_KEY = b"agentdata.settings"
 # Settings that change what a trajectory is: a resumed run must not mix two of them.
-IDENTITY_KEYS = ("teacher", "protocol", "max_tool_calls", "max_turns", "max_new_tokens", "temperature", "top_p",
-                 "seed", "system_prompt", "tool_output_chars")
+IDENTITY_KEYS = ("teacher", "model", "protocol", "max_tool_calls", "max_turns", "max_new_tokens", "temperature",
+                 "top_p", "seed", "system_prompt", "tool_output_chars")
+MOVE_ASIDE = "move it aside to resume (the trajectories it held are redone)"
+
+
+def identity(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings a trajectory depends on, JSON-normalised so that values compare as values (1 == 1.0)."""
+    return json.loads(json.dumps({key: settings.get(key) for key in IDENTITY_KEYS}, default=str))
+
+
+def settings_differences(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    old, new = identity(old), identity(new)
+    return {key: (old[key], new[key]) for key in IDENTITY_KEYS if not _same_value(old[key], new[key])}
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True  # a run dir written before NaN was refused can still be resumed
+    return a == b
+
+
+def check_finite(settings: dict[str, Any]) -> None:
+    """NaN or infinity can never equal a resumed run's setting (and mean nothing as sampling values)."""
+    for key, value in settings.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"--{key.replace('_', '-')} must be a finite number, got {value}")
+
+
+@dataclass
+class DoneRow:
+    """What a resume needs to know of a trajectory already on disk."""
+
+    problem_hash: str | None
+    question: str
+    answer: str
+    finish_reason: str
 
 
 class RunDir:
@@ -35,6 +76,7 @@ class RunDir:
         self.shard_dir = self.path / "trajectories"
         self.manifest_path = self.path / "manifest.json"
         self.stats_path = self.path / "stats.json"
+        self.journal_path = self.path / JOURNAL_NAME
 
     # ---------------------------------------------------------------- reading
     def shards(self) -> list[Path]:
@@ -49,29 +91,84 @@ class RunDir:
             ids.update(pq.read_table(shard, columns=["id"]).column("id").to_pylist())
         return ids
 
+    def done_rows(self) -> dict[str, DoneRow]:
+        rows: dict[str, DoneRow] = {}
+        columns = ["id", "question", "answer", "finish_reason", "metadata"]
+        for shard in self.shards():
+            for row in pq.read_table(shard, columns=columns).to_pylist():
+                problem_hash = json.loads(row["metadata"] or "{}").get("problem_hash")
+                rows[row["id"]] = DoneRow(problem_hash, row["question"], row["answer"], row["finish_reason"])
+        return rows
+
     def trajectories(self) -> list[Trajectory]:
         return [t for shard in self.shards() for t in read_records(shard, Trajectory)]
 
     def manifest(self) -> dict[str, Any] | None:
+        """The manifest, or None; a damaged one is a UserError saying what to move aside."""
         if not self.manifest_path.exists():
             return None
-        return json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        try:
+            manifest = json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise UserError(f"{self.manifest_path} is not readable JSON ({error}); {MOVE_ASIDE_MANIFEST}") from None
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("settings"), dict):
+            raise UserError(f"{self.manifest_path} holds no settings; {MOVE_ASIDE_MANIFEST}")
+        return manifest
+
+    def shard_settings(self, shard: Path) -> dict[str, Any] | None:
+        """The settings a shard was written with (None for shards written before they were recorded)."""
+        metadata = pq.read_schema(shard).metadata or {}
+        return json.loads(metadata[SETTINGS_KEY]) if SETTINGS_KEY in metadata else None
 
     # ---------------------------------------------------------------- writing
     def prepare(self, settings: dict[str, Any], extra: dict[str, Any]) -> None:
-        """Create the dir or check that a resumed run uses the same settings; drop stale temp files."""
-        previous = self.manifest()
-        if previous is not None:
-            changed = {key: (previous["settings"].get(key), settings.get(key)) for key in IDENTITY_KEYS
-                       if previous["settings"].get(key) != settings.get(key)}
+        """Check the dir and that a resumed run uses the same settings; recover an interrupted run's journal."""
+        check_finite(identity(settings))
+        self._check_layout()
+        journal = read_journal(self.journal_path)
+        for source, previous in self._previous_settings(journal.settings if journal.trajectories else None):
+            changed = settings_differences(previous, settings)
             if changed:
                 described = ", ".join(f"{key}: {old!r} → {new!r}" for key, (old, new) in changed.items())
-                raise UserError(f"{self.path} holds a run with other settings ({described}); "
+                raise UserError(f"{self.path} holds a run with other settings ({described}, recorded in {source}); "
                                 "use another --out or the same settings")
         self.shard_dir.mkdir(parents=True, exist_ok=True)
-        for stale in self.shard_dir.glob(".part-*.tmp"):
-            stale.unlink(missing_ok=True)  # left by a run killed mid-write; its rows were never committed
+        self._drop_temp_files()
+        done = self.done_ids()
+        recovered = [t for t in journal.trajectories if t.id not in done]  # the rest reached a shard before the kill
+        if recovered:
+            self.write_shard(list({t.id: t for t in recovered}.values()), journal.settings)
+        self.journal_path.unlink(missing_ok=True)
         self.write_manifest({"settings": settings, **extra})
+
+    def _check_layout(self) -> None:
+        for path, kind in ((self.path, "directory"), (self.shard_dir, "directory"), (self.manifest_path, "file"),
+                           (self.stats_path, "file")):
+            if path.exists() and (path.is_dir() if kind == "file" else not path.is_dir()):
+                raise UserError(f"{path} should be a {kind}: move it aside to resume"
+                                + ("" if path == self.path else " (nothing finished is in it)"))
+        for shard in self.shards():
+            _check_shard(shard)
+
+    def _previous_settings(self, journal_settings: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
+        """Every record of the settings that trajectories in this dir were made with."""
+        shards = self.shards()
+        sources = [(shard.name, self.shard_settings(shard)) for shard in shards]
+        sources = [(name, found) for name, found in sources if found is not None]
+        if journal_settings is not None:
+            sources.append((JOURNAL_NAME, journal_settings))
+        manifest = self.manifest()  # read even when unused: a damaged one is reported, not overwritten
+        has_rows = any(pq.read_metadata(shard).num_rows for shard in shards) or journal_settings is not None
+        if manifest is not None and has_rows:  # a dir with no trajectories is fresh, whatever a failed start wrote
+            sources.insert(0, (self.manifest_path.name, manifest["settings"]))
+        return sources
+
+    def _drop_temp_files(self) -> None:
+        """Left by a run killed mid-write; their rows were never committed (or are still in the journal)."""
+        for folder in (self.shard_dir, self.path):
+            for stale in folder.glob(".*.tmp"):
+                if stale.is_file():
+                    stale.unlink(missing_ok=True)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         write_json(self.manifest_path, manifest)
@@ -83,8 +180,41 @@ class RunDir:
         numbers = [int(SHARD_PATTERN.search(p.name).group(1)) for p in self.shards()]
         return self.shard_dir / f"part-{max(numbers, default=-1) + 1:05d}.parquet"
 
-    def write_shard(self, trajectories: Iterable[Trajectory]) -> Path:
-        return write_parquet(list(trajectories), self.next_shard_path(), Trajectory)
+    def write_shard(self, trajectories: Iterable[Trajectory], settings: dict[str, Any] | None = None,
+                    path: Path | None = None) -> Path:
+        """One shard, written atomically, with `settings` (their identity part) in its Parquet metadata."""
+        table = records_to_table(list(trajectories), Trajectory)
+        if settings is not None:
+            metadata = {**(table.schema.metadata or {}), SETTINGS_KEY: json.dumps(identity(settings)).encode()}
+            table = table.replace_schema_metadata(metadata)
+        return atomic_write(path or self.next_shard_path(), lambda tmp: pq.write_table(table, tmp))
+
+    def remove_rows(self, ids: set[str]) -> int:
+        """Take the rows with these ids out of the shards (each rewritten atomically, keeping its settings)."""
+        removed = 0
+        for shard in self.shards():
+            table = pq.read_table(shard)
+            keep = [row_id not in ids for row_id in table.column("id").to_pylist()]
+            if all(keep):
+                continue
+            removed += keep.count(False)
+            kept = table.filter(keep)
+            if kept.num_rows:
+                atomic_write(shard, lambda tmp: pq.write_table(kept, tmp))
+            else:
+                shard.unlink()  # a 0-row Parquet file cannot be loaded by `datasets`
+        return removed
+
+
+MOVE_ASIDE_MANIFEST = "move it aside to resume (the shards keep their own settings)"
+
+
+def _check_shard(shard: Path) -> None:
+    try:
+        _check_schema(shard)
+        pq.read_metadata(shard)
+    except InputFileError as error:
+        raise UserError(f"{error}; {MOVE_ASIDE}") from None
 
 
 # ------------------------------------------------------------------ reading many run dirs at once

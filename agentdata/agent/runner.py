@@ -2,8 +2,9 @@
 
 Many trajectories run at once (`concurrency`): while one waits for its code to run,
 others generate, and a local engine batches every waiting generation into one call.
-Finished trajectories are flushed to crash-safe shards; a run started again on the same
-dir skips what is done and redoes only what was lost.
+Each finished trajectory is journaled at once and batched into crash-safe shards; a run
+started again on the same dir skips what is done and redoes only what was lost, what ended in
+an error, and what was made from a problem that has changed since (see agent/resume.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from agentdata import __version__
 from agentdata.errors import UserError
 from agentdata.records import Problem, Trajectory
 from agentdata.agent.loop import LoopConfig, solve
+from agentdata.agent.journal import Journal
+from agentdata.agent.resume import HASH_KEY, ResumePlan, plan_resume, problem_hash, unique_problems
 from agentdata.agent.rundir import RunDir
 
 # If this many trajectories in a row fail from the start, the engine or sandbox is broken: stop early.
@@ -41,6 +44,8 @@ class CollectConfig(LoopConfig):
     limit: int | None = field(default=None, metadata={"help": "Use only the first N problems."})
     shard_size: int = field(default=64, metadata={"help": "Trajectories per Parquet shard."})
     engine_options: dict[str, Any] = field(default_factory=dict, metadata={"help": "Passed to load_engine."})
+    retry_errors: bool = field(default=True, metadata={"help": "On resume, run again the trajectories that ended "
+                                                                "in an error (an engine or sandbox failure)."})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -51,7 +56,8 @@ class CollectConfig(LoopConfig):
             raise ValueError(f"limit must be at least 1, got {self.limit}")
 
     def settings(self) -> dict[str, Any]:
-        return {key: value for key, value in asdict(self).items() if key != "engine_options"}
+        settings = {key: value for key, value in asdict(self).items() if key != "engine_options"}
+        return {**settings, "model": self.engine_options.get("model")}  # part of the model's identity
 
 
 @dataclass
@@ -66,6 +72,8 @@ class CollectSummary:
     finish_reasons: dict[str, int] = field(default_factory=dict)
     elapsed_s: float = 0.0
     new_completion_tokens: int = 0
+    stale: int = 0       # redone this run: their problem changed since they were made
+    retried: int = 0     # redone this run: they had ended in an error
 
     @property
     def accuracy(self) -> float:
@@ -93,6 +101,8 @@ class CollectSummary:
         table.add_column("metric")
         table.add_column("value", justify="right")
         table.add_row("trajectories (new this run)", f"{self.total} ({self.new})")
+        if self.stale or self.retried:
+            table.add_row("redone: problem changed · error retried", f"{self.stale} · {self.retried}")
         table.add_row("accuracy", f"{self.accuracy:.1%}")
         table.add_row("mean tool calls", f"{data['mean_tool_calls']:.2f}")
         table.add_row("tool error rate", f"{data['tool_error_rate']:.1%}")
@@ -108,11 +118,6 @@ def trajectory_seed(base_seed: int, problem_id: str, sample_index: int) -> int:
     return int(digest[:8], 16)
 
 
-def pending_work(problems: list[Problem], samples: int, done: set[str]) -> list[tuple[Problem, int]]:
-    return [(problem, index) for problem in problems for index in range(samples)
-            if f"{problem.id}-{index}" not in done]
-
-
 def collect(problems: list[Problem], out_dir: str | Path, config: CollectConfig, engine: Any = None,
             sandbox: Any = None, show_progress: bool = True) -> CollectSummary:
     """Collect trajectories into `out_dir` (resuming it); returns the summary of the whole run."""
@@ -121,24 +126,20 @@ def collect(problems: list[Problem], out_dir: str | Path, config: CollectConfig,
 
 async def collect_async(problems: list[Problem], out_dir: str | Path, config: CollectConfig, engine: Any = None,
                         sandbox: Any = None, show_progress: bool = True) -> CollectSummary:
-    problems = _unique(problems)[: config.limit]
+    problems = unique_problems(problems)[: config.limit]
     if not problems:
         raise UserError("no problems to collect on")
     run = RunDir(out_dir)
     run.prepare(config.settings(), {"agentdata_version": __version__, "problems": len(problems)})
-    work = pending_work(problems, config.samples, run.done_ids())
+    plan = plan_resume(problems, config.samples, run.done_rows(), config.retry_errors)
+    run.remove_rows(plan.replaced)  # before the new rows exist: the dir never holds two rows for one id
     started = time.perf_counter()
     new_trajectories: list[Trajectory] = []
-    if work:
-        new_trajectories = await _run_work(work, run, config, engine, sandbox, show_progress)
-    summary = summarise(run, time.perf_counter() - started, new_trajectories)
+    if plan.work:
+        new_trajectories = await _run_work(plan.work, run, config, engine, sandbox, show_progress)
+    summary = summarise(run, time.perf_counter() - started, new_trajectories, plan)
     run.write_stats(summary.as_dict())
     return summary
-
-
-def _unique(problems: list[Problem]) -> list[Problem]:
-    seen: set[str] = set()
-    return [p for p in problems if not (p.id in seen or seen.add(p.id))]
 
 
 async def _run_work(work: list[tuple[Problem, int]], run: RunDir, config: CollectConfig, engine: Any,
@@ -152,7 +153,7 @@ async def _run_work(work: list[tuple[Problem, int]], run: RunDir, config: Collec
         from agentdata.sandbox import open_sandbox
 
         sandbox = open_sandbox(config.sandbox)
-    writer = _ShardBuffer(run, config.shard_size)
+    writer = _ShardBuffer(run, config.shard_size, config.settings())
     try:
         with _LiveProgress(len(work), show_progress) as on_result:
             await _run_concurrently(work, engine, sandbox, config, lambda t: (writer.add(t), on_result(t)))
@@ -160,7 +161,7 @@ async def _run_work(work: list[tuple[Problem, int]], run: RunDir, config: Collec
         writer.drop_errors()  # nothing but failures so far: keep them out so a rerun redoes them
         raise
     finally:
-        writer.flush()
+        writer.close()
         if owns_engine:
             await engine.aclose()
         if hasattr(sandbox, "arelease"):  # a remote sandbox's HTTP session belongs to this event loop
@@ -196,15 +197,17 @@ async def _solve_safely(problem: Problem, index: int, engine: Any, sandbox: Any,
     """A failure of one trajectory is recorded on it; the run goes on."""
     seed = trajectory_seed(config.seed, problem.id, index)
     try:
-        return await solve(problem, engine, sandbox, config, sample_index=index, seed=seed)
+        trajectory = await solve(problem, engine, sandbox, config, sample_index=index, seed=seed)
     except Exception as error:  # engine or sandbox trouble on this trajectory only
-        return Trajectory(
+        trajectory = Trajectory(
             id=f"{problem.id}-{index}", problem_id=problem.id, question=problem.question, answer=problem.answer,
             source=problem.source, domain=problem.domain,
             messages=[{"role": "user", "content": problem.question}], finish_reason="error",
             error=f"{type(error).__name__}: {error}", teacher=getattr(engine, "spec", config.teacher),
             format=config.protocol, sampling={**config.sampling(), "seed": seed, "sample_index": index},
         )
+    trajectory.metadata[HASH_KEY] = problem_hash(problem)  # a later run redoes it if the problem changes
+    return trajectory
 
 
 class RunBroken(UserError):
@@ -230,14 +233,21 @@ class _FailFast:
 
 
 class _ShardBuffer:
-    def __init__(self, run: RunDir, shard_size: int):
+    """Journals each trajectory as it finishes (durable at once), batches them into shards."""
+
+    def __init__(self, run: RunDir, shard_size: int, settings: dict[str, Any]):
         self.run = run
         self.shard_size = shard_size
+        self.settings = settings
+        self.journal = Journal(run.journal_path, settings)
+        self.journaled = False
         self.pending: list[Trajectory] = []
         self.written: list[Trajectory] = []
         self.last_flush = time.monotonic()
 
     def add(self, trajectory: Trajectory) -> None:
+        self.journal.append(trajectory)
+        self.journaled = True
         self.pending.append(trajectory)
         if len(self.pending) >= self.shard_size or time.monotonic() - self.last_flush > FLUSH_SECONDS:
             self.flush()
@@ -247,11 +257,17 @@ class _ShardBuffer:
 
     def flush(self) -> None:
         self.last_flush = time.monotonic()
-        if not self.pending:
-            return
-        self.run.write_shard(self.pending)
-        self.written.extend(self.pending)
-        self.pending = []
+        if self.pending:
+            self.run.write_shard(self.pending, self.settings)
+            self.written.extend(self.pending)
+            self.pending = []
+        if self.journaled:  # everything journaled is now in a shard (or was dropped on purpose)
+            self.journal.reset()
+            self.journaled = False
+
+    def close(self) -> None:
+        self.flush()
+        self.journal.close()
 
 
 class _LiveProgress:
@@ -284,10 +300,13 @@ class _LiveProgress:
         self.progress.update(self.task, advance=1, stats=stats)
 
 
-def summarise(run: RunDir, elapsed_s: float, new_trajectories: list[Trajectory]) -> CollectSummary:
+def summarise(run: RunDir, elapsed_s: float, new_trajectories: list[Trajectory],
+              plan: ResumePlan | None = None) -> CollectSummary:
     """Summary of every trajectory in the run dir, read column-wise from the shards."""
+    plan = plan or ResumePlan()
     summary = CollectSummary(run_dir=run.path, new=len(new_trajectories), elapsed_s=elapsed_s,
-                             new_completion_tokens=sum(t.completion_tokens for t in new_trajectories))
+                             new_completion_tokens=sum(t.completion_tokens for t in new_trajectories),
+                             stale=len(plan.stale), retried=len(plan.retried))
     reasons: Counter[str] = Counter()
     columns = ["correct", "num_tool_calls", "num_tool_errors", "completion_tokens", "finish_reason"]
     for shard in run.shards():

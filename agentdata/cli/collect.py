@@ -49,6 +49,9 @@ def command(
     seed: Seed = 0,
     question_field: QuestionField = None,
     answer_field: AnswerField = None,
+    retry_errors: Annotated[bool, typer.Option(
+        "--retry-errors/--no-retry-errors", help="On resume, run again the trajectories that ended in an error.",
+    )] = True,
 ) -> None:
     """Run a teacher model against the code sandbox and record real trajectories."""
     from agentdata.problems import load_problems
@@ -62,7 +65,7 @@ def command(
             teacher=teacher, samples=samples, limit=limit, protocol=protocol, max_tool_calls=max_tool_calls,
             max_turns=max_turns, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
             tool_output_chars=tool_output_chars, concurrency=concurrency, sandbox=sandbox, seed=seed,
-            engine_options=options,
+            engine_options=options, retry_errors=retry_errors,
         )
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None

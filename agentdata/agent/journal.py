@@ -1,0 +1,113 @@
+"""The run dir's journal: every finished trajectory is on disk within a second, before it reaches a shard.
+
+    run_dir/journal.jsonl     line 1: {"settings": {...}}; then one trajectory row per line
+
+Shards are written in batches (many rows per Parquet file), so between two shards the
+finished trajectories would live only in memory. The journal closes that gap: each one is
+appended as one JSON line and flushed to the OS at once (a `kill -9` keeps it), and the file
+is fsync'ed at most once a second (a power cut loses at most that second). When a batch
+becomes a shard, the journal is replaced by a fresh one holding only the header; on
+resume, the rows of a leftover journal become a shard ("compaction"). A line cut short by
+a kill in the middle of a write is the one thing dropped, and it is the last line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentdata.errors import UserError
+from agentdata.records import Trajectory, atomic_write, from_row, to_row
+
+JOURNAL_NAME = "journal.jsonl"
+FSYNC_EVERY_S = 1.0
+
+
+@dataclass
+class JournalContents:
+    settings: dict[str, Any] | None = None
+    trajectories: list[Trajectory] = field(default_factory=list)
+
+
+def _header(settings: dict[str, Any]) -> str:
+    return json.dumps({"settings": settings}, sort_keys=True, default=str) + "\n"
+
+
+def read_journal(path: Path) -> JournalContents:
+    """The settings and trajectories of a journal left by an interrupted run; a damaged one is a UserError."""
+    if not path.exists():
+        return JournalContents()
+    if not path.is_file():
+        raise UserError(f"{path} is not a file: move it aside to resume")
+    try:
+        lines = path.read_bytes().decode("utf-8").split("\n")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(f"{path} is not readable ({error}): move it aside to resume "
+                        "(trajectories it held are redone)") from None
+    complete = lines[:-1]  # what follows the last newline was cut short by a kill: never a finished row
+    contents = JournalContents()
+    for number, line in enumerate(complete, start=1):
+        if number == 1:
+            contents.settings = _parse_header(path, line)
+        elif line.strip():
+            contents.trajectories.append(_parse_row(path, number, line))
+    return contents
+
+
+def _parse_header(path: Path, line: str) -> dict[str, Any]:
+    try:
+        header = json.loads(line)
+    except json.JSONDecodeError:
+        header = None
+    if not isinstance(header, dict) or not isinstance(header.get("settings"), dict):
+        raise UserError(f"{path}, line 1: not a journal header: move the file aside to resume "
+                        "(trajectories it held are redone)")
+    return header["settings"]
+
+
+def _parse_row(path: Path, number: int, line: str) -> Trajectory:
+    try:
+        return from_row(Trajectory, json.loads(line))
+    except (json.JSONDecodeError, TypeError, ValueError) as error:
+        raise UserError(f"{path}, line {number}: not a trajectory ({error}); move the file aside to resume "
+                        "(trajectories it held are redone)") from None
+
+
+class Journal:
+    """Append-only, one flush per trajectory; `reset` once its rows are in a shard."""
+
+    def __init__(self, path: Path, settings: dict[str, Any]):
+        self.path = path
+        self.settings = settings
+        self.handle = None
+        self.last_sync = 0.0
+        self.reset()
+
+    def append(self, trajectory: Trajectory) -> None:
+        self.handle.write(json.dumps(to_row(trajectory), ensure_ascii=False, default=str) + "\n")
+        self.handle.flush()  # in the OS's hands now: a killed process no longer loses it
+        now = time.monotonic()
+        if now - self.last_sync >= FSYNC_EVERY_S:
+            os.fsync(self.handle.fileno())
+            self.last_sync = now
+
+    def reset(self) -> None:
+        """Start over with only the header: called after the rows so far are committed to a shard."""
+        self._close_handle()
+        header = _header(self.settings)
+        atomic_write(self.path, lambda tmp: Path(tmp).write_text(header, encoding="utf-8"))
+        self.handle = open(self.path, "a", encoding="utf-8")
+
+    def close(self) -> None:
+        """The run ended with every row in a shard: the journal is no longer needed."""
+        self._close_handle()
+        self.path.unlink(missing_ok=True)
+
+    def _close_handle(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
