@@ -68,7 +68,7 @@ def test_run_eval_reports_every_model_benchmark_and_budget(tmp_path, benchmarks)
     assert by_key[("letters", "aime", 1)].avg_at_k == 0.0
 
     out = tmp_path / "report"
-    assert (out / "runs" / "base" / "aime" / "tools-1" / "trajectories").is_dir()
+    assert len(list((out / "runs" / "base" / "aime").glob("tools-1-*/trajectories"))) == 1
     assert (out / "accuracy.png").read_bytes().startswith(PNG_MAGIC)
     assert (out / "tool_calls_sweep.png").read_bytes().startswith(PNG_MAGIC)
     again = EvalReport.read(out)
@@ -85,6 +85,30 @@ def test_a_second_run_resumes_without_calling_the_model(tmp_path, benchmarks):
                       sandbox=InProcessSandbox(), show_progress=False)
     assert engine.requests == []
     assert report.results[0].metrics.num_responses == 6
+
+
+def test_a_changed_gold_answer_reruns_that_problem_and_says_so(tmp_path, benchmarks):
+    config = EvalConfig(samples=2, tool_call_budgets=[1], concurrency=2)
+    first = run_eval(["scripted"], benchmarks[:1], tmp_path / "r", config, engine_factory=engines,
+                     sandbox=InProcessSandbox(), show_progress=False)
+    assert first.results[0].metrics.avg_at_k == pytest.approx(2 / 3) and first.results[0].cache["generated"] == 6
+    write_jsonl(benchmarks[0], [{"Problem": "What is 6*7?", "Answer": "999"}, {"Problem": "What is 40+2?", "Answer": "42"},
+                                {"Problem": "What is 3+4?", "Answer": "7"}])
+    engine = ScriptedEngine("scripted")
+    again = run_eval(["scripted"], benchmarks[:1], tmp_path / "r", config, engine_factory=lambda spec: engine,
+                     sandbox=InProcessSandbox(), show_progress=False)
+    assert {r.messages[1]["content"] for r in engine.requests} == {"What is 6*7?"}
+    assert again.results[0].metrics.avg_at_k == pytest.approx(1 / 3)
+    assert again.results[0].cache == {"generated": 2, "redone_problem_changed": 2, "redone_error": 0}
+
+
+def test_other_sampling_settings_get_their_own_run_and_never_reuse(tmp_path, benchmarks):
+    run_eval(["scripted"], benchmarks[:1], tmp_path, EvalConfig(samples=1, concurrency=2), engine_factory=engines,
+             sandbox=InProcessSandbox(), show_progress=False)
+    engine = ScriptedEngine("scripted")
+    report = run_eval(["scripted"], benchmarks[:1], tmp_path, EvalConfig(samples=1, concurrency=2, temperature=0.2),
+                      engine_factory=lambda spec: engine, sandbox=InProcessSandbox(), show_progress=False)
+    assert len(engine.requests) == 6 and report.results[0].cache["generated"] == 3
 
 
 def test_fewer_samples_or_problems_on_rerun_score_only_those(tmp_path, benchmarks):

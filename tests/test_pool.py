@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import polars as pl
 import pytest
@@ -30,8 +31,8 @@ def crafted_problems(per_topic: int = 4) -> list[Problem]:
 
 def write_profile(profile_dir, problems, k, correct_counts):
     """A profile run dir with k rollouts per problem, `correct_counts[i]` of them correct."""
-    rows = [trajectory(f"{problem.id}-{sample}", problem_id=problem.id, question=problem.question,
-                       correct=sample < correct)
+    rows = [replace(trajectory(f"{problem.id}-{sample}", problem_id=problem.id, question=problem.question,
+                               correct=sample < correct), answer=problem.answer)
             for problem, correct in zip(problems, correct_counts) for sample in range(k)]
     write_run(profile_dir, rows, per_shard=5)
 
@@ -123,8 +124,8 @@ def test_profile_cache_generates_only_what_is_missing(tmp_path, monkeypatch):
 
     def fake_collect(problem_list, out_dir, config, engine=None, show_progress=True):
         calls.append((len(problem_list), config.samples, config.teacher))
-        rows = [trajectory(f"{problems[2].id}-{i}", problem_id=problems[2].id, question=problems[2].question,
-                           correct=i == 0) for i in range(4)]
+        rows = [replace(trajectory(f"{problems[2].id}-{i}", problem_id=problems[2].id, question=problems[2].question,
+                                   correct=i == 0), answer=problems[2].answer) for i in range(4)]
         from agentdata.records import Trajectory, write_records
         write_records(rows, out_dir / "trajectories" / "part-00009.parquet", Trajectory)
 
@@ -139,6 +140,17 @@ def test_profile_cache_generates_only_what_is_missing(tmp_path, monkeypatch):
     assert first.plot.exists() and first.plot.read_bytes()[:4] == b"\x89PNG"
     report = json.loads(second.report.read_text())
     assert report["generated_rollouts"] == 0 and report["dropped"] == {"dropped_out_of_band": 2}
+
+
+def test_profile_redoes_a_problem_whose_answer_changed_and_keys_its_dir_on_the_settings(tmp_path):
+    problems = crafted_problems(1)
+    profile_dir = profile_dir_for(tmp_path / "pool.parquet", "smollm2")
+    write_profile(profile_dir, problems, 4, [1, 2, 3])
+    assert missing_rollouts(problems, profile_dir, 4) == 0
+    changed = [replace(problems[0], answer="999"), *problems[1:]]
+    assert missing_rollouts(changed, profile_dir, 4) == 4
+    other = profile_dir_for(tmp_path / "pool.parquet", "smollm2", {"temperature": 0.2})
+    assert other != profile_dir and profile_dir_for(tmp_path / "pool.parquet", "smollm2", {"concurrency": 3}) == profile_dir
 
 
 def test_tfidf_embeddings_cluster_topics():

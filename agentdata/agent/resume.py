@@ -26,8 +26,8 @@ def problem_hash(problem: Problem) -> str:
     return hashlib.sha1(json.dumps(content, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
 
 
-def unique_problems(problems: list[Problem]) -> list[Problem]:
-    """Drop exact repeats; two different problems under one id are refused, both named."""
+def unique_problems(problems: list[Problem], where: object | None = None) -> list[Problem]:
+    """Drop exact repeats; two different problems under one id are refused, both named (as rows of `where`)."""
     first: dict[str, tuple[int, Problem, str]] = {}
     unique = []
     for number, problem in enumerate(problems, start=1):
@@ -37,7 +37,8 @@ def unique_problems(problems: list[Problem]) -> list[Problem]:
             unique.append(problem)
         elif first[problem.id][2] != digest:
             earlier_number, earlier, _ = first[problem.id]
-            raise UserError(f"problems {earlier_number} and {number} share the id {problem.id!r} but differ "
+            both = f"{where}, rows {earlier_number} and {number}" if where else f"problems {earlier_number} and {number}"
+            raise UserError(f"{both} share the id {problem.id!r} but differ "
                             f"({_differing_field(earlier, problem)}: {_short(earlier)} vs {_short(problem)}); "
                             "give them distinct ids")
     return unique

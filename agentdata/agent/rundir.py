@@ -14,6 +14,7 @@ are done and keeps one row per id.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -40,6 +41,11 @@ MOVE_ASIDE = "move it aside to resume (the trajectories it held are redone)"
 def identity(settings: dict[str, Any]) -> dict[str, Any]:
     """The settings a trajectory depends on, JSON-normalised so that values compare as values (1 == 1.0)."""
     return json.loads(json.dumps({key: settings.get(key) for key in IDENTITY_KEYS}, default=str))
+
+
+def settings_digest(settings: dict[str, Any]) -> str:
+    """A short name for the identity settings: caches keyed on it never reuse work made with others."""
+    return hashlib.sha1(json.dumps(identity(settings), sort_keys=True).encode()).hexdigest()[:8]
 
 
 def settings_differences(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
@@ -214,7 +220,7 @@ def _check_shard(shard: Path) -> None:
         _check_schema(shard)
         pq.read_metadata(shard)
     except InputFileError as error:
-        raise UserError(f"{error}; {MOVE_ASIDE}") from None
+        raise UserError(f"{' '.join(str(error).split())}; {MOVE_ASIDE}") from None  # one line, whatever pyarrow said
 
 
 # ------------------------------------------------------------------ reading many run dirs at once

@@ -158,7 +158,8 @@ async def _run_work(work: list[tuple[Problem, int]], run: RunDir, config: Collec
         with _LiveProgress(len(work), show_progress) as on_result:
             await _run_concurrently(work, engine, sandbox, config, lambda t: (writer.add(t), on_result(t)))
     except RunBroken:
-        writer.drop_errors()  # nothing but failures so far: keep them out so a rerun redoes them
+        writer.drop_errors()  # nothing but failures so far: keep them out, so the dir stays fresh for a fix
+        run.remove_rows({t.id for t in writer.written if t.finish_reason == "error"})
         raise
     finally:
         writer.close()

@@ -56,9 +56,11 @@ def command(
     """Run a teacher model against the code sandbox and record real trajectories."""
     from agentdata.problems import load_problems
     from agentdata.synth.builtin import builtin_problems
+    from agentdata.agent.resume import unique_problems
     from agentdata.agent.runner import CollectConfig, collect
 
     problems = load_problems(problems_file, question_field, answer_field) if problems_file else builtin_problems()
+    problems = unique_problems(problems, problems_file)  # counted once each; one id with two contents is refused
     options = engine_options(engine_option, model)
     try:
         config = CollectConfig(

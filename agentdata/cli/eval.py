@@ -89,8 +89,17 @@ def command(
         m = result.metrics
         console.print(f"  {result.model} · {result.benchmark} · tools ≤ {result.max_tool_calls}: "
                       f"avg@{m.samples} {m.avg_at_k:.1%} · pass@{m.samples} {m.pass_at_samples:.1%} · "
-                      f"maj@{m.samples} {m.maj_at_k:.1%}")
+                      f"maj@{m.samples} {m.maj_at_k:.1%}{_cache_note(result.cache)}")
 
     report = run_eval(models, bench_files, out, config, on_result=on_result)
     console.print(results_table(report.results, title=f"eval · {out}"))
     console.print(f"Report: [cyan]{out / 'report.json'}[/] · plots: " + ", ".join(f"[cyan]{p}[/]" for p in report.plots))
+
+
+def _cache_note(cache: dict[str, int]) -> str:
+    """Says what was reused and what was generated anew, and why."""
+    if not cache:
+        return ""
+    redone = [f"{cache[key]} {why}" for key, why in (("redone_problem_changed", "redone: problem changed"),
+                                                     ("redone_error", "redone: error")) if cache.get(key)]
+    return f" · generated {cache.get('generated', 0)}" + (f" ({', '.join(redone)})" if redone else "")

@@ -47,7 +47,7 @@ def command(
     decontam_ngram: Annotated[int, typer.Option(help="Word n-gram size for decontamination.")] = 13,
     format: Annotated[str, typer.Option("--format", help="agentdata or verl output columns.")] = "agentdata",
     profile_dir: Annotated[
-        Optional[Path], typer.Option(help="Profile run dir (the cache); default <out folder>/profile/<student>.")
+        Optional[Path], typer.Option(help="Profile run dir (the cache); default <out folder>/profile/<student>-<settings digest>.")
     ] = None,
     limit: Limit = None,
     protocol: ProtocolName = "hermes",
@@ -66,10 +66,12 @@ def command(
     from agentdata.pool.run import FilterRun, run_filter
     from agentdata.pool.build import PoolConfig
     from agentdata.cli.views import drop_table, rows_table
+    from agentdata.agent.resume import unique_problems
     from agentdata.problems import load_problems
     from agentdata.synth.builtin import builtin_problems
 
     problems = load_problems(problems_file, question_field, answer_field) if problems_file else builtin_problems()
+    problems = unique_problems(problems, problems_file)  # counted once each; one id with two contents is refused
     problems = problems[:limit] if limit else problems
     options = engine_options(engine_option, model)
     try:

@@ -24,6 +24,8 @@ class EvalResult:
     max_tool_calls: int
     run_dir: str
     metrics: BenchmarkMetrics
+    # What this run generated rather than reused: {"generated", "redone_problem_changed", "redone_error"}.
+    cache: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -3,10 +3,13 @@
     out_dir/report.json
     out_dir/accuracy.png                   models side by side per benchmark
     out_dir/tool_calls_sweep.png           with more than one --max-tool-calls
-    out_dir/runs/<model>/<benchmark>/tools-<n>/   collect run dirs (resumable)
+    out_dir/runs/<model>/<benchmark>/tools-<n>-<settings digest>/   collect run dirs (resumable)
 
 The runs are ordinary collect run dirs, so an interrupted eval continues where it stopped
-and `agentdata inspect` shows any of them.
+and `agentdata inspect` shows any of them. They are the cache, keyed on what a response
+depends on: the digest of the settings (model spec, sampling, loop limits) names the dir,
+and inside it each response is redone when its problem changed (question, answer, tests)
+or it ended in an error; each result says how many responses were generated and why.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from agentdata.evaluation.plots import ACCURACY_PLOT, SWEEP_PLOT, accuracy_plot,
 from agentdata.evaluation.report import EvalReport, EvalResult
 from agentdata.problems import load_problems
 from agentdata.records import Problem, Trajectory
-from agentdata.agent.runner import CollectConfig, collect
+from agentdata.agent.runner import CollectConfig, CollectSummary, collect
 from agentdata.agent.loop import LoopConfig
-from agentdata.agent.rundir import RunDir
+from agentdata.agent.resume import unique_problems
+from agentdata.agent.rundir import RunDir, settings_digest
 
 LABELLED_SPEC = re.compile(r"^(?P<label>[A-Za-z0-9_.-]+)=(?P<spec>.+)$")
 
@@ -102,19 +106,19 @@ def _slug(text: str) -> str:
 
 
 def run_benchmark(problems: list[Problem], run_dir: Path, config: CollectConfig, engine: Any = None,
-                  sandbox: Any = None, show_progress: bool = True) -> list[Trajectory]:
-    """Run one model on one benchmark (resuming `run_dir`) and return the responses that belong to it."""
-    collect(problems, run_dir, config, engine=engine, sandbox=sandbox, show_progress=show_progress)
+                  sandbox: Any = None, show_progress: bool = True) -> tuple[list[Trajectory], CollectSummary]:
+    """Run one model on one benchmark (resuming `run_dir`): the responses that belong to it, and what was run."""
+    summary = collect(problems, run_dir, config, engine=engine, sandbox=sandbox, show_progress=show_progress)
     wanted = {p.id for p in problems}
-    return [t for t in RunDir(run_dir).trajectories()
-            if t.problem_id in wanted and t.sampling.get("sample_index", 0) < config.samples]
+    responses = [t for t in RunDir(run_dir).trajectories()
+                 if t.problem_id in wanted and t.sampling.get("sample_index", 0) < config.samples]
+    return responses, summary
 
 
-def _first_unique(problems: list[Problem], limit: int | None) -> list[Problem]:
-    by_id = {}
-    for problem in problems:
-        by_id.setdefault(problem.id, problem)
-    return list(by_id.values())[:limit]
+def benchmark_run_dir(out_dir: Path, model: ModelSpec, bench_name: str, config: CollectConfig) -> Path:
+    """Where one (model, benchmark, budget) run lives: other settings never reuse its responses."""
+    budget_dir = f"tools-{config.max_tool_calls}-{settings_digest(config.settings())}"
+    return out_dir / "runs" / _slug(model.label) / _slug(bench_name) / budget_dir
 
 
 def run_eval(
@@ -137,18 +141,20 @@ def run_eval(
     out_dir = Path(out_dir)
     models = parse_model_specs(model_specs)
     paths = [Path(p) for p in benchmark_paths]
-    benchmarks = {name: _first_unique(load_problems(path, config.question_field, config.answer_field), config.limit)
+    benchmarks = {name: unique_problems(load_problems(path, config.question_field, config.answer_field), path)[:config.limit]
                   for name, path in zip(benchmark_names(paths), paths)}
     report = EvalReport(settings=_settings(config, models, paths))
     for model in models:
         engine = engine_factory(model.spec) if engine_factory else None
         for bench_name, problems in benchmarks.items():
             for budget in config.tool_call_budgets:
-                run_dir = out_dir / "runs" / _slug(model.label) / _slug(bench_name) / f"tools-{budget}"
-                responses = run_benchmark(problems, run_dir, config.collect_config(model.spec, budget), engine,
-                                          sandbox, show_progress)
+                collect_config = config.collect_config(model.spec, budget)
+                run_dir = benchmark_run_dir(out_dir, model, bench_name, collect_config)
+                responses, summary = run_benchmark(problems, run_dir, collect_config, engine, sandbox, show_progress)
                 result = EvalResult(model.label, model.spec, bench_name, budget, str(run_dir),
-                                    benchmark_metrics(responses, equivalent))
+                                    benchmark_metrics(responses, equivalent),
+                                    cache={"generated": summary.new, "redone_problem_changed": summary.stale,
+                                           "redone_error": summary.retried})
                 report.results.append(result)
                 if on_result:
                     on_result(result)

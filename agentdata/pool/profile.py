@@ -1,9 +1,12 @@
 """Difficulty profile: the student solves each problem k times through the collect runner.
 
 The profile is an ordinary collect run dir in the output folder
-(`<folder>/profile/<student>/`), so it is the cache: a second `filter` into the same
-folder, with another band or another output name, reads it and generates nothing; a
-larger k only adds the missing rollouts.
+(`<folder>/profile/<student>-<settings digest>/`), so it is the cache, keyed on what a
+rollout depends on: the digest of the loop and sampling settings names the dir, and inside
+it a rollout is reused only when its problem (question, answer, tests) is unchanged and it
+did not end in an error. A second `filter` into the same folder, with another band or
+another output name, reads it and generates nothing; a larger k only adds the missing
+rollouts; a changed problem is profiled again.
 """
 
 from __future__ import annotations
@@ -14,14 +17,18 @@ from typing import Any, Sequence
 
 import polars as pl
 
+from agentdata.agent.resume import plan_resume
+from agentdata.agent.rundir import RunDir, settings_digest
 from agentdata.pool.build import pass_rates
-from agentdata.agent.rundir import RunDir
 from agentdata.records import Problem
 
 
-def profile_dir_for(out: Path, student: str) -> Path:
-    """One profile per student in the pool's folder (a spec like `hf:/a/b` made file-safe)."""
-    return out.parent / "profile" / re.sub(r"[^A-Za-z0-9._-]+", "_", student).strip("_")
+def profile_dir_for(out: Path, student: str, loop_settings: dict[str, Any] | None = None) -> Path:
+    """One profile per student and settings in the pool's folder (a spec like `hf:/a/b` made file-safe)."""
+    from agentdata.agent.runner import CollectConfig
+
+    digest = settings_digest(CollectConfig(teacher=student, **(loop_settings or {})).settings())
+    return out.parent / "profile" / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', student).strip('_')}-{digest}"
 
 
 NO_RATES_SCHEMA = {"problem_id": pl.String, "pass_rate": pl.Float64, "n_rollouts": pl.Int64}
@@ -35,15 +42,9 @@ def profile_rates(profile_dir: Path, k: int | None = None) -> pl.DataFrame:
     return pass_rates([profile_dir], k=k)
 
 
-def cached_rollouts(profile_dir: Path) -> pl.DataFrame:
-    """Rollouts per problem already in the profile (empty when there is none)."""
-    return profile_rates(profile_dir)
-
-
 def missing_rollouts(problems: Sequence[Problem], profile_dir: Path, k: int) -> int:
-    """How many student rollouts must still be generated for every problem to have k."""
-    have = dict(cached_rollouts(profile_dir).select("problem_id", "n_rollouts").iter_rows())
-    return sum(max(0, k - have.get(problem.id, 0)) for problem in problems)
+    """How many student rollouts must still be generated (or redone) for every problem to have k."""
+    return len(plan_resume(list(problems), k, RunDir(profile_dir).done_rows(), retry_errors=True).work)
 
 
 def profile(

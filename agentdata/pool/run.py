@@ -32,7 +32,7 @@ def run_filter(
 ) -> FilterRun:
     """Profile the student on `problems` (re-using the profile run dir), build the pool, write it and its report."""
     out = Path(out)
-    profile_dir = Path(profile_dir) if profile_dir else profile_dir_for(out, student)
+    profile_dir = Path(profile_dir) if profile_dir else profile_dir_for(out, student, loop_settings)
     rates, generated = profile(problems, profile_dir, student, k, engine=engine, show_progress=show_progress,
                                **(loop_settings or {}))
     result = build_pool(problems_table(problems), rates, config)
