@@ -7,7 +7,12 @@
    time against the same engine's plain batched `generate` replaying exactly the batches
    collect ran (greedy, so the same tokens), in the same run.
 
+3. The journal's cost: pipeline efficiency with each finished trajectory journaled at once
+   (what collect does) against the same run with the journal switched off (only the batched
+   shards, as before the journal), alternating rounds in the same process.
+
     python bench/bench_collect.py efficiency --concurrency 64 --latency 0.2 --trajectories 512
+    python bench/bench_collect.py journal --concurrency 64 --latency 1.0 --trajectories 512 --rounds 2
     python bench/bench_collect.py overhead --problems 16
 """
 
@@ -35,6 +40,7 @@ from agentdata.engines.base import GenerationRequest  # noqa: E402
 from agentdata.records import Problem  # noqa: E402
 from agentdata.sandbox import open_sandbox  # noqa: E402
 from agentdata.synth.builtin import builtin_problems  # noqa: E402
+from agentdata.agent import journal as journal_module  # noqa: E402
 from agentdata.agent.runner import CollectConfig, collect  # noqa: E402
 from agentdata.agent.rundir import RunDir  # noqa: E402
 from agentdata.verify import is_correct  # noqa: E402
@@ -83,6 +89,24 @@ def _server_process(latency: float):
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def journal_cost(concurrency: int, latency: float, trajectories: int, rounds: int) -> dict:
+    """Efficiency with and without the per-trajectory journal, alternating so both see the same load."""
+    real_append = journal_module.Journal.append
+    with_journal, without_journal = [], []
+    try:
+        for _ in range(rounds):
+            journal_module.Journal.append = lambda self, trajectory: None  # before: rows wait in memory for a shard
+            without_journal.append(efficiency(concurrency, latency, trajectories)["efficiency"])
+            journal_module.Journal.append = real_append
+            with_journal.append(efficiency(concurrency, latency, trajectories)["efficiency"])
+    finally:
+        journal_module.Journal.append = real_append
+    return {"benchmark": "journal cost (collect pipeline efficiency)", "concurrency": concurrency,
+            "latency_s": latency, "trajectories": trajectories, "without_journal": without_journal,
+            "with_journal": with_journal, "ratio_of_means": round(sum(with_journal) / sum(without_journal), 3),
+            "load_average": os.getloadavg()[0]}
 
 
 def overhead(n_problems: int, max_new_tokens: int, rounds: int = 2) -> dict:
@@ -141,6 +165,11 @@ def main() -> None:
     eff.add_argument("--latency", type=float, default=0.2)
     eff.add_argument("--trajectories", type=int, default=512)
     eff.add_argument("--sandbox", default="local", help="'local' or a sandbox service URL")
+    jrn = sub.add_parser("journal")
+    jrn.add_argument("--concurrency", type=int, default=64)
+    jrn.add_argument("--latency", type=float, default=1.0)
+    jrn.add_argument("--trajectories", type=int, default=512)
+    jrn.add_argument("--rounds", type=int, default=2)
     ovh = sub.add_parser("overhead")
     ovh.add_argument("--problems", type=int, default=16)
     ovh.add_argument("--max-new-tokens", type=int, default=256)
@@ -148,6 +177,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.which == "efficiency":
         result = efficiency(args.concurrency, args.latency, args.trajectories, args.sandbox)
+    elif args.which == "journal":
+        result = journal_cost(args.concurrency, args.latency, args.trajectories, args.rounds)
     else:
         result = overhead(args.problems, args.max_new_tokens, args.rounds)
     print(json.dumps(result, indent=2))

@@ -198,13 +198,12 @@ class RunDir:
     def remove_rows(self, ids: set[str]) -> int:
         """Take the rows with these ids out of the shards (each rewritten atomically, keeping its settings)."""
         removed = 0
-        for shard in self.shards():
-            table = pq.read_table(shard)
-            keep = [row_id not in ids for row_id in table.column("id").to_pylist()]
+        for shard in self.shards() if ids else []:
+            keep = [row_id not in ids for row_id in pq.read_table(shard, columns=["id"]).column("id").to_pylist()]
             if all(keep):
                 continue
             removed += keep.count(False)
-            kept = table.filter(keep)
+            kept = pq.read_table(shard).filter(keep)
             if kept.num_rows:
                 atomic_write(shard, lambda tmp: pq.write_table(kept, tmp))
             else:
