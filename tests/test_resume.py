@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import pyarrow.parquet as pq
 import pytest
 
 from agentdata.agent.journal import Journal
@@ -52,6 +53,8 @@ def test_error_rows_are_retried_and_replaced_unless_asked_not_to(tmp_path):
     ids = ids_on_disk(tmp_path / "run")
     assert summary.retried == 1 and summary.new == 1 and summary.finish_reasons == {"answer": 8}
     assert len(ids) == len(set(ids)) == 8
+    run = RunDir(tmp_path / "run")
+    assert all(run.shard_settings(shard)["temperature"] == 0.7 for shard in run.shards())  # rewritten shards too
 
 
 def test_two_problems_sharing_an_id_with_different_content_are_refused_naming_both():
@@ -67,6 +70,19 @@ def test_settings_travel_with_the_shards_when_the_manifest_is_gone(tmp_path):
     with pytest.raises(UserError, match=r"temperature: 0.7 → 0.2.*part-00000.parquet"):
         run_collect(tmp_path / "run", temperature=0.2, protocol="codeblock")
     assert run_collect(tmp_path / "run").new == 0  # the same settings still resume
+
+
+def test_a_setting_recorded_before_it_existed_is_not_compared_but_a_recorded_one_is(tmp_path):
+    run_collect(tmp_path / "run")
+    run = RunDir(tmp_path / "run")
+    manifest = json.loads(run.manifest_path.read_text())
+    del manifest["settings"]["tool_timeout"]
+    run.write_manifest(manifest)
+    for shard in run.shards():  # shards from before settings travelled with them: the manifest is the record
+        pq.write_table(pq.read_table(shard).replace_schema_metadata({}), shard)
+    run_collect(tmp_path / "run", tool_timeout=3.0)
+    with pytest.raises(UserError, match="tool_timeout: 3.0 → 5.0"):
+        run_collect(tmp_path / "run", tool_timeout=5.0)
 
 
 def test_settings_compare_by_value_and_nan_is_refused_at_the_start(tmp_path):

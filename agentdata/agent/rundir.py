@@ -34,7 +34,7 @@ SHARD_PATTERN = re.compile(r"part-(\d{5,})\.parquet$")
 SETTINGS_KEY = b"agentdata.settings"
 # Settings that change what a trajectory is: a resumed run must not mix two of them.
 IDENTITY_KEYS = ("teacher", "model", "protocol", "max_tool_calls", "max_turns", "max_new_tokens", "temperature",
-                 "top_p", "seed", "system_prompt", "tool_output_chars")
+                 "top_p", "seed", "system_prompt", "tool_output_chars", "tool_timeout")
 MOVE_ASIDE = "move it aside to resume (the trajectories it held are redone)"
 
 
@@ -49,8 +49,10 @@ def settings_digest(settings: dict[str, Any]) -> str:
 
 
 def settings_differences(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """What differs; a key the old record lacks (written before the key existed) is not compared."""
+    recorded = [key for key in IDENTITY_KEYS if key in old]
     old, new = identity(old), identity(new)
-    return {key: (old[key], new[key]) for key in IDENTITY_KEYS if not _same_value(old[key], new[key])}
+    return {key: (old[key], new[key]) for key in recorded if not _same_value(old[key], new[key])}
 
 
 def _same_value(a: Any, b: Any) -> bool:
