@@ -105,3 +105,19 @@ def test_kill_9_at_random_moments_keeps_everything_finished_two_seconds_earlier(
         assert old_enough and old_enough <= kept_ids(out)
     run_driver(out, problems)
     assert comparable(out) == comparable(reference)
+
+
+def test_a_signal_during_a_shard_write_waits_until_the_write_and_its_bookkeeping_are_done():
+    from agentdata.agent.journal import signals_deferred
+
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # as the CLI sets it
+    steps = []
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with signals_deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                steps.append("the rest of the block ran")
+        assert steps == ["the rest of the block ran"]
+        assert signal.getsignal(signal.SIGTERM) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)

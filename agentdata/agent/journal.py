@@ -13,8 +13,11 @@ a kill in the middle of a write is the one thing dropped, and it is the last lin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,3 +114,33 @@ class Journal:
         if self.handle is not None:
             self.handle.close()
             self.handle = None
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """Ctrl-C or SIGTERM waits until the block ends: a shard and its bookkeeping are written as one step.
+
+    Otherwise a signal landing between a shard's rename and the line that forgets its rows would
+    write them twice. The block is short (one shard write), so a stop is delayed by milliseconds.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    for number in previous:
+        signal.signal(number, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        for number in received:
+            _deliver(number, previous[number])
+
+
+def _deliver(number: int, handler: object) -> None:
+    if callable(handler):
+        handler(number, None)  # default_int_handler raises KeyboardInterrupt; asyncio's cancels its task
+    elif handler == signal.SIG_DFL:
+        signal.raise_signal(number)

@@ -25,7 +25,7 @@ from agentdata import __version__
 from agentdata.errors import UserError
 from agentdata.records import Problem, Trajectory
 from agentdata.agent.loop import LoopConfig, solve
-from agentdata.agent.journal import Journal
+from agentdata.agent.journal import Journal, signals_deferred
 from agentdata.agent.resume import HASH_KEY, ResumePlan, plan_resume, problem_hash, unique_problems
 from agentdata.agent.rundir import RunDir
 
@@ -247,9 +247,9 @@ class _ShardBuffer:
         self.last_flush = time.monotonic()
 
     def add(self, trajectory: Trajectory) -> None:
+        self.pending.append(trajectory)  # first: a signal between the two lines leaves it pending, not lost
         self.journal.append(trajectory)
         self.journaled = True
-        self.pending.append(trajectory)
         if len(self.pending) >= self.shard_size or time.monotonic() - self.last_flush > FLUSH_SECONDS:
             self.flush()
 
@@ -258,13 +258,14 @@ class _ShardBuffer:
 
     def flush(self) -> None:
         self.last_flush = time.monotonic()
-        if self.pending:
-            self.run.write_shard(self.pending, self.settings)
-            self.written.extend(self.pending)
-            self.pending = []
-        if self.journaled:  # everything journaled is now in a shard (or was dropped on purpose)
-            self.journal.reset()
-            self.journaled = False
+        with signals_deferred():  # the shard, forgetting its rows and the journal's reset: all or nothing
+            if self.pending:
+                self.run.write_shard(self.pending, self.settings)
+                self.written.extend(self.pending)
+                self.pending = []
+            if self.journaled:  # everything journaled is now in a shard (or was dropped on purpose)
+                self.journal.reset()
+                self.journaled = False
 
     def close(self) -> None:
         self.flush()
