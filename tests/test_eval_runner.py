@@ -162,6 +162,7 @@ def test_eval_command_with_openai_engine_and_local_sandbox(tmp_path, benchmarks,
     printed = capsys.readouterr()
     assert code == 0, printed.err
     assert "served" in printed.out  # the per-result lines and the summary table name the model
+    assert printed.out.count("generated 6") == 2  # each result says what it generated rather than reused
     assert (tmp_path / "r" / "tool_calls_sweep.png").read_bytes().startswith(PNG_MAGIC)
     report = json.loads((tmp_path / "r" / "report.json").read_text())
     with_tool = next(r for r in report["results"] if r["max_tool_calls"] == 1)

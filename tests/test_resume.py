@@ -10,7 +10,7 @@ import pytest
 
 from agentdata.agent.journal import Journal
 from agentdata.agent.resume import unique_problems
-from agentdata.agent.rundir import RunDir
+from agentdata.agent.rundir import IDENTITY_KEYS, RunDir
 from agentdata.agent.runner import CollectConfig, RunBroken, collect
 from agentdata.errors import UserError
 from agentdata.records import Problem
@@ -83,6 +83,10 @@ def test_a_setting_recorded_before_it_existed_is_not_compared_but_a_recorded_one
     run_collect(tmp_path / "run", tool_timeout=3.0)
     with pytest.raises(UserError, match="tool_timeout: 3.0 → 5.0"):
         run_collect(tmp_path / "run", tool_timeout=5.0)
+
+
+def test_every_identity_setting_is_one_the_config_records():
+    assert set(IDENTITY_KEYS) <= set(CollectConfig(teacher="x").settings())  # a renamed field must not slip out
 
 
 def test_settings_compare_by_value_and_nan_is_refused_at_the_start(tmp_path):
