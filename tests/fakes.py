@@ -60,7 +60,7 @@ class InProcessSandbox:
         self.closed: list[str] = []
         self.calls = 0
 
-    def run(self, code, session_id=None, timeout=10.0):
+    def run(self, code, session_id=None, timeout=10.0, **options):
         self.calls += 1
         namespace = self.sessions.setdefault(session_id, {}) if session_id else {}
         output = io.StringIO()
@@ -71,12 +71,18 @@ class InProcessSandbox:
             return FakeResult("error", output.getvalue(), f"{type(error).__name__}: {error}", 1)
         return FakeResult("ok", output.getvalue())
 
-    async def arun(self, code, session_id=None, timeout=10.0):
+    async def arun(self, code, session_id=None, timeout=10.0, **options):
         return self.run(code, session_id, timeout)
 
     def close_session(self, session_id):
         self.closed.append(session_id)
         self.sessions.pop(session_id, None)
+
+    async def aclose_session(self, session_id):
+        self.close_session(session_id)
+
+    async def arelease(self):
+        self.released = True
 
     def close(self):
         pass

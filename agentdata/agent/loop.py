@@ -1,17 +1,19 @@
-"""The agent loop: the one place where a model meets the sandbox.
+"""The agent loop: the one place where a model meets its tools.
 
-generate → parse tool calls → run them in the trajectory's sandbox session → feed the
-real output back → generate again, until a final answer or a budget runs out.
+generate → parse tool calls → run each by its tool's name (the code interpreter in the
+trajectory's sandbox session, user tools in-process) → feed the real output back →
+generate again, until a final answer or a budget runs out.
 `collect`, `filter`'s profiling, GRPO rollouts and `eval` all call `solve`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentdata.engines.base import Engine, Generation, GenerationRequest
 from agentdata.formats import (
@@ -23,8 +25,12 @@ from agentdata.formats import (
     split_reasoning,
     tool_output_text,
 )
-from agentdata.records import CODE_TOOL, Problem, ToolCall, Trajectory, assistant_message, tool_message
+from agentdata.records import Problem, ToolCall, Trajectory, assistant_message, tool_message
+from agentdata.tools import DEFAULT_TOOLS, Tool, ToolContext, call_tool, load_tools
 from agentdata.verify import extract_answer, is_correct
+
+if TYPE_CHECKING:
+    from agentdata.sandbox.base import CodeSandbox
 
 TOOL_LIMIT_NOTICE = "Tool call limit reached: the code was not run. Give your final answer now, in \\boxed{}."
 REQUEST_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
@@ -45,6 +51,11 @@ class LoopConfig:
     )
     tool_timeout: float = field(default=10.0, metadata={"help": "Seconds one tool call may run."})
     system_prompt: str | None = field(default=None, metadata={"help": "Overrides the protocol's system prompt."})
+    tools: list[str] = field(
+        default_factory=lambda: list(DEFAULT_TOOLS),
+        metadata={"help": "Tools the model may call: code_interpreter, or a typed Python function as "
+                          "module:function or path/to/file.py:function (its JSON schema is derived)."},
+    )
 
     def __post_init__(self) -> None:
         for name in ("max_tool_calls", "max_turns", "max_new_tokens", "tool_output_chars"):
@@ -79,15 +90,30 @@ class _State:
     error: str | None = None
 
 
-def initial_messages(problem: Problem, protocol: Protocol, config: LoopConfig) -> list[dict[str, Any]]:
-    system = config.system_prompt if config.system_prompt is not None else protocol.system_prompt([CODE_TOOL])
+def initial_messages(problem: Problem, protocol: Protocol, config: LoopConfig,
+                     tools: list[Tool] | None = None) -> list[dict[str, Any]]:
+    """The system prompt (the protocol's, showing every tool's schema, unless overridden) and the question."""
+    if config.system_prompt is not None:
+        system = config.system_prompt
+    else:
+        system = protocol.system_prompt([tool.schema for tool in tools or config_tools(config)])
     return [{"role": "system", "content": system}, {"role": "user", "content": problem.question}]
+
+
+def config_tools(config: LoopConfig) -> list[Tool]:
+    """The loop's tools, resolved once per distinct list (plug-ins are imported the first time)."""
+    return _cached_tools(tuple(config.tools))
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_tools(names: tuple[str, ...]) -> list[Tool]:
+    return load_tools(names)
 
 
 async def solve(
     problem: Problem,
     engine: Engine,
-    sandbox: Any,
+    sandbox: "CodeSandbox",
     config: LoopConfig,
     sample_index: int = 0,
     seed: int | None = None,
@@ -185,7 +211,7 @@ async def _generate(state: _State, protocol: Protocol, engine: Engine, config: L
         # For servers that cannot continue a message: the same turn, the tool output as the next message.
         turn_messages=_request_messages(protocol.to_plain_messages(state.messages, tool_turns=True))
         if continue_final else None,
-        tools=[CODE_TOOL] if protocol.native_tools else None,
+        tools=[tool.schema for tool in config_tools(config)] if protocol.native_tools else None,
         max_new_tokens=budget,
         temperature=config.temperature,
         top_p=config.top_p,
@@ -207,24 +233,26 @@ def _request_messages(plain: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{key: value for key, value in message.items() if key in REQUEST_KEYS} for message in plain]
 
 
-async def _run_tool_calls(state: _State, calls: list[ToolCall], sandbox: Any, session_id: str,
+async def _run_tool_calls(state: _State, calls: list[ToolCall], sandbox: "CodeSandbox", session_id: str,
                           config: LoopConfig) -> None:
+    """Run each call by its tool's name; unknown tools and bad arguments come back as tool errors."""
     if state.limit_notified:
         state.finish_reason = "max_tool_calls"  # told the limit was reached, and it called again
         return
+    tools = config_tools(config)
+    context = ToolContext(sandbox, session_id, config.tool_timeout, config.tool_output_chars)
     for call in calls:
         if state.tool_calls >= config.max_tool_calls:
             state.limit_notified = True
-            state.messages.append(tool_message(call.id, TOOL_LIMIT_NOTICE))
+            state.messages.append(tool_message(call.id, TOOL_LIMIT_NOTICE, call.name))
             continue
         started = time.perf_counter()
-        result = await sandbox.arun(call.code, session_id=session_id, timeout=config.tool_timeout)
+        result = await call_tool(tools, call.name, call.arguments, context)
         state.tool_s += time.perf_counter() - started
         state.tool_calls += 1
-        if result.status != "ok":
+        if not result.ok:
             state.tool_errors += 1
-        shown = tool_output_text(result.stdout, result.stderr, result.status, config.tool_output_chars)
-        state.messages.append(tool_message(call.id, shown))
+        state.messages.append(tool_message(call.id, result.content, call.name))
 
 
 async def _close_session(sandbox: Any, session_id: str) -> None:
@@ -247,6 +275,7 @@ async def _to_trajectory(problem: Problem, state: _State, engine: Engine, config
         source=problem.source,
         domain=problem.domain,
         messages=state.messages,
+        tools=[tool.schema for tool in config_tools(config)],
         final_answer=final_answer,
         correct=bool(correct),
         num_tool_calls=state.tool_calls,

@@ -24,7 +24,7 @@ from rich.table import Table
 from agentdata import __version__
 from agentdata.errors import UserError
 from agentdata.records import Problem, Trajectory
-from agentdata.agent.loop import LoopConfig, solve
+from agentdata.agent.loop import LoopConfig, config_tools, solve
 from agentdata.agent.journal import Journal, signals_deferred
 from agentdata.agent.resume import HASH_KEY, ResumePlan, plan_resume, problem_hash, unique_problems
 from agentdata.agent.rundir import RunDir
@@ -129,6 +129,7 @@ async def collect_async(problems: list[Problem], out_dir: str | Path, config: Co
     problems = unique_problems(problems)[: config.limit]
     if not problems:
         raise UserError("no problems to collect on")
+    config_tools(config)  # a tool that cannot be loaded is the user's to fix before anything runs
     run = RunDir(out_dir)
     run.prepare(config.settings(), {"agentdata_version": __version__, "problems": len(problems)})
     plan = plan_resume(problems, config.samples, run.done_rows(), config.retry_errors)
@@ -165,8 +166,7 @@ async def _run_work(work: list[tuple[Problem, int]], run: RunDir, config: Collec
         writer.close()
         if owns_engine:
             await engine.aclose()
-        if hasattr(sandbox, "arelease"):  # a remote sandbox's HTTP session belongs to this event loop
-            await sandbox.arelease()
+        await sandbox.arelease()  # e.g. a remote sandbox's HTTP session belongs to this event loop
         if owns_sandbox:
             sandbox.close()
     return writer.written

@@ -21,9 +21,11 @@ from agentdata.cli.common import (
     Seed,
     Temperature,
     ToolOutputChars,
+    ToolSpecs,
     TopP,
     console,
     engine_options,
+    loop_tools,
 )
 
 
@@ -46,6 +48,7 @@ def command(
     tool_output_chars: ToolOutputChars = 256,
     concurrency: Concurrency = 16,
     sandbox: SandboxSpec = "local",
+    tool: ToolSpecs = None,
     seed: Seed = 0,
     question_field: QuestionField = None,
     answer_field: AnswerField = None,
@@ -67,7 +70,7 @@ def command(
             teacher=teacher, samples=samples, limit=limit, protocol=protocol, max_tool_calls=max_tool_calls,
             max_turns=max_turns, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
             tool_output_chars=tool_output_chars, concurrency=concurrency, sandbox=sandbox, seed=seed,
-            engine_options=options, retry_errors=retry_errors,
+            engine_options=options, retry_errors=retry_errors, tools=loop_tools(tool),
         )
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None

@@ -34,6 +34,23 @@ ToolOutputChars = Annotated[
 ]
 Concurrency = Annotated[int, typer.Option("--concurrency", help="Trajectories in flight at once.")]
 SandboxSpec = Annotated[str, typer.Option("--sandbox", help="'local' or the URL of `agentdata sandbox serve`.")]
+ToolSpecs = Annotated[
+    Optional[list[str]],
+    typer.Option("--tool", help="A tool beside the code interpreter: a typed Python function as module:function or "
+                                "path/to/file.py:function, or a registered tool name (repeatable)."),
+]
+ExtraSteps = Annotated[
+    Optional[list[str]],
+    typer.Option("--step", help="A filter step after the built-in ones: a registered name or a plug-in "
+                                "module:Step / path/to/file.py:Step (repeatable)."),
+]
+
+
+def loop_tools(extra: list[str] | None) -> list[str]:
+    """The code interpreter plus the tools named with --tool."""
+    from agentdata.tools import DEFAULT_TOOLS
+
+    return [*DEFAULT_TOOLS, *(name for name in extra or [] if name not in DEFAULT_TOOLS)]
 
 
 

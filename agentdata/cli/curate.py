@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from agentdata.cli.common import console
+from agentdata.cli.common import ExtraSteps, console
 
 
 def parse_pair(text: str, flag: str, kind: type = float) -> tuple:
@@ -43,6 +43,7 @@ def command(
         str, typer.Option(help="keep: the model's thinking stays on assistant messages (reasoning_content); "
                                "strip: answers only.")
     ] = "keep",
+    step: ExtraSteps = None,
 ) -> None:
     """Write an SFT set (`messages` + `tools`) from trajectories, through named filter steps."""
     from agentdata.curate import CurateConfig, curate
@@ -56,6 +57,7 @@ def command(
             near_dup_threshold=near_dup_threshold or None, near_dup_field=near_dup_field,
             decontam_files=[str(path) for path in decontam or []], decontam_ngram=decontam_ngram,
             max_per_problem=max_per_problem or None, balance_sources=balance_sources, reasoning=reasoning,
+            extra_steps=list(step or []),
         )
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None

@@ -20,9 +20,11 @@ from agentdata.cli.common import (
     Seed,
     Temperature,
     ToolOutputChars,
+    ToolSpecs,
     TopP,
     console,
     engine_options,
+    loop_tools,
 )
 
 
@@ -63,6 +65,7 @@ def command(
     tool_output_chars: ToolOutputChars = 256,
     concurrency: Concurrency = 16,
     sandbox: SandboxSpec = "local",
+    tool: ToolSpecs = None,
     seed: Seed = 0,
     question_field: QuestionField = None,
     answer_field: AnswerField = None,
@@ -78,6 +81,7 @@ def command(
             max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
             tool_output_chars=tool_output_chars, concurrency=concurrency, sandbox=sandbox, seed=seed, limit=limit,
             question_field=question_field, answer_field=answer_field, engine_options=options,
+            tools=loop_tools(tool),
         )
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None

@@ -21,6 +21,7 @@ from agentdata.cli.common import (
     Seed,
     Temperature,
     ToolOutputChars,
+    ExtraSteps,
     console,
     engine_options,
 )
@@ -46,6 +47,7 @@ def command(
     ] = None,
     decontam_ngram: Annotated[int, typer.Option(help="Word n-gram size for decontamination.")] = 13,
     format: Annotated[str, typer.Option("--format", help="agentdata or verl output columns.")] = "agentdata",
+    step: ExtraSteps = None,
     profile_dir: Annotated[
         Optional[Path], typer.Option(help="Profile run dir (the cache); default <out folder>/profile/<student>-<settings digest>.")
     ] = None,
@@ -78,7 +80,7 @@ def command(
         config = PoolConfig(
             band=parse_pair(band, "--band"), size=size, clusters=clusters, embedding=embedding,
             near_dup_threshold=near_dup_threshold or None, decontam_files=[str(p) for p in decontam or []],
-            decontam_ngram=decontam_ngram, format=format, seed=seed,
+            decontam_ngram=decontam_ngram, format=format, seed=seed, extra_steps=list(step or []),
         )
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None

@@ -71,7 +71,8 @@ def command(
     max_new_tokens: Annotated[Optional[int], typer.Option("--max-new-tokens", help="Model tokens per rollout.")] = None,
     overlong_buffer: Annotated[Optional[int], typer.Option("--overlong-buffer", help="Soft overlong penalty over the last N tokens.")] = None,
     protocol: Annotated[Optional[str], typer.Option("--protocol", help="hermes or codeblock.")] = None,
-    reward: Annotated[Optional[list[str]], typer.Option("--reward", help="GRPO reward by name (correctness, overlong) or plug-in module:function / file.py:function (repeatable; replaces the default correctness + overlong).")] = None,
+    reward: Annotated[Optional[list[str]], typer.Option("--reward", help="A GRPO reward beside correctness and overlong: a registered name or a plug-in module:function / file.py:function (repeatable; `rl: rewards:` in --config sets the whole list).")] = None,
+    tool: Annotated[Optional[list[str]], typer.Option("--tool", help="A rollout tool beside the code interpreter: a typed Python function as module:function or path/to/file.py:function (repeatable).")] = None,
     lora: Annotated[bool, typer.Option("--lora", help="Train a LoRA adapter (PEFT), merged on save.")] = False,
     resume: Annotated[Optional[str], typer.Option("--resume", help="Checkpoint dir, or 'last'.")] = None,
     config: Annotated[Optional[Path], typer.Option("--config", help="YAML/JSON with `sft:` and `rl:` sections for every other setting.")] = None,
@@ -85,8 +86,12 @@ def command(
     flags = {"model": model, "protocol": protocol, "max_steps": max_steps, "lora": lora or None,
              "resume_from_checkpoint": resume}
     flags = {key: value for key, value in flags.items() if value is not None}
+    from agentdata.tools import DEFAULT_TOOLS
+    from agentdata.verify.rewards import DEFAULT_REWARDS
+
     rl_flags = {"num_generations": num_generations, "max_new_tokens": max_new_tokens, "overlong_buffer": overlong_buffer,
-                "rewards": reward or None}
+                "rewards": _extended(sections["rl"], "rewards", DEFAULT_REWARDS, reward),
+                "tools": _extended(sections["rl"], "tools", DEFAULT_TOOLS, tool)}
     rl_flags = {key: value for key, value in rl_flags.items() if value is not None}
     sft_out, rl_out = (out / "sft", out / "rl") if stage == "all" else (out, out)
 
@@ -119,6 +124,14 @@ def command(
             rl_values = {**DEMO_RL, **rl_values}
         results.append(("rl", _run_grpo(make_config(_rl_type(), rl_values, str(config or "flags")))))
     console.print(summary_table(results))
+
+
+def _extended(section: dict[str, Any], key: str, defaults: tuple[str, ...], extra: list[str] | None) -> list[str] | None:
+    """The config file's list (or the defaults) plus the names given by flag; None when no flag was given."""
+    if not extra:
+        return None
+    base = list(section.get(key) or defaults)
+    return base + [name for name in extra if name not in base]
 
 
 def _build_demo_sft_set(path: Path) -> Path:

@@ -31,6 +31,7 @@ from agentdata.filters import (
     ToolCallBandFilter,
     ToolErrorRatioFilter,
     TooLongFilter,
+    build_steps,
     run_steps,
 )
 from agentdata.filters.features import trajectory_features
@@ -72,6 +73,11 @@ class CurateConfig:
         default="keep",
         metadata={"help": "keep: assistant messages keep the model's thinking (`reasoning_content`, which templates "
                           "such as Qwen3's render); strip: answers only."},
+    )
+    extra_steps: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Filter steps run after the built-in ones, on the rows they kept: registered names or "
+                          "plug-ins (mypkg.steps:ShortQuestion, steps.py:ShortQuestion)."},
     )
 
     def __post_init__(self) -> None:
@@ -127,6 +133,7 @@ def curate_steps(config: CurateConfig) -> tuple[list[Step], list[Step]]:
         feature_steps.append(MaxPerProblemFilter(config.max_per_problem))
     if config.balance_sources is not None:
         feature_steps.append(SourceShareFilter(config.balance_sources))
+    feature_steps += build_steps(config.extra_steps, config)
     return scalar_steps, feature_steps
 
 

@@ -15,8 +15,10 @@ from agentdata.filters.rules import (
     ToolErrorRatioFilter,
     TooLongFilter,
 )
+from agentdata.filters.registry import FILTER_STEPS, build_step, build_steps
 
 __all__ = [
+    "FILTER_STEPS", "build_step", "build_steps",
     "REASON_COLUMN", "Step", "ExpressionStep", "MultiReasonStep", "StepResult", "run_steps",
     "BenchmarkNgrams", "ContaminationFilter", "ExactDuplicateFilter", "NearDuplicateFilter",
     "minhash_signatures", "find_near_duplicates", "IncorrectFilter", "MalformedToolCallFilter",

@@ -102,7 +102,7 @@ def parse_native_calls(raw_calls: list[dict[str, Any]], content: str) -> ParsedT
     for index, raw in enumerate(raw_calls):
         function = raw.get("function") if isinstance(raw, dict) else None
         function = function if isinstance(function, dict) else {}
-        call, error = code_call(function.get("name"), function.get("arguments"), raw.get("id") or f"call_{index}")
+        call, error = tool_call(function.get("name"), function.get("arguments"), raw.get("id") or f"call_{index}")
         if call is None:
             errors.append(error)
         else:
@@ -110,10 +110,14 @@ def parse_native_calls(raw_calls: list[dict[str, Any]], content: str) -> ParsedT
     return ParsedTurn(content=content, tool_calls=calls, errors=errors)
 
 
-def code_call(name: Any, arguments: Any, call_id: str) -> tuple[ToolCall | None, str]:
-    """A call of the code tool from its name and arguments, or why it is not one."""
-    if name != TOOL_NAME:
-        return None, f"unknown tool {name!r}: the only tool is {TOOL_NAME!r}"
+def tool_call(name: Any, arguments: Any, call_id: str) -> tuple[ToolCall | None, str]:
+    """A call of any tool from its name and arguments, or why it is not one.
+
+    Which tools exist is the agent loop's business (it answers an unknown name with a tool
+    error the model reads); a code-tool call must carry a "code" string, and keeps only it.
+    """
+    if not isinstance(name, str) or not name:
+        return None, f'unknown tool {name!r}: a call needs a "name"'
     if isinstance(arguments, str):  # the OpenAI API's form; some models also write it so
         try:
             arguments = json.loads(arguments, strict=False)
@@ -121,6 +125,8 @@ def code_call(name: Any, arguments: Any, call_id: str) -> tuple[ToolCall | None,
             return None, "tool call arguments are a string that is not a JSON object"
     if not isinstance(arguments, dict):
         return None, 'tool call has no "arguments" object'
+    if name != TOOL_NAME:
+        return ToolCall(name=name, arguments=arguments, id=call_id), ""
     if not isinstance(arguments.get("code"), str):
         return None, 'tool call arguments have no "code" string'
-    return ToolCall(name=name, arguments=arguments, id=call_id), ""
+    return ToolCall(arguments["code"], id=call_id), ""

@@ -24,17 +24,17 @@ or `</tool_call>`: those are read as markup.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from agentdata.formats import prompts
 from agentdata.formats.base import (
     ParsedTurn,
     Protocol,
-    code_call,
     join_pieces,
-    numbered_call,
     plain_message,
     strip_separator,
+    tool_call,
 )
 from agentdata.records import CODE_TOOL, ToolCall, message_tool_calls
 
@@ -75,11 +75,11 @@ class HermesProtocol(Protocol):
                 errors.append(f"unclosed {OPEN_TAG}: no {CLOSE_TAG} after it")
                 position = start
                 break
-            end, code, error = found
-            if error is None:
+            end, call, error = found
+            if call is not None:
                 pieces.append(strip_separator(current))
                 current = ""
-                calls.append(numbered_call(code, len(calls)))
+                calls.append(replace(call, id=f"call_{len(calls)}"))
             else:
                 errors.append(error)
                 current += text[start:end]  # keep what the model wrote, so nothing is lost
@@ -122,41 +122,45 @@ class HermesProtocol(Protocol):
 
 
 def render_call(call: ToolCall) -> str:
-    payload = {"name": call.name, "arguments": {"code": call.code}}
+    payload = {"name": call.name, "arguments": call.arguments}
     return f"{OPEN_TAG}\n{json.dumps(payload, ensure_ascii=False)}\n{CLOSE_TAG}"
 
 
-def _find_call(text: str, body_start: int) -> tuple[int, str, str | None] | None:
-    """Find where the call opened before body_start ends: (end, code, error) or None if unclosed.
+def _find_call(text: str, body_start: int) -> tuple[int, ToolCall | None, str | None] | None:
+    """Find where the call opened before body_start ends: (end, call, error) or None if unclosed.
 
     The first closing tag ends the call unless the JSON before it is incomplete and a later
     tag completes it (code that prints "</tool_call>"); a broken call ends at the first tag.
     """
-    first: tuple[int, str, str | None] | None = None
+    first: tuple[int, ToolCall | None, str | None] | None = None
     close = text.find(CLOSE_TAG, body_start)
     for _ in range(MAX_CLOSE_TAGS_TRIED):
         if close == -1:
             break
-        code, error = decode_call(text[body_start:close])
+        call, error = decode_call(text[body_start:close])
         end = close + len(CLOSE_TAG)
         if error is None:
-            return end, code, None
+            return end, call, None
         if first is None:
-            first = (end, "", error)
+            first = (end, None, error)
         if not error.startswith("bad JSON"):
             break  # the JSON was complete, so a later tag cannot fix it
         close = text.find(CLOSE_TAG, close + 1)
     return first
 
 
-def decode_call(body: str) -> tuple[str, str | None]:
-    """The code of one call's JSON body, or an error saying what is wrong with it."""
+def decode_call(body: str) -> tuple[ToolCall | None, str | None]:
+    """One call's JSON body as a ToolCall, or an error saying what is wrong with it.
+
+    Any tool name is a call (the agent loop answers a name it has no tool for with a tool
+    error); the code tool's call must carry a "code" string.
+    """
     try:
         # strict=False: models often write raw newlines inside the code string.
         payload = json.loads(body, strict=False)
     except json.JSONDecodeError as error:
-        return "", f"bad JSON in tool call: {error.msg} at character {error.pos}"
+        return None, f"bad JSON in tool call: {error.msg} at character {error.pos}"
     if not isinstance(payload, dict):
-        return "", f"tool call must be a JSON object, got {type(payload).__name__}"
-    call, error = code_call(payload.get("name"), payload.get("arguments", payload.get("parameters")), "")
-    return (call.code, None) if call is not None else ("", error)
+        return None, f"tool call must be a JSON object, got {type(payload).__name__}"
+    call, error = tool_call(payload.get("name"), payload.get("arguments", payload.get("parameters")), "call_0")
+    return call, (error or None)

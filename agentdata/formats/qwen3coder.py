@@ -30,7 +30,7 @@ import re
 from typing import Any
 
 from agentdata.formats import prompts
-from agentdata.formats.base import ParsedTurn, Protocol, code_call, join_pieces, plain_message
+from agentdata.formats.base import ParsedTurn, Protocol, join_pieces, plain_message, tool_call
 from agentdata.formats.hermes import CLOSE_TAG, OPEN_TAG, HermesProtocol
 from agentdata.records import CODE_TOOL, ToolCall, message_tool_calls
 
@@ -169,7 +169,7 @@ def decode_call(body: str, call_id: str) -> tuple[ToolCall | None, str]:
     arguments, error = _parameters(body[opening.end() : closing.start()])
     if arguments is None:
         return None, error
-    return code_call(opening.group(1).strip(), arguments, call_id)
+    return tool_call(opening.group(1).strip(), arguments, call_id)
 
 
 def _parameters(inner: str) -> tuple[dict[str, Any] | None, str]:

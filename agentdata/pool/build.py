@@ -18,7 +18,7 @@ from agentdata.filters.embed import cluster_labels, embed_texts
 from agentdata.agent.rundir import scan_shards, shard_paths
 from agentdata.filters import (
     BenchmarkNgrams, ContaminationFilter, ExactDuplicateFilter, ExpressionStep, NearDuplicateFilter, Step, StepResult,
-    run_steps,
+    build_steps, run_steps,
 )
 from agentdata.filters.text import normalised
 from agentdata.errors import UserError
@@ -41,6 +41,11 @@ class PoolConfig:
     decontam_ngram: int = field(default=13, metadata={"help": "Word n-gram size for decontamination."})
     format: str = field(default="agentdata", metadata={"help": "agentdata | verl output columns."})
     seed: int = field(default=0, metadata={"help": "Seed for clustering."})
+    extra_steps: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Filter steps run after the built-in ones, before the selection: registered names or "
+                          "plug-ins (mypkg.steps:ShortQuestion, steps.py:ShortQuestion)."},
+    )
 
     def __post_init__(self) -> None:
         low, high = self.band
@@ -112,7 +117,7 @@ def pool_steps(config: PoolConfig) -> list[Step]:
     steps.append(ExactDuplicateFilter("question_hash"))
     if config.near_dup_threshold is not None:
         steps.append(NearDuplicateFilter(text="question", threshold=config.near_dup_threshold, ngram=config.near_dup_ngram))
-    return steps
+    return steps + build_steps(config.extra_steps, config)
 
 
 def build_pool(problems: pl.DataFrame, rates: pl.DataFrame, config: PoolConfig | None = None) -> PoolResult:

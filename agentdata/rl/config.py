@@ -19,6 +19,7 @@ class GRPOStageConfig:
     max_turns: int = field(default=6, metadata={"help": "Model turns per rollout."})
     tool_timeout: float = field(default=10.0, metadata={"help": "Seconds one tool call may run."})
     tool_output_chars: int = field(default=512, metadata={"help": "Tool output shown to the model (head + tail)."})
+    tools: list[str] = field(default_factory=lambda: ["code_interpreter"], metadata={"help": "Tools of the rollouts: code_interpreter, or a typed Python function as module:function or path/to/file.py:function."})
     system_prompt: str | None = field(default=None, metadata={"help": "Replaces the protocol's system prompt in rollouts (use the one the SFT data was trained with)."})
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature of the rollouts."})
     top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling threshold of the rollouts."})

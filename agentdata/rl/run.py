@@ -129,7 +129,7 @@ def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any, console: Console |
     loop_config = LoopConfig(protocol=config.protocol, max_tool_calls=config.max_tool_calls, max_turns=config.max_turns,
                              max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
                              tool_output_chars=config.tool_output_chars, tool_timeout=config.tool_timeout,
-                             system_prompt=config.system_prompt)
+                             system_prompt=config.system_prompt, tools=list(config.tools))
     rollout = AgentRollout(problems, None, sandbox, loop_config, config.num_generations, seed=config.seed)
     step_times = StepTimeCallback(rollout)
     trainer = AgentGRPOTrainer(

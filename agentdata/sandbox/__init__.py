@@ -6,11 +6,12 @@
         print(sandbox.run("x + 1", session_id="a").stdout)   # 3
 """
 
+from agentdata.sandbox.base import CodeSandbox
 from agentdata.sandbox.config import SandboxConfig
 from agentdata.sandbox.local import Sandbox
 from agentdata.sandbox.result import ExecResult
 
-__all__ = ["ExecResult", "RemoteSandbox", "Sandbox", "SandboxConfig", "open_sandbox"]
+__all__ = ["CodeSandbox", "ExecResult", "RemoteSandbox", "Sandbox", "SandboxConfig", "open_sandbox"]
 
 
 def __getattr__(name: str):

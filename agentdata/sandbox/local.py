@@ -83,6 +83,9 @@ class Sandbox:
     async def aclose_session(self, session_id: str) -> None:
         await asyncio.wrap_future(self._submit(self._pool.close_session(session_id)))
 
+    async def arelease(self) -> None:
+        """Nothing here is bound to the caller's event loop (the pool runs on its own thread)."""
+
     def close(self) -> None:
         if self._closed:
             return

@@ -1,0 +1,37 @@
+"""Filter steps by name, for the `extra_steps` of curate's and filter's settings.
+
+An entry (registered, or a plug-in path `mypkg.steps:ShortQuestion` / `steps.py:ShortQuestion`)
+is a `Step` class (built with no arguments), a `Step` instance, or a function
+`(settings) -> Step | None` that reads the stage's settings (None: off for these settings).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from agentdata.errors import UserError
+from agentdata.filters.base import Step
+from agentdata.registry import Registry
+
+FILTER_STEPS: Registry[Any] = Registry("filter step")
+FILTER_STEPS.register("no_answer", "agentdata.filters.rules:NoAnswerFilter")
+FILTER_STEPS.register("incorrect", "agentdata.filters.rules:IncorrectFilter")
+FILTER_STEPS.register("malformed_tool_call", "agentdata.filters.rules:MalformedToolCallFilter")
+
+
+def build_step(name: str, settings: Any = None) -> Step | None:
+    """The step `name` gives for `settings` (see the module doc)."""
+    entry = FILTER_STEPS.get(name)
+    if isinstance(entry, type) and issubclass(entry, Step):
+        entry = entry()
+    elif not isinstance(entry, Step) and callable(entry):
+        entry = entry(settings)
+    if entry is not None and not isinstance(entry, Step):
+        raise UserError(f"filter step {name!r} is not a Step (agentdata.filters.Step) nor a function returning one")
+    if entry is not None and not entry.reason:
+        raise UserError(f"filter step {name!r} has no drop `reason`")
+    return entry
+
+
+def build_steps(names: Sequence[str], settings: Any = None) -> list[Step]:
+    return [step for name in names if (step := build_step(name, settings)) is not None]

@@ -1,0 +1,47 @@
+"""`CodeSandbox`: what the agent loop and the tools need of a sandbox, local or remote.
+
+`Sandbox` (this machine) and `RemoteSandbox` (`agentdata sandbox serve` over HTTP) both
+satisfy it, and so must any stand-in. Code runs in sessions that keep their variables
+like notebook cells; whatever the code does comes back as an `ExecResult`, never as an
+exception (a sandbox that cannot be reached at all may raise).
+
+`arelease()` frees what the sandbox holds for the *running* event loop (the remote one's
+HTTP session cannot outlive its loop); the sandbox stays usable from other loops. Callers
+that run an event loop of their own (`collect`) call it before that loop ends.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from agentdata.sandbox.result import ExecResult
+
+
+@runtime_checkable
+class CodeSandbox(Protocol):
+    def run(self, code: str, session_id: str | None = None, timeout: float | None = None, *,
+            stdin: str | None = None, files: dict[str, bytes | str] | None = None,
+            memory_mb: int | None = None, display_last: bool = True) -> ExecResult:
+        """Run `code` (in `session_id`'s namespace when given) and say what happened."""
+        ...
+
+    async def arun(self, code: str, session_id: str | None = None, timeout: float | None = None, *,
+                   stdin: str | None = None, files: dict[str, bytes | str] | None = None,
+                   memory_mb: int | None = None, display_last: bool = True) -> ExecResult:
+        """`run` for asyncio code: many calls may be awaited at once."""
+        ...
+
+    def close_session(self, session_id: str) -> None:
+        """Free a session: its variables, files and processes."""
+        ...
+
+    async def aclose_session(self, session_id: str) -> None:
+        ...
+
+    async def arelease(self) -> None:
+        """Free what is bound to the running event loop; the sandbox stays usable."""
+        ...
+
+    def close(self) -> None:
+        """Free everything; the sandbox is not used again."""
+        ...

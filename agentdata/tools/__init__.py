@@ -1,0 +1,57 @@
+"""Tools a model can call: the `Tool` protocol, the code interpreter and user functions.
+
+    tools = load_tools(["code_interpreter", "mypkg.tools:word_count", "tools.py:lookup"])
+    schemas = [tool.schema for tool in tools]   # what the model is shown
+
+A name is a registered tool (`TOOLS`) or a plug-in path to a `Tool` object or class, or to
+a plain typed function (wrapped in a `FunctionTool`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from agentdata.errors import UserError
+from agentdata.registry import Registry
+from agentdata.tools.base import Tool, ToolContext, ToolResult, error_result
+from agentdata.tools.code import CodeInterpreter
+from agentdata.tools.function import FunctionTool, argument_problem, function_schema
+
+TOOLS: Registry[Any] = Registry("tool")
+TOOLS.register("code_interpreter", CodeInterpreter)
+DEFAULT_TOOLS = ("code_interpreter",)
+
+
+def load_tool(name: str) -> Tool:
+    entry = TOOLS.get(name)
+    if isinstance(entry, type):
+        entry = entry()
+    if isinstance(entry, Tool):
+        return entry
+    return FunctionTool(entry)
+
+
+def load_tools(names: Sequence[str]) -> list[Tool]:
+    """The tools `names` give, in order; two tools with one name are a UserError."""
+    tools = [load_tool(name) for name in names]
+    seen: dict[str, str] = {}
+    for name, tool in zip(names, tools):
+        if tool.name in seen:
+            raise UserError(f"tools {seen[tool.name]!r} and {name!r} are both called {tool.name!r}")
+        seen[tool.name] = name
+    return tools
+
+
+async def call_tool(tools: Sequence[Tool], name: str, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+    """Dispatch one call by tool name; an unknown name is a tool error the model reads."""
+    tool = next((tool for tool in tools if tool.name == name), None)
+    if tool is None:
+        known = ", ".join(repr(tool.name) for tool in tools)
+        return error_result(f"unknown tool {name!r}; the tools are {known}")
+    return await tool.call(arguments, context)
+
+
+__all__ = [
+    "DEFAULT_TOOLS", "TOOLS", "CodeInterpreter", "FunctionTool", "Tool", "ToolContext", "ToolResult",
+    "argument_problem", "call_tool", "error_result", "function_schema", "load_tool", "load_tools",
+]
