@@ -159,8 +159,6 @@ def test_rich_only_under_cli():
     assert not offenders
 
 
-@pytest.mark.xfail(strict=False, reason="sandbox/worker.py and sandbox/pool.py are being split along their "
-                                        "seams by the `split` engineer (issue 10); remove this mark once main passes")
 def test_no_file_over_the_line_limit():
     long_files = {str(path.relative_to(PACKAGE.parent)): count for path in source_files()
                   if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
