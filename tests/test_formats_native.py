@@ -78,14 +78,19 @@ def test_qwen3coder_renders_as_qwen3_coder_templates_do():
         ("<tool_call>\n<function=code_interpreter>\n<parameter=code>\nprint(1)\n</parameter>\n</tool_call>",
          "unclosed <function"),
         ("<tool_call>\nprint(1)\n</tool_call>", "no <function=NAME>"),
-        ("<tool_call>\n<function=search>\n<parameter=query>\nx\n</parameter>\n</function>\n</tool_call>",
-         "unknown tool 'search'"),
         ("<tool_call>\n<function=code_interpreter>\n<parameter=code>\nx", "unclosed <tool_call>"),
     ],
 )
 def test_qwen3coder_malformed_calls_are_errors_and_text_is_kept(text, error):
     turn = QWEN3CODER.parse(text)
     assert turn.tool_calls == [] and error in turn.errors[0]
+
+
+def test_calls_to_any_tool_are_read_and_the_loop_decides_if_it_exists():
+    text = "<tool_call>\n<function=search>\n<parameter=query>\nx\n</parameter>\n</function>\n</tool_call>"
+    assert QWEN3CODER.parse(text).tool_calls == [ToolCall(name="search", arguments={"query": "x"})]
+    raw = [{"id": "c", "function": {"name": "web", "arguments": '{"url": "u"}'}}]
+    assert parse_native_calls(raw, "").tool_calls == [ToolCall(name="web", arguments={"url": "u"}, id="c")]
 
 
 def test_qwen3coder_reads_other_parameters_as_json_when_they_are():
@@ -107,7 +112,7 @@ def test_native_calls_take_arguments_as_string_or_object(arguments):
 @pytest.mark.parametrize(
     ("function", "error"),
     [({"name": "code_interpreter", "arguments": "{not json"}, "not a JSON object"),
-     ({"name": "web", "arguments": "{}"}, "unknown tool 'web'"),
+     ({"name": "", "arguments": "{}"}, "unknown tool ''"),
      ({"name": "code_interpreter", "arguments": "{}"}, 'no "code" string')],
 )
 def test_native_calls_that_cannot_run_are_errors(function, error):

@@ -114,7 +114,7 @@ def tool_call(name: Any, arguments: Any, call_id: str) -> tuple[ToolCall | None,
     """A call of any tool from its name and arguments, or why it is not one.
 
     Which tools exist is the agent loop's business (it answers an unknown name with a tool
-    error the model reads); a code-tool call must carry a "code" string, and keeps only it.
+    error the model reads); a code-tool call must carry a "code" string.
     """
     if not isinstance(name, str) or not name:
         return None, f'unknown tool {name!r}: a call needs a "name"'
@@ -125,8 +125,6 @@ def tool_call(name: Any, arguments: Any, call_id: str) -> tuple[ToolCall | None,
             return None, "tool call arguments are a string that is not a JSON object"
     if not isinstance(arguments, dict):
         return None, 'tool call has no "arguments" object'
-    if name != TOOL_NAME:
-        return ToolCall(name=name, arguments=arguments, id=call_id), ""
-    if not isinstance(arguments.get("code"), str):
+    if name == TOOL_NAME and not isinstance(arguments.get("code"), str):
         return None, 'tool call arguments have no "code" string'
-    return ToolCall(arguments["code"], id=call_id), ""
+    return ToolCall(name=name, arguments=arguments, id=call_id), ""

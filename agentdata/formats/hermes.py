@@ -36,7 +36,7 @@ from agentdata.formats.base import (
     strip_separator,
     tool_call,
 )
-from agentdata.records import CODE_TOOL, ToolCall, message_tool_calls
+from agentdata.records import CODE_TOOL, TOOL_NAME, ToolCall, message_tool_calls
 
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
@@ -163,4 +163,6 @@ def decode_call(body: str) -> tuple[ToolCall | None, str | None]:
     if not isinstance(payload, dict):
         return None, f"tool call must be a JSON object, got {type(payload).__name__}"
     call, error = tool_call(payload.get("name"), payload.get("arguments", payload.get("parameters")), "call_0")
+    if call is not None and call.name == TOOL_NAME:
+        call = ToolCall(call.code)  # hermes code calls have always kept only `code`
     return call, (error or None)
