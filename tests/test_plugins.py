@@ -150,3 +150,14 @@ def test_the_pool_runs_a_filter_step_plugin(plugins):
     result = build_pool(problems, rates, PoolConfig(extra_steps=[f"{plugins / 'steps.py'}:ShortQuestion"],
                                                     embedding="tfidf"))
     assert result.pool["problem_id"].to_list() == ["long"] and result.counts.get("short_question") == 1
+
+
+def test_a_run_dir_does_not_mix_tool_sets(tmp_path, plugins):
+    engine = f"{plugins / 'engine.py'}:ToolUser"
+    problem = [Problem("one two", "4", id="p2")]
+    collect(problem, tmp_path / "run", CollectConfig(teacher=engine, tools=["code_interpreter",
+                                                                             f"{plugins / 'my_tools.py'}:word_count"]),
+            sandbox=InProcessSandbox(), show_progress=False)
+    with pytest.raises(UserError, match="tools"):
+        collect(problem, tmp_path / "run", CollectConfig(teacher=engine), sandbox=InProcessSandbox(),
+                show_progress=False)

@@ -34,7 +34,7 @@ SHARD_PATTERN = re.compile(r"part-(\d{5,})\.parquet$")
 SETTINGS_KEY = b"agentdata.settings"
 # Settings that change what a trajectory is: a resumed run must not mix two of them.
 IDENTITY_KEYS = ("teacher", "model", "protocol", "max_tool_calls", "max_turns", "max_new_tokens", "temperature",
-                 "top_p", "seed", "system_prompt", "tool_output_chars", "tool_timeout")
+                 "top_p", "seed", "system_prompt", "tool_output_chars", "tool_timeout", "tools")
 MOVE_ASIDE = "move it aside to resume (the trajectories it held are redone)"
 
 
