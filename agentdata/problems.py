@@ -4,7 +4,8 @@ Recognised without flags: JSONL, JSON (a list, or {"data": [...]}), Parquet, CSV
 directory saved with `datasets.save_to_disk`; columns named as in the common math and
 RL datasets (see QUESTION_FIELDS and ANSWER_FIELDS). A dotted name such as
 `reward_model.ground_truth` reaches into nested columns. A verl-style `prompt` column of
-chat messages gives its last user message as the question.
+chat messages gives its last user message as the question. Code problems (LiveCodeBench,
+TACO/APPS, DeepCoder/verl tests) are recognised too and read by `agentdata.code_problems`.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
+from agentdata.code_problems import code_layout, code_problem, is_code_row
 from agentdata.errors import InputFileError
 from agentdata.records import Problem
 
 QUESTION_FIELDS = ("question", "problem", "Problem", "Question", "prompt", "query")
 ANSWER_FIELDS = ("answer", "Answer", "reward_model.ground_truth", "ground_truth", "solution", "final_answer")
-ID_FIELDS = ("id", "problem_id", "ID")
+ID_FIELDS = ("id", "problem_id", "question_id", "ID")
 SOURCE_FIELDS = ("source", "data_source")
 DOMAIN_FIELDS = ("domain", "ability")
 SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
@@ -51,7 +53,12 @@ def problems_from_rows(
 ) -> list[Problem]:
     """Problems from rows already read from `path` (named in errors), with the same column rules."""
     columns = columns_of(rows)
-    question_key = pick_column(path, columns, question_field, QUESTION_FIELDS, "question", "--question-field")
+    layout = code_layout(columns) if answer_field is None else None
+    question_key = pick_column(path, columns, question_field, ("question_content", *QUESTION_FIELDS) if layout
+                               else QUESTION_FIELDS, "question", "--question-field")
+    if layout:
+        tests_key = {"taco": "input_output", "tests": "tests"}.get(layout, "public_test_cases")
+        return [_to_problem(path, number, row, question_key, tests_key, layout) for number, row in enumerate(rows, 1)]
     answer_key = pick_column(path, columns, answer_field, ANSWER_FIELDS, "answer", "--answer-field", required=require_answer)
     return [_to_problem(path, number, row, question_key, answer_key) for number, row in enumerate(rows, start=1)]
 
@@ -194,26 +201,34 @@ def _question_text(value: Any) -> str | None:
     return None
 
 
-def _to_problem(path: Path, number: int, row: dict[str, Any], question_key: str, answer_key: str | None) -> Problem:
+def _to_problem(path: Path, number: int, row: dict[str, Any], question_key: str, answer_key: str | None,
+                code: str | None = None) -> Problem:
     question = _question_text(get_field(row, question_key))
     if question is None or not str(question).strip():
         raise InputFileError(path, f"empty or missing question in column {question_key!r}", row=number)
     answer = get_field(row, answer_key) if answer_key else ""
+    if code or (answer_key and is_code_row(row, answer, _first(row, DOMAIN_FIELDS))):
+        return code_problem(path, number, row, code or "tests", str(question), answer_key or "tests", _metadata(row),
+                            id=str(_first(row, ID_FIELDS) or ""), source=str(_first(row, SOURCE_FIELDS) or ""))
     if answer is None or str(answer).strip() == "":
         if answer_key:
             raise InputFileError(path, f"empty or missing answer in column {answer_key!r}", row=number)
         answer = ""
-    metadata = get_field(row, "extra_info") or get_field(row, "metadata") or {}
-    if isinstance(metadata, str):
-        try:
-            metadata = json.loads(metadata)
-        except json.JSONDecodeError:
-            metadata = {"text": metadata}
     return Problem(
         question=str(question),
         answer=str(answer),
         id=str(_first(row, ID_FIELDS) or ""),
         source=str(_first(row, SOURCE_FIELDS) or path.stem),
         domain=str(_first(row, DOMAIN_FIELDS) or "math"),
-        metadata=metadata if isinstance(metadata, dict) else {"value": metadata},
+        metadata=_metadata(row),
     )
+
+
+def _metadata(row: dict[str, Any]) -> dict[str, Any]:
+    metadata = get_field(row, "extra_info") or get_field(row, "metadata") or {}
+    if isinstance(metadata, str):
+        try:
+            metadata = json.loads(metadata)
+        except json.JSONDecodeError:
+            metadata = {"text": metadata}
+    return metadata if isinstance(metadata, dict) else {"value": metadata}

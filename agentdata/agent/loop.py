@@ -25,9 +25,9 @@ from agentdata.formats import (
     split_reasoning,
     tool_output_text,
 )
-from agentdata.records import Problem, ToolCall, Trajectory, assistant_message, tool_message
+from agentdata.records import Problem, ToolCall, Trajectory, assistant_message, message_tool_calls, tool_message
 from agentdata.tools import DEFAULT_TOOLS, Tool, ToolContext, call_tool, load_tools
-from agentdata.verify import extract_answer, is_correct
+from agentdata.verify.grade import grade, is_code_problem
 
 if TYPE_CHECKING:
     from agentdata.sandbox.base import CodeSandbox
@@ -127,7 +127,8 @@ async def solve(
         await _run_turns(state, protocol, engine, sandbox, session_id, config, seed)
     finally:
         await _close_session(sandbox, session_id)
-    return await _to_trajectory(problem, state, engine, config, sample_index, seed, time.perf_counter() - started)
+    return await _to_trajectory(problem, state, engine, sandbox, config, sample_index, seed,
+                                time.perf_counter() - started)
 
 
 async def _run_turns(state: _State, protocol: Protocol, engine: Engine, sandbox: Any, session_id: str,
@@ -262,11 +263,15 @@ async def _close_session(sandbox: Any, session_id: str) -> None:
         pass
 
 
-async def _to_trajectory(problem: Problem, state: _State, engine: Engine, config: LoopConfig, sample_index: int,
-                         seed: int | None, elapsed_s: float) -> Trajectory:
-    last_reply = next((m["content"] for m in reversed(state.messages) if m["role"] == "assistant"), "")
-    final_answer = extract_answer(last_reply)
-    correct = final_answer is not None and await asyncio.to_thread(is_correct, last_reply, problem.answer)
+async def _to_trajectory(problem: Problem, state: _State, engine: Engine, sandbox: Any, config: LoopConfig,
+                         sample_index: int, seed: int | None, elapsed_s: float) -> Trajectory:
+    verdict = await asyncio.to_thread(grade, problem, _final_text(problem, state, config), sandbox)
+    metadata = _metadata(state)
+    timings = {"total_s": round(elapsed_s, 4), "generation_s": round(state.generation_s, 4),
+               "tool_s": round(state.tool_s, 4)}
+    if verdict.details:  # code: per-test results; the test time is reported apart from the tool time
+        metadata["tests"] = verdict.details
+        timings["test_s"] = verdict.details.get("test_s", 0.0)
     return Trajectory(
         id=f"{problem.id}-{sample_index}",
         problem_id=problem.id,
@@ -276,8 +281,8 @@ async def _to_trajectory(problem: Problem, state: _State, engine: Engine, config
         domain=problem.domain,
         messages=state.messages,
         tools=[tool.schema for tool in config_tools(config)],
-        final_answer=final_answer,
-        correct=bool(correct),
+        final_answer=verdict.final_answer,
+        correct=verdict.correct,
         num_tool_calls=state.tool_calls,
         num_tool_errors=state.tool_errors,
         num_turns=state.turns,
@@ -287,10 +292,9 @@ async def _to_trajectory(problem: Problem, state: _State, engine: Engine, config
         teacher=engine.spec,
         format=config.protocol,
         sampling={**config.sampling(), "seed": seed, "sample_index": sample_index},
-        timings={"total_s": round(elapsed_s, 4), "generation_s": round(state.generation_s, 4),
-                 "tool_s": round(state.tool_s, 4)},
+        timings=timings,
         error=state.error,
-        metadata=_metadata(state),
+        metadata=metadata,
     )
 
 
@@ -302,3 +306,20 @@ def _metadata(state: _State) -> dict[str, Any]:
     if state.reasoning_tokens:
         metadata["reasoning_tokens"] = state.reasoning_tokens
     return metadata
+
+
+def _final_text(problem: Problem, state: _State, config: LoopConfig) -> str:
+    """The last reply; for a code problem under codeblock, where a ```python block is a tool call,
+    the whole final turn with its blocks, so the last program the model wrote is the one graded."""
+    replies = [m for m in state.messages if m["role"] == "assistant"]
+    if not replies:
+        return ""
+    if not (is_code_problem(problem) and config.protocol == "codeblock"):
+        return replies[-1]["content"]
+    last_user = max(index for index, m in enumerate(state.messages) if m["role"] == "user")
+    pieces = []
+    for message in state.messages[last_user + 1:]:
+        if message["role"] == "assistant":
+            pieces.append(message["content"])
+            pieces.extend(f"```python\n{call.code}\n```" for call in message_tool_calls(message))
+    return "\n".join(pieces)

@@ -31,6 +31,7 @@ class GRPOStageConfig:
     rewards: list[str] = field(default_factory=lambda: ["correctness", "overlong"], metadata={"help": "Reward functions, by name (correctness, overlong) or plug-in (mypkg.rewards:brevity, path/to/rewards.py:brevity); each is (prompts, completions, **kwargs) -> list[float | None]."})
     overlong_buffer: int = field(default=128, metadata={"help": "Soft overlong penalty over the last N model tokens of max_new_tokens; 0 turns it off."})
     overlong_penalty: float = field(default=1.0, metadata={"help": "Penalty at max_new_tokens (reached linearly over the buffer)."})
+    code_reward: str = field(default="binary", metadata={"help": "Code problems: binary (+1 all tests pass / -1) or fraction (-1 + 2 x the fraction of tests passed); other domains stay binary."})
     tool_call_reward: bool = field(default=False, metadata={"help": "Open-AgentRL's TCR: a wrong answer with k tool rounds scores min(-0.6, -1 + 0.1 k)."})
     extra_call_penalty: float = field(default=0.0, metadata={"help": "Penalty per tool call beyond free_calls (pushes toward few, purposeful calls)."})
     free_calls: int = field(default=1, metadata={"help": "Tool calls without the extra-call penalty."})
@@ -61,6 +62,10 @@ class GRPOStageConfig:
             raise ValueError("tool_call_reward rewards calls on wrong answers while extra_call_penalty punishes them: pick one")
         if self.extra_call_penalty < 0 or self.free_calls < 0:
             raise ValueError("extra_call_penalty and free_calls must be >= 0")
+        if self.code_reward not in ("binary", "fraction"):
+            raise ValueError("code_reward must be binary or fraction")
+        if self.code_reward == "fraction" and self.tool_call_reward:
+            raise ValueError("tool_call_reward is defined on correct/wrong answers: use code_reward binary with it")
         if self.use_vllm not in ("auto", "yes", "no"):
             raise ValueError("use_vllm must be auto, yes or no")
         if self.protocol not in ("hermes", "codeblock"):

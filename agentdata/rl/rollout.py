@@ -109,6 +109,7 @@ class AgentRollout:
             "logprobs": None,  # retokenized text: the loop's sampling logprobs do not align, so none are claimed
             "env_mask": [t.env_mask for t in tokens],
             "correct": [t.correct for t in trajectories],
+            "passed_fraction": [passed_fraction(t) for t in trajectories],
             "num_tool_calls": [t.num_tool_calls for t in trajectories],
             "num_tool_errors": [t.num_tool_errors for t in trajectories],
             "model_token_counts": [sum(t.env_mask) for t in tokens],
@@ -132,6 +133,12 @@ class AgentRollout:
         self.stats.history.append({"rollout_s": rollout_s, "generation_s": generation_s,
                                    "sandbox_and_loop_s": max(0.0, rollout_s - generation_s),
                                    "tool_s_summed": sum(t.timings.get("tool_s", 0.0) for t in trajectories)})
+
+
+def passed_fraction(trajectory: Trajectory) -> float | None:
+    """A code rollout's fraction of tests passed (None for problems graded right/wrong only)."""
+    tests = trajectory.metadata.get("tests")
+    return float(tests["fraction"]) if isinstance(tests, dict) and "fraction" in tests else None
 
 
 def log_rollout_metrics(trainer: Any, trajectories: list[Trajectory], tokens: list[RolloutTokens]) -> None:

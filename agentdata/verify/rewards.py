@@ -5,8 +5,8 @@ functions with the signature `(prompts, completions, **kwargs) -> list[float | N
 completion is either a string or a list of chat messages (TRL's conversational and
 tool-calling format); the gold answer comes from the dataset's `answer` column. When the
 agent loop produced the completions (agentdata's GRPO rollouts), it already judged each with
-`is_correct` and counted its tool calls and model tokens: those arrive as the extra columns
-`correct`, `num_tool_calls` and `model_token_counts`, and are used instead of re-reading text
+`verify.grade` and counted its tool calls and model tokens: those arrive as the extra columns
+`correct`, `passed_fraction` (code problems), `num_tool_calls` and `model_token_counts`, and are used instead of re-reading text
 that also holds tool output. One definition of each reward, whoever calls it.
 
 Rewards are registered by name in `REWARDS`; `build_reward(name, settings)` turns a name or a
@@ -109,6 +109,7 @@ class CorrectnessReward:
     answer_field: str = "answer"
     timeout_s: float = DEFAULT_TIMEOUT_S
     name: str = "correctness"
+    fraction: bool = False  # a code rollout scores -1 + 2 x its passed-test fraction instead of +1/-1
 
     def __post_init__(self) -> None:
         self.__name__ = self.name  # TRL logs each reward under its function's __name__
@@ -121,11 +122,14 @@ class CorrectnessReward:
     def from_settings(cls, settings: Any) -> "CorrectnessReward":
         """From GRPO settings: `tool_call_reward`, `extra_call_penalty`, `free_calls`."""
         return cls(use_tool_call_reward=settings.tool_call_reward, penalty_per_extra_call=settings.extra_call_penalty,
-                   free_calls=settings.free_calls)
+                   free_calls=settings.free_calls, fraction=getattr(settings, "code_reward", "binary") == "fraction")
 
-    def reward(self, correct: bool, rounds: int, calls: int) -> float:
-        """The reward of a judged completion with `rounds` tool rounds and `calls` tool calls."""
-        if self.use_tool_call_reward:
+    def reward(self, correct: bool, rounds: int, calls: int, passed_fraction: float | None = None) -> float:
+        """The reward of a judged completion with `rounds` tool rounds and `calls` tool calls;
+        `passed_fraction` (code problems) is used when the reward is `fraction`."""
+        if self.fraction and passed_fraction is not None:
+            reward = -1.0 + 2.0 * float(passed_fraction)
+        elif self.use_tool_call_reward:
             reward = tool_call_reward(correct, rounds, self.correct_reward)
         else:
             reward = correctness_score(correct, self.correct_reward, self.wrong_reward)
@@ -144,7 +148,9 @@ class CorrectnessReward:
         if judged is not None:  # the agent loop already judged these rollouts with is_correct
             counts = kwargs.get("num_tool_calls") or [tool_calls(completion) for completion in completions]
             # The loop counts calls, not rounds: TCR's k is the number of calls run, as in training so far.
-            return [self.reward(bool(ok), int(calls), int(calls)) for ok, calls in zip(judged, counts, strict=True)]
+            fractions = kwargs.get("passed_fraction") or [None] * len(judged)
+            return [self.reward(bool(ok), int(calls), int(calls), fraction)
+                    for ok, calls, fraction in zip(judged, counts, fractions, strict=True)]
         golds = kwargs.get(self.answer_field)
         if golds is None:
             raise ValueError(f"the reward needs the gold answers in the dataset column {self.answer_field!r}")

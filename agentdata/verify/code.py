@@ -1,0 +1,212 @@
+"""Grade a program against its tests by running it in the sandbox.
+
+The program is the last ```python block of the final answer (LiveCodeBench's convention).
+It runs in stateless sandbox calls (a fresh, isolated, network-less process each), the
+tests of a problem batched into one call by `code_harness`, with a wall-clock limit per
+test and one for the whole problem. Outputs are compared as LiveCodeBench compares them
+(`outputs_match`); functional results as JSON values. Expected outputs never enter the
+sandbox. A batch that ends early (a crash the harness could not catch, the call's own
+limit) is picked up again: its first unreported test runs alone, so its verdict is its own,
+and the rest continue in a fresh batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from agentdata.code_tests import CodeTests
+
+HARNESS_SOURCE = (Path(__file__).with_name("code_harness.py")).read_text(encoding="utf-8")
+_PYTHON_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+# What a call that ended without reporting says about the test it was running.
+_CALL_STATUS_VERDICT = {"timeout": "timeout", "oom": "memory", "killed": "crash", "error": "crash", "ok": "crash"}
+
+
+@dataclass
+class CodeLimits:
+    test_timeout_s: float = field(default=6.0, metadata={"help": "Wall-clock seconds one test may run (LiveCodeBench: 6)."})
+    total_timeout_s: float = field(default=60.0, metadata={"help": "Wall-clock seconds all tests of one problem may take."})
+    output_limit_mb: float = field(default=16.0, metadata={"help": "Output one test may print (MiB); more fails it."})
+    memory_mb: int | None = field(default=None, metadata={"help": "Memory of the program (MiB); default: the sandbox's."})
+
+    def __post_init__(self) -> None:
+        if min(self.test_timeout_s, self.total_timeout_s, self.output_limit_mb) <= 0:
+            raise ValueError("code test limits must be positive")
+
+
+@dataclass
+class CaseResult:
+    index: int
+    status: str  # passed | wrong | error | timeout | output_limit | memory | crash | not_run
+    public: bool = False
+    time_s: float = 0.0
+    error: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+
+@dataclass
+class CodeGrade:
+    results: list[CaseResult]
+    reason: str = ""  # "no code", "compile error: ...", or "" when the program ran
+    test_s: float = 0.0
+
+    @property
+    def passed(self) -> int:
+        return sum(result.passed for result in self.results)
+
+    @property
+    def fraction(self) -> float:
+        return self.passed / len(self.results) if self.results else 0.0
+
+    @property
+    def correct(self) -> bool:
+        return bool(self.results) and self.passed == len(self.results)
+
+    def summary(self) -> dict[str, Any]:
+        """What a trajectory keeps: counts, the reason, and each test's status and time."""
+        return {"passed": self.passed, "total": len(self.results), "fraction": self.fraction,
+                "reason": self.reason, "test_s": round(self.test_s, 4),
+                "results": [{"status": r.status, "public": r.public, "time_s": r.time_s} for r in self.results]}
+
+
+# --------------------------------------------------------------------------- comparing
+
+def final_program(text: str | None) -> str | None:
+    """The last ```python block of `text`, or None."""
+    blocks = _PYTHON_BLOCK.findall(text or "")
+    return blocks[-1] if blocks and blocks[-1].strip() else None
+
+
+def normalised(text: str) -> str:
+    """LiveCodeBench's form: the whole output stripped, then each line stripped."""
+    return "\n".join(line.strip() for line in text.strip().split("\n"))
+
+
+def outputs_match(actual: str, expected: str) -> bool:
+    """LiveCodeBench's stdin rule: same lines after stripping; a differing line may still match as
+    the same sequence of decimal numbers ("1.0" == "1.00"); anything else must be exact."""
+    actual_lines, expected_lines = normalised(actual).split("\n"), normalised(expected).split("\n")
+    if len(actual_lines) != len(expected_lines):
+        return False
+    return all(a == e or _same_decimals(a, e) for a, e in zip(actual_lines, expected_lines))
+
+
+def _same_decimals(actual: str, expected: str) -> bool:
+    try:
+        return [Decimal(token) for token in actual.split()] == [Decimal(token) for token in expected.split()]
+    except (InvalidOperation, ValueError):
+        return False
+
+
+def values_match(actual_json: str, expected_json: str) -> bool:
+    try:
+        return json.loads(actual_json) == json.loads(expected_json)
+    except (json.JSONDecodeError, TypeError):
+        return False
+
+
+def _judge(report: dict[str, Any], test: dict[str, Any]) -> str:
+    if report.get("status") != "ok":
+        return str(report.get("status") or "error")
+    expected = test["output"]
+    if test["testtype"] == "functional":
+        return "passed" if "output" in report and values_match(report["output"], expected) else "wrong"
+    if "output" in report:
+        return "passed" if outputs_match(report["output"], expected) else "wrong"
+    digest = hashlib.sha256(normalised(expected).encode("utf-8")).hexdigest()
+    return "passed" if report.get("sha") == digest else "wrong"  # too long to send: compared by hash
+
+
+# --------------------------------------------------------------------------- running
+
+def grade_code(tests: CodeTests, text: str | None, sandbox: Any, limits: CodeLimits | None = None) -> CodeGrade:
+    """Run the final program of `text` on every test; never raises for anything the program does."""
+    limits = limits or CodeLimits()
+    program = final_program(text)
+    if program is None:
+        return CodeGrade(_all(tests, "not_run"), reason="no code")
+    return _Run(tests, program, sandbox, limits).run()
+
+
+def _all(tests: CodeTests, status: str, error: str = "") -> list[CaseResult]:
+    return [CaseResult(index, status, bool(test.get("public")), 0.0, error) for index, test in enumerate(tests.tests)]
+
+
+class _Run:
+    def __init__(self, tests: CodeTests, program: str, sandbox: Any, limits: CodeLimits):
+        self.tests, self.program, self.sandbox, self.limits = tests, program, sandbox, limits
+        self.mode = "functional" if tests.functional else "stdin"
+        self.results: dict[int, CaseResult] = {}
+        self.reason = ""
+        self.test_s = 0.0
+
+    def run(self) -> CodeGrade:
+        deadline = time.monotonic() + self.limits.total_timeout_s
+        pending = list(range(len(self.tests.tests)))
+        while pending and not self.reason and time.monotonic() < deadline:
+            batch = pending
+            reported, status = self._call(batch, deadline)
+            pending = [index for index in pending if index not in reported]
+            if pending and status != "stopped" and not self.reason:
+                suspect = pending.pop(0)  # the call ended while this test ran: run it alone for its verdict
+                if len(batch) > 1:
+                    reported, status = self._call([suspect], deadline)
+                if suspect not in reported:
+                    self._set(suspect, _CALL_STATUS_VERDICT.get(status, "crash"), 0.0, f"the sandbox call ended: {status}")
+        for index in range(len(self.tests.tests)):
+            if index not in self.results:
+                self._set(index, "error" if self.reason else "not_run", 0.0, self.reason)
+        ordered = [self.results[index] for index in range(len(self.tests.tests))]
+        return CodeGrade(ordered, reason=self.reason, test_s=self.test_s)
+
+    def _call(self, indices: list[int], deadline: float) -> tuple[set[int], str]:
+        """Run `indices` in one sandbox call; returns the tests it reported and how the call ended."""
+        nonce = secrets.token_hex(8)
+        budget = min(deadline - time.monotonic(), len(indices) * self.limits.test_timeout_s + 2.0)
+        if budget <= 0:
+            return set(), "timeout"
+        payload = {"program": self.program, "mode": self.mode, "func_name": self.tests.func_name,
+                   "inputs": [self.tests.tests[index]["input"] for index in indices], "nonce": nonce,
+                   "time_limit_s": self.limits.test_timeout_s,
+                   "output_limit_bytes": int(self.limits.output_limit_mb * 1024 * 1024),
+                   "inline_bytes": max(256, min(16384, 24576 // len(indices)))}
+        result = self.sandbox.run(HARNESS_SOURCE, timeout=budget, stdin=json.dumps(payload), display_last=False,
+                                  memory_mb=self.limits.memory_mb)
+        self.test_s += float(getattr(result, "duration_s", 0.0) or 0.0)
+        reported: set[int] = set()
+        for report in _reports(result.stdout, nonce):
+            if "compile_error" in report:
+                self.reason = f"compile error: {report['compile_error']}"
+                return reported, "ok"
+            index = indices[int(report["index"])]
+            self._set(index, _judge(report, self.tests.tests[index]), float(report.get("time_s", 0.0)),
+                      str(report.get("error") or ""))
+            reported.add(index)
+        ended_cleanly = result.status == "ok" and reported
+        return reported, "stopped" if ended_cleanly else result.status
+
+    def _set(self, index: int, status: str, time_s: float, error: str) -> None:
+        public = bool(self.tests.tests[index].get("public"))
+        self.results[index] = CaseResult(index, status, public, round(time_s, 4), error[:200])
+
+
+def _reports(stdout: str, nonce: str) -> list[dict[str, Any]]:
+    reports = []
+    for line in (stdout or "").splitlines():
+        if line.startswith(nonce + " "):
+            try:
+                reports.append(json.loads(line[len(nonce) + 1:]))
+            except json.JSONDecodeError:
+                continue
+    return reports

@@ -1,0 +1,53 @@
+"""`grade(problem, final_text, sandbox)`: the one definition of "correct" for every domain.
+
+collect (the agent loop), filter's profiling, GRPO rewards and eval all come here:
+- code problems (domain `code`, tests in `answer`): the final program runs against the
+  tests in the sandbox (`verify.code`); correct = every test passes, score = the passed
+  fraction;
+- everything else (math, multiple-choice science): the final answer is compared with the
+  gold answer (`verify.check.is_correct`); score = 1 or 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentdata.code_tests import code_tests_of
+from agentdata.records import Problem
+from agentdata.verify.check import DEFAULT_TIMEOUT_S, is_correct
+from agentdata.verify.code import CodeLimits, final_program, grade_code
+from agentdata.verify.extract import extract_answer
+
+
+@dataclass
+class Grade:
+    correct: bool
+    score: float  # in [0, 1]: the passed fraction for code, 1 or 0 otherwise
+    final_answer: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)  # code: counts, per-test results, test time
+
+
+def is_code_problem(problem: Problem) -> bool:
+    return problem.domain == "code"
+
+
+def grade(problem: Problem, final_text: str | None, sandbox: Any = None, limits: CodeLimits | None = None,
+          timeout_s: float = DEFAULT_TIMEOUT_S) -> Grade:
+    """Grade a model's final text for `problem`; never raises for anything the model wrote."""
+    if is_code_problem(problem):
+        return grade_code_problem(problem, final_text, sandbox, limits)
+    answer = extract_answer(final_text)
+    correct = answer is not None and is_correct(final_text, problem.answer, timeout_s=timeout_s)
+    return Grade(bool(correct), float(bool(correct)), answer)
+
+
+def grade_code_problem(problem: Problem, final_text: str | None, sandbox: Any,
+                       limits: CodeLimits | None = None) -> Grade:
+    tests = code_tests_of(problem.answer)
+    if tests is None:
+        raise ValueError(f"code problem {problem.id} has no readable tests in its answer")
+    if sandbox is None:
+        raise ValueError("grading a code problem needs a sandbox to run the program in")
+    result = grade_code(tests, final_text, sandbox, limits)
+    return Grade(result.correct, result.fraction, final_program(final_text), result.summary())
