@@ -5,7 +5,8 @@ directory saved with `datasets.save_to_disk`; columns named as in the common mat
 RL datasets (see QUESTION_FIELDS and ANSWER_FIELDS). A dotted name such as
 `reward_model.ground_truth` reaches into nested columns. A verl-style `prompt` column of
 chat messages gives its last user message as the question. Code problems (LiveCodeBench,
-TACO/APPS, DeepCoder/verl tests) are recognised too and read by `agentdata.code_problems`.
+TACO/APPS, DeepCoder/verl tests) are read by `agentdata.code_problems`, multiple-choice ones (GPQA,
+MMLU-Pro, SuperGPQA) by `agentdata.choice_problems`.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
+from agentdata.choice_problems import choice_layout, choice_problem
 from agentdata.code_problems import code_layout, code_problem, is_code_row
 from agentdata.errors import InputFileError
 from agentdata.records import Problem
 
 QUESTION_FIELDS = ("question", "problem", "Problem", "Question", "prompt", "query")
 ANSWER_FIELDS = ("answer", "Answer", "reward_model.ground_truth", "ground_truth", "solution", "final_answer")
-ID_FIELDS = ("id", "problem_id", "question_id", "ID")
+ID_FIELDS = ("id", "problem_id", "question_id", "ID", "Record ID")
 SOURCE_FIELDS = ("source", "data_source")
 DOMAIN_FIELDS = ("domain", "ability")
 SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
@@ -59,6 +61,9 @@ def problems_from_rows(
     if layout:
         tests_key = {"taco": "input_output", "tests": "tests"}.get(layout, "public_test_cases")
         return [_to_problem(path, number, row, question_key, tests_key, layout) for number, row in enumerate(rows, 1)]
+    choices = choice_layout(columns) if answer_field is None else None
+    if choices:
+        return [choice_problem(path, number, row, choices, **_given(row)) for number, row in enumerate(rows, 1)]
     answer_key = pick_column(path, columns, answer_field, ANSWER_FIELDS, "answer", "--answer-field", required=require_answer)
     return [_to_problem(path, number, row, question_key, answer_key) for number, row in enumerate(rows, start=1)]
 
@@ -209,7 +214,7 @@ def _to_problem(path: Path, number: int, row: dict[str, Any], question_key: str,
     answer = get_field(row, answer_key) if answer_key else ""
     if code or (answer_key and is_code_row(row, answer, _first(row, DOMAIN_FIELDS))):
         return code_problem(path, number, row, code or "tests", str(question), answer_key or "tests", _metadata(row),
-                            id=str(_first(row, ID_FIELDS) or ""), source=str(_first(row, SOURCE_FIELDS) or ""))
+                            **_given(row))
     if answer is None or str(answer).strip() == "":
         if answer_key:
             raise InputFileError(path, f"empty or missing answer in column {answer_key!r}", row=number)
@@ -222,6 +227,12 @@ def _to_problem(path: Path, number: int, row: dict[str, Any], question_key: str,
         domain=str(_first(row, DOMAIN_FIELDS) or "math"),
         metadata=_metadata(row),
     )
+
+
+def _given(row: dict[str, Any]) -> dict[str, str]:
+    """The id, source and domain a row names itself ("" when it does not)."""
+    return {"id": str(_first(row, ID_FIELDS) or ""), "source": str(_first(row, SOURCE_FIELDS) or ""),
+            "domain": str(_first(row, DOMAIN_FIELDS) or "")}
 
 
 def _metadata(row: dict[str, Any]) -> dict[str, Any]:

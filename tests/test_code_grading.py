@@ -186,3 +186,39 @@ def test_grpo_reward_on_a_code_problem(sandbox):
     assert partial([None], [None], **math_row) == [1.0]
     assert CorrectnessReward.from_settings(GRPOStageConfig(code_reward="fraction")).fraction
     assert not CorrectnessReward.from_settings(GRPOStageConfig()).fraction
+
+
+def test_builtin_code_problems_are_solvable(sandbox):
+    from agentdata.synth.code_builtin import builtin_code_problems
+
+    problems = {p.metadata["task"]: p for p in builtin_code_problems()}
+    solutions = {
+        "sum_two": "a, b = map(int, input().split())\nprint(a + b)",
+        "fizzbuzz": "n = int(input())\nfor k in range(1, n + 1):\n"
+                    "    print('FizzBuzz' if k % 15 == 0 else 'Fizz' if k % 3 == 0 else 'Buzz' if k % 5 == 0 else k)",
+        "two_sum": "class Solution:\n    def two_sum(self, nums, target):\n        seen = {}\n"
+                   "        for i, x in enumerate(nums):\n            if target - x in seen:\n"
+                   "                return [seen[target - x], i]\n            seen[x] = i",
+    }
+    for task, code in solutions.items():
+        assert grade(problems[task], answer(code), sandbox, LIMITS).correct, task
+
+
+def test_eval_scores_code_benchmarks_in_their_layouts_without_flags(sandbox, tmp_path):
+    from agentdata.evaluation.runner import EvalConfig, run_eval
+
+    lcb = tmp_path / "lcb.jsonl"
+    lcb.write_text(json.dumps({"question_content": "Print n squared.", "starter_code": "", "question_id": "q1",
+                               "public_test_cases": json.dumps([{"input": "2\n", "output": "4\n", "testtype": "stdin"}]),
+                               "private_test_cases": json.dumps([{"input": "5\n", "output": "25\n", "testtype": "stdin"}]),
+                               "metadata": "{}"}) + "\n")
+    taco = tmp_path / "taco.jsonl"
+    taco.write_text(json.dumps({"question": "Print n squared.", "input_output": json.dumps(
+        {"inputs": ["3\n", "4\n"], "outputs": ["9\n", "17\n"]})}) + "\n")  # the second test expects a wrong value
+    report = run_eval(["squares"], [lcb, taco], tmp_path / "eval", EvalConfig(samples=2, tool_call_budgets=[0]),
+                      engine_factory=lambda spec: ProgramEngine("print(int(input()) ** 2)"), sandbox=sandbox,
+                      show_progress=False)
+    by_name = {result.benchmark: result.metrics for result in report.results}
+    assert by_name["lcb"].kind == "code" and by_name["lcb"].avg_at_k == 1.0 and by_name["lcb"].maj_at_k == 1.0
+    assert by_name["taco"].avg_at_k == 0.0 and by_name["taco"].mean_passed_fraction == 0.5
+    assert by_name["lcb"].mean_test_s > 0

@@ -141,3 +141,17 @@ def test_id_hashes_the_tests_too(tmp_path):
     second = {"question": "Same text.", "input_output": json.dumps({"inputs": ["1"], "outputs": ["2"]})}
     a, b, c = load_problems(write_jsonl(tmp_path / "t.jsonl", [first, second, first]))
     assert a.id != b.id and a.id == c.id
+
+
+def test_builtin_code_problems_via_synth(tmp_path):
+    from agentdata.synth.generators import generate_problems
+
+    problems = generate_problems(32, seed=0, kinds=["code"])
+    assert all(p.domain == "code" for p in problems) and len({p.id for p in problems}) == 32
+    kinds = {code_tests_of(p.answer).functional for p in problems}
+    assert kinds == {True, False}  # stdin and functional tasks
+    for problem in problems:
+        private = [t for t in code_tests_of(problem.answer).tests if not t["public"]]
+        assert private and all(t["input"] not in problem.question for t in private if len(t["input"]) > 3)
+    with pytest.raises(Exception, match="only 32 unique"):
+        generate_problems(33, seed=0, kinds=["code"])

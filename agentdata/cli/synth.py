@@ -20,14 +20,16 @@ def problems(
     ),
     kinds: Annotated[
         Optional[list[str]],
-        typer.Option("--kinds", help="Problem kinds, repeated or comma-separated (default: all)."),
+        typer.Option("--kinds", help="Problem kinds, repeated or comma-separated: arithmetic, algebra, number_theory, "
+                                "combinatorics, probability (the default: all of these) and code (built-in "
+                                "stdin and functional tasks with tests, levels 1-2)."),
     ] = None,
     levels: Annotated[
         Optional[list[str]],
         typer.Option("--levels", help="Difficulty levels 1-3, repeated or comma-separated (default: all)."),
     ] = None,
 ) -> None:
-    """Write verifiable math problems whose answers sympy computes."""
+    """Write verifiable problems: math whose answers sympy computes, or code tasks with tests (--kinds code)."""
     from rich.progress import track
     from rich.table import Table
 

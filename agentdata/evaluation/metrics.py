@@ -11,6 +11,8 @@ correct. Per benchmark:
   they are equal (`answers_equivalent`), so "1/2", "0.5" and "\\frac{1}{2}" are one vote.
 - tool use: mean tool calls per response, tool error rate (failed calls / calls), mean
   response length (completion tokens and characters), finish reasons.
+- kind: `code` (graded by running tests: maj@k votes on identical programs, and the time
+  spent running tests is reported apart), `multiple choice` (letter answers), or `math`.
 """
 
 from __future__ import annotations
@@ -110,6 +112,9 @@ class BenchmarkMetrics:
     mean_response_tokens: float
     mean_response_chars: float
     finish_reasons: dict[str, int] = field(default_factory=dict)
+    kind: str = "math"  # math | code | multiple choice | mixed
+    mean_test_s: float = 0.0  # code: seconds of test runs per response (not part of the tool time)
+    mean_passed_fraction: float | None = None  # code: the mean fraction of tests passed
 
     @property
     def pass_at_samples(self) -> float:
@@ -146,6 +151,10 @@ def benchmark_metrics(trajectories: Iterable[Trajectory], equivalent: Equivalenc
     sample_counts = [len(responses) for responses in groups.values()]
     calls = sum(t.num_tool_calls for t in trajectories)
     count = len(trajectories)
+    kind = benchmark_kind(trajectories)
+    if kind == "code":
+        equivalent = _same_program
+    tested = [t.metadata["tests"] for t in trajectories if isinstance(t.metadata.get("tests"), dict)]
     return BenchmarkMetrics(
         num_problems=len(groups),
         num_responses=count,
@@ -158,7 +167,25 @@ def benchmark_metrics(trajectories: Iterable[Trajectory], equivalent: Equivalenc
         mean_response_tokens=sum(t.completion_tokens for t in trajectories) / count,
         mean_response_chars=sum(response_chars(t) for t in trajectories) / count,
         finish_reasons=dict(sorted(Counter(t.finish_reason for t in trajectories).items())),
+        kind=kind,
+        mean_test_s=sum(float(t.timings.get("test_s", 0.0)) for t in trajectories) / count,
+        mean_passed_fraction=_mean(float(tests.get("fraction", 0.0)) for tests in tested) if tested else None,
     )
+
+
+def benchmark_kind(trajectories: list[Trajectory]) -> str:
+    kinds = {"code" if t.domain == "code" else "multiple choice" if _is_letter(t.answer) else "math"
+             for t in trajectories}
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def _is_letter(answer: str) -> bool:
+    return len(answer.strip()) == 1 and answer.strip() in "ABCDEFGHIJKLMNOP"
+
+
+def _same_program(first: str, second: str) -> bool:
+    """Programs vote together only when identical (up to surrounding whitespace)."""
+    return first.strip() == second.strip()
 
 
 def _pass_curve(groups: dict[str, list[Trajectory]]) -> dict[int, float]:

@@ -48,6 +48,8 @@ class EvalResult:
             mean_tool_calls=data.pop("mean_tool_calls"), tool_error_rate=data.pop("tool_error_rate"),
             mean_response_tokens=data.pop("mean_response_tokens"),
             mean_response_chars=data.pop("mean_response_chars"), finish_reasons=data.pop("finish_reasons"),
+            kind=data.pop("kind", "math"), mean_test_s=data.pop("mean_test_s", 0.0),
+            mean_passed_fraction=data.pop("mean_passed_fraction", None),
         )
         return cls(metrics=metrics, **data)
 
@@ -82,16 +84,17 @@ class EvalReport:
 
 def results_table(results: list[EvalResult], title: str = "eval") -> Table:
     table = Table(title=title)
-    for name in ("model", "benchmark", "tool calls ≤", "problems", "avg@k", "pass@k", "maj@k",
-                 "calls/resp", "tool err", "resp tokens", "finish reasons"):
-        table.add_column(name, justify="left" if name in ("model", "benchmark", "finish reasons") else "right")
+    for name in ("model", "benchmark", "kind", "tool calls ≤", "problems", "avg@k", "pass@k", "maj@k",
+                 "calls/resp", "tool err", "resp tokens", "test s/resp", "finish reasons"):
+        table.add_column(name, justify="left" if name in ("model", "benchmark", "kind", "finish reasons") else "right")
     for result in results:
         m = result.metrics
         k = m.samples
         reasons = ", ".join(f"{reason} {count}" for reason, count in m.finish_reasons.items())
         table.add_row(
-            result.model, result.benchmark, str(result.max_tool_calls), str(m.num_problems),
+            result.model, result.benchmark, m.kind, str(result.max_tool_calls), str(m.num_problems),
             f"{m.avg_at_k:.1%} @{k}", f"{m.pass_at_samples:.1%} @{k}", f"{m.maj_at_k:.1%} @{k}",
-            f"{m.mean_tool_calls:.2f}", f"{m.tool_error_rate:.1%}", f"{m.mean_response_tokens:.0f}", reasons,
+            f"{m.mean_tool_calls:.2f}", f"{m.tool_error_rate:.1%}", f"{m.mean_response_tokens:.0f}",
+            f"{m.mean_test_s:.2f}" if m.kind in ("code", "mixed") else "-", reasons,
         )
     return table

@@ -20,8 +20,11 @@ import sympy
 
 from agentdata.errors import UserError
 from agentdata.records import Problem
+from agentdata.synth.code_builtin import builtin_code_problems
 
 KINDS = ("arithmetic", "algebra", "number_theory", "combinatorics", "probability")
+# `code` (the built-in code tasks of synth.code_builtin, levels 1-2) is asked for by name, not in the default mix.
+ALL_KINDS = (*KINDS, "code")
 LEVELS = (1, 2, 3)
 
 
@@ -317,9 +320,9 @@ def make_problem(kind: str, level: int, seed: int) -> Problem:
 def check_choices(kinds: Sequence[str] | None, levels: Sequence[int] | None) -> tuple[list[str], list[int]]:
     kinds = list(kinds or KINDS)
     levels = list(levels or LEVELS)
-    unknown_kinds = [kind for kind in kinds if kind not in KINDS]
+    unknown_kinds = [kind for kind in kinds if kind not in ALL_KINDS]
     if unknown_kinds:
-        raise UserError(f"unknown problem kind(s) {unknown_kinds}; choose from {', '.join(KINDS)}")
+        raise UserError(f"unknown problem kind(s) {unknown_kinds}; choose from {', '.join(ALL_KINDS)}")
     unknown_levels = [level for level in levels if level not in LEVELS]
     if unknown_levels:
         raise UserError(f"unknown level(s) {unknown_levels}; choose from {', '.join(map(str, LEVELS))}")
@@ -334,12 +337,20 @@ def iter_problems(seed: int, kinds: Sequence[str] | None = None, levels: Sequenc
     """
     kinds, levels = check_choices(kinds, levels)
     pairs = [(kind, level) for kind in kinds for level in levels]
+    fixed = {pair: iter(builtin_code_problems([pair[1]], seed)) for pair in pairs if pair[0] == "code"}
     seen: set[str] = set()
     used_up: set[tuple[str, int]] = set()
     attempt = 0
     while len(used_up) < len(pairs):
         for pair in pairs:
             if pair in used_up:
+                continue
+            if pair in fixed:  # a fixed list, not a template: each task once
+                problem = next(fixed[pair], None)
+                if problem is None:
+                    used_up.add(pair)
+                else:
+                    yield problem
                 continue
             for _ in range(RETRIES):
                 problem = make_problem(*pair, seed=seed * 1_000_003 + attempt)
