@@ -161,3 +161,13 @@ def test_a_run_dir_does_not_mix_tool_sets(tmp_path, plugins):
     with pytest.raises(UserError, match="tools"):
         collect(problem, tmp_path / "run", CollectConfig(teacher=engine), sandbox=InProcessSandbox(),
                 show_progress=False)
+
+
+def test_cli_collect_with_teacher_and_tool_plugins_on_the_local_sandbox(tmp_path, plugins, capsys):
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text(json.dumps({"question": "one two three four", "answer": "8"}) + "\n")
+    code = run_cli(["collect", str(problems), "--out", str(tmp_path / "run"), "--teacher",
+                    f"{plugins / 'engine.py'}:ToolUser", "--tool", f"{plugins / 'my_tools.py'}:word_count"])
+    assert code == 0, capsys.readouterr()
+    [only] = RunDir(tmp_path / "run").trajectories()
+    assert only.correct and [m["content"] for m in only.messages if m["role"] == "tool"] == ["4", "8"]

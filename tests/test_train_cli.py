@@ -12,14 +12,16 @@ from agentdata.cli.app import app
 from tests.train_fixtures import write_sft_set
 
 
+# A reward plug-in (a file, given with --reward) whose rewards differ within a group, so a random
+# tiny model still gets a gradient.
+LENGTH_REWARD = '''
 class LengthReward:
-    """Rewards that differ within a group, so a random tiny model still gets a gradient."""
-
     __name__ = "length"
 
     def __call__(self, prompts, completions, **kwargs):
         texts = [c if isinstance(c, str) else "".join(m["content"] for m in c) for c in completions]
         return [float(len(text) % 7) for text in texts]
+'''
 
 
 def _weights(model_dir):
@@ -28,11 +30,9 @@ def _weights(model_dir):
     return AutoModelForCausalLM.from_pretrained(model_dir).state_dict()
 
 
-def test_train_all_runs_sft_then_grpo_with_the_sandbox(tmp_path, tiny_model_dir, monkeypatch):
-    from agentdata.rl import run as rl_run
-    from agentdata.rl.rewards import reward_functions
-
-    monkeypatch.setattr(rl_run, "reward_functions", lambda config: [*reward_functions(config), LengthReward()])
+def test_train_all_runs_sft_then_grpo_with_the_sandbox(tmp_path, tiny_model_dir):
+    reward_file = tmp_path / "length_reward.py"
+    reward_file.write_text(LENGTH_REWARD)
     sft_data = write_sft_set(tmp_path / "sft.jsonl", count=4)
     pool = tmp_path / "pool.jsonl"
     pool.write_text("".join(json.dumps({"prompt": [{"role": "user", "content": q}], "answer": a}) + "\n"
@@ -44,7 +44,7 @@ def test_train_all_runs_sft_then_grpo_with_the_sandbox(tmp_path, tiny_model_dir,
     result = CliRunner().invoke(app, [
         "train", "--model", f"hf:{tiny_model_dir}", "--sft-data", str(sft_data), "--rl-pool", str(pool),
         "--out", str(out), "--max-steps", "2", "--num-generations", "2", "--max-new-tokens", "24",
-        "--overlong-buffer", "8", "--config", str(config),
+        "--overlong-buffer", "8", "--config", str(config), "--reward", f"{reward_file}:LengthReward",
     ])
     assert result.exit_code == 0, result.output
     base, sft, rl = _weights(tiny_model_dir), _weights(out / "sft"), _weights(out / "rl")
@@ -54,7 +54,7 @@ def test_train_all_runs_sft_then_grpo_with_the_sandbox(tmp_path, tiny_model_dir,
     step_logs = [entry for entry in rl_metrics if "reward" in entry]
     assert len(step_logs) == 2
     for key in ("accuracy", "tools/call_frequency", "tools/error_rate", "completions/model_tokens", "entropy",
-                "clip_ratio/high_mean", "rewards/correctness/mean", "rewards/overlong/mean"):
+                "clip_ratio/high_mean", "rewards/correctness/mean", "rewards/overlong/mean", "rewards/length/mean"):
         assert key in step_logs[-1], key
     assert {path.name for path in (out / "rl" / "plots").iterdir()} == {"accuracy.png", "tool_calls.png", "response_length.png"}
     assert "agentdata train" in result.output

@@ -22,8 +22,10 @@ from agentdata.cli.common import (
     Temperature,
     ToolOutputChars,
     ExtraSteps,
+    ToolSpecs,
     console,
     engine_options,
+    loop_tools,
 )
 from agentdata.cli.curate import parse_pair
 
@@ -60,6 +62,7 @@ def command(
     temperature: Temperature = 0.7,
     concurrency: Concurrency = 16,
     sandbox: SandboxSpec = "local",
+    tool: ToolSpecs = None,
     seed: Seed = 0,
     question_field: QuestionField = None,
     answer_field: AnswerField = None,
@@ -86,7 +89,8 @@ def command(
         raise typer.BadParameter(str(error)) from None
     loop = dict(protocol=protocol, max_tool_calls=max_tool_calls, max_turns=max_turns, max_new_tokens=max_new_tokens,
                 tool_output_chars=tool_output_chars,
-                temperature=temperature, concurrency=concurrency, sandbox=sandbox, seed=seed, engine_options=options)
+                temperature=temperature, concurrency=concurrency, sandbox=sandbox, seed=seed, engine_options=options,
+                tools=loop_tools(tool))
     console.print(f"[bold]filter[/] {len(problems)} problems · student {student} · k={k} · band {config.band} → {out}")
     run: FilterRun = run_filter(problems, out, config, student=student, k=k, loop_settings=loop,
                                profile_dir=profile_dir)
