@@ -126,7 +126,12 @@ class RunDir:
     def shard_settings(self, shard: Path) -> dict[str, Any] | None:
         """The settings a shard was written with (None for shards written before they were recorded)."""
         metadata = pq.read_schema(shard).metadata or {}
-        return json.loads(metadata[SETTINGS_KEY]) if SETTINGS_KEY in metadata else None
+        if SETTINGS_KEY not in metadata:
+            return None
+        try:
+            return dict(json.loads(metadata[SETTINGS_KEY]))
+        except (ValueError, TypeError):
+            raise UserError(f"{shard}: its recorded settings are damaged; {MOVE_ASIDE}") from None
 
     # ---------------------------------------------------------------- writing
     def prepare(self, settings: dict[str, Any], extra: dict[str, Any]) -> None:
@@ -188,14 +193,13 @@ class RunDir:
         numbers = [int(SHARD_PATTERN.search(p.name).group(1)) for p in self.shards()]
         return self.shard_dir / f"part-{max(numbers, default=-1) + 1:05d}.parquet"
 
-    def write_shard(self, trajectories: Iterable[Trajectory], settings: dict[str, Any] | None = None,
-                    path: Path | None = None) -> Path:
+    def write_shard(self, trajectories: Iterable[Trajectory], settings: dict[str, Any] | None = None) -> Path:
         """One shard, written atomically, with `settings` (their identity part) in its Parquet metadata."""
         table = records_to_table(list(trajectories), Trajectory)
         if settings is not None:
             metadata = {**(table.schema.metadata or {}), SETTINGS_KEY: json.dumps(identity(settings)).encode()}
             table = table.replace_schema_metadata(metadata)
-        return atomic_write(path or self.next_shard_path(), lambda tmp: pq.write_table(table, tmp))
+        return atomic_write(self.next_shard_path(), lambda tmp: pq.write_table(table, tmp))
 
     def remove_rows(self, ids: set[str]) -> int:
         """Take the rows with these ids out of the shards (each rewritten atomically, keeping its settings)."""
