@@ -12,9 +12,10 @@ from agentdata.cli.app import app
 from agentdata.curate import CurateConfig, curate
 from agentdata.curate.sft import SFT_COLUMNS
 from agentdata.errors import InputFileError
-from agentdata.records import Trajectory, write_records
+from agentdata.records import CODE_TOOL, Trajectory, write_records
 from tests.curate_fixtures import trajectory, write_run
 
+CODE = "print(sum([2,3,5,7,11,13,17,19,23,29]))"  # the crafted trajectories' call
 OTHER_QUESTION = "Find the area of a triangle whose sides measure 3, 4 and 5 units."
 
 
@@ -122,11 +123,11 @@ def test_output_is_what_trl_reads(tmp_path):
     result, _ = run_curate(tmp_path, [trajectory("a")])
     table = pl.read_parquet(result.output)
     assert tuple(table.columns) == SFT_COLUMNS
-    tools = json.loads(table["tools"][0])
+    tools = table["tools"][0].to_list()
     assert tools[0]["function"]["name"] == "code_interpreter"
     messages = table["messages"][0].to_list()
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
-    assert json.loads(messages[1]["tool_calls"][0]["function"]["arguments"])["code"].startswith("print(")
+    assert messages[1]["tool_calls"][0]["function"]["arguments"]["code"].startswith("print(")
     report = json.loads(result.report.read_text())
     assert report["kept_rows"] == 1 and report["input_rows"] == 1
 
@@ -137,7 +138,8 @@ def test_sft_set_loads_in_datasets_and_renders_with_tools(tmp_path):
     result, _ = run_curate(tmp_path, [trajectory("a")])
     row = load_as_dataset(result.output)[0]
     assert row["messages"][1]["tool_calls"][0]["function"]["name"] == "code_interpreter"
-    assert isinstance(row["tools"], str)
+    assert row["messages"][1]["tool_calls"][0]["function"]["arguments"] == {"code": CODE}
+    assert row["tools"] == [CODE_TOOL]
 
 
 def test_several_run_dirs_and_rejects_hold_whole_rows(tmp_path):

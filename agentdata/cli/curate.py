@@ -23,7 +23,12 @@ def parse_pair(text: str, flag: str, kind: type = float) -> tuple:
 
 def command(
     run_dirs: Annotated[list[Path], typer.Argument(help="Collect run dirs (or trajectory Parquet files).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="SFT set to write (Parquet).")] = Path("sft.parquet"),
+    out: Annotated[
+        Optional[Path], typer.Option("--out", "-o", help="SFT set to write (default sft.parquet; sft.jsonl --for openai).")
+    ] = None,
+    target: Annotated[str, typer.Option(
+        "--for", help="The reader: hf (Parquet that TRL and verl both read), trl, verl (the same file), "
+                      "openai (OpenAI fine-tuning JSONL).")] = "hf",
     keep_incorrect: Annotated[bool, typer.Option(help="Keep trajectories with a wrong answer.")] = False,
     tool_calls: Annotated[str, typer.Option("--tool-calls", help="Band MIN,MAX of tool calls kept.")] = "1,8",
     max_tool_error_ratio: Annotated[float, typer.Option(help="Largest share of failing tool calls.")] = 0.5,
@@ -58,14 +63,20 @@ def command(
             decontam_files=[str(path) for path in decontam or []], decontam_ngram=decontam_ngram,
             max_per_problem=max_per_problem or None, balance_sources=balance_sources, reasoning=reasoning,
             extra_steps=list(step or []),
+            target=target,
         )
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None
-    console.print(f"[bold]curate[/] {', '.join(map(str, run_dirs))} → {out}")
+    out = out or Path("sft.jsonl" if target == "openai" else "sft.parquet")
+    console.print(f"[bold]curate[/] {', '.join(map(str, run_dirs))} → {out} (for {target})")
     with console.status("filtering…") as status:
         result = curate(run_dirs, out, config, rejects=rejects,
                         on_step=lambda step, rows: status.update(f"{step.reason}: {rows:,} rows left"))
     console.print(drop_table(result.input_rows, result.counts, result.kept_rows, title="curate: rows per drop reason"))
     console.print(rows_table(result.per_source, title="per source"))
+    if result.empty:
+        from agentdata.errors import UserError
+
+        raise UserError(f"{result.empty} (report: {result.report})")
     console.print(f"SFT set: [cyan]{result.output}[/] · report: {result.report}"
                   + (f" · rejects: {result.rejects}" if result.rejects else ""))

@@ -34,6 +34,9 @@ from agentdata.filters import (
     build_steps,
     run_steps,
 )
+from agentdata.formats.forms import target_form
+from agentdata.curate.output import EmptySFTSetError, write_sft_form  # noqa: F401 (EmptySFTSetError re-exported)
+from agentdata.errors import UserError
 from agentdata.filters.features import trajectory_features
 from agentdata.records import SFT_COLUMNS, atomic_write, write_json
 
@@ -41,8 +44,6 @@ SCALAR_COLUMNS = (
     "id", "problem_id", "question", "source", "teacher", "format", "correct", "final_answer",
     "num_tool_calls", "num_tool_errors", "prompt_tokens", "completion_tokens",
 )
-# What the SFT set holds: `messages` and `tools` (a JSON string, which TRL's SFTTrainer
-# json-loads before the chat template; verl reads it the same way), plus provenance.
 NEAR_DUP_FIELDS = ("question", "solution")
 REASONING_MODES = ("keep", "strip")
 
@@ -79,6 +80,12 @@ class CurateConfig:
         metadata={"help": "Filter steps run after the built-in ones, on the rows they kept: registered names or "
                           "plug-ins (mypkg.steps:ShortQuestion, steps.py:ShortQuestion)."},
     )
+    target: str = field(
+        default="hf",
+        metadata={"help": "The reader the file is for: hf (Parquet that TRL's SFTTrainer and verl's "
+                          "MultiTurnSFTDataset both read), trl or verl (the same file), openai (OpenAI "
+                          "fine-tuning JSONL). See docs/curate.md."},
+    )
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_tool_calls <= self.max_tool_calls:
@@ -93,6 +100,7 @@ class CurateConfig:
             raise ValueError("max-per-problem must be at least 1")
         if self.reasoning not in REASONING_MODES:
             raise ValueError(f"reasoning must be one of {', '.join(REASONING_MODES)}, got {self.reasoning!r}")
+        target_form(self.target)  # raises ValueError for an unknown reader
 
 
 @dataclass
@@ -100,10 +108,11 @@ class CurateResult:
     input_rows: int
     kept_rows: int
     counts: dict[str, int]
-    output: Path
+    output: Path | None  # None when no row was kept: nothing is written (see `empty`)
     rejects: Path | None
     report: Path
     per_source: list[dict]
+    empty: str | None = None  # why no SFT set was written (the report and rejects still are)
 
 
 def curate_steps(config: CurateConfig) -> tuple[list[Step], list[Step]]:
@@ -175,17 +184,43 @@ def curate(
     """Build an SFT set from run dirs; every dropped row has a reason in the counts (and `rejects`)."""
     config = config or CurateConfig()
     out = Path(out)
+    check_suffix(out, config.target)
     paths = shard_paths(run_dirs)
     input_rows, result = run_curate_steps(paths, config, on_step)
-    _write_rows(paths, result.kept.select(ROW_ID), out, SFT_COLUMNS, strip_reasoning=config.reasoning == "strip")
+    output, empty = None, None
+    if result.kept.height:
+        output = _write_sft_set(paths, result.kept.select(ROW_ID), out, config.target,
+                                config.reasoning == "strip")
+    else:
+        empty = (f"{out}: the SFT set is empty (none of {input_rows} trajectories kept), so nothing was written: "
+                 "see the drop reasons, or loosen --tool-calls / --keep-incorrect")
     rejects_path = None
     if rejects is not None:
         reasons = result.rejected.select(ROW_ID, REASON_COLUMN)
         rejects_path = _write_rows(paths, reasons, Path(rejects), None)
     per_source = source_counts(pl.concat([result.kept.select("source", "problem_id"),
                                           result.rejected.select("source", "problem_id")]), result.kept)
-    report = _write_report(out, config, input_rows, result.kept.height, result.counts, per_source, paths)
-    return CurateResult(input_rows, result.kept.height, result.counts, out, rejects_path, report, per_source)
+    report = _write_report(out, config, input_rows, result.kept.height, result.counts, per_source, paths, empty)
+    return CurateResult(input_rows, result.kept.height, result.counts, output, rejects_path, report, per_source,
+                        empty)
+
+
+def check_suffix(out: Path, target: str) -> None:
+    jsonl = out.suffix in (".jsonl", ".json")
+    if (target_form(target) == "openai") != jsonl:
+        wanted = "JSONL (--out NAME.jsonl)" if target == "openai" else "Parquet (--out NAME.parquet)"
+        raise UserError(f"{out}: --for {target} writes {wanted}")
+
+
+def _write_sft_set(paths: Sequence[Path], rows: pl.DataFrame, out: Path, target: str,
+                   strip_reasoning: bool = False) -> Path:
+    """The kept rows in canonical form to a temporary file, then in the reader's form to `out`."""
+    staging = out.with_name(f".{out.name}.canonical.parquet")
+    try:
+        _write_rows(paths, rows, staging, SFT_COLUMNS, strip_reasoning)
+        return write_sft_form(staging, out, target)
+    finally:
+        staging.unlink(missing_ok=True)
 
 
 def source_counts(table: pl.DataFrame, kept: pl.DataFrame) -> list[dict]:
@@ -197,7 +232,7 @@ def source_counts(table: pl.DataFrame, kept: pl.DataFrame) -> list[dict]:
 
 def _write_rows(paths: Sequence[Path], rows: pl.DataFrame, target: Path, columns: Sequence[str] | None,
                 strip_reasoning: bool = False) -> Path:
-    """Pass 2: stream the shards, keep `rows` (by global row number, in input order), write atomically."""
+    """Stream the shards, keep `rows` (by global row number, in input order), write atomically."""
     selected = scan_shards(paths).join(rows.lazy(), on=ROW_ID, how="semi" if columns else "inner", maintain_order="left")
     selected = selected.select(*columns) if columns else selected.drop(ROW_ID)
     if strip_reasoning:  # a null field is an absent one to every reader (our records, chat templates)
@@ -208,10 +243,10 @@ def _write_rows(paths: Sequence[Path], rows: pl.DataFrame, target: Path, columns
 
 def _write_report(
     out: Path, config: CurateConfig, input_rows: int, kept_rows: int, counts: dict[str, int],
-    per_source: list[dict], paths: Sequence[Path],
+    per_source: list[dict], paths: Sequence[Path], empty: str | None = None,
 ) -> Path:
     report = {
-        "output": str(out), "input_rows": input_rows, "kept_rows": kept_rows,
+        "output": None if empty else str(out), "empty": empty, "input_rows": input_rows, "kept_rows": kept_rows,
         "dropped": {f"dropped_{reason}": count for reason, count in counts.items()},
         "per_source": per_source, "config": asdict(config), "shards": [str(path) for path in paths],
     }

@@ -1,8 +1,10 @@
 """Read an SFT set and turn it into the pre-tokenized rows SFTTrainer trains on.
 
-Input: Parquet or JSONL with `messages` (canonical OpenAI / HF chat messages, tool calls
-and `tool` results included) and `tools` (a JSON string or a list of tool schemas), as
-`agentdata curate` writes and Open-AgentRL releases. Each conversation is rendered in
+Input: Parquet or JSONL with `messages` (OpenAI / HF chat messages, tool calls and `tool`
+results included; arguments as a JSON string or a mapping) and `tools` (a JSON string or a
+list of tool schemas): every form `agentdata curate` writes (`--for hf|trl|verl|openai`,
+codeblock sets as plain turns included) and what Open-AgentRL releases. Each is read back
+into canonical form first (`agentdata.formats.forms.canonical_messages`). Each conversation is rendered in
 its protocol as plain messages any chat template accepts, then tokenized with a mask of
 the assistant's own tokens (`assistant_masks`), which SFTTrainer turns into labels.
 """
@@ -16,6 +18,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from agentdata.errors import InputFileError, UserError
+from agentdata.formats.forms import canonical_messages as canonical_form
 from agentdata.records import CODE_TOOL, MESSAGE_KEYS
 from agentdata.training.masking import tokenize_conversation
 
@@ -60,6 +63,16 @@ def canonical_messages(raw: Any, path: Path, row: int) -> list[dict[str, Any]]:
     return messages
 
 
+def _without_nulls(value: Any) -> Any:
+    """Arrow fills a struct's missing fields with nulls (the union of keys over the file); a tool
+    schema has none of its own."""
+    if isinstance(value, dict):
+        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_without_nulls(item) for item in value]
+    return value
+
+
 def row_tools(raw: Any, path: Path, row: int) -> list[dict[str, Any]]:
     if raw is None or raw == "":
         return [CODE_TOOL]
@@ -70,7 +83,7 @@ def row_tools(raw: Any, path: Path, row: int) -> list[dict[str, Any]]:
             raise InputFileError(path, "`tools` is not valid JSON", row=row) from None
     if not isinstance(raw, list):
         raise InputFileError(path, "`tools` must be a list of tool schemas", row=row)
-    return raw
+    return _without_nulls(raw)
 
 
 def plain_conversation(messages: list[dict[str, Any]], tools: list[dict[str, Any]], protocol_name: str) -> list[dict[str, Any]]:
@@ -93,9 +106,13 @@ def tokenize_sft_set(path: str | Path, tokenizer: Any, protocol: str, limit: int
         raise InputFileError(path, f"no `messages` column (columns: {sorted(rows[0])})")
     tokenized = []
     for number, row in enumerate(rows[:limit] if limit else rows, start=1):
-        messages = canonical_messages(row.get("messages"), path, number)
+        format = row.get("format") or protocol
+        try:
+            messages = canonical_form(canonical_messages(row.get("messages"), path, number), format)
+        except (ValueError, KeyError, TypeError) as error:
+            raise InputFileError(path, f"a tool call cannot be read ({error})", row=number) from None
         tools = row_tools(row.get("tools"), path, number)
-        plain = plain_conversation(messages, tools, row.get("format") or protocol)
+        plain = plain_conversation(messages, tools, format)
         try:
             conversation = tokenize_conversation(tokenizer, plain)
         except ValueError as error:

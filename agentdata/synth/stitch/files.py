@@ -21,7 +21,6 @@ from agentdata.errors import InputFileError, UserError
 from agentdata.records import (
     Problem,
     Trajectory,
-    atomic_write,
     records_to_table,
 )
 from agentdata.synth.stitch.build import StitchConfig, solution_answer, stitch_solution
@@ -87,17 +86,20 @@ def _final_answer(raw: str, solution: str) -> str | None:
 
 
 def write_sft(trajectories: list[Trajectory], out: str | os.PathLike) -> Path:
-    """The SFT set in curate's schema: `messages`, `tools` (JSON string) and the same provenance columns.
+    """The SFT set in curate's form (`messages` + `tools` as chat templates read them, and the same
+    provenance columns), written by curate's own writer so the two sets load together."""
+    import tempfile
 
-    Written through polars as curate writes it, so even the Arrow types (large strings) match and
-    the two sets load together.
-    """
-    import polars as pl
+    import pyarrow.parquet as pq
 
+    from agentdata.curate.output import write_sft_form
     from agentdata.records import SFT_COLUMNS
 
-    frame = pl.from_arrow(records_to_table(trajectories, Trajectory).select(list(SFT_COLUMNS)))
-    return atomic_write(out, lambda tmp: frame.write_parquet(tmp))
+    table = records_to_table(trajectories, Trajectory).select(list(SFT_COLUMNS))
+    with tempfile.TemporaryDirectory() as staging:
+        canonical = Path(staging) / "canonical.parquet"
+        pq.write_table(table, canonical)
+        return write_sft_form(canonical, Path(out))
 
 
 @dataclass

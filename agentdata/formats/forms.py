@@ -1,0 +1,137 @@
+"""The message forms an SFT set is written in, one per kind of reader (docs/curate.md, "Who reads which form").
+
+- `hf` (the default; `--for trl` and `--for verl` write the same file): Parquet whose
+  `messages` hold `tool_calls[].function.arguments` as a mapping (an Arrow struct) and whose
+  `tools` is a list of JSON schemas (a list of structs). This is what chat templates expect:
+  TRL's SFTTrainer and verl's MultiTurnSFTDataset hand both straight to
+  `apply_chat_template`, and every template TRL bundles renders the call once, decoded
+  (with arguments as a JSON string, many templates fail and some double-encode it).
+- `openai`: OpenAI's chat fine-tuning JSONL: `{"messages", "tools"}` per line, arguments as
+  a JSON string (what that API takes), tool messages with only `tool_call_id` and `content`.
+
+A codeblock trajectory is not a tool-calling conversation for its model: it wrote ```python
+blocks in plain text, as its system prompt asks. In both forms its turns are plain text
+(each assistant turn with its fenced code, each result as a `user` turn holding the
+```output block the model was shown), so no template renders it as `<tool_call>` markup
+and the results stay out of the loss of trainers that train on assistant turns only.
+`canonical_messages` turns that back into canonical form for agentdata's own SFT stage.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+SFT_TARGETS = ("hf", "trl", "verl", "openai")
+OUTPUT_BLOCK = re.compile(r"```output\n(.*?)\n```", re.DOTALL)
+
+
+def target_form(target: str) -> str:
+    """`trl` and `verl` read the same file: the `hf` form."""
+    if target not in SFT_TARGETS:
+        raise ValueError(f"--for must be one of {', '.join(SFT_TARGETS)}, got {target!r}")
+    return "openai" if target == "openai" else "hf"
+
+
+def decoded_arguments(call: dict[str, Any]) -> dict[str, Any]:
+    """A tool call whose `function.arguments` is a mapping (it is stored as a JSON string)."""
+    function = dict(call["function"])
+    arguments = function.get("arguments")
+    if isinstance(arguments, str):
+        function["arguments"] = json.loads(arguments) if arguments.strip() else {}
+    return {**call, "function": function}
+
+
+def encoded_arguments(call: dict[str, Any]) -> dict[str, Any]:
+    """A tool call whose `function.arguments` is a JSON string (OpenAI's wire and fine-tuning form)."""
+    function = dict(call["function"])
+    if not isinstance(function.get("arguments"), str):
+        function["arguments"] = json.dumps(function.get("arguments") or {}, ensure_ascii=False)
+    return {**call, "function": function}
+
+
+def codeblock_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Canonical codeblock messages -> plain turns: the assistant's fenced code as text, the
+    results of one turn's calls as one `user` turn (one turn, so templates that need roles to
+    alternate accept it)."""
+    from agentdata.formats import get_protocol
+
+    protocol = get_protocol("codeblock")
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        if message["role"] == "tool":
+            output = protocol.render_tool(message)
+            if turns and turns[-1].get("_outputs"):
+                turns[-1]["content"] += "\n" + output
+            else:
+                turns.append({"role": "user", "content": output, "_outputs": True})
+            continue
+        turn = {key: value for key, value in message.items() if key != "tool_calls"}
+        if message["role"] == "assistant":
+            turn["content"] = protocol.render_assistant(message)
+        turns.append(turn)
+    return [{key: value for key, value in turn.items() if key != "_outputs"} for turn in turns]
+
+
+def hf_messages(messages: list[dict[str, Any]], format: str | None) -> list[dict[str, Any]]:
+    """Canonical -> the `hf` form (see the module doc)."""
+    if format == "codeblock":
+        return codeblock_turns(messages)
+    return [{**m, "tool_calls": [decoded_arguments(c) for c in m["tool_calls"]]} if m.get("tool_calls") else m
+            for m in messages]
+
+
+def openai_messages(messages: list[dict[str, Any]], format: str | None) -> list[dict[str, Any]]:
+    """Canonical -> OpenAI's fine-tuning form (no reasoning: that format has no field for it)."""
+    if format == "codeblock":
+        messages = codeblock_turns(messages)
+    converted = []
+    for message in messages:
+        message = {key: value for key, value in message.items() if key != "reasoning_content"}
+        if message.get("tool_calls"):
+            message["tool_calls"] = [encoded_arguments(call) for call in message["tool_calls"]]
+            if not message.get("content"):
+                message.pop("content", None)  # "required unless tool_calls is given"
+        if message["role"] == "tool":
+            message.pop("name", None)
+        converted.append(message)
+    return converted
+
+
+def canonical_messages(messages: list[dict[str, Any]], format: str | None) -> list[dict[str, Any]]:
+    """Any form agentdata writes -> canonical messages (arguments as JSON strings, codeblock
+    results as tool messages), so its own SFT stage renders every form the same way."""
+    if format == "codeblock" and not any(m.get("tool_calls") for m in messages):
+        return _codeblock_from_turns(messages)
+    return [{**m, "tool_calls": [encoded_arguments(c) for c in m["tool_calls"]]} if m.get("tool_calls") else m
+            for m in messages]
+
+
+def _codeblock_from_turns(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Plain codeblock turns -> canonical: an assistant turn's fenced code becomes its calls and
+    the `user` turn of ```output blocks after it their results. A turn that does not read back
+    exactly (re-rendering differs) is kept as it is."""
+    from agentdata.formats import get_protocol
+    from agentdata.records import assistant_message, tool_message
+
+    protocol = get_protocol("codeblock")
+    messages: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []  # the calls of the last assistant turn, waiting for their outputs
+    for turn in turns:
+        if turn["role"] == "assistant":
+            parsed = protocol.parse(turn["content"])
+            message = assistant_message(parsed.content, parsed.tool_calls, turn.get("reasoning_content"))
+            if parsed.errors or protocol.render_assistant(message) != turn["content"]:
+                message = dict(turn)
+            messages.append(message)
+            pending = message.get("tool_calls") or []
+            continue
+        outputs = OUTPUT_BLOCK.findall(turn["content"]) if turn["role"] == "user" and pending else []
+        results = [tool_message(call["id"], output, call["function"]["name"]) for call, output in zip(pending, outputs)]
+        if len(outputs) == len(pending) and "\n".join(map(protocol.render_tool, results)) == turn["content"]:
+            messages.extend(results)
+        else:
+            messages.append(turn)
+        pending = []
+    return messages
