@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from agentdata.formats.forms import hf_messages, openai_messages, target_form
+from agentdata.formats.forms import consumer_tools, hf_messages, openai_messages, target_form
 from agentdata.errors import UserError
 from agentdata.records import atomic_write
 
@@ -46,7 +46,8 @@ def canonical_batches(source: Path) -> Iterator[list[dict[str, Any]]]:
 
 
 def hf_row(row: dict[str, Any]) -> dict[str, Any]:
-    return {**row, "messages": hf_messages(row["messages"], row.get("format"))}
+    format = row.get("format")
+    return {**row, "messages": hf_messages(row["messages"], format), "tools": consumer_tools(row.get("tools"), format)}
 
 
 def _batch_type(rows: list[dict[str, Any]]) -> pa.Schema:
@@ -118,7 +119,10 @@ def write_openai(source: Path, target: Path) -> Path:
         with open(tmp, "w", encoding="utf-8") as handle:
             for rows in canonical_batches(source):
                 for row in rows:
-                    line = {"messages": openai_messages(row["messages"], row.get("format")), "tools": row["tools"]}
+                    line = {"messages": openai_messages(row["messages"], row.get("format"))}
+                    tools = consumer_tools(row.get("tools"), row.get("format"))
+                    if tools:
+                        line["tools"] = tools
                     handle.write(json.dumps(line, ensure_ascii=False) + "\n")
 
     return atomic_write(target, write)

@@ -12,8 +12,11 @@
 A codeblock trajectory is not a tool-calling conversation for its model: it wrote ```python
 blocks in plain text, as its system prompt asks. In both forms its turns are plain text
 (each assistant turn with its fenced code, each result as a `user` turn holding the
-```output block the model was shown), so no template renders it as `<tool_call>` markup
-and the results stay out of the loss of trainers that train on assistant turns only.
+```output block the model was shown) and its `tools` is empty (`[]`, not null: verl hands a null
+to the template as pandas' NA, which it cannot iterate): a template given tools
+adds its own calling instructions (`<tool_call>` JSON, XML functions) to the system prompt,
+which would contradict the one the model was prompted with. So no template renders it as
+call markup, and the results stay out of the loss of trainers that train on assistant turns.
 `canonical_messages` turns that back into canonical form for agentdata's own SFT stage.
 """
 
@@ -72,6 +75,11 @@ def codeblock_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             turn["content"] = protocol.render_assistant(message)
         turns.append(turn)
     return [{key: value for key, value in turn.items() if key != "_outputs"} for turn in turns]
+
+
+def consumer_tools(tools: list[dict[str, Any]] | None, format: str | None) -> list[dict[str, Any]] | None:
+    """The `tools` a template is given: none for codeblock rows (see the module doc)."""
+    return [] if format == "codeblock" else tools
 
 
 def hf_messages(messages: list[dict[str, Any]], format: str | None) -> list[dict[str, Any]]:
