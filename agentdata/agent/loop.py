@@ -102,12 +102,12 @@ def initial_messages(problem: Problem, protocol: Protocol, config: LoopConfig,
 
 def config_tools(config: LoopConfig) -> list[Tool]:
     """The loop's tools, resolved once per distinct list (plug-ins are imported the first time)."""
-    return _cached_tools(tuple(config.tools))
+    return list(_cached_tools(tuple(config.tools)))
 
 
 @functools.lru_cache(maxsize=32)
-def _cached_tools(names: tuple[str, ...]) -> list[Tool]:
-    return load_tools(names)
+def _cached_tools(names: tuple[str, ...]) -> tuple[Tool, ...]:
+    return tuple(load_tools(names))
 
 
 async def solve(
