@@ -6,14 +6,18 @@
 2. Agent-loop overhead on the embedded default (SmolLM2 on the CPU): `collect`'s wall
    time against the same engine's plain batched `generate` replaying exactly the batches
    collect ran (greedy, so the same tokens), in the same run.
-
 3. The journal's cost: pipeline efficiency with each finished trajectory journaled at once
    (what collect does) against the same run with the journal switched off (only the batched
    shards, as before the journal), alternating rounds in the same process.
+4. Servers that do not say why they stopped: the same efficiency run against a server
+   with `stop_reason` (vLLM's behaviour: the baseline) and against servers without it
+   (OpenAI's API; `transformers serve`'s stop string left in the text and 422 on unknown
+   fields), alternated in one run, hermes and codeblock.
 
     python bench/bench_collect.py efficiency --concurrency 64 --latency 0.2 --trajectories 512
     python bench/bench_collect.py journal --concurrency 64 --latency 1.0 --trajectories 512 --rounds 2
     python bench/bench_collect.py overhead --problems 16
+    python bench/bench_collect.py stop-reason --concurrency 64 --latency 1.0 --trajectories 512
 """
 
 from __future__ import annotations
@@ -46,13 +50,16 @@ from agentdata.agent.rundir import RunDir  # noqa: E402
 from agentdata.verify import is_correct  # noqa: E402
 
 
-def efficiency(concurrency: int, latency: float, trajectories: int, sandbox: str = "local") -> dict:
+def efficiency(concurrency: int, latency: float, trajectories: int, sandbox: str = "local",
+               protocol: str = "hermes", server_flags: tuple[str, ...] = ()) -> dict:
     """The server runs in its own process, as a real one would: in-process it would share our GIL."""
     problems = [Problem(f"What is 6 times 7? (copy {i})", "42") for i in range(trajectories)]
-    with _server_process(latency) as url, tempfile.TemporaryDirectory() as out, open_sandbox(sandbox) as box:
+    script = "codeblock" if protocol == "codeblock" else "tool"
+    with _server_process(latency, ("--script", script, *server_flags)) as url, \
+            tempfile.TemporaryDirectory() as out, open_sandbox(sandbox) as box:
         box.run("print(1)")  # the sandbox starts (imports numpy, sympy) before the clock does: steady state
         config = CollectConfig(teacher=f"openai:{url}", concurrency=concurrency, temperature=0.0, sandbox=sandbox,
-                               engine_options={"model": "fake-model", "concurrency": concurrency})
+                               protocol=protocol, engine_options={"model": "fake-model", "concurrency": concurrency})
         started = time.perf_counter()
         summary = collect(problems, out, config, sandbox=box, show_progress=False)
         elapsed = time.perf_counter() - started
@@ -61,20 +68,43 @@ def efficiency(concurrency: int, latency: float, trajectories: int, sandbox: str
     ideal = concurrency / latency
     achieved = requests / elapsed
     return {"benchmark": "collect pipeline efficiency", "concurrency": concurrency, "latency_s": latency,
-            "sandbox": sandbox, "trajectories": summary.total,
+            "sandbox": sandbox, "protocol": protocol, "server_flags": " ".join(server_flags),
+            "trajectories": summary.total,
             "with_tool_calls": sum(t.num_tool_calls > 0 for t in collected), "accuracy": summary.accuracy,
-            "requests": requests, "elapsed_s": round(elapsed, 2), "requests_per_s": round(achieved, 1),
+            "requests": requests, "requests_per_trajectory": round(requests / max(summary.total, 1), 2),
+            "elapsed_s": round(elapsed, 2), "requests_per_s": round(achieved, 1),
             "ideal_requests_per_s": round(ideal, 1), "efficiency": round(achieved / ideal, 3),
             "load_average": os.getloadavg()[0]}
 
 
+# Server behaviours (bench/fake_openai_server.py flags): the baseline first.
+SERVER_KINDS = {
+    "stop_reason (vLLM)": (),
+    "no stop_reason (OpenAI API)": ("--no-stop-reason",),
+    "no stop_reason, stop left in text, strict (transformers serve)": ("--no-stop-reason", "--keep-stop-string",
+                                                                      "--strict"),
+}
+
+
+def stop_reason(concurrency: int, latency: float, trajectories: int, rounds: int) -> list[dict]:
+    """Each server kind and protocol, alternated for `rounds` so all see the same machine load."""
+    results = []
+    for _ in range(rounds):
+        for protocol in ("hermes", "codeblock"):
+            for kind, flags in SERVER_KINDS.items():
+                result = efficiency(concurrency, latency, trajectories, protocol=protocol, server_flags=flags)
+                results.append({"server": kind, **result})
+                print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    return results
+
+
 @contextlib.contextmanager
-def _server_process(latency: float):
+def _server_process(latency: float, flags: tuple[str, ...] = ()):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("fake_openai_server.py")),
-                               "--port", str(port), "--latency", str(latency)],
+                               "--port", str(port), "--latency", str(latency), *flags],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/v1"
     try:
@@ -170,6 +200,11 @@ def main() -> None:
     jrn.add_argument("--latency", type=float, default=1.0)
     jrn.add_argument("--trajectories", type=int, default=512)
     jrn.add_argument("--rounds", type=int, default=2)
+    stop = sub.add_parser("stop-reason")
+    stop.add_argument("--concurrency", type=int, default=64)
+    stop.add_argument("--latency", type=float, default=1.0)
+    stop.add_argument("--trajectories", type=int, default=512)
+    stop.add_argument("--rounds", type=int, default=2)
     ovh = sub.add_parser("overhead")
     ovh.add_argument("--problems", type=int, default=16)
     ovh.add_argument("--max-new-tokens", type=int, default=256)
@@ -179,6 +214,8 @@ def main() -> None:
         result = efficiency(args.concurrency, args.latency, args.trajectories, args.sandbox)
     elif args.which == "journal":
         result = journal_cost(args.concurrency, args.latency, args.trajectories, args.rounds)
+    elif args.which == "stop-reason":
+        result = stop_reason(args.concurrency, args.latency, args.trajectories, args.rounds)
     else:
         result = overhead(args.problems, args.max_new_tokens, args.rounds)
     print(json.dumps(result, indent=2))

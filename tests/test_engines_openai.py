@@ -135,6 +135,15 @@ def test_bad_engine_options_are_user_errors(server):
         load_engine(f"openai:{server.url}", max_tokens_field="tokens")
     with pytest.raises(UserError, match="extra_body"):
         load_engine(f"openai:{server.url}", extra_body="[1]")
+    with pytest.raises(UserError, match="drop_fields"):
+        load_engine(f"openai:{server.url}", drop_fields=[1])
+
+
+@pytest.mark.parametrize("given", [["stop", "top_p"], "stop,top_p", '["stop", "top_p"]'])
+def test_drop_fields_from_python_or_the_command_line(server, given):
+    engine = load_engine(f"openai:{server.url}", model="m", drop_fields=given)
+    run_all(engine, [ask("hi", stop=("x",))])
+    assert not {"stop", "top_p"} & set(server.requests[0]) and "temperature" in server.requests[0]
 
 
 def test_vllm_style_null_stop_reason_means_end_of_turn(server):

@@ -118,7 +118,7 @@ class OpenAIEngine(Engine):
         if not isinstance(extra_body, (dict, type(None))):
             raise UserError("openai engine: extra_body must be a JSON object of request fields")
         self.extra_body = dict(extra_body or {})
-        self.wire = WireSettings(continue_final_message, max_tokens_field, set(drop_fields))
+        self.wire = WireSettings(continue_final_message, max_tokens_field, _field_names(drop_fields))
         self.adaptations: list[str] = []  # what was learned from refusals, in order
         self.attempts = 0  # HTTP attempts made, retries included
         self._turn = itertools.count()
@@ -233,6 +233,18 @@ class OpenAIEngine(Engine):
                     raise RuntimeError(f"{models_url} lists no model; pass model=NAME")
                 self.model = listed[0]["id"]
         return self.model
+
+
+def _field_names(names: list[str] | tuple[str, ...] | str) -> set[str]:
+    """A list of request field names; from the command line also "stop,temperature" or a JSON list."""
+    if isinstance(names, str):
+        try:
+            names = json.loads(names)
+        except json.JSONDecodeError:
+            names = [name.strip() for name in names.split(",") if name.strip()]
+    if not isinstance(names, (list, tuple, set)) or not all(isinstance(name, str) for name in names):
+        raise UserError(f"openai engine: drop_fields must be a list of field names, got {names!r}")
+    return set(names)
 
 
 def _retry_after_seconds(headers) -> float | None:
