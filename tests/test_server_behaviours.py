@@ -138,3 +138,24 @@ def test_reasoning_content_is_kept_counted_and_not_sent_back():
     assert thoughts == ["Six sevens: use the tool."] * 2
     assert trajectory.metadata["reasoning_tokens"] == 2 * 5
     assert not any("reasoning_content" in m for body in server.requests for m in body["messages"])
+
+
+@pytest.mark.parametrize(("protocol", "options"), [("codeblock", ["continue_final_message=false"]),
+                                                   ("native", []),
+                                                   ("hermes", ['drop_fields=["stop", "top_p"]'])])
+def test_cli_collect_against_a_strict_server(tmp_path, protocol, options):
+    from agentdata.agent.rundir import RunDir
+    from tests.cli_helpers import run_cli
+
+    script = "codeblock" if protocol == "codeblock" else "tool"
+    with fake.FakeOpenAIServer(script=script, **TRANSFORMERS_SERVE) as server:
+        flags = [flag for option in options for flag in ("--engine-option", option)]
+        code = run_cli(["collect", "--out", str(tmp_path / "run"), "--teacher", f"openai:{server.url}",
+                        "--model", "m", "--protocol", protocol, "--limit", "2", "--temperature", "0", *flags])
+    assert code == 0 and server.refused == 0
+    trajectories = RunDir(tmp_path / "run").trajectories()
+    assert len(trajectories) == 2  # built-in problems: the script answers 42, so only the shape is checked
+    assert all((t.num_turns, t.num_tool_calls, t.finish_reason, t.format) == (2, 1, "answer", protocol)
+               for t in trajectories)
+    if options and options[0].startswith("drop_fields"):
+        assert not any({"stop", "top_p"} & set(body) for body in server.requests)

@@ -24,7 +24,7 @@ EngineOption = Annotated[
     Optional[list[str]], typer.Option("--engine-option", help="KEY=VALUE passed to the engine (repeatable).")
 ]
 Limit = Annotated[Optional[int], typer.Option("--limit", help="Use only the first N problems.")]
-ProtocolName = Annotated[str, typer.Option("--protocol", help="Tool-call protocol: hermes or codeblock.")]
+ProtocolName = Annotated[str, typer.Option("--protocol", help="Tool-call protocol: hermes, codeblock, qwen3coder or native.")]
 MaxTurns = Annotated[int, typer.Option("--max-turns", help="Model turns per trajectory.")]
 MaxNewTokens = Annotated[int, typer.Option("--max-new-tokens", help="Model tokens per trajectory, all turns together.")]
 Temperature = Annotated[float, typer.Option("--temperature", help="Sampling temperature (0 = greedy).")]
