@@ -39,7 +39,8 @@ class CollectConfig(LoopConfig):
     teacher: str = field(default="smollm2", metadata={"help": "Engine spec: smollm2, hf:PATH, vllm:PATH, openai:URL."})
     samples: int = field(default=1, metadata={"help": "Trajectories per problem."})
     concurrency: int = field(default=16, metadata={"help": "Trajectories in flight at once."})
-    sandbox: str = field(default="local", metadata={"help": "'local' or the URL of `agentdata sandbox serve`."})
+    sandbox: str = field(default="local", metadata={
+        "help": "'local', or URLs (comma separated) of `agentdata sandbox serve` or SandboxFusion."})
     seed: int = field(default=0, metadata={"help": "Base seed; each trajectory derives its own."})
     limit: int | None = field(default=None, metadata={"help": "Use only the first N problems."})
     shard_size: int = field(default=64, metadata={"help": "Trajectories per Parquet shard."})

@@ -33,7 +33,8 @@ ToolOutputChars = Annotated[
     int, typer.Option("--tool-output-chars", help="Tool output shown to the model, head and tail.")
 ]
 Concurrency = Annotated[int, typer.Option("--concurrency", help="Trajectories in flight at once.")]
-SandboxSpec = Annotated[str, typer.Option("--sandbox", help="'local' or the URL of `agentdata sandbox serve`.")]
+SandboxSpec = Annotated[str, typer.Option(
+    "--sandbox", help="'local', or URLs (comma separated) of `agentdata sandbox serve` or SandboxFusion.")]
 ToolSpecs = Annotated[
     Optional[list[str]],
     typer.Option("--tool", help="A tool beside the code interpreter: a typed Python function as module:function or "

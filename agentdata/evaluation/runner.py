@@ -44,7 +44,8 @@ class EvalConfig(LoopConfig):
     samples: int = field(default=4, metadata={"help": "Responses per problem (the k of avg@k, pass@k, maj@k)."})
     tool_call_budgets: list[int] = field(default_factory=lambda: [4],
                                          metadata={"help": "Allowed tool calls per response; several make a sweep."})
-    sandbox: str = field(default="local", metadata={"help": "'local' or the URL of `agentdata sandbox serve`."})
+    sandbox: str = field(default="local", metadata={
+        "help": "'local', or URLs (comma separated) of `agentdata sandbox serve` or SandboxFusion."})
     concurrency: int = field(default=16, metadata={"help": "Responses in flight at once."})
     seed: int = field(default=0, metadata={"help": "Base seed; each response derives its own."})
     limit: int | None = field(default=None, metadata={"help": "Use only the first N problems of each benchmark."})

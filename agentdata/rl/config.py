@@ -39,7 +39,8 @@ class GRPOStageConfig:
     lora: bool = field(default=False, metadata={"help": "Train a LoRA adapter (PEFT); merged into the saved model."})
     lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
     lora_alpha: int = field(default=32, metadata={"help": "LoRA scaling alpha."})
-    sandbox: str = field(default="local", metadata={"help": "Sandbox: local, or the URL of `agentdata sandbox serve`."})
+    sandbox: str = field(default="local", metadata={
+        "help": "'local', or URLs (comma separated) of `agentdata sandbox serve` or SandboxFusion."})
     use_vllm: str = field(default="auto", metadata={"help": "auto (on a GPU machine with vLLM installed), yes, or no."})
     save_steps: int = field(default=50, metadata={"help": "Save a checkpoint every N steps."})
     resume_from_checkpoint: str | None = field(default=None, metadata={"help": "Checkpoint dir to resume from, or 'last'."})

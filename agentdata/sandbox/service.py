@@ -1,7 +1,10 @@
 """The sandbox as an HTTP service: SandboxFusion's `POST /run_code`, plus sessions.
 
-`/run_code` follows SandboxFusion's request and response, so its client, verl's sandbox
-tool and Open-AgentRL configs work unchanged. `/v1/run` and `/v1/sessions/{id}` are
+`/run_code` follows SandboxFusion's request and response (bytedance/SandboxFusion,
+sandbox/server/sandbox_api.py), so its client (`sandbox_fusion.run_code`, tested), verl's
+sandbox tool and Open-AgentRL configs work unchanged: `run_result.status` is `Finished` or
+`TimeLimitExceeded` (then `return_code` is null), `status` is `Success` or `Failed` (with an
+empty `message`, as SandboxFusion leaves it), and `fetch_files` come back base64 in `files`. `/v1/run` and `/v1/sessions/{id}` are
 agentdata's extension for stateful use; `RemoteSandbox` speaks them.
 
 Requests beyond the workers wait in the pool's queue; nothing is refused for load.
@@ -11,6 +14,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
+import uuid
 from typing import Any
 
 from starlette.applications import Starlette
@@ -41,30 +46,54 @@ async def _json_body(request: Request) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
-def sandboxfusion_response(result: ExecResult) -> dict[str, Any]:
+def sandboxfusion_response(result: ExecResult, files: dict[str, str] | None = None) -> dict[str, Any]:
     finished_ok = result.status == "ok" and result.exit_code == 0
+    timed_out = _RUN_STATUS[result.status] == "TimeLimitExceeded"
     return {
         "status": "Success" if finished_ok else "Failed",
-        "message": "" if finished_ok else result.status,
+        "message": "",
         "compile_result": None,
         "run_result": {
             "status": _RUN_STATUS[result.status],
             "execution_time": result.duration_s,
-            "return_code": result.exit_code,
+            "return_code": None if timed_out else result.exit_code,
             "stdout": result.stdout,
             "stderr": result.stderr,
         },
         "executor_pod_name": None,
-        "files": {},
+        "files": files or {},
     }
 
 
 def _decode_files(files: Any) -> dict[str, bytes]:
+    """name -> base64 content; a null content is skipped, as SandboxFusion's restore_files does."""
     if not files:
         return {}
     if not isinstance(files, dict):
         raise ValueError("files must be an object of name -> base64 content")
-    return {str(name): base64.b64decode(content or "", validate=True) for name, content in files.items()}
+    return {str(name): base64.b64decode(content, validate=True) for name, content in files.items()
+            if isinstance(content, str)}
+
+
+# Run after the code, in the same session, to read back `fetch_files` from its working dir.
+FETCH_CELL = """import base64 as _b64, json as _json, os as _os
+print(_json.dumps({_name: _b64.b64encode(open(_name, "rb").read()).decode()
+                   for _name in %s if _os.path.isfile(_name)}))"""
+
+
+async def run_fetching(sandbox: Sandbox, code: str, fetch: list[str], **options: Any) -> tuple[ExecResult, dict]:
+    """Run a script; with `fetch_files`, run it in a throwaway session so its files can be read after."""
+    if not fetch:
+        return await sandbox.arun(code, display_last=False, **options), {}
+    session = f"run_code-{uuid.uuid4().hex}"
+    try:
+        result = await sandbox.arun(code, session_id=session, display_last=False, **options)
+        listing = await sandbox.arun(FETCH_CELL % json.dumps([str(name) for name in fetch]), session_id=session,
+                                     timeout=30, display_last=False)
+        files = json.loads(listing.stdout) if listing.ok else {}
+    finally:
+        await sandbox.aclose_session(session)
+    return result, files
 
 
 def build_app(sandbox: Sandbox) -> Starlette:
@@ -80,13 +109,15 @@ def build_app(sandbox: Sandbox) -> Starlette:
         except (ValueError, binascii.Error) as error:
             return _bad_request(f"bad files: {error}")
         memory = body.get("memory_limit_MB")
-        result = await sandbox.arun(
-            body["code"], timeout=float(body.get("run_timeout") or sandbox.config.timeout_s),
+        fetch = body.get("fetch_files") or []
+        if not isinstance(fetch, list):
+            return _bad_request("fetch_files must be a list of paths")
+        result, fetched = await run_fetching(  # a script, as SandboxFusion runs it: no echo of a last expression
+            sandbox, body["code"], fetch, timeout=float(body.get("run_timeout") or sandbox.config.timeout_s),
             stdin=body.get("stdin") or None, files=files,
             memory_mb=int(memory) if memory and int(memory) > 0 else None,
-            display_last=False,  # /run_code runs a script, as SandboxFusion does
         )
-        return JSONResponse(sandboxfusion_response(result))
+        return JSONResponse(sandboxfusion_response(result, fetched))
 
     async def run(request: Request) -> JSONResponse:
         body = await _json_body(request)

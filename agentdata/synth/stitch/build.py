@@ -31,7 +31,8 @@ class StitchConfig:
     max_cells: int = field(default=8, metadata={"help": "Code cells per solution; later steps stay plain text."})
     tool_timeout: float = field(default=10.0, metadata={"help": "Seconds one code cell may run."})
     tool_output_chars: int = field(default=256, metadata={"help": "Tool output kept (head+tail), as collect does."})
-    sandbox: str = field(default="local", metadata={"help": "'local' or the URL of `agentdata sandbox serve`."})
+    sandbox: str = field(default="local", metadata={
+        "help": "'local', or URLs (comma separated) of `agentdata sandbox serve` or SandboxFusion."})
     keep_without_calculations: bool = field(
         default=False, metadata={"help": "Keep solutions with no calculation found (as trajectories with no call)."})
 
