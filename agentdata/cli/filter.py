@@ -48,6 +48,10 @@ def command(
         Optional[list[Path]], typer.Option("--decontam", help="Benchmark file to decontaminate against (repeatable).")
     ] = None,
     decontam_ngram: Annotated[int, typer.Option(help="Word n-gram size for decontamination.")] = 13,
+    domain_mix: Annotated[
+        Optional[str], typer.Option(help="Target domain shares after the band, e.g. math=0.5,code=0.3,science=0.2 "
+                                         "(a short domain gives what it lacks to the others).")
+    ] = None,
     format: Annotated[str, typer.Option("--format", help="agentdata or verl output columns.")] = "agentdata",
     step: ExtraSteps = None,
     profile_dir: Annotated[
@@ -70,6 +74,7 @@ def command(
     """Profile the student's pass rate on each problem (cached), keep a band, dedup, decontaminate, diversify."""
     from agentdata.pool.run import FilterRun, run_filter
     from agentdata.pool.build import PoolConfig
+    from agentdata.pool.mix import parse_domain_mix
     from agentdata.cli.views import drop_table, rows_table
     from agentdata.agent.resume import unique_problems
     from agentdata.problems import load_problems
@@ -84,6 +89,7 @@ def command(
             band=parse_pair(band, "--band"), size=size, clusters=clusters, embedding=embedding,
             near_dup_threshold=near_dup_threshold or None, decontam_files=[str(p) for p in decontam or []],
             decontam_ngram=decontam_ngram, format=format, seed=seed, extra_steps=list(step or []),
+            domain_mix=parse_domain_mix(domain_mix),
         )
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None
@@ -99,6 +105,8 @@ def command(
     result = run.result
     console.print(drop_table(len(problems), result.counts, result.pool.height, title="filter: problems per drop reason"))
     console.print(rows_table(run.per_source, title="per source"))
+    if len(run.per_domain) > 1:
+        console.print(rows_table(run.per_domain, title="per domain"))
     if run.empty:
         from agentdata.errors import UserError
 

@@ -73,6 +73,7 @@ def command(
     protocol: Annotated[Optional[str], typer.Option("--protocol", help="hermes or codeblock.")] = None,
     reward: Annotated[Optional[list[str]], typer.Option("--reward", help="A GRPO reward beside correctness and overlong: a registered name or a plug-in module:function / file.py:function (repeatable; `rl: rewards:` in --config sets the whole list).")] = None,
     tool: Annotated[Optional[list[str]], typer.Option("--tool", help="A rollout tool beside the code interpreter: a typed Python function as module:function or path/to/file.py:function (repeatable).")] = None,
+    code_reward: Annotated[Optional[str], typer.Option("--code-reward", help="Code problems: binary (+1 all tests pass / -1) or fraction (-1 + 2 x the passed fraction).")] = None,
     lora: Annotated[bool, typer.Option("--lora", help="Train a LoRA adapter (PEFT), merged on save.")] = False,
     resume: Annotated[Optional[str], typer.Option("--resume", help="Checkpoint dir, or 'last'.")] = None,
     config: Annotated[Optional[Path], typer.Option("--config", help="YAML/JSON with `sft:` and `rl:` sections for every other setting.")] = None,
@@ -91,7 +92,7 @@ def command(
 
     rl_flags = {"num_generations": num_generations, "max_new_tokens": max_new_tokens, "overlong_buffer": overlong_buffer,
                 "rewards": _extended(sections["rl"], "rewards", DEFAULT_REWARDS, reward),
-                "tools": _extended(sections["rl"], "tools", DEFAULT_TOOLS, tool)}
+                "tools": _extended(sections["rl"], "tools", DEFAULT_TOOLS, tool), "code_reward": code_reward}
     rl_flags = {key: value for key, value in rl_flags.items() if value is not None}
     sft_out, rl_out = (out / "sft", out / "rl") if stage == "all" else (out, out)
 

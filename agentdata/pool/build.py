@@ -21,6 +21,7 @@ from agentdata.filters import (
     build_steps, run_steps,
 )
 from agentdata.filters.text import normalised
+from agentdata.pool.mix import mix_step
 from agentdata.errors import UserError
 from agentdata.records import Problem
 
@@ -39,6 +40,10 @@ class PoolConfig:
     near_dup_ngram: int = field(default=5, metadata={"help": "Word n-gram size of the MinHash shingles."})
     decontam_files: list[str] = field(default_factory=list, metadata={"help": "Benchmark files to decontaminate against."})
     decontam_ngram: int = field(default=13, metadata={"help": "Word n-gram size for decontamination."})
+    domain_mix: dict[str, float] | None = field(
+        default=None, metadata={"help": "Target domain shares after the band, e.g. math=0.5,code=0.3,science=0.2; "
+                                        "a short domain gives what it lacks to the others (see pool/mix.py)."}
+    )
     format: str = field(default="agentdata", metadata={"help": "agentdata | verl output columns."})
     seed: int = field(default=0, metadata={"help": "Seed for clustering."})
     extra_steps: list[str] = field(
@@ -152,7 +157,10 @@ def _select(frame: pl.DataFrame, config: PoolConfig) -> tuple[pl.DataFrame, str,
     labels = cluster_labels(vectors, config.clusters, config.seed) if frame.height else []
     clustered = frame.with_columns(pl.Series("cluster", labels, dtype=pl.Int64))
     clustered = clustered.with_columns(spread_order(clustered).alias("position"))
-    steps = [NotSelected(config.size)] if config.size is not None else []
+    if config.domain_mix:
+        steps: list[Step] = [mix_step(clustered, config.domain_mix, config.size)]
+    else:
+        steps = [NotSelected(config.size)] if config.size is not None else []
     selection = run_steps(clustered, steps)
     return selection.kept.sort("position").drop("position"), embedding, selection
 

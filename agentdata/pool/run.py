@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+import polars as pl
+
 from agentdata.pool.build import EmptyPoolError, PoolConfig, PoolResult, build_pool, problems_table, source_table, write_pool
+from agentdata.pool.mix import domain_table
 from agentdata.pool.profile import profile, profile_dir_for
 from agentdata.pool.report import pass_rate_histograms
 from agentdata.records import write_json
@@ -23,6 +26,7 @@ class FilterRun:
     plot: Path
     per_source: list[dict]
     empty: str | None = None  # why no pool file was written (the report and plot still are)
+    per_domain: list[dict] = field(default_factory=list)
 
 
 def run_filter(
@@ -41,15 +45,22 @@ def run_filter(
     except EmptyPoolError as error:
         output, empty = None, str(error)
     per_source = source_table(result)
+    per_domain = domain_table(result.profiled, result.pool, config.domain_mix)
     plot = pass_rate_histograms(
         result.profiled["pass_rate"].to_list(), result.pool["pass_rate"].to_list(), config.band,
-        out.with_name(out.stem + ".pass_rate.png"),
+        out.with_name(out.stem + ".pass_rate.png"), by_domain=_rates_by_domain(result),
     )
     report = write_json(out.with_name(out.stem + ".report.json"), {
         "output": str(output) if output else None, "empty": empty,
         "problems": len(problems), "selected": result.pool.height, "student": student, "k": k,
         "generated_rollouts": generated, "profile_dir": str(profile_dir), "embedding": result.embedding,
         "dropped": {f"dropped_{reason}": count for reason, count in result.counts.items()},
-        "per_source": per_source, "config": asdict(config), "plot": str(plot),
+        "per_source": per_source, "per_domain": per_domain, "config": asdict(config), "plot": str(plot),
     })
-    return FilterRun(result, output, profile_dir, generated, report, plot, per_source, empty)
+    return FilterRun(result, output, profile_dir, generated, report, plot, per_source, empty, per_domain)
+
+
+def _rates_by_domain(result: PoolResult) -> dict[str, tuple[list[float], list[float]]]:
+    domains = sorted(set(result.profiled["domain"].to_list()))
+    return {domain: (result.profiled.filter(pl.col("domain") == domain)["pass_rate"].to_list(),
+                     result.pool.filter(pl.col("domain") == domain)["pass_rate"].to_list()) for domain in domains}
