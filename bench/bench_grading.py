@@ -62,7 +62,7 @@ def run_agentdata(programs, workers: int, limits: CodeLimits) -> tuple[float, in
     return elapsed, sum(g.passed for g in grades), isolation
 
 
-def run_baseline(programs, workers: int, timeout_s: float) -> tuple[float, int]:
+def run_baseline(programs, workers: int, timeout_s: float, python: list[str]) -> tuple[float, int]:
     with tempfile.TemporaryDirectory() as folder:
         paths = []
         for index, (source, _) in enumerate(programs):
@@ -72,13 +72,13 @@ def run_baseline(programs, workers: int, timeout_s: float) -> tuple[float, int]:
         jobs = [(path, test) for path, (_, tests) in zip(paths, programs) for test in tests.tests]
         started = time.perf_counter()
         with ThreadPoolExecutor(workers * 2) as pool:
-            passed = sum(pool.map(lambda job: _one_subprocess(job[0], job[1], timeout_s), jobs))
+            passed = sum(pool.map(lambda job: _one_subprocess(python, job[0], job[1], timeout_s), jobs))
         return time.perf_counter() - started, passed
 
 
-def _one_subprocess(path: Path, test: dict, timeout_s: float) -> bool:
+def _one_subprocess(python: list[str], path: Path, test: dict, timeout_s: float) -> bool:
     try:
-        done = subprocess.run([sys.executable, str(path)], input=test["input"], capture_output=True, text=True,
+        done = subprocess.run([*python, str(path)], input=test["input"], capture_output=True, text=True,
                               timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return False
@@ -92,12 +92,14 @@ def main() -> None:
     parser.add_argument("--baseline-programs", type=int, default=200,
                         help="Programs the baseline runs (its rate is per test, so a subset measures it).")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--baseline-python", default=sys.executable,
+                        help="The interpreter (and flags) of the baseline, e.g. '/usr/bin/python3 -I -S'.")
     args = parser.parse_args()
     limits = CodeLimits(test_timeout_s=6.0, total_timeout_s=120.0)
     programs = make_programs(args.programs, args.tests)
     ours_s, ours_passed, isolation = run_agentdata(programs, args.workers, limits)
     base_programs = programs[: args.baseline_programs]
-    base_s, base_passed = run_baseline(base_programs, args.workers, limits.test_timeout_s)
+    base_s, base_passed = run_baseline(base_programs, args.workers, limits.test_timeout_s, args.baseline_python.split())
     ours_tests, base_tests = args.programs * args.tests, len(base_programs) * args.tests
     ours_rate, base_rate = ours_tests / ours_s, base_tests / base_s
     print(f"load average {os.getloadavg()[0]:.1f}; workers {args.workers}; isolation {isolation}")
@@ -105,7 +107,7 @@ def main() -> None:
     print("|---|---|---|---|---|")
     print(f"| agentdata sandbox (batched, isolated) | {args.programs} x {args.tests} | {ours_passed} | {ours_s:.1f} | "
           f"{ours_rate:.0f} |")
-    print(f"| plain `python` subprocess per test | {len(base_programs)} x {args.tests} | {base_passed} | {base_s:.1f} | "
+    print(f"| plain `{args.baseline_python}` subprocess per test | {len(base_programs)} x {args.tests} | {base_passed} | {base_s:.1f} | "
           f"{base_rate:.0f} |")
     print(f"\nratio: {ours_rate / base_rate:.1f}x")
 
