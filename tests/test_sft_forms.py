@@ -155,3 +155,12 @@ def test_agentdata_sft_reads_every_form_as_the_canonical_set(tmp_path, tokenizer
     written = curated(tmp_path, rows, target=target, name=name).output
     expected = tokenize_sft_set(canonical, tokenizer, format)
     assert tokenize_sft_set(written, tokenizer, format) == expected
+
+
+def test_arguments_that_are_not_json_are_one_line_errors(tmp_path):
+    from agentdata.curate.output import write_sft_form
+
+    broken = crafted("a")
+    broken.messages[2]["tool_calls"][0]["function"]["arguments"] = "{not json"
+    with pytest.raises(UserError, match="arguments are not JSON"):
+        write_sft_form(canonical_file(tmp_path, [broken]), tmp_path / "sft.parquet")

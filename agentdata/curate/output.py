@@ -47,7 +47,11 @@ def canonical_batches(source: Path) -> Iterator[list[dict[str, Any]]]:
 
 def hf_row(row: dict[str, Any]) -> dict[str, Any]:
     format = row.get("format")
-    return {**row, "messages": hf_messages(row["messages"], format), "tools": consumer_tools(row.get("tools"), format)}
+    try:
+        messages = hf_messages(row["messages"], format)
+    except json.JSONDecodeError as error:
+        raise UserError(f"problem {row.get('problem_id')}: tool-call arguments are not JSON ({error.msg})") from None
+    return {**row, "messages": messages, "tools": consumer_tools(row.get("tools"), format)}
 
 
 def _batch_type(rows: list[dict[str, Any]]) -> pa.Schema:
