@@ -11,15 +11,15 @@ MMLU-Pro, SuperGPQA) by `agentdata.choice_problems`.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from agentdata.choice_problems import choice_layout, choice_problem
 from agentdata.code_problems import code_layout, code_problem, is_code_row
 from agentdata.errors import InputFileError
+from agentdata.inputs import SUFFIXES, read_nonempty_rows, read_rows  # noqa: F401 (re-exported: the one reader)
 from agentdata.records import Problem
 
 QUESTION_FIELDS = ("question", "problem", "Problem", "Question", "prompt", "query")
@@ -27,7 +27,6 @@ ANSWER_FIELDS = ("answer", "Answer", "reward_model.ground_truth", "ground_truth"
 ID_FIELDS = ("id", "problem_id", "question_id", "ID", "Record ID")
 SOURCE_FIELDS = ("source", "data_source")
 DOMAIN_FIELDS = ("domain", "ability")
-SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
 
 
 def load_problems(
@@ -39,14 +38,6 @@ def load_problems(
     """Read every problem in `path`; raise InputFileError with file and row on bad input."""
     path = Path(path)
     return problems_from_rows(path, read_nonempty_rows(path), question_field, answer_field, require_answer)
-
-
-def read_nonempty_rows(path: Path) -> list[dict[str, Any]]:
-    """All rows of `path`; an empty file is an InputFileError."""
-    rows = list(read_rows(path))
-    if not rows:
-        raise InputFileError(path, "no rows: the file is empty")
-    return rows
 
 
 def problems_from_rows(
@@ -66,85 +57,6 @@ def problems_from_rows(
         return [choice_problem(path, number, row, choices, **_given(row)) for number, row in enumerate(rows, 1)]
     answer_key = pick_column(path, columns, answer_field, ANSWER_FIELDS, "answer", "--answer-field", required=require_answer)
     return [_to_problem(path, number, row, question_key, answer_key) for number, row in enumerate(rows, start=1)]
-
-
-# --------------------------------------------------------------------------- reading
-
-def read_rows(path: Path) -> Iterator[dict[str, Any]]:
-    """The raw rows of a problem file, in order; bad files raise InputFileError."""
-    if not path.exists():
-        raise InputFileError(path, "no such file or directory")
-    if path.is_dir():
-        yield from _read_dataset_dir(path)
-        return
-    suffix = path.suffix.lower()
-    if suffix == ".jsonl":
-        yield from _read_jsonl(path)
-    elif suffix == ".json":
-        yield from _read_json(path)
-    elif suffix == ".parquet":
-        yield from _read_parquet(path)
-    elif suffix == ".csv":
-        yield from _read_csv(path)
-    else:
-        raise InputFileError(path, f"unknown file type {suffix!r}; use one of {', '.join(SUFFIXES)} or a dataset dir")
-
-
-def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise InputFileError(path, f"not valid JSON ({error.msg})", row=number) from None
-            if not isinstance(row, dict):
-                raise InputFileError(path, "expected a JSON object", row=number)
-            yield row
-
-
-def _read_json(path: Path) -> Iterator[dict[str, Any]]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8") or "[]")
-    except json.JSONDecodeError as error:
-        raise InputFileError(path, f"not valid JSON ({error.msg} at line {error.lineno})") from None
-    if isinstance(data, dict):
-        data = data.get("data", data.get("rows", [data]))
-    if not isinstance(data, list):
-        raise InputFileError(path, "expected a list of objects")
-    for number, row in enumerate(data, start=1):
-        if not isinstance(row, dict):
-            raise InputFileError(path, "expected a JSON object", row=number)
-        yield row
-
-
-def _read_parquet(path: Path) -> Iterator[dict[str, Any]]:
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(path)
-    except Exception as error:  # pyarrow raises several types for a broken file
-        raise InputFileError(path, f"not a readable Parquet file ({error})") from None
-    yield from table.to_pylist()
-
-
-def _read_csv(path: Path) -> Iterator[dict[str, Any]]:
-    with open(path, encoding="utf-8", newline="") as handle:
-        yield from csv.DictReader(handle)
-
-
-def _read_dataset_dir(path: Path) -> Iterator[dict[str, Any]]:
-    import datasets
-
-    try:
-        dataset = datasets.load_from_disk(str(path))
-    except Exception as error:
-        raise InputFileError(path, f"not a dataset saved with save_to_disk ({error})") from None
-    if isinstance(dataset, datasets.DatasetDict):
-        split = "test" if "test" in dataset else next(iter(dataset))
-        dataset = dataset[split]
-    yield from dataset
 
 
 # --------------------------------------------------------------------------- columns

@@ -305,16 +305,26 @@ def read_jsonl(path: str | os.PathLike, record_type: type[Record]) -> list[Recor
         return [from_row(record_type, json.loads(line)) for line in handle if line.strip()]
 
 
+def write_json_list(records: Iterable[Record], path: str | os.PathLike) -> Path:
+    """A `.json` file holds one JSON list of objects (what every JSON reader expects), not JSON lines."""
+    text = json.dumps([dataclasses.asdict(record) for record in records], ensure_ascii=False, indent=1)
+    return atomic_write(path, lambda tmp: Path(tmp).write_text(text + "\n", encoding="utf-8"))
+
+
 def write_records(records: Iterable[Record], path: str | os.PathLike, record_type: type[Record]) -> Path:
-    """Write Parquet or JSONL, chosen by the file's suffix."""
-    if str(path).endswith((".jsonl", ".json")):
+    """Write Parquet, JSONL or a JSON list, chosen by the file's suffix."""
+    if str(path).endswith(".jsonl"):
         return write_jsonl(records, path)
+    if str(path).endswith(".json"):
+        return write_json_list(records, path)
     return write_parquet(records, path, record_type)
 
 
 def read_records(path: str | os.PathLike, record_type: type[Record]) -> list[Record]:
-    if str(path).endswith((".jsonl", ".json")):
+    if str(path).endswith(".jsonl"):
         return read_jsonl(path, record_type)
+    if str(path).endswith(".json"):
+        return [from_row(record_type, row) for row in json.loads(Path(path).read_text(encoding="utf-8"))]
     return read_parquet(path, record_type)
 
 

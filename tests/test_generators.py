@@ -186,7 +186,7 @@ def test_kinds_and_levels_filter():
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"kinds": ["geometry"]}, "unknown problem kind"), ({"levels": [4]}, "unknown level"), ({"n": 0}, "at least 1")],
+    [({"kinds": ["geometry"]}, "unknown problem kind"), ({"levels": [4]}, "unknown level"), ({"n": 0}, "from 1 to"), ({"n": 10**8}, "from 1 to 1,000,000")],
 )
 def test_bad_choices_are_user_errors(kwargs, message):
     with pytest.raises(UserError, match=message):

@@ -1,30 +1,35 @@
-"""Work out what a path holds (problems, trajectories, a run dir) and load it."""
+"""Work out what a path holds (problems, trajectories, a run dir) and load it.
+
+Trajectory files are read through the one input reader (agentdata.inputs) and every row is
+checked field by field, so a damaged or foreign file gives one line naming file, row and
+field instead of a traceback somewhere in the views.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
-from typing import Literal
-
-import pyarrow.parquet as pq
+from typing import Any, Literal
 
 from agentdata.agent.rundir import trajectory_files
 from agentdata.errors import InputFileError
+from agentdata.inputs import first_row, read_rows
 from agentdata.problems import load_problems
-from agentdata.records import Problem, Trajectory, read_records
+from agentdata.records import Problem, Trajectory, from_row, message_tool_calls, validate_messages
 
 Kind = Literal["problems", "trajectories"]
+TRAJECTORY_SUFFIXES = (".parquet", ".jsonl", ".json")
+_CHECKS = {"str": str, "int": int, "bool": bool, "list": list, "dict": dict}
 
 
 def holds_trajectories(path: Path) -> bool:
     if path.is_dir():
         return (path / "trajectories").is_dir()
-    if path.suffix == ".parquet":
-        return "messages" in pq.read_schema(path).names and "problem_id" in pq.read_schema(path).names
-    if path.suffix == ".jsonl":
-        with open(path, encoding="utf-8") as handle:
-            first = handle.readline()
-        return '"problem_id"' in first and '"messages"' in first
-    return False
+    if path.suffix.lower() not in TRAJECTORY_SUFFIXES:
+        return False
+    row = first_row(path)
+    return row is not None and "messages" in row and "problem_id" in row
 
 
 def load_for_inspection(
@@ -33,6 +38,53 @@ def load_for_inspection(
     if not path.exists():
         raise InputFileError(path, "no such file or directory")
     if holds_trajectories(path):
-        trajectories = [t for file in trajectory_files(path) for t in read_records(file, Trajectory)]
-        return "trajectories", trajectories
+        return "trajectories", read_trajectories(path)
     return "problems", load_problems(path, question_field, answer_field, require_answer=False)
+
+
+def read_trajectories(path: str | Path) -> list[Trajectory]:
+    """Every trajectory of a run dir or a trajectory file, each row checked (InputFileError names the field)."""
+    return [trajectory_from_row(file, number, row)
+            for file in trajectory_files(path) for number, row in enumerate(read_rows(file), start=1)]
+
+
+def trajectory_from_row(path: Path, number: int, row: dict[str, Any]) -> Trajectory:
+    values = dict(row)
+    for field in dataclasses.fields(Trajectory):
+        if field.name not in values or (values[field.name] is None and _has_default(field)):
+            if not _has_default(field):
+                raise InputFileError(path, f"not a trajectory: no field {field.name!r}", row=number)
+            values.pop(field.name, None)
+            continue
+        _check_type(path, number, field, values)
+    try:
+        trajectory = from_row(Trajectory, values)
+        validate_messages(trajectory.messages)
+        for message in trajectory.messages:
+            message_tool_calls(message)
+    except (TypeError, ValueError, KeyError, AttributeError) as error:
+        raise InputFileError(path, f"not a trajectory: {error}", row=number) from None
+    return trajectory
+
+
+def _has_default(field: dataclasses.Field) -> bool:
+    return field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+
+
+def _check_type(path: Path, number: int, field: dataclasses.Field, values: dict[str, Any]) -> None:
+    """The stored value matches the field's type; JSON-string fields (metadata, tools, ...) are decoded."""
+    value = values[field.name]
+    annotation = str(field.type)
+    expected = _CHECKS[annotation.split("[")[0].split("|")[0].strip()]
+    if expected in (dict, list) and isinstance(value, str) and field.name != "messages":
+        try:
+            value = values[field.name] = json.loads(value)
+        except (json.JSONDecodeError, RecursionError):
+            raise InputFileError(path, f"field {field.name!r} is not valid JSON", row=number) from None
+    if value is None and "None" in annotation:
+        return
+    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        raise InputFileError(path, f"field {field.name!r} should be {expected.__name__}, "
+                                   f"got {type(value).__name__}", row=number)
+    if field.name == "messages" and not all(isinstance(message, dict) for message in value):
+        raise InputFileError(path, "field 'messages' should be a list of message objects", row=number)

@@ -32,6 +32,9 @@ from agentdata.agent.rundir import RunDir
 # If this many trajectories in a row fail from the start, the engine or sandbox is broken: stop early.
 FAIL_FAST_AFTER = 8
 FLUSH_SECONDS = 30.0
+# Upper bounds that keep a typo (--samples 10^23) from running until killed; docs/input-files.md.
+MAX_SAMPLES = 100_000
+MAX_TRAJECTORIES = 10_000_000
 
 
 @dataclass
@@ -53,6 +56,8 @@ class CollectConfig(LoopConfig):
         for name in ("samples", "concurrency", "shard_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.samples > MAX_SAMPLES:
+            raise ValueError(f"samples must be at most {MAX_SAMPLES:,}, got {self.samples:,}")
         if self.limit is not None and self.limit < 1:
             raise ValueError(f"limit must be at least 1, got {self.limit}")
 
@@ -131,6 +136,9 @@ async def collect_async(problems: list[Problem], out_dir: str | Path, config: Co
     if not problems:
         raise UserError("no problems to collect on")
     config_tools(config)  # a tool that cannot be loaded is the user's to fix before anything runs
+    if len(problems) * config.samples > MAX_TRAJECTORIES:
+        raise UserError(f"{len(problems):,} problems × {config.samples:,} samples is more than one run takes "
+                        f"(at most {MAX_TRAJECTORIES:,} trajectories); split the problems or lower the samples")
     run = RunDir(out_dir)
     run.prepare(config.settings(), {"agentdata_version": __version__, "problems": len(problems)})
     plan = plan_resume(problems, config.samples, run.done_rows(), config.retry_errors)
@@ -147,14 +155,19 @@ async def collect_async(problems: list[Problem], out_dir: str | Path, config: Co
 async def _run_work(work: list[tuple[Problem, int]], run: RunDir, config: CollectConfig, engine: Any,
                     sandbox: Any, show_progress: bool) -> list[Trajectory]:
     owns_engine, owns_sandbox = engine is None, sandbox is None
-    if owns_engine:
-        from agentdata.engines import load_engine
-
-        engine = load_engine(config.teacher, **config.engine_options)
-    if owns_sandbox:
+    if owns_sandbox:  # first: a dead sandbox URL is refused before a model is loaded
         from agentdata.sandbox import open_sandbox
 
         sandbox = open_sandbox(config.sandbox)
+    if owns_engine:
+        from agentdata.engines import load_engine
+
+        try:
+            engine = load_engine(config.teacher, **config.engine_options)
+        except BaseException:
+            if owns_sandbox:
+                sandbox.close()  # its worker processes must not outlive a refused engine
+            raise
     writer = _ShardBuffer(run, config.shard_size, config.settings())
     try:
         with _LiveProgress(len(work), show_progress) as on_result:

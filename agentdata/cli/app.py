@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import importlib
 import signal
 import sys
 
 import typer
+from rich.markup import escape
 
 from agentdata.cli import collect, curate, eval as eval_cmd, filter as filter_cmd, inspect, sandbox, synth, train
-from agentdata.cli.common import err_console
+from agentdata.cli.common import err_console, forget_output_place, output_place
+from agentdata.cli.crash import write_crash_log
 from agentdata.errors import UserError
+
+# Newer typer vendors click: take the usage-error classes from wherever typer's own come from.
+_click_errors = importlib.import_module(typer.BadParameter.__module__)
+NoArgsIsHelp = getattr(_click_errors, "NoArgsIsHelpError", ())
 
 app = typer.Typer(
     name="agentdata",
@@ -29,17 +36,35 @@ app.add_typer(sandbox.app, name="sandbox")
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; a user's mistake ends with one line on stderr and exit code 2, not a traceback."""
+    """Run the CLI. A user's mistake ends with one line on stderr and exit code 2; anything unexpected
+    with one line naming the log file that holds the traceback (exit 1); never a raw traceback."""
     # `kill` (SIGTERM) unwinds like Ctrl-C, so finished work is flushed to disk before exiting.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    forget_output_place()
     try:
-        app(args=argv, prog_name="agentdata")
+        code = app(args=argv, prog_name="agentdata", standalone_mode=False)
+    except NoArgsIsHelp as error:  # the help was shown already
+        sys.exit(error.exit_code)
+    except _click_errors.UsageError as error:  # a bad flag or value: typer's box would be many lines
+        hint = f" (see `{error.ctx.command_path} --help`)" if error.ctx else ""
+        _fail(f"{error.format_message()}{hint}", 2)
     except UserError as error:
-        err_console.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        err_console.print("[yellow]interrupted[/]")
-        sys.exit(130)
+        _fail(str(error), 2)
+    except (KeyboardInterrupt, _click_errors.Abort):
+        _fail("interrupted", 130, style="yellow")
+    except Exception as error:  # noqa: BLE001 - the last resort: a short line, the traceback to a file
+        log = write_crash_log(error, output_place())
+        _fail(f"unexpected {type(error).__name__}: {str(error)[:300]} — the full traceback is in {log}", 1)
+    if code == 130:  # typer turns Ctrl-C inside a command into exit code 130
+        _fail("interrupted", 130, style="yellow")
+    if isinstance(code, int) and code:
+        sys.exit(code)
+
+
+def _fail(message: str, code: int, style: str = "bold red") -> None:
+    one_line = " ".join(str(message).split())
+    err_console.print(f"[{style}]error:[/] {escape(one_line)}", highlight=False, soft_wrap=True)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

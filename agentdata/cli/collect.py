@@ -26,6 +26,7 @@ from agentdata.cli.common import (
     console,
     engine_options,
     loop_tools,
+    output_dir,
 )
 
 
@@ -62,6 +63,7 @@ def command(
     from agentdata.agent.resume import unique_problems
     from agentdata.agent.runner import CollectConfig, collect
 
+    output_dir(out, "--out")
     problems = load_problems(problems_file, question_field, answer_field) if problems_file else builtin_problems()
     problems = unique_problems(problems, problems_file)  # counted once each; one id with two contents is refused
     options = engine_options(engine_option, model)

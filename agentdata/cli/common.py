@@ -2,13 +2,41 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from pathlib import Path
+from typing import Annotated, Optional, Sequence
 
 import typer
 from rich.console import Console
 
+from agentdata.outputs import check_output_dir, check_output_file
+
 console = Console()
 err_console = Console(stderr=True)
+
+# Where this command writes: an unexpected error's traceback is logged there (cli/crash.py).
+_output_place: list[Path] = []
+
+
+def output_file(path: Path, flag: str, suffixes: Sequence[str], what: str = "the output") -> Path:
+    """Check an output file before any work (one line naming `flag` if unusable); its folder takes the crash log."""
+    check_output_file(path, flag, suffixes, what)
+    _output_place[:] = [path.parent]
+    return path
+
+
+def output_dir(path: Path, flag: str) -> Path:
+    """Check an output folder before any work (one line naming `flag` if unusable); it takes the crash log."""
+    check_output_dir(path, flag)
+    _output_place[:] = [path]
+    return path
+
+
+def output_place() -> Path | None:
+    return _output_place[0] if _output_place else None
+
+
+def forget_output_place() -> None:
+    _output_place.clear()
 
 QuestionField = Annotated[
     Optional[str], typer.Option("--question-field", help="Column holding the question (default: recognised names).")
@@ -52,7 +80,6 @@ def loop_tools(extra: list[str] | None) -> list[str]:
     from agentdata.tools import DEFAULT_TOOLS
 
     return [*DEFAULT_TOOLS, *(name for name in extra or [] if name not in DEFAULT_TOOLS)]
-
 
 
 def engine_options(pairs: list[str] | None, model: str | None) -> dict[str, object]:

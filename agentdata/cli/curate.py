@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from agentdata.cli.common import ExtraSteps, console
+from agentdata.cli.common import ExtraSteps, console, output_file
 
 
 def parse_pair(text: str, flag: str, kind: type = float) -> tuple:
@@ -54,6 +54,9 @@ def command(
     from agentdata.curate import CurateConfig, curate
     from agentdata.cli.views import drop_table, rows_table
 
+    output_file(out, "--out", (".parquet",), "the SFT set")
+    if rejects is not None:
+        output_file(rejects, "--rejects", (".parquet",), "the rejects")
     min_calls, max_calls = parse_pair(tool_calls, "--tool-calls", int)
     try:
         config = CurateConfig(

@@ -25,6 +25,7 @@ from agentdata.cli.common import (
     console,
     engine_options,
     loop_tools,
+    output_dir,
 )
 
 
@@ -74,6 +75,7 @@ def command(
     from agentdata.evaluation.report import results_table
     from agentdata.evaluation.runner import EvalConfig, run_eval
 
+    output_dir(out, "--out")
     options = engine_options(engine_option, model)
     try:
         config = EvalConfig(

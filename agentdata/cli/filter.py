@@ -26,6 +26,8 @@ from agentdata.cli.common import (
     console,
     engine_options,
     loop_tools,
+    output_dir,
+    output_file,
 )
 from agentdata.cli.curate import parse_pair
 
@@ -80,6 +82,9 @@ def command(
     from agentdata.problems import load_problems
     from agentdata.synth.builtin import builtin_problems
 
+    if profile_dir is not None:
+        output_dir(profile_dir, "--profile-dir")
+    output_file(out, "--out", (".parquet",), "the RL pool")
     problems = load_problems(problems_file, question_field, answer_field) if problems_file else builtin_problems()
     problems = unique_problems(problems, problems_file)  # counted once each; one id with two contents is refused
     problems = problems[:limit] if limit else problems

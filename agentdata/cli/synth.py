@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from agentdata.cli.common import Seed, console
+from agentdata.cli.common import Seed, console, output_dir, output_file
 from agentdata.errors import UserError
 
 app = typer.Typer(help="Generate problems and stitched baseline trajectories.", no_args_is_help=True)
@@ -36,10 +36,10 @@ def problems(
     from agentdata.records import Problem, write_records
     from agentdata.synth.generators import check_choices, generate_problems
 
+    output_file(out, "--out", (".jsonl", ".json", ".parquet"), "the problems")
     kind_list, level_list = check_choices(_split(kinds), [_level(value) for value in _split(levels) or []] or None)
-    if n < 1:
-        raise UserError(f"--n must be at least 1, got {n}")
-    made = generate_problems(n, seed, kind_list, level_list)
+    made = generate_problems(n, seed, kind_list, level_list, progress=lambda problems: track(
+        problems, total=n, description="generating", console=console, transient=True))
     write_records(track(made, description="writing", console=console, transient=True), out, Problem)
     table = Table(title=f"{len(made)} problems -> {out}")
     for column in ("kind", *(f"level {level}" for level in level_list), "total"):
@@ -96,6 +96,9 @@ def stitch(
     """Turn text solutions into "stitched" tool-use trajectories: calculations cut into code cells, run for real."""
     from agentdata.synth.stitch import StitchConfig, stitch_file
 
+    output_file(out, "--out", (".parquet",), "the SFT set")
+    if trajectories is not None:
+        output_dir(trajectories, "--trajectories")
     try:
         config = StitchConfig(protocol=protocol, max_cells=max_cells, tool_output_chars=tool_output_chars,
                               keep_without_calculations=keep_without_calculations, sandbox=sandbox)

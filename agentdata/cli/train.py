@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from agentdata.cli.common import console
+from agentdata.cli.common import console, output_dir
 from agentdata.errors import UserError
 
 DEFAULT_SFT_SET = Path("sft.parquet")    # what `agentdata curate` writes by default
@@ -82,6 +82,7 @@ def command(
     stage = stage or "all"
     if stage not in STAGES:
         raise UserError(f"--stage {stage}: expected one of {', '.join(STAGES)}")
+    output_dir(out, "--out")
     sections = read_config_file(config)
     demo = stage == "all" and sft_data is None and rl_pool is None and config is None and not DEFAULT_RL_POOL.exists()
     flags = {"model": model, "protocol": protocol, "max_steps": max_steps, "lora": lora or None,

@@ -6,6 +6,7 @@ from collections import Counter
 from typing import Any, Iterable, Sequence
 
 from rich.console import Group
+from rich.markup import escape
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
@@ -21,7 +22,9 @@ def problems_table(problems: list[Problem], limit: int = 10) -> Table:
     for column in ("id", "source", "question", "answer"):
         table.add_column(column, overflow="fold")
     for problem in problems[:limit]:
-        table.add_row(problem.id, problem.source, _clip(problem.question, 300), _clip(problem.answer, 80))
+        # Text from a user's file is shown as it is, never read as rich markup ("[/x]" would break the table).
+        table.add_row(*(Text(value) for value in (problem.id, problem.source, _clip(problem.question, 300),
+                                                  _clip(problem.answer, 80))))
     return table
 
 
@@ -30,7 +33,7 @@ def problems_summary(problems: list[Problem]) -> Table:
     table.add_column("source")
     table.add_column("count", justify="right")
     for source, count in Counter(p.source for p in problems).most_common():
-        table.add_row(source, str(count))
+        table.add_row(Text(source), str(count))
     return table
 
 
@@ -44,8 +47,9 @@ def conversation(trajectory: Trajectory) -> Panel:
         for call in message_tool_calls(message):
             parts.append(Syntax(call.code, "python", theme="ansi_dark", line_numbers=False))
     verdict = "[green]correct[/]" if trajectory.correct else "[red]wrong[/]"
-    title = (f"{trajectory.id} · {verdict} · final={trajectory.final_answer!r} gold={trajectory.answer!r} · "
-             f"{trajectory.num_tool_calls} tool calls · {trajectory.finish_reason}")
+    title = (f"{escape(trajectory.id)} · {verdict} · final={escape(repr(trajectory.final_answer))} "
+             f"gold={escape(repr(trajectory.answer))} · {trajectory.num_tool_calls} tool calls · "
+             f"{trajectory.finish_reason}")
     return Panel(Group(*parts), title=title, title_align="left")
 
 
@@ -53,7 +57,7 @@ def trajectories_summary(trajectories: Iterable[Trajectory], title: str = "traje
     trajectories = list(trajectories)
     count = len(trajectories) or 1
     calls = sum(t.num_tool_calls for t in trajectories)
-    table = Table(title=title)
+    table = Table(title=escape(title))
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_row("trajectories", str(len(trajectories)))
@@ -102,4 +106,4 @@ def _cell(value: Any) -> str:
         return f"{value:.3f}"
     if isinstance(value, int):
         return f"{value:,}"
-    return str(value)
+    return escape(str(value))

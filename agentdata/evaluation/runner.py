@@ -26,7 +26,7 @@ from agentdata.evaluation.plots import ACCURACY_PLOT, SWEEP_PLOT, accuracy_plot,
 from agentdata.evaluation.report import EvalReport, EvalResult
 from agentdata.problems import load_problems
 from agentdata.records import Problem, Trajectory
-from agentdata.agent.runner import CollectConfig, CollectSummary, collect
+from agentdata.agent.runner import MAX_SAMPLES, CollectConfig, CollectSummary, collect
 from agentdata.agent.loop import LoopConfig
 from agentdata.agent.resume import unique_problems
 from agentdata.agent.rundir import RunDir, settings_digest
@@ -55,8 +55,8 @@ class EvalConfig(LoopConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.samples < 1:
-            raise ValueError(f"samples must be at least 1, got {self.samples}")
+        if not 1 <= self.samples <= MAX_SAMPLES:
+            raise ValueError(f"samples (--k) must be from 1 to {MAX_SAMPLES:,}, got {self.samples:,}")
         if not self.tool_call_budgets or min(self.tool_call_budgets) < 0:
             raise ValueError(f"tool_call_budgets must be non-negative numbers, got {self.tool_call_budgets}")
         self.tool_call_budgets = sorted(set(self.tool_call_budgets))

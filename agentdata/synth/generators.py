@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import sympy
 
@@ -363,13 +363,18 @@ def iter_problems(seed: int, kinds: Sequence[str] | None = None, levels: Sequenc
                 used_up.add(pair)
 
 
+# About a millisecond each: a million take a quarter of an hour; more is a typo, refused (docs/synth-problems.md).
+MAX_PROBLEMS = 1_000_000
+
+
 def generate_problems(n: int, seed: int = 0, kinds: Sequence[str] | None = None,
-                      levels: Sequence[int] | None = None) -> list[Problem]:
-    """n unique problems; UserError when the chosen kinds and levels cannot give that many."""
-    if n < 1:
-        raise UserError(f"--n must be at least 1, got {n}")
+                      levels: Sequence[int] | None = None,
+                      progress: Callable[[Iterable[Problem]], Iterable[Problem]] = iter) -> list[Problem]:
+    """n unique problems; UserError when n is out of range or the kinds and levels cannot give that many."""
+    if not 1 <= n <= MAX_PROBLEMS:
+        raise UserError(f"--n must be from 1 to {MAX_PROBLEMS:,}, got {n:,}")
     problems: list[Problem] = []
-    for problem in iter_problems(seed, kinds, levels):
+    for problem in progress(iter_problems(seed, kinds, levels)):
         problems.append(problem)
         if len(problems) == n:
             return problems

@@ -1,0 +1,32 @@
+"""Where an unexpected error's traceback goes: a log file, named on the one line the user sees.
+
+The log lands in the command's output folder (the run dir, or the folder of the output
+file) when the command got far enough to name it, else in a per-user temp folder.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+FALLBACK_LOG_DIR = Path(tempfile.gettempdir()) / "agentdata-logs"
+
+
+def write_crash_log(error: BaseException, place: Path | None) -> Path:
+    """Write the traceback of `error` to a new log file and return its path."""
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    name = f"agentdata-error-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    for folder in (place, FALLBACK_LOG_DIR):
+        if folder is None:
+            continue
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / name
+            path.write_text(text, encoding="utf-8")
+            return path
+        except OSError:
+            continue  # an unwritable output folder: fall back to the temp folder
+    return Path(os.devnull)

@@ -1,0 +1,196 @@
+"""The one place that reads a user's input file into rows, whatever its form.
+
+Every command that takes problems, benchmarks, solutions or trajectory files reads them
+here, so every file form follows the same rules (docs/input-files.md):
+
+- JSONL (one object per line), JSON (a list of objects, or {"data": [...]} / {"rows": [...]}),
+  CSV (a header row), Parquet, or a directory saved with `datasets.save_to_disk`.
+- Text is UTF-8; a UTF-8 byte-order mark (as spreadsheet programs write) is accepted and
+  dropped. Other encodings are refused, naming the line and byte, rather than guessed:
+  a wrong guess would silently change the questions.
+- Anything wrong raises `InputFileError`: one line naming the file and, when known, the row.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+from agentdata.errors import InputFileError
+
+SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
+UTF8_BOM = b"\xef\xbb\xbf"
+OTHER_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\xff\xfe": "UTF-16",
+              b"\xfe\xff": "UTF-16"}
+SAVE_AS_UTF8 = "save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8 FILE > NEW`)"
+
+
+def read_rows(path: str | Path) -> Iterator[dict[str, Any]]:
+    """The raw rows of an input file, in order; a bad file raises InputFileError."""
+    path = Path(path)
+    if not path.exists():
+        raise InputFileError(path, "no such file or directory")
+    if path.is_dir():
+        yield from _read_dataset_dir(path)
+        return
+    suffix = path.suffix.lower()
+    readers = {".jsonl": _read_jsonl, ".json": _read_json, ".parquet": _read_parquet, ".csv": _read_csv}
+    if suffix not in readers:
+        raise InputFileError(path, f"unknown file type {suffix!r}; use one of {', '.join(SUFFIXES)} or a dataset dir")
+    yield from readers[suffix](path)
+
+
+def read_nonempty_rows(path: str | Path) -> list[dict[str, Any]]:
+    """All rows of `path`; a file with none is an InputFileError."""
+    rows = list(read_rows(path))
+    if not rows:
+        raise InputFileError(path, "no rows: the file is empty")
+    return rows
+
+
+def first_row(path: str | Path) -> dict[str, Any] | None:
+    """The first row of a JSONL file or the column names of a Parquet file (as keys), to tell what a file holds."""
+    path = Path(path)
+    if path.suffix.lower() == ".parquet":
+        return dict.fromkeys(_parquet_schema_names(path))
+    for row in read_rows(path):
+        return row
+    return None
+
+
+# --------------------------------------------------------------------------- text
+
+def read_text(path: Path) -> str:
+    """The whole file as text: UTF-8, a leading byte-order mark dropped; anything else is refused."""
+    data = _read_bytes(path)
+    _refuse_other_boms(path, data)
+    return _decode(path, data.removeprefix(UTF8_BOM), line_offset=0)
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise InputFileError(path, f"cannot read the file ({error.strerror or error})") from None
+
+
+def _refuse_other_boms(path: Path, data: bytes) -> None:
+    for bom, encoding in OTHER_BOMS.items():
+        if data.startswith(bom):
+            raise InputFileError(path, f"the file is {encoding} text (it starts with a {encoding} byte-order mark); "
+                                       "save it as UTF-8")
+
+
+def _decode(path: Path, data: bytes, line_offset: int) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = line_offset + data.count(b"\n", 0, error.start) + 1
+        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+        byte = data[error.start:error.start + 1].hex().upper()
+        raise InputFileError(path, f"not UTF-8 text (byte 0x{byte} at line {line}, column {column}); "
+                                   f"{SAVE_AS_UTF8}") from None
+
+
+def _loads(path: Path, text: str, row: int | None = None) -> Any:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        where = "" if row is not None else f" at line {error.lineno}"
+        raise InputFileError(path, f"not valid JSON ({error.msg}{where})", row=row) from None
+    except RecursionError:
+        raise InputFileError(path, "JSON nested too deeply to read", row=row) from None
+    if "\\ud" in text.lower():  # a \uD800-\uDFFF escape may be half a pair: no UTF-8 file can hold that
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputFileError(path, "a string holds an unpaired UTF-16 surrogate escape (\\uD800-\\uDFFF)",
+                                 row=row) from None
+    return value
+
+
+# --------------------------------------------------------------------------- forms
+
+def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    data = _read_bytes(path)
+    _refuse_other_boms(path, data)
+    for number, line in enumerate(data.removeprefix(UTF8_BOM).split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        row = _loads(path, _decode(path, line, line_offset=number - 1), row=number)
+        if not isinstance(row, dict):
+            raise InputFileError(path, f"expected a JSON object, got {_kind(row)}", row=number)
+        yield row
+
+
+def _read_json(path: Path) -> Iterator[dict[str, Any]]:
+    data = _loads(path, read_text(path) or "[]")
+    if isinstance(data, dict):
+        data = data.get("data", data.get("rows", [data]))
+    if not isinstance(data, list):
+        raise InputFileError(path, f"expected a list of objects, got {_kind(data)}")
+    for number, row in enumerate(data, start=1):
+        if not isinstance(row, dict):
+            raise InputFileError(path, f"expected a JSON object, got {_kind(row)}", row=number)
+        yield row
+
+
+def _read_csv(path: Path) -> Iterator[dict[str, Any]]:
+    # A worked solution easily passes csv's default 128 KiB field limit; the file is in memory anyway.
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+    reader = csv.DictReader(io.StringIO(read_text(path), newline=""))
+    number = 0
+    try:
+        for number, row in enumerate(reader, start=1):
+            if None in row:  # DictReader files surplus fields under the key None
+                raise InputFileError(path, f"{len(row[None])} more field(s) than the header has columns", row=number)
+            yield row
+    except csv.Error as error:
+        raise InputFileError(path, f"not valid CSV ({error})", row=number + 1) from None
+
+
+def _read_parquet(path: Path) -> Iterator[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    try:
+        rows = pq.read_table(path).to_pylist()
+    except Exception as error:  # pyarrow raises several types for a broken file
+        raise InputFileError(path, f"not a readable Parquet file ({_one_line(error)})") from None
+    yield from rows
+
+
+def _parquet_schema_names(path: Path) -> list[str]:
+    import pyarrow.parquet as pq
+
+    try:
+        return list(pq.read_schema(path).names)
+    except Exception as error:  # pyarrow raises several types for a broken file
+        raise InputFileError(path, f"not a readable Parquet file ({_one_line(error)})") from None
+
+
+def _read_dataset_dir(path: Path) -> Iterator[dict[str, Any]]:
+    import datasets
+
+    try:
+        dataset = datasets.load_from_disk(str(path))
+    except Exception as error:
+        raise InputFileError(path, f"not a dataset saved with save_to_disk ({_one_line(error)})") from None
+    if isinstance(dataset, datasets.DatasetDict):
+        if not dataset:
+            raise InputFileError(path, "the saved DatasetDict has no splits")
+        split = "test" if "test" in dataset else next(iter(dataset))
+        dataset = dataset[split]
+    yield from dataset
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number")
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())[:300]
