@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from agentdata.agent.journal import JOURNAL_NAME, read_journal
@@ -259,11 +260,45 @@ def scan_shards(paths: Sequence[Path]) -> pl.LazyFrame:
     return pl.scan_parquet([str(path) for path in paths], row_index_name=ROW_ID)
 
 
+def damaged_shard(paths: Sequence[Path], error: Exception) -> Exception:
+    """After a scan of many shards failed: the error naming the first shard that cannot be read whole,
+    or `error` itself when each reads alone (then the fault is not in the files)."""
+    for path in paths:
+        try:
+            pq.read_table(path)
+        except Exception as damage:  # pyarrow raises several types for a broken file
+            return InputFileError(path, f"damaged Parquet data ({' '.join(str(damage).split())[:200]}); move this "
+                                        "shard aside or restore it")
+    return error
+
+
 def _check_schema(path: Path) -> None:
     try:
-        names = set(pq.read_schema(path).names)
+        schema = pq.read_schema(path)
     except Exception as error:  # pyarrow raises several types for a broken file
-        raise InputFileError(path, f"not a readable Parquet file ({error})") from None
-    missing = [name for name in REQUIRED_COLUMNS if name not in names]
+        raise InputFileError(path, f"not a readable Parquet file ({' '.join(str(error).split())[:200]})") from None
+    missing = [name for name in REQUIRED_COLUMNS if name not in schema.names]
     if missing:
         raise InputFileError(path, f"not a trajectory shard: missing columns {missing}")
+    for expected in arrow_schema(Trajectory):
+        actual = schema.field(expected.name).type if schema.get_field_index(expected.name) >= 0 else None
+        if actual is None or not _same_shape(actual, expected.type):
+            raise InputFileError(path, f"not a trajectory shard: column {expected.name!r} is {actual}, "
+                                       f"expected {expected.type}")
+
+
+def _same_shape(actual: pa.DataType, expected: pa.DataType) -> bool:
+    """Types that read the same: large and small strings/lists alike, struct fields matched by name."""
+    if pa.types.is_string(expected):
+        return pa.types.is_string(actual) or pa.types.is_large_string(actual) or pa.types.is_string_view(actual)
+    if pa.types.is_integer(expected):
+        return pa.types.is_integer(actual)
+    if pa.types.is_list(expected):
+        return ((pa.types.is_list(actual) or pa.types.is_large_list(actual))
+                and _same_shape(actual.value_type, expected.value_type))
+    if pa.types.is_struct(expected):
+        if not pa.types.is_struct(actual):
+            return False
+        fields = {actual.field(index).name: actual.field(index).type for index in range(actual.num_fields)}
+        return all(field.name in fields and _same_shape(fields[field.name], field.type) for field in expected)
+    return actual == expected

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
         _fail(f"{error.format_message()}{hint}", 2)
     except UserError as error:
         _fail(str(error), 2)
-    except (KeyboardInterrupt, _click_errors.Abort):
+    except (KeyboardInterrupt, typer.Abort):
         _fail("interrupted", 130, style="yellow")
     except Exception as error:  # noqa: BLE001 - the last resort: a short line, the traceback to a file
         log = write_crash_log(error, output_place())

@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 import polars as pl
 
 from agentdata.filters.diversity import MaxPerProblemFilter, SourceShareFilter
-from agentdata.agent.rundir import ROW_ID, scan_shards, shard_paths
+from agentdata.agent.rundir import ROW_ID, damaged_shard, scan_shards, shard_paths
 from agentdata.filters import (
     REASON_COLUMN,
     BenchmarkNgrams,
@@ -186,18 +186,21 @@ def curate(
     out = Path(out)
     check_suffix(out, config.target)
     paths = shard_paths(run_dirs)
-    input_rows, result = run_curate_steps(paths, config, on_step)
-    output, empty = None, None
-    if result.kept.height:
-        output = _write_sft_set(paths, result.kept.select(ROW_ID), out, config.target,
-                                config.reasoning == "strip")
-    else:
-        empty = (f"{out}: the SFT set is empty (none of {input_rows} trajectories kept), so nothing was written: "
-                 "see the drop reasons, or loosen --tool-calls / --keep-incorrect")
-    rejects_path = None
-    if rejects is not None:
-        reasons = result.rejected.select(ROW_ID, REASON_COLUMN)
-        rejects_path = _write_rows(paths, reasons, Path(rejects), None)
+    try:
+        input_rows, result = run_curate_steps(paths, config, on_step)
+        output, empty = None, None
+        if result.kept.height:
+            output = _write_sft_set(paths, result.kept.select(ROW_ID), out, config.target,
+                                    config.reasoning == "strip")
+        else:
+            empty = (f"{out}: the SFT set is empty (none of {input_rows} trajectories kept), so nothing was written: "
+                     "see the drop reasons, or loosen --tool-calls / --keep-incorrect")
+        rejects_path = None
+        if rejects is not None:
+            reasons = result.rejected.select(ROW_ID, REASON_COLUMN)
+            rejects_path = _write_rows(paths, reasons, Path(rejects), None)
+    except pl.exceptions.PolarsError as error:  # a shard whose schema reads but whose data does not
+        raise damaged_shard(paths, error) from None
     per_source = source_counts(pl.concat([result.kept.select("source", "problem_id"),
                                           result.rejected.select("source", "problem_id")]), result.kept)
     report = _write_report(out, config, input_rows, result.kept.height, result.counts, per_source, paths, empty)
