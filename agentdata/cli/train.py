@@ -31,7 +31,9 @@ def read_config_file(path: Path | None) -> dict[str, dict[str, Any]]:
         return {"sft": {}, "rl": {}}
     if not path.is_file():
         raise UserError(f"{path}: no such config file")
-    text = path.read_text(encoding="utf-8")
+    from agentdata.inputs import read_text
+
+    text = read_text(path)  # UTF-8 (a byte-order mark is fine), else one line naming the byte
     try:
         if path.suffix == ".json":
             import json

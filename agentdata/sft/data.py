@@ -15,34 +15,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
-from agentdata.errors import InputFileError, UserError
+from agentdata.errors import InputFileError
 from agentdata.formats.forms import canonical_messages as canonical_form
+from agentdata.inputs import read_nonempty_rows
 from agentdata.records import CODE_TOOL, MESSAGE_KEYS
 from agentdata.training.masking import tokenize_conversation
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """The rows of a Parquet or JSONL file, as dicts."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: no such file")
-    if path.suffix in (".jsonl", ".json"):
-        rows = []
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as error:
-                    raise InputFileError(path, f"not valid JSON ({error.msg})", row=number) from None
-        return rows
-    try:
-        return pq.read_table(path).to_pylist()
-    except Exception as error:  # pyarrow raises several types for a file that is not Parquet
-        raise InputFileError(path, f"cannot be read as Parquet ({type(error).__name__})") from None
+    """The rows of an SFT set (Parquet, JSONL, JSON, CSV or a saved dataset), read by the one input reader."""
+    return read_nonempty_rows(path)
 
 
 def canonical_messages(raw: Any, path: Path, row: int) -> list[dict[str, Any]]:
