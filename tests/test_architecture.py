@@ -24,7 +24,9 @@ LEAVES = ("engines", "formats", "tools", "verify", "sandbox")
 FOUNDATION_IMPORTS = {
     "errors": set(),
     "records": set(),
-    "problems": {"records", "errors", "code_problems", "choice_problems"},
+    "problems": {"records", "errors", "inputs", "code_problems", "choice_problems"},
+    "inputs": {"errors"},  # the one reader of input files (problems, benchmarks, solutions, trajectories, SFT sets)
+    "outputs": {"errors"},  # the one check of output paths
     "code_problems": {"records", "errors", "code_tests"},
     "choice_problems": {"records", "errors"},
     "code_tests": set(),
