@@ -15,8 +15,20 @@ import pyarrow.parquet as pq
 from hypothesis import strategies as st
 
 FORMS = (".jsonl", ".json", ".csv", ".parquet")
-COLUMNS = ("question", "answer", "solution", "id", "source")
 GOOD_ROW = {"question": "What is 6 * 7?", "answer": "42", "solution": "6 * 7 = 42", "id": "p1", "source": "demo"}
+# One valid row of each layout problems.py recognises by its columns: math, code (TACO, LiveCodeBench,
+# verl-style tests), multiple choice (GPQA, MMLU-Pro); damage then hits the columns of that layout.
+LAYOUT_ROWS = (
+    GOOD_ROW,
+    {"question": "Print n squared.", "input_output": json.dumps({"inputs": ["2\n"], "outputs": ["4\n"]})},
+    {"question_content": "Print n squared.", "starter_code": "", "metadata": "{}", "private_test_cases": "[]",
+     "public_test_cases": json.dumps([{"input": "2\n", "output": "4\n", "testtype": "stdin"}])},
+    {"prompt": "Print n squared.", "ability": "code",
+     "reward_model": {"ground_truth": json.dumps({"inputs": ["2\n"], "outputs": ["4\n"]})}},
+    {"Question": "Which particle carries light?", "Correct Answer": "photon", "Incorrect Answer 1": "gluon",
+     "Incorrect Answer 2": "W boson", "Incorrect Answer 3": "graviton"},
+    {"question": "g in m/s^2?", "options": ["1", "3.7", "9.8", "12"], "answer": "C"},
+)
 
 text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
 json_values = st.recursive(
@@ -77,14 +89,16 @@ def _arrow_table(rows: list[dict]) -> pa.Table:
 
 @st.composite
 def valid_rows(draw) -> list[dict]:
+    layout = draw(st.sampled_from(LAYOUT_ROWS))
+    text_column = next(name for name in ("question", "question_content", "prompt", "Question") if name in layout)
     count = draw(st.integers(1, 4))
-    return [{**GOOD_ROW, "id": f"p{index}", "question": f"What is {index} + {index}?"} for index in range(count)]
+    return [{**layout, text_column: f"{layout[text_column]} ({index})"} for index in range(count)]
 
 
 @st.composite
 def wrong_types(draw) -> tuple[list[dict], str]:
     rows = draw(valid_rows())
-    column = draw(st.sampled_from(COLUMNS))
+    column = draw(st.sampled_from(sorted(rows[0])))
     value = draw(json_values)
     for row in rows:
         row[column] = value
@@ -103,15 +117,16 @@ def broken_files(draw) -> BrokenFile:
         rows, how = draw(wrong_types())
         return BrokenFile(suffix, encode_rows(rows, suffix), f"wrong types {how}")
     if damage == "huge row":
-        rows[0]["question"] = "x " * draw(st.integers(70_000, 150_000))
+        column = next(name for name in ("question", "question_content", "prompt", "Question") if name in rows[0])
+        rows[0][column] = "x " * draw(st.integers(70_000, 150_000))
         return BrokenFile(suffix, encode_rows(rows, suffix), damage)
     if damage == "missing column":
-        column = draw(st.sampled_from(COLUMNS))
+        column = draw(st.sampled_from(sorted(rows[0])))
         return BrokenFile(suffix, encode_rows([{k: v for k, v in r.items() if k != column} for r in rows], suffix),
                           f"no {column}")
     if damage == "empty":
         return BrokenFile(suffix, b"", damage)
-    valid = encode_rows([{**row, "question": row["question"] + " é ü"} for row in rows], suffix)
+    valid = encode_rows([{**row, "note": "é ü"} for row in rows], suffix)
     if damage == "truncated":
         return BrokenFile(suffix, valid[: draw(st.integers(0, max(len(valid) - 1, 0)))], damage)
     if suffix == ".parquet":  # text encodings do not apply: damage its bytes instead

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.cli_helpers import run_cli
-from tests.fakes import FakeResult, ScriptedEngine
+from tests.fakes import FakeResult, InProcessSandbox, ScriptedEngine
 from tests.hostile_files import GOOD_ROW, broken_files, broken_trajectory_files
 
 # Few examples per command, derandomized: the suite stays fast and CI sees the same files every run.
@@ -29,20 +29,11 @@ HOSTILE = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, datab
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-class NothingRunSandbox:
+class NothingRunSandbox(InProcessSandbox):
     """Answers every cell with "42": the commands' reading is under test, not code execution."""
 
     def run(self, code, session_id=None, timeout=None, **_):
         return FakeResult("ok", "42\n")
-
-    async def arun(self, code, session_id=None, timeout=None, **_):
-        return self.run(code)
-
-    def close_session(self, session_id):
-        pass
-
-    def close(self):
-        pass
 
 
 @pytest.fixture(scope="module", autouse=True)

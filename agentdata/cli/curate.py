@@ -54,7 +54,9 @@ def command(
     from agentdata.curate import CurateConfig, curate
     from agentdata.cli.views import drop_table, rows_table
 
-    output_file(out, "--out", (".parquet",), "the SFT set")
+    openai = target == "openai"  # OpenAI fine-tuning takes JSONL; every other reader Parquet
+    out = out or Path("sft.jsonl" if openai else "sft.parquet")
+    output_file(out, "--out", (".jsonl",) if openai else (".parquet",), f"the SFT set for {target}")
     if rejects is not None:
         output_file(rejects, "--rejects", (".parquet",), "the rejects")
     min_calls, max_calls = parse_pair(tool_calls, "--tool-calls", int)
@@ -70,7 +72,6 @@ def command(
         )
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None
-    out = out or Path("sft.jsonl" if target == "openai" else "sft.parquet")
     console.print(f"[bold]curate[/] {', '.join(map(str, run_dirs))} → {out} (for {target})")
     with console.status("filtering…") as status:
         result = curate(run_dirs, out, config, rejects=rejects,
