@@ -195,7 +195,7 @@ def test_dead_sandbox_url_is_refused_before_the_model_loads(tmp_path, capsys, mo
     problems.write_text(json.dumps({"question": "Q?", "answer": "1"}) + "\n", encoding="utf-8")
     code = run_cli(["collect", str(problems), "--sandbox", "http://127.0.0.1:9", "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
-    assert code == 2 and "sandbox http://127.0.0.1:9 does not answer" in err
+    assert code == 2 and "sandbox http://127.0.0.1:9: cannot be reached" in err
 
 
 def test_stitch_with_a_dead_sandbox_url_is_one_line(tmp_path, capsys):
@@ -203,7 +203,7 @@ def test_stitch_with_a_dead_sandbox_url_is_one_line(tmp_path, capsys):
     solutions.write_text(json.dumps({"question": "Q?", "solution": "1 + 1 = 2", "answer": "2"}) + "\n")
     code = run_cli(["synth", "stitch", str(solutions), "--sandbox", "http://127.0.0.1:9",
                     "--out", str(tmp_path / "s.parquet")])
-    assert code == 2 and "does not answer" in capsys.readouterr().err
+    assert code == 2 and "cannot be reached" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args,message", [
