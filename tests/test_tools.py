@@ -144,12 +144,13 @@ def test_the_code_interpreter_keeps_its_session_and_reports_errors():
     assert not failed.ok and "ZeroDivisionError" in failed.content
 
 
-@pytest.mark.parametrize("sandbox_class", ["local", "remote", "fake"])
+@pytest.mark.parametrize("sandbox_class", ["local", "remote", "fusion", "fake"])
 def test_every_sandbox_has_the_whole_protocol(sandbox_class):
+    from agentdata.sandbox.fusion import FusionSandbox
     from agentdata.sandbox.local import Sandbox
     from agentdata.sandbox.remote import RemoteSandbox
 
-    cls = {"local": Sandbox, "remote": RemoteSandbox, "fake": InProcessSandbox}[sandbox_class]
+    cls = {"local": Sandbox, "remote": RemoteSandbox, "fusion": FusionSandbox, "fake": InProcessSandbox}[sandbox_class]
     members = [name for name, value in vars(CodeSandbox).items() if inspect.isfunction(value) and not name.startswith("_")]
     assert set(members) == {"run", "arun", "close_session", "aclose_session", "arelease", "close"}
     for name in members:
