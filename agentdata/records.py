@@ -49,7 +49,9 @@ CODE_TOOL: dict[str, Any] = {
 
 # The columns of an SFT set (`curate`, `synth stitch`): what TRL's SFTTrainer and verl read, plus provenance.
 SFT_COLUMNS = ("messages", "tools", "problem_id", "source", "teacher", "format", "num_tool_calls", "correct")
-FINISH_REASONS = ("answer", "max_turns", "max_tool_calls", "max_tokens", "error")
+# "context": the prompt (the question, or the conversation so far) is longer than the model's context,
+# so the engine refused it instead of generating.
+FINISH_REASONS = ("answer", "max_turns", "max_tool_calls", "max_tokens", "context", "error")
 MESSAGE_KEYS = ("role", "content", "reasoning_content", "tool_calls", "tool_call_id", "name")
 ROLES = ("system", "user", "assistant", "tool")
 

@@ -18,6 +18,7 @@ from agentdata.engines.hf_generate import render_prompt
 from agentdata.errors import UserError
 
 GREEDY = dict(temperature=0.0)
+CONTEXT = 4096  # the tiny model's context: what a prompt must fit
 
 
 @pytest.fixture(scope="session")
@@ -27,7 +28,7 @@ def tiny_model_dir(tmp_path_factory):
     tokenizer = smollm2_module.load_smollm2_tokenizer()
     config = LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=CONTEXT,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
@@ -263,3 +264,59 @@ def test_closing_the_engine_stops_a_long_batch_at_once(tiny_model_dir):
     while engine._batcher._model_lock.locked() and time.time() < deadline:
         time.sleep(0.05)
     assert not engine._batcher._model_lock.locked()  # the generate thread itself stopped, not just the wait
+
+
+# ----------------------------------------------------------------------------- bounded work
+
+def test_a_prompt_longer_than_the_context_is_refused_before_generating(engine):
+    huge = ask("What is 2+2? " * 80_000, max_new_tokens=8, **GREEDY)  # 1 MB: refused without tokenizing it
+    over = ask("word " * (CONTEXT + 100), max_new_tokens=8, **GREEDY)  # tokenized, then refused
+    fine = ask("Hi", max_new_tokens=4, **GREEDY)
+    calls_before = engine.generate_calls
+    refused_huge, refused_over, answered = generate_all(engine, [huge, over, fine])
+    assert engine.generate_calls - calls_before == 1  # only the prompt that fits was generated for
+    for refused in (refused_huge, refused_over):
+        assert (refused.finish_reason, refused.text, refused.completion_tokens) == ("context", "", 0)
+        assert f"context of {CONTEXT:,} tokens" in refused.error
+    assert refused_over.prompt_tokens > CONTEXT
+    assert answered.finish_reason == "length" and answered.completion_tokens == 4
+
+
+def test_no_row_generates_past_the_context(engine):
+    request = ask("word " * (CONTEXT - 60), max_new_tokens=500, **GREEDY)
+    [generation] = generate_all(engine, [request])
+    assert generation.finish_reason == "length"
+    assert generation.prompt_tokens + generation.completion_tokens == CONTEXT
+
+
+def test_closing_the_engine_stops_a_prefill_between_layers(tiny_model_dir):
+    """A long prompt's prefill is one forward pass: a close during it must not wait for the pass to end."""
+    engine = load_engine(f"hf:{tiny_model_dir}")
+    first_layer, second_layer = engine.model.model.layers[:2]
+    second_layer_runs = []
+    first_layer.register_forward_hook(lambda *_: engine._closing.set())  # "Ctrl-C" while the prefill is in layer 1
+    second_layer.register_forward_hook(lambda *_: second_layer_runs.append(1))
+    [generation] = engine._run_batch([ask("word " * 1000, max_new_tokens=50, **GREEDY)])
+    assert generation.finish_reason == "error" and "closed" in generation.error
+    assert second_layer_runs == []  # stopped before the next layer, not after the whole prefill
+
+
+def test_a_batch_nobody_waits_for_stops_generating(tiny_model_dir):
+    """Ctrl-C or SIGTERM cancels the callers first: the model must stop then, not when the run's cleanup
+    gets to closing the engine (a shard write in between took seconds while the model kept going)."""
+    engine = load_engine(f"hf:{tiny_model_dir}")
+    forward_calls = []
+    engine.model.register_forward_hook(lambda *_: forward_calls.append(1))
+
+    async def go():
+        task = asyncio.create_task(engine.generate(ask("count", max_new_tokens=1000, temperature=1.0)))
+        while len(forward_calls) < 3:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        while engine._batcher._model_lock.locked():  # the loop stays up: only the cancelled caller can stop it
+            await asyncio.sleep(0.01)
+        return len(forward_calls)
+
+    assert asyncio.run(go()) < 1000  # one forward per token: stopped before its budget

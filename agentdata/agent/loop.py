@@ -142,8 +142,8 @@ async def _run_turns(state: _State, protocol: Protocol, engine: Engine, sandbox:
             state.finish_reason = "max_tokens"
             break
         generation = await _generate(state, protocol, engine, config, budget, seed)
-        if generation.finish_reason == "error":
-            state.finish_reason, state.error = "error", generation.error or "generation failed"
+        if generation.finish_reason in ("error", "context"):  # "context": the conversation no longer fits the model
+            state.finish_reason, state.error = generation.finish_reason, generation.error or "generation failed"
             break
         parsed, stopped_at, reasoning = _read_turn(state, protocol, engine, generation)
         calls = _numbered(state, parsed.tool_calls)

@@ -10,7 +10,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-FINISH_REASONS = ("stop", "length", "error")
+# "context": the prompt does not fit the model's context, so nothing was generated.
+FINISH_REASONS = ("stop", "length", "context", "error")
 
 
 @dataclass
@@ -36,7 +37,7 @@ class Generation:
 
     text: str                     # generated text, WITHOUT the stop string
     stop_reason: str | None       # the stop string that ended it, or None (end of turn / length / error)
-    finish_reason: str            # "stop" (stop string or end of turn) | "length" | "error"
+    finish_reason: str            # "stop" (stop string or end of turn) | "length" | "context" | "error"
     prompt_tokens: int
     completion_tokens: int
     error: str | None = None
@@ -51,6 +52,12 @@ class Generation:
 def error_generation(message: str, prompt_tokens: int = 0) -> Generation:
     """The result for a request that could not be served."""
     return Generation(text="", stop_reason=None, finish_reason="error",
+                      prompt_tokens=prompt_tokens, completion_tokens=0, error=message)
+
+
+def context_generation(message: str, prompt_tokens: int = 0) -> Generation:
+    """The result for a prompt longer than the model's context: refused before any generation."""
+    return Generation(text="", stop_reason=None, finish_reason="context",
                       prompt_tokens=prompt_tokens, completion_tokens=0, error=message)
 
 

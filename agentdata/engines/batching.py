@@ -38,6 +38,7 @@ class RequestBatcher:
         self._worker: asyncio.Task | None = None
         # One batch at a time even if two event loops (in two threads) share the engine.
         self._model_lock = threading.Lock()
+        self._running: list[asyncio.Future] = []  # the futures of the batch being generated
 
     async def submit(self, request: GenerationRequest) -> Generation:
         queue = self._queue_for_running_loop()
@@ -64,7 +65,7 @@ class RequestBatcher:
             if not live:
                 continue
             try:
-                results = await asyncio.to_thread(self._run_locked, [pending.request for pending in live])
+                results = await asyncio.to_thread(self._run_locked, live)
             except asyncio.CancelledError:  # the engine is closing: nobody waits for ever
                 _fail_all(live, "the engine was closed during generation")
                 _fail_all(_drain(queue), "the engine was closed before this request ran")
@@ -73,16 +74,30 @@ class RequestBatcher:
                 if not pending.future.done():
                     pending.future.set_result(result)
 
-    def _run_locked(self, requests: list[GenerationRequest]) -> list[Generation]:
+    def _run_locked(self, live: list[_Pending]) -> list[Generation]:
+        requests = [pending.request for pending in live]
         with self._model_lock:
             self.batch_sizes.append(len(requests))
+            self._running = [pending.future for pending in live]
             try:
                 results = self._run_batch(requests)
             except Exception as exc:  # one broken batch must not kill the worker or raise to callers
                 return [error_generation(f"{type(exc).__name__}: {exc}") for _ in requests]
+            finally:
+                self._running = []
         if len(results) != len(requests):
             return [error_generation("engine returned a wrong number of results") for _ in requests]
         return results
+
+    def abandoned(self) -> bool:
+        """Whether nobody waits for the batch being generated any more: every caller was cancelled
+        (Ctrl-C, SIGTERM, a run that stops). Safe to call from the generating thread, which should stop.
+
+        A cancelled caller's task cancels the future it awaits at once, so this turns True as soon
+        as the callers are cancelled, before the event loop runs any of their cleanup.
+        """
+        running = self._running
+        return bool(running) and all(future.done() for future in running)
 
     async def aclose(self) -> None:
         worker, self._worker = self._worker, None

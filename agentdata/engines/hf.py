@@ -1,57 +1,43 @@
-"""A local transformers model (CPU, or the GPU when there is one), with request batching."""
+"""Local transformers models (CPU, or the GPU when there is one), with request batching.
+
+`ModelEngine` generates with a model and tokenizer it is given: the hf engine loads them
+from a dir (`HFEngine`), GRPO passes the model being trained (`rl.policy.PolicyEngine`).
+A prompt longer than the model's context is refused before anything is generated
+(`finish_reason="context"`), and no row generates past the context.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
-from agentdata.engines.base import Engine, Generation, GenerationRequest, error_generation
+from agentdata.engines.base import Engine, Generation, GenerationRequest, context_generation, error_generation
 from agentdata.engines.batching import RequestBatcher
 from agentdata.engines.hf_generate import generate_batch, render_prompt, sampling_key
-from agentdata.errors import UserError
+from agentdata.engines.hf_model import context_length, default_device, load_model_and_tokenizer
+
+__all__ = ["HFEngine", "ModelEngine", "default_device", "load_model_and_tokenizer"]
 
 
-def default_device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def load_model_and_tokenizer(model_dir: str | Path, device: str | None = None, dtype: str | None = None):
-    """The model in eval mode on `device` and its tokenizer, set up for left-padded batches."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    path = Path(model_dir).expanduser()
-    if not (path / "config.json").is_file():
-        raise UserError(f"{path}: not a transformers model directory (no config.json)")
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    if tokenizer.chat_template is None:
-        raise UserError(f"{path}: the tokenizer has no chat template; use an instruct/chat model")
-    # Left padding keeps every row's last prompt token next to its first generated one.
-    tokenizer.padding_side = "left"
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    torch_dtype = getattr(torch, dtype) if dtype else "auto"
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
-    model.to(device or default_device())
-    model.eval()
-    return model, tokenizer
-
-
-class HFEngine(Engine):
-    """Runs a transformers model; all requests waiting at a moment go into one `generate` call.
+class ModelEngine(Engine):
+    """Generates with `model` and `tokenizer`; all requests waiting at a moment go into one `generate` call.
 
     Requests in a batch that differ in temperature/top_p are split into one call per setting.
+    A model in training mode is switched to eval mode while it generates (no dropout) and back.
     """
 
-    def __init__(self, model_dir: str | Path, *, spec: str | None = None, device: str | None = None,
-                 dtype: str | None = None, max_batch_size: int = 32):
-        self.spec = spec or f"hf:{model_dir}"
-        self.model_dir = Path(model_dir).expanduser()
-        self.model, self.tokenizer = load_model_and_tokenizer(self.model_dir, device=device, dtype=dtype)
+    def __init__(self, model: Any, tokenizer: Any, *, spec: str = "model", max_batch_size: int = 32):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.spec = spec
+        self.context_tokens = context_length(model)
         self.generate_calls = 0  # how many `model.generate` calls ran: batching at work
+        self.generation_s = 0.0  # wall time inside batches, for GRPO's step-time breakdown
+        self._longest_token_chars = _longest_token_chars(tokenizer)
         self._closing = threading.Event()
         self._batcher = RequestBatcher(self._run_batch, max_batch_size=max_batch_size)
 
@@ -59,33 +45,87 @@ class HFEngine(Engine):
         return await self._batcher.submit(request)
 
     def _run_batch(self, requests: list[GenerationRequest]) -> list[Generation]:
+        started = time.perf_counter()
+        was_training = bool(getattr(self.model, "training", False))
+        self.model.eval()
+        try:
+            return self._generate_all(requests)
+        finally:
+            if was_training:
+                self.model.train()
+            self.generation_s += time.perf_counter() - started
+
+    def _generate_all(self, requests: list[GenerationRequest]) -> list[Generation]:
+        requests = list(requests)  # rows whose budget would pass the context get a smaller one
         results: dict[int, Generation] = {}
-        prompts: dict[int, str] = {}
+        prompt_ids: dict[int, list[int]] = {}
         for index, request in enumerate(requests):
-            try:
-                prompts[index] = render_prompt(self.tokenizer, request)
-            except Exception as exc:  # a bad request fails alone, not its whole batch
-                results[index] = error_generation(f"chat template failed: {type(exc).__name__}: {exc}")
-        ready = sorted(prompts, key=lambda index: _group_order(sampling_key(requests[index])))
+            prepared = self._prompt_ids(request)
+            if isinstance(prepared, Generation):  # a bad or too long request fails alone, not its whole batch
+                results[index] = prepared
+            else:
+                prompt_ids[index] = prepared
+                requests[index] = self._within_context(request, len(prepared))
+        ready = sorted(prompt_ids, key=lambda index: sampling_key(requests[index]))
         for key, group in itertools.groupby(ready, key=lambda index: sampling_key(requests[index])):
             group = list(group)
             self.generate_calls += 1
             try:
                 generations = generate_batch(self.model, self.tokenizer, [requests[i] for i in group],
-                                             [prompts[i] for i in group], key, abort=self._closing)
+                                             [prompt_ids[i] for i in group], key, should_stop=self._should_stop)
             except Exception as exc:
                 generations = [error_generation(f"{type(exc).__name__}: {exc}") for _ in group]
             results.update(zip(group, generations))
         return [results[index] for index in range(len(requests))]
+
+    def _should_stop(self) -> bool:
+        """Stop generating when the engine closes or when every caller of the batch was cancelled."""
+        return self._closing.is_set() or self._batcher.abandoned()
+
+    def _prompt_ids(self, request: GenerationRequest) -> list[int] | Generation:
+        """The request's prompt as token ids, or why it cannot be generated for."""
+        try:
+            prompt = render_prompt(self.tokenizer, request)
+        except Exception as exc:
+            return error_generation(f"chat template failed: {type(exc).__name__}: {exc}")
+        context = self.context_tokens
+        if context and len(prompt) > context * self._longest_token_chars:
+            # Cannot fit whatever it tokenizes to; tokenizing a huge prompt would take long by itself.
+            return context_generation(f"the prompt ({len(prompt):,} characters) is longer than the model's "
+                                      f"context of {context:,} tokens")
+        # The chat template already holds any BOS token, so the tokenizer must not add another.
+        ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        if context and len(ids) >= context:
+            return context_generation(f"the prompt ({len(ids):,} tokens) leaves no room in the model's "
+                                      f"context of {context:,} tokens", prompt_tokens=len(ids))
+        return ids
+
+    def _within_context(self, request: GenerationRequest, prompt_tokens: int) -> GenerationRequest:
+        room = self.context_tokens - prompt_tokens if self.context_tokens else request.max_new_tokens
+        return request if request.max_new_tokens <= room else dataclasses.replace(request, max_new_tokens=room)
 
     @property
     def batch_sizes(self) -> list[int]:
         return self._batcher.batch_sizes
 
     async def aclose(self) -> None:
-        self._closing.set()  # a batch still generating stops at its next token
+        self._closing.set()  # a batch still generating stops at its next token (or layer, in a prefill)
         await self._batcher.aclose()
 
 
-def _group_order(key) -> tuple:
-    return (key.do_sample, key.temperature, key.top_p)
+class HFEngine(ModelEngine):
+    """The transformers model in a local dir (`hf:DIR`)."""
+
+    def __init__(self, model_dir: str | Path, *, spec: str | None = None, device: str | None = None,
+                 dtype: str | None = None, max_batch_size: int = 32):
+        self.model_dir = Path(model_dir).expanduser()
+        model, tokenizer = load_model_and_tokenizer(self.model_dir, device=device, dtype=dtype or "auto")
+        super().__init__(model, tokenizer, spec=spec or f"hf:{model_dir}", max_batch_size=max_batch_size)
+
+
+def _longest_token_chars(tokenizer: Any) -> int:
+    """An upper bound of the characters one token covers (its vocabulary entry is at least as long)."""
+    try:
+        return max(map(len, tokenizer.get_vocab()), default=1) or 1
+    except Exception:  # a tokenizer without a vocabulary to list: no shortcut, always tokenize
+        return 1 << 30

@@ -3,6 +3,10 @@
 Each row keeps its own stop strings and token budget: the batch generates up to the
 largest budget, a stopping criterion marks every row done at its own stop string, end
 of turn or budget (transformers then pads that row), and each row's text is cut there.
+
+A stop check (the engine is closing, or nobody waits for the batch any more: Ctrl-C,
+SIGTERM) ends the call within a token, and within one layer during a long prompt's
+prefill, which is a single forward pass.
 """
 
 from __future__ import annotations
@@ -10,8 +14,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
@@ -19,7 +24,14 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 from agentdata.engines.base import Generation, GenerationRequest, cut_at_first_stop
 
 
-@dataclass(frozen=True)
+StopCheck = Callable[[], bool]  # called from the generating thread: True means stop now
+
+
+class GenerationAborted(RuntimeError):
+    """The engine was closed, or its callers went away, while this call was generating."""
+
+
+@dataclass(frozen=True, order=True)
 class SamplingKey:
     """Settings that one `generate` call applies to all its rows."""
 
@@ -70,9 +82,9 @@ class PerRowStopping(StoppingCriteria):
     """
 
     def __init__(self, tokenizer, requests: list[GenerationRequest], prompt_length: int, eos_token_ids: set[int],
-                 abort: threading.Event | None = None):
+                 should_stop: StopCheck | None = None):
         self.tokenizer = tokenizer
-        self.abort = abort
+        self.should_stop = should_stop
         self.prompt_length = prompt_length
         self.stops = [tuple(request.stop) for request in requests]
         self.budgets = [request.max_new_tokens for request in requests]
@@ -90,7 +102,7 @@ class PerRowStopping(StoppingCriteria):
     def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
         generated = input_ids[:, self.prompt_length:]
         length = generated.shape[1]
-        if self.abort is not None and self.abort.is_set():
+        if self.should_stop is not None and self.should_stop():
             # The engine is closing (Ctrl-C, kill): end every row now rather than finish a long batch.
             return torch.ones(generated.shape[0], dtype=torch.bool, device=input_ids.device)
         for row in range(generated.shape[0]):
@@ -121,17 +133,49 @@ def generation_seed(requests: list[GenerationRequest]) -> int | None:
     return int.from_bytes(digest[:4], "little")
 
 
-def generate_batch(model, tokenizer, requests: list[GenerationRequest], prompts: list[str],
-                   key: SamplingKey, abort: threading.Event | None = None) -> list[Generation]:
-    """Run one `generate` call for `requests` (all sharing `key`; `prompts` rendered) and cut each row."""
-    # The chat template already holds any BOS token, so the tokenizer must not add another.
-    encoded = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
-    encoded = {name: tensor.to(model.device) for name, tensor in encoded.items()}
-    prompt_tokens = encoded["attention_mask"].sum(dim=1).tolist()
-    prompt_length = encoded["input_ids"].shape[1]
+def left_padded(prompt_ids: list[list[int]], pad_token_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """One batch of prompts, padded on the left so every row's last prompt token meets its first new one."""
+    width = max(len(ids) for ids in prompt_ids)
+    input_ids = torch.full((len(prompt_ids), width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(prompt_ids), width), dtype=torch.long)
+    for row, ids in enumerate(prompt_ids):
+        if ids:
+            input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+            attention_mask[row, width - len(ids):] = 1
+    return input_ids.to(device), attention_mask.to(device)
+
+
+@contextmanager
+def stop_between_layers(model, should_stop: StopCheck | None):
+    """Check `should_stop` before every layer: a long prompt's prefill is one forward pass, which
+    the per-token stopping criterion only sees once it is over (minutes for a long prompt on a CPU)."""
+    if should_stop is None:
+        yield
+        return
+
+    def check(module, args):
+        if should_stop():
+            raise GenerationAborted("the engine was closed during generation")
+
+    # The repeated blocks (decoder layers) live in ModuleLists whatever the architecture.
+    handles = [layer.register_forward_pre_hook(check) for layers in model.modules()
+               if isinstance(layers, torch.nn.ModuleList) for layer in layers]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def generate_batch(model, tokenizer, requests: list[GenerationRequest], prompt_ids: list[list[int]],
+                   key: SamplingKey, should_stop: StopCheck | None = None) -> list[Generation]:
+    """Run one `generate` call for `requests` (all sharing `key`; prompts already tokenized) and cut each row."""
+    pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    input_ids, attention_mask = left_padded(prompt_ids, pad_token_id, model.device)
+    prompt_length = input_ids.shape[1]
 
     eos_token_ids = _eos_token_ids(model, tokenizer)
-    stopping = PerRowStopping(tokenizer, requests, prompt_length, eos_token_ids, abort)
+    stopping = PerRowStopping(tokenizer, requests, prompt_length, eos_token_ids, should_stop)
     generation_config = copy.deepcopy(model.generation_config)
     generation_config.update(
         max_new_tokens=max(request.max_new_tokens for request in requests),
@@ -139,19 +183,18 @@ def generate_batch(model, tokenizer, requests: list[GenerationRequest], prompts:
         temperature=key.temperature if key.do_sample else None,
         top_p=key.top_p if key.do_sample else None,
         top_k=None,
-        pad_token_id=tokenizer.pad_token_id,
+        pad_token_id=pad_token_id,
         eos_token_id=sorted(eos_token_ids),
     )
     seed = generation_seed(requests)
     if seed is not None:
         torch.manual_seed(seed)
-    with torch.inference_mode():
-        output = model.generate(
-            **encoded, generation_config=generation_config, stopping_criteria=StoppingCriteriaList([stopping])
-        )
+    with torch.inference_mode(), stop_between_layers(model, should_stop):
+        output = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=generation_config,
+                                stopping_criteria=StoppingCriteriaList([stopping]))
     generated = output[:, prompt_length:]
     return [
-        _row_generation(tokenizer, generated[row], request, stopping, row, prompt_tokens[row])
+        _row_generation(tokenizer, generated[row], request, stopping, row, len(prompt_ids[row]))
         for row, request in enumerate(requests)
     ]
 

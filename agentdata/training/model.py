@@ -10,7 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from agentdata.engines.hf_model import load_model as load_pretrained
+from agentdata.engines.hf_model import load_tokenizer
 from agentdata.errors import UserError
+
+__all__ = ["last_checkpoint", "load_model", "load_tokenizer", "lora_config", "resolve_model_dir", "resume_path",
+           "save_trained"]
 
 
 def resolve_model_dir(spec: str) -> Path:
@@ -28,29 +33,9 @@ def resolve_model_dir(spec: str) -> Path:
     return path
 
 
-def load_tokenizer(model_dir: Path) -> Any:
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    if tokenizer.chat_template is None:
-        raise UserError(f"{model_dir}: the tokenizer has no chat template; use an instruct/chat model")
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
-
-
 def load_model(model_dir: Path, bf16: bool = False) -> Any:
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    config = AutoConfig.from_pretrained(model_dir)
-    # A dir converted from a GGUF file (the embedded SmolLM2) holds plain float weights but keeps
-    # the GGUF `quantization_config`, which makes transformers refuse to train it ("purely
-    # quantized"); the weights are not quantized, so the stale entry is dropped.
-    quantization = getattr(config, "quantization_config", None) or {}
-    if isinstance(quantization, dict) and quantization.get("quant_method") == "gguf":
-        del config.quantization_config
-    return AutoModelForCausalLM.from_pretrained(model_dir, config=config, dtype=torch.bfloat16 if bf16 else torch.float32)
+    """The model to train: float32 weights, or bfloat16 with `bf16` (the hf engine's loader)."""
+    return load_pretrained(model_dir, dtype="bfloat16" if bf16 else "float32")
 
 
 def lora_config(r: int, alpha: int, dropout: float, target_modules: str) -> Any:
