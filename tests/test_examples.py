@@ -165,7 +165,7 @@ def test_quickstart_dry_run_prints_every_step_and_each_parses(tmp_path):
     commands = [argv for argv in commands if argv[0] != "rm"]
     steps = [" ".join(c[1:3]) if c[1] in ("synth", "sandbox") else c[1] for c in commands]
     assert steps == ["synth problems", "collect", "synth stitch", "curate", "filter", "train",
-                     "synth problems", "eval"]
+                     "synth problems", "synth problems", "eval"]
     for argv in commands:
         assert argv[0] == "agentdata"
         parse_with_the_cli(argv)

@@ -110,7 +110,9 @@ step train agentdata train --sft-data "$OUT/sft.parquet" --rl-pool "$RL_POOL" \
 
 # 7. Held-out problems (another seed): the base model against the trained one, with the tool.
 step benchmark agentdata synth problems --n 6 --levels 1,2 --seed 1 --out "$OUT/bench.jsonl"
-step eval agentdata eval base=smollm2 "$OUT/bench.jsonl" --compare "trained=hf:$OUT/train/rl" \
+# ... and a few built-in code tasks, graded by running the answer's program against their tests.
+step codebench agentdata synth problems --n 4 --kinds code --seed 1 --out "$OUT/code_bench.jsonl"
+step eval agentdata eval base=smollm2 "$OUT/bench.jsonl" "$OUT/code_bench.jsonl" --compare "trained=hf:$OUT/train/rl" \
   --k 2 --protocol "$PROTOCOL" --max-new-tokens "$MAX_NEW_TOKENS" --max-tool-calls "$MAX_TOOL_CALLS" \
   --concurrency "$CONCURRENCY" --out "$OUT/eval"
 
