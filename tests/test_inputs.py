@@ -230,3 +230,19 @@ def _problems_file(tmp_path, count):
     path = tmp_path / "p.jsonl"
     path.write_text("".join(json.dumps({"question": f"Q{i}?", "answer": "1"}) + "\n" for i in range(count)))
     return path
+
+
+def test_a_name_too_long_for_the_system_is_one_line_naming_the_flag(tmp_path, capsys):
+    assert run_cli(["synth", "problems", "--n", "2", "--out", str(tmp_path / ("x" * 300 + ".jsonl"))]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --out") and "File name too long" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_write_the_system_refuses_is_one_line_not_a_crash(tmp_path, capsys, monkeypatch):
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "p.jsonl"))
+
+    monkeypatch.setattr("agentdata.records.atomic_write", refused)
+    assert run_cli(["synth", "problems", "--n", "2", "--out", str(tmp_path / "p.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "p.jsonl: Permission denied" in err and "unexpected" not in err and len(err.strip().splitlines()) == 1

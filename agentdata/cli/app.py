@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
 import signal
 import sys
@@ -17,6 +18,10 @@ from agentdata.errors import UserError
 # Newer typer vendors click: take the usage-error classes from wherever typer's own come from.
 _click_errors = importlib.import_module(typer.BadParameter.__module__)
 NoArgsIsHelp = getattr(_click_errors, "NoArgsIsHelpError", ())
+
+# The system refused a file operation on a path the user gave (or its folder): theirs to fix, one line.
+REFUSED_BY_SYSTEM = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG,
+                     errno.EISDIR, errno.ENOTDIR, errno.ELOOP}
 
 app = typer.Typer(
     name="agentdata",
@@ -53,6 +58,8 @@ def main(argv: list[str] | None = None) -> None:
     except (KeyboardInterrupt, typer.Abort):
         _fail("interrupted", 130, style="yellow")
     except Exception as error:  # noqa: BLE001 - the last resort: a short line, the traceback to a file
+        if isinstance(error, OSError) and error.errno in REFUSED_BY_SYSTEM and error.filename:
+            _fail(f"{error.filename}: {error.strerror} (check the path, its permissions and the free space)", 2)
         log = write_crash_log(error, output_place())
         _fail(f"unexpected {type(error).__name__}: {str(error)[:300]} — the full traceback is in {log}", 1)
     if code == 130:  # typer turns Ctrl-C inside a command into exit code 130
