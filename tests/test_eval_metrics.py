@@ -146,6 +146,24 @@ def test_benchmark_metrics_with_uneven_sample_counts():
     assert metrics.pass_at_k == {1: pytest.approx(0.25), 2: pytest.approx(1.0)}  # pass@2 only over problem a
 
 
+def test_failed_responses_are_no_wrong_answers_and_are_counted_apart(tmp_path):
+    trajectories = [response("a", 0, "1", True), response("a", 1, None, False, finish="error"),
+                    response("a", 2, "2", False), response("b", 0, None, False, finish="error")]
+    metrics = benchmark_metrics(trajectories, string_equivalence)
+    assert metrics.avg_at_k == pytest.approx(0.5)  # a: 1 of its 2 valid responses; b has none and is not scored
+    assert metrics.pass_at_k[1] == pytest.approx(0.5) and metrics.num_problems == 1 and metrics.num_responses == 2
+    assert (metrics.failed_responses, metrics.unscored_problems, metrics.samples) == (2, 1, 3)
+    assert metrics.finish_reasons == {"answer": 2, "error": 2}
+    report = EvalReport(results=[EvalResult("m", "hf:m", "aime", 4, "runs/x", metrics)])
+    report.write(tmp_path)
+    assert EvalReport.read(tmp_path).results[0].metrics == metrics
+
+
+def test_a_benchmark_whose_every_response_failed_scores_nothing_instead_of_zero():
+    metrics = benchmark_metrics([response("a", 0, None, False, finish="error")], string_equivalence)
+    assert (metrics.num_problems, metrics.failed_responses, metrics.unscored_problems, metrics.pass_at_k) == (0, 1, 1, {})
+
+
 def test_benchmark_metrics_with_no_tool_calls_has_zero_error_rate():
     metrics = benchmark_metrics([response("a", 0, "1", True)], string_equivalence)
     assert metrics.tool_error_rate == 0.0 and metrics.mean_tool_calls == 0.0

@@ -52,6 +52,35 @@ def test_pass_rates_from_run_dir_use_first_k(tmp_path):
     assert dict(first_two.select("problem_id", "pass_rate").iter_rows())[problems[1].id] == 1.0
 
 
+def failed(row):
+    return replace(row, finish_reason="error", correct=False, error="engine: connection refused")
+
+
+def test_failed_rollouts_count_in_no_pass_rate_and_a_redone_one_replaces_them(tmp_path):
+    problems = crafted_problems(1)
+    rows = [replace(trajectory(f"{p.id}-{s}", problem_id=p.id, question=p.question, correct=s == 0), answer=p.answer)
+            for p in problems for s in range(4)]
+    rows[1], rows[2] = failed(rows[1]), failed(rows[2])  # problem 0: one right, one wrong, two failures
+    rows[4:8] = [failed(row) for row in rows[4:7]] + [rows[7]]  # problem 1: three failures, one wrong
+    write_run(tmp_path / "profile", rows, per_shard=4)
+    rates = {row["problem_id"]: row for row in pass_rates([tmp_path / "profile"]).to_dicts()}
+    assert (rates[problems[0].id]["pass_rate"], rates[problems[0].id]["n_rollouts"], rates[problems[0].id]["n_errors"]) == (0.5, 2, 2)
+    # resume redid problem 0's failed sample 1 (correct this time): the redone row replaces the failed one
+    redo = replace(rows[1], finish_reason="answer", correct=True, error=None)
+    write_run(tmp_path / "profile" / "later", [redo])
+    (tmp_path / "profile" / "later" / "trajectories" / "part-00000.parquet").rename(
+        tmp_path / "profile" / "trajectories" / "part-00099.parquet")
+    rates = {row["problem_id"]: row for row in pass_rates([tmp_path / "profile"]).to_dicts()}
+    assert (rates[problems[0].id]["n_rollouts"], rates[problems[0].id]["n_errors"]) == (3, 1)
+    assert rates[problems[0].id]["pass_rate"] == pytest.approx(2 / 3)
+
+    result = build_pool(problems_table(problems), pass_rates([tmp_path / "profile"]),
+                        PoolConfig(embedding="tfidf", near_dup_threshold=None))
+    reasons = dict(result.rejected.select("problem_id", "drop_reason").iter_rows())
+    assert reasons[problems[1].id] == "unprofiled"  # 1 valid of 4: too few to place in or out of the band
+    assert problems[1].id not in result.profiled["problem_id"].to_list()
+
+
 @pytest.mark.parametrize("band, kept", [((0.0, 1.0), [0.25, 0.5, 0.75]), ((0.25, 0.75), [0.5]),
                                         ((0.2, 0.8), [0.25, 0.5, 0.75]), ((0.0, 0.5), [0.25])])
 def test_band_is_exclusive_at_both_ends(band, kept):

@@ -95,11 +95,18 @@ def command(
         m = result.metrics
         console.print(f"  {result.model} · {result.benchmark} · tools ≤ {result.max_tool_calls}: "
                       f"avg@{m.samples} {m.avg_at_k:.1%} · pass@{m.samples} {m.pass_at_samples:.1%} · "
-                      f"maj@{m.samples} {m.maj_at_k:.1%}{_cache_note(result.cache)}")
+                      f"maj@{m.samples} {m.maj_at_k:.1%}{_failure_note(m)}{_cache_note(result.cache)}")
 
     report = run_eval(models, bench_files, out, config, on_result=on_result)
     console.print(results_table(report.results, title=f"eval · {out}"))
     console.print(f"Report: [cyan]{out / 'report.json'}[/] · plots: " + ", ".join(f"[cyan]{p}[/]" for p in report.plots))
+
+
+def _failure_note(metrics) -> str:
+    if not metrics.failed_responses:
+        return ""
+    return (f" · [yellow]{metrics.failed_responses} response(s) failed (engine/sandbox error), left out of the "
+            f"scores; rerun to retry them[/]")
 
 
 def _cache_note(cache: dict[str, int]) -> str:

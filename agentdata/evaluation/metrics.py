@@ -11,6 +11,9 @@ correct. Per benchmark:
   they are equal (`answers_equivalent`), so "1/2", "0.5" and "\\frac{1}{2}" are one vote.
 - tool use: mean tool calls per response, tool error rate (failed calls / calls), mean
   response length (completion tokens and characters), finish reasons.
+- failures: a response that ended in an engine or sandbox error (finish reason `error`) is no
+  wrong answer: it is left out of every score above and counted apart (`failed_responses`,
+  and `unscored_problems` for problems with no valid response at all).
 - kind: `code` (graded by running tests: maj@k votes on identical programs, and the time
   spent running tests is reported apart), `multiple choice` (letter answers), or `math`.
 """
@@ -115,6 +118,8 @@ class BenchmarkMetrics:
     kind: str = "math"  # math | code | multiple choice | mixed
     mean_test_s: float = 0.0  # code: seconds of test runs per response (not part of the tool time)
     mean_passed_fraction: float | None = None  # code: the mean fraction of tests passed
+    failed_responses: int = 0   # ended in an engine or sandbox error: in no score, counted here
+    unscored_problems: int = 0  # problems whose every response failed: in no score either
 
     @property
     def pass_at_samples(self) -> float:
@@ -143,22 +148,25 @@ def response_chars(trajectory: Trajectory) -> int:
 
 
 def benchmark_metrics(trajectories: Iterable[Trajectory], equivalent: Equivalence = answers_equivalent) -> BenchmarkMetrics:
-    """All metrics of one benchmark run; problems may have different sample counts."""
-    trajectories = list(trajectories)
-    groups = group_by_problem(trajectories)
-    if not groups:
+    """All metrics of one benchmark run; problems may have different sample counts.
+
+    Failed responses (engine or sandbox errors) are left out of every score and counted apart.
+    """
+    everything = list(trajectories)
+    if not everything:
         raise ValueError("no trajectories to score")
-    sample_counts = [len(responses) for responses in groups.values()]
+    trajectories = [t for t in everything if t.finish_reason != "error"]
+    groups = group_by_problem(trajectories)
     calls = sum(t.num_tool_calls for t in trajectories)
-    count = len(trajectories)
-    kind = benchmark_kind(trajectories)
+    count = max(1, len(trajectories))
+    kind = benchmark_kind(trajectories or everything)
     if kind == "code":
         equivalent = _same_program
     tested = [t.metadata["tests"] for t in trajectories if isinstance(t.metadata.get("tests"), dict)]
     return BenchmarkMetrics(
         num_problems=len(groups),
-        num_responses=count,
-        samples=max(sample_counts),
+        num_responses=len(trajectories),
+        samples=max(len(responses) for responses in group_by_problem(everything).values()),
         avg_at_k=_mean(sum(t.correct for t in rs) / len(rs) for rs in groups.values()),
         pass_at_k=_pass_curve(groups),
         maj_at_k=_mean(_majority_correct(rs, equivalent) for rs in groups.values()),
@@ -166,10 +174,12 @@ def benchmark_metrics(trajectories: Iterable[Trajectory], equivalent: Equivalenc
         tool_error_rate=sum(t.num_tool_errors for t in trajectories) / calls if calls else 0.0,
         mean_response_tokens=sum(t.completion_tokens for t in trajectories) / count,
         mean_response_chars=sum(response_chars(t) for t in trajectories) / count,
-        finish_reasons=dict(sorted(Counter(t.finish_reason for t in trajectories).items())),
+        finish_reasons=dict(sorted(Counter(t.finish_reason for t in everything).items())),
         kind=kind,
         mean_test_s=sum(float(t.timings.get("test_s", 0.0)) for t in trajectories) / count,
         mean_passed_fraction=_mean(float(tests.get("fraction", 0.0)) for tests in tested) if tested else None,
+        failed_responses=len(everything) - len(trajectories),
+        unscored_problems=len({t.problem_id for t in everything} - set(groups)),
     )
 
 
@@ -191,7 +201,7 @@ def _same_program(first: str, second: str) -> bool:
 def _pass_curve(groups: dict[str, list[Trajectory]]) -> dict[int, float]:
     """pass@k for each reported k, over the problems that have at least k samples."""
     curve: dict[int, float] = {}
-    for k in pass_k_values(max(len(rs) for rs in groups.values())):
+    for k in pass_k_values(max((len(rs) for rs in groups.values()), default=0)):
         scores = [pass_at_k(len(rs), sum(t.correct for t in rs), k) for rs in groups.values() if len(rs) >= k]
         curve[k] = _mean(scores)
     return curve

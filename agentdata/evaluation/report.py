@@ -50,6 +50,7 @@ class EvalResult:
             mean_response_chars=data.pop("mean_response_chars"), finish_reasons=data.pop("finish_reasons"),
             kind=data.pop("kind", "math"), mean_test_s=data.pop("mean_test_s", 0.0),
             mean_passed_fraction=data.pop("mean_passed_fraction", None),
+            failed_responses=data.pop("failed_responses", 0), unscored_problems=data.pop("unscored_problems", 0),
         )
         return cls(metrics=metrics, **data)
 
@@ -85,7 +86,7 @@ class EvalReport:
 def results_table(results: list[EvalResult], title: str = "eval") -> Table:
     table = Table(title=title)
     for name in ("model", "benchmark", "kind", "tool calls ≤", "problems", "avg@k", "pass@k", "maj@k",
-                 "calls/resp", "tool err", "resp tokens", "test s/resp", "finish reasons"):
+                 "calls/resp", "tool err", "resp tokens", "test s/resp", "failed", "finish reasons"):
         table.add_column(name, justify="left" if name in ("model", "benchmark", "kind", "finish reasons") else "right")
     for result in results:
         m = result.metrics
@@ -95,6 +96,6 @@ def results_table(results: list[EvalResult], title: str = "eval") -> Table:
             result.model, result.benchmark, m.kind, str(result.max_tool_calls), str(m.num_problems),
             f"{m.avg_at_k:.1%} @{k}", f"{m.pass_at_samples:.1%} @{k}", f"{m.maj_at_k:.1%} @{k}",
             f"{m.mean_tool_calls:.2f}", f"{m.tool_error_rate:.1%}", f"{m.mean_response_tokens:.0f}",
-            f"{m.mean_test_s:.2f}" if m.kind in ("code", "mixed") else "-", reasons,
+            f"{m.mean_test_s:.2f}" if m.kind in ("code", "mixed") else "-", str(m.failed_responses), reasons,
         )
     return table

@@ -46,6 +46,9 @@ class PoolConfig:
     )
     format: str = field(default="agentdata", metadata={"help": "agentdata | verl output columns."})
     seed: int = field(default=0, metadata={"help": "Seed for clustering."})
+    min_valid_share: float = field(default=0.5, metadata={
+        "help": "A problem whose rollouts ended in an engine or sandbox error more often than this leaves is "
+                "dropped as `unprofiled` (errors are no wrong answers and count in no pass rate)."})
     extra_steps: list[str] = field(
         default_factory=list,
         metadata={"help": "Filter steps run after the built-in ones, before the selection: registered names or "
@@ -60,6 +63,8 @@ class PoolConfig:
             raise ValueError(f"format must be one of {POOL_FORMATS}")
         if self.size is not None and self.size < 1:
             raise ValueError("size must be at least 1")
+        if not 0 < self.min_valid_share <= 1:
+            raise ValueError("min_valid_share must be in (0, 1]")
 
 
 @dataclass
@@ -84,12 +89,29 @@ class PassRateBand(ExpressionStep):
 
 
 class NotProfiled(ExpressionStep):
-    """Drops problems with no student rollout in the profile."""
+    """Drops problems with no student rollout in the profile (not even a failed one)."""
 
     reason = "not_profiled"
 
     def expression(self) -> pl.Expr:
-        return pl.col("n_rollouts").fill_null(0) > 0
+        return _attempted() > 0
+
+
+@dataclass
+class TooFewValidRollouts(ExpressionStep):
+    """Drops problems whose rollouts mostly failed (engine or sandbox errors): their pass rate
+    rests on too few answers to place them in or out of the band."""
+
+    min_valid_share: float = 0.5
+    reason = "unprofiled"
+
+    def expression(self) -> pl.Expr:
+        valid = pl.col("n_rollouts").fill_null(0)
+        return (valid > 0) & (valid >= self.min_valid_share * _attempted())
+
+
+def _attempted() -> pl.Expr:
+    return pl.col("n_rollouts").fill_null(0) + pl.col("n_errors").fill_null(0)
 
 
 def problems_table(problems: Sequence[Problem]) -> pl.DataFrame:
@@ -104,19 +126,27 @@ def problems_table(problems: Sequence[Problem]) -> pl.DataFrame:
 
 
 def pass_rates(run_dirs: Sequence[str | os.PathLike], k: int | None = None) -> pl.DataFrame:
-    """Per problem: `pass_rate` (share correct) over its first `k` rollouts, and `n_rollouts`."""
-    rollouts = scan_shards(shard_paths(run_dirs)).select("problem_id", "correct")
+    """Per problem, over its first `k` rollouts: `pass_rate` (share correct among the valid ones),
+    `n_rollouts` (valid: ended without an engine or sandbox error) and `n_errors` (the others).
+
+    A failure is not a wrong answer: an errored rollout counts in no pass rate. A rollout redone
+    on resume (same id, a later shard) replaces the earlier one.
+    """
+    rollouts = scan_shards(shard_paths(run_dirs)).select("id", "problem_id", "correct", "finish_reason")
+    rollouts = rollouts.unique("id", keep="last", maintain_order=True)
     if k is not None:
         rollouts = rollouts.filter(pl.int_range(pl.len()).over("problem_id") < k)
+    failed = pl.col("finish_reason") == "error"
     grouped = rollouts.group_by("problem_id", maintain_order=True).agg(
-        pl.col("correct").fill_null(False).cast(pl.Float64).mean().alias("pass_rate"),
-        pl.len().cast(pl.Int64).alias("n_rollouts"),
+        pl.col("correct").filter(~failed).fill_null(False).cast(pl.Float64).mean().alias("pass_rate"),
+        (~failed).sum().cast(pl.Int64).alias("n_rollouts"),
+        failed.sum().cast(pl.Int64).alias("n_errors"),
     )
     return grouped.collect()
 
 
 def pool_steps(config: PoolConfig) -> list[Step]:
-    steps: list[Step] = [NotProfiled(), PassRateBand(*config.band)]
+    steps: list[Step] = [NotProfiled(), TooFewValidRollouts(config.min_valid_share), PassRateBand(*config.band)]
     if config.decontam_files:
         steps.append(ContaminationFilter(BenchmarkNgrams.from_files(config.decontam_files, config.decontam_ngram)))
     steps.append(ExactDuplicateFilter("question_hash"))
@@ -128,6 +158,8 @@ def pool_steps(config: PoolConfig) -> list[Step]:
 def build_pool(problems: pl.DataFrame, rates: pl.DataFrame, config: PoolConfig | None = None) -> PoolResult:
     """Band, decontaminate, dedup, then select `size` problems spread over clusters and sources."""
     config = config or PoolConfig()
+    if "n_errors" not in rates.columns:  # a table of rates from elsewhere: no failed rollouts known
+        rates = rates.with_columns(pl.lit(0, dtype=pl.Int64).alias("n_errors"))
     profiled = problems.join(rates, on="problem_id", how="left").with_columns(
         normalised(pl.col("question")).hash(seed=0).alias("question_hash")
     )
@@ -137,7 +169,8 @@ def build_pool(problems: pl.DataFrame, rates: pl.DataFrame, config: PoolConfig |
     if selection.rejected.height:
         counts.update(selection.counts)
     rejected = pl.concat([result.rejected, selection.rejected], how="diagonal_relaxed")
-    return PoolResult(pool.drop("question_hash"), profiled.filter(pl.col("n_rollouts").fill_null(0) > 0),
+    valid = TooFewValidRollouts(config.min_valid_share).expression()
+    return PoolResult(pool.drop("question_hash"), profiled.filter(valid),
                       counts, rejected, embedding)
 
 

@@ -53,7 +53,8 @@ def run_filter(
     report = write_json(out.with_name(out.stem + ".report.json"), {
         "output": str(output) if output else None, "empty": empty,
         "problems": len(problems), "selected": result.pool.height, "student": student, "k": k,
-        "generated_rollouts": generated, "profile_dir": str(profile_dir), "embedding": result.embedding,
+        "generated_rollouts": generated, "failed_rollouts": int(rates["n_errors"].sum()) if rates.height else 0,
+        "profile_dir": str(profile_dir), "embedding": result.embedding,
         "dropped": {f"dropped_{reason}": count for reason, count in result.counts.items()},
         "per_source": per_source, "per_domain": per_domain, "config": asdict(config), "plot": str(plot),
     })
