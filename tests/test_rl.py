@@ -96,3 +96,29 @@ def test_rollouts_use_the_configured_system_prompt(tmp_path, tiny_model_dir):
                              max_new_tokens=16, overlong_buffer=0, use_vllm="no", system_prompt="Use the tool.")
     _, rollout, _ = build_grpo_trainer(config, sandbox=None)
     assert rollout.loop_config.system_prompt == "Use the tool."
+
+
+def test_a_failed_rollout_is_masked_out_of_its_group_not_scored_wrong(tmp_path, tiny_model_dir):
+    """Against the installed TRL: the failed row gets no reward, no advantage and no loss tokens, and its
+    group's baseline is the valid members' mean (a right and a wrong answer: advantages +a and -a)."""
+    from dataclasses import replace
+
+    from agentdata.rl.run import build_grpo_trainer
+
+    config = GRPOStageConfig(model=f"hf:{tiny_model_dir}", out=str(tmp_path), max_steps=1, num_generations=3,
+                             max_new_tokens=16, overlong_buffer=0, use_vllm="no", rewards=["correctness"])
+    trainer, rollout, _ = build_grpo_trainer(config, sandbox=None)
+    outcomes = ["right", "wrong", "failed", "right", "wrong", "wrong"]
+    rollout._run = lambda prompts, trainer: [
+        replace(crafted_trajectory("error" if outcome == "failed" else "answer"), correct=outcome == "right")
+        for outcome in outcomes]
+    trainer.model.train()
+    inputs = [dict(trainer.train_dataset[index]) for index in (0, 0, 0, 1, 1, 1)]
+    output = trainer._generate_and_score_completions(inputs)
+    advantages = output["advantages"].tolist()
+    assert advantages[2] == 0.0 and advantages[0] == pytest.approx(-advantages[1]) and advantages[0] > 0.5
+    assert advantages[3] > 0 > advantages[4] and advantages[3] != pytest.approx(-advantages[4])  # the unmasked group
+    assert output["completion_mask"].sum(dim=1).tolist()[2] == 0
+    assert all(length > 0 for length in output["completion_mask"].sum(dim=1).tolist()[:2])
+    assert trainer._metrics["train"]["rollouts/failed_ratio"] == [pytest.approx(1 / 6)]
+    assert trainer._metrics["train"]["accuracy"] == [pytest.approx(2 / 5)]  # over the valid rollouts

@@ -6,7 +6,9 @@ code runs in agentdata's sandbox, the output goes back — exactly as `collect` 
 trajectory is rendered in its protocol and tokenized with the SFT masking, so the
 completion holds model text *and* tool output while `env_mask` zeroes the tool-output and
 template tokens: TRL keeps them out of the loss. Per-rollout facts (correct, tool calls,
-model tokens) travel to the reward functions as extra fields.
+model tokens) travel to the reward functions as extra fields, and `rollout_failed` marks a
+rollout that ended in an engine or sandbox error: the trainer masks it out of its group
+(`AgentGRPOTrainer`) instead of scoring it as a wrong answer.
 """
 
 from __future__ import annotations
@@ -113,6 +115,7 @@ class AgentRollout:
             "num_tool_calls": [t.num_tool_calls for t in trajectories],
             "num_tool_errors": [t.num_tool_errors for t in trajectories],
             "model_token_counts": [sum(t.env_mask) for t in tokens],
+            "rollout_failed": [rollout_failed(t) for t in trajectories],
         }
 
     def _run(self, prompts: list[Any], trainer: Any) -> list[Trajectory]:
@@ -135,6 +138,11 @@ class AgentRollout:
                                    "tool_s_summed": sum(t.timings.get("tool_s", 0.0) for t in trajectories)})
 
 
+def rollout_failed(trajectory: Trajectory) -> bool:
+    """The rollout ended in an engine or sandbox error: it says nothing about the policy."""
+    return trajectory.finish_reason == "error"
+
+
 def passed_fraction(trajectory: Trajectory) -> float | None:
     """A code rollout's fraction of tests passed (None for problems graded right/wrong only)."""
     tests = trajectory.metadata.get("tests")
@@ -145,6 +153,10 @@ def log_rollout_metrics(trainer: Any, trajectories: list[Trajectory], tokens: li
     """Agentic metrics next to TRL's own, under namespaced keys."""
     mode = "train" if trainer.model.training else "eval"
     metrics = trainer._metrics[mode]
+    metrics["rollouts/failed_ratio"].append(sum(map(rollout_failed, trajectories)) / max(1, len(trajectories)))
+    # Tokens first (they pair with the trajectories), then everything over the valid rollouts only.
+    tokens = [token for token, t in zip(tokens, trajectories) if not rollout_failed(t)]
+    trajectories = [t for t in trajectories if not rollout_failed(t)]
     count = max(1, len(trajectories))
     calls = sum(t.num_tool_calls for t in trajectories)
     metrics["accuracy"].append(sum(t.correct for t in trajectories) / count)

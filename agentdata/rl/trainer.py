@@ -1,8 +1,12 @@
-"""GRPOTrainer, configured for agentic RL, with the one behaviour TRL lacks: dynamic sampling.
+"""GRPOTrainer, configured for agentic RL, with two behaviours TRL lacks: dynamic sampling and
+failed rollouts masked out of their group.
 
-Pinned to TRL 1.16 (`trl==1.16.*` in pyproject): `_generate_and_score_completions` is a
-private method whose output dict (completion_mask, tool_mask, advantages,
-num_items_in_batch) this override relies on; tests/test_rl.py checks it.
+Pinned to TRL 1.16 (`trl==1.16.*` in pyproject): `_generate_and_score_completions` and
+`_calculate_rewards` are private methods. This code relies on: the output dict
+(completion_mask, tool_mask, advantages, num_items_in_batch); the rollout function's extra
+fields being merged into the `inputs` dicts; and a row whose rewards are all NaN being left
+out of its group's mean and std with its advantage set to 0 ("unscorable" in TRL).
+tests/test_rl.py checks these against the installed TRL.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from typing import Any
 from trl import GRPOTrainer
 
 ZERO_ADVANTAGE = 1e-6
+FAILED_FIELD = "rollout_failed"  # set by AgentRollout: True where the engine or sandbox failed
 
 
 class AgentGRPOTrainer(GRPOTrainer):
@@ -27,16 +32,36 @@ class AgentGRPOTrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         self.dynamic_sampling = dynamic_sampling
 
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        """TRL's rewards, with every reward of a failed rollout set to NaN: TRL then leaves the row
+        out of its group's baseline and std and gives it no advantage (a failure is no wrong answer)."""
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        failed = self.accelerator.gather(failed_rows(inputs, rewards_per_func.device))  # rewards are gathered too
+        rewards_per_func[failed] = float("nan")
+        return rewards_per_func
+
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output = super()._generate_and_score_completions(inputs)
+        mode = "train" if self.model.training else "eval"
+        failed = failed_rows(inputs, output["completion_mask"].device)  # inputs now hold the rollout's extra fields
+        masked = bool(failed.any())
+        if masked:  # their tokens would still count in the token-level loss's normaliser
+            output["completion_mask"] = output["completion_mask"] * (~failed).to(output["completion_mask"].dtype).unsqueeze(1)
         if self.dynamic_sampling:
-            mode = "train" if self.model.training else "eval"
             group_size = self.num_generations if mode == "train" else self.num_generations_eval
             kept = drop_flat_groups(output, group_size)
             self._metrics[mode]["dynamic_sampling/kept_group_ratio"].append(kept)
+        if masked or self.dynamic_sampling:
             loss_mask = output["completion_mask"] * output.get("tool_mask", 1)
             output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
         return output
+
+
+def failed_rows(inputs: list[dict[str, Any]], device: Any) -> Any:
+    """A bool tensor: which rows of the batch are rollouts that failed for infrastructure reasons."""
+    import torch
+
+    return torch.tensor([bool(row.get(FAILED_FIELD, False)) for row in inputs], dtype=torch.bool, device=device)
 
 
 def drop_flat_groups(output: dict[str, Any], group_size: int) -> float:
