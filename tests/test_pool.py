@@ -13,6 +13,7 @@ from agentdata.cli.app import app
 from agentdata.filters.embed import cluster_labels, embed_texts, sentence_transformers_available
 from agentdata.pool.run import run_filter
 from agentdata.pool.build import PoolConfig, build_pool, pass_rates, pool_rows, problems_table
+from agentdata.pool.confidence import wilson_interval, with_intervals
 from agentdata.pool.profile import missing_rollouts, profile_dir_for
 from agentdata.records import Problem
 from tests.curate_fixtures import trajectory, write_run
@@ -288,3 +289,55 @@ def test_write_pool_refuses_an_empty_pool(tmp_path):
     with pytest.raises(EmptyPoolError, match="empty"):
         write_pool(result, tmp_path / "pool.parquet")
     assert not (tmp_path / "pool.parquet").exists()
+
+
+@pytest.mark.parametrize("successes, trials, interval", [(2, 4, (0.1500, 0.8500)), (0, 4, (0.0, 0.4899)),
+                                                         (4, 4, (0.5101, 1.0)), (24, 32, (0.5789, 0.8675))])
+def test_wilson_interval_matches_the_textbook_values(successes, trials, interval):
+    assert wilson_interval(successes, trials) == pytest.approx(interval, abs=1e-4)
+    table = with_intervals(pl.DataFrame({"pass_rate": [successes / trials], "n_rollouts": [trials]}))
+    assert (table["pass_rate_low"][0], table["pass_rate_high"][0]) == pytest.approx(interval, abs=1e-4)
+
+
+def test_k_adaptive_profiles_again_only_the_problems_whose_interval_straddles_a_band_edge(tmp_path, monkeypatch):
+    import agentdata.agent.runner as collect_module
+    from agentdata.records import Trajectory, write_records
+
+    never, mostly, always = crafted_problems(1)
+    outcome = {never.id: lambda i: False, mostly.id: lambda i: i % 4 != 0, always.id: lambda i: True}
+    calls = []
+
+    def fake_collect(problem_list, out_dir, config, engine=None, show_progress=True):
+        calls.append(([p.id for p in problem_list], config.samples))
+        rows = [replace(trajectory(f"{p.id}-{i}", problem_id=p.id, question=p.question, correct=outcome[p.id](i)),
+                        answer=p.answer) for p in problem_list for i in range(config.samples)]
+        write_records(rows, out_dir / "trajectories" / f"part-{len(calls):05d}.parquet", Trajectory)
+
+    monkeypatch.setattr(collect_module, "collect", fake_collect)
+    config = PoolConfig(band=(0.45, 0.95), k_adaptive=32, embedding="tfidf", near_dup_threshold=None)
+    run = run_filter([never, mostly, always], tmp_path / "pool.parquet", config, k=8, show_progress=False)
+    # 0/8 is surely below 0.45 (interval up to 0.32); 6/8 (0.41-0.93) and 8/8 (0.68-1) could lie on either side of an edge
+    assert calls == [([never.id, mostly.id, always.id], 8), ([mostly.id, always.id], 32)]
+    rates = {row["problem_id"]: row for row in run.result.profiled.to_dicts()}
+    assert (rates[never.id]["n_rollouts"], rates[mostly.id]["n_rollouts"], rates[mostly.id]["pass_rate"]) == (8, 32, 0.75)
+    report = json.loads(run.report.read_text())
+    assert (report["reprofiled"], report["still_straddling"]) == (2, 1)  # 32/32: its interval still holds 0.95
+    pool = pl.read_parquet(run.output)
+    assert pool["problem_id"].to_list() == [mostly.id]
+    assert pool["pass_rate_low"][0] == pytest.approx(0.5789, abs=1e-4) and pool["pass_rate_high"][0] > 0.75
+    again = run_filter([never, mostly, always], tmp_path / "pool.parquet", config, k=8, show_progress=False)
+    assert again.generated == 0 and len(calls) == 2  # both rounds come from the cache
+
+
+def test_k_adaptive_must_exceed_k(tmp_path):
+    from agentdata.errors import UserError
+
+    with pytest.raises(UserError, match="--k-adaptive 4 must be more than --k 4"):
+        run_filter(crafted_problems(1), tmp_path / "pool.parquet", PoolConfig(k_adaptive=4), k=4)
+
+
+def test_cli_filter_k_adaptive_reaches_the_profile(tmp_path, capsys):
+    from tests.cli_helpers import run_cli
+
+    assert run_cli(["filter", "--k", "4", "--k-adaptive", "3", "--out", str(tmp_path / "p.parquet")]) == 2
+    assert "--k-adaptive 3 must be more than --k 4" in capsys.readouterr().err

@@ -41,6 +41,9 @@ def command(
     model: ModelName = None,
     engine_option: EngineOption = None,
     k: Annotated[int, typer.Option("--k", help="Student rollouts per problem.")] = 4,
+    k_adaptive: Annotated[Optional[int], typer.Option(
+        help="Profile again, up to N rollouts, only problems whose pass-rate interval (Wilson 95%) straddles a band edge.")
+    ] = None,
     band: Annotated[str, typer.Option(help="Keep LO < pass rate < HI (ends exclusive).")] = "0,1",
     size: Annotated[Optional[int], typer.Option(help="Problems to select evenly across clusters and sources.")] = None,
     clusters: Annotated[Optional[int], typer.Option(help="K-means clusters (default about sqrt(problems)).")] = None,
@@ -94,7 +97,7 @@ def command(
             band=parse_pair(band, "--band"), size=size, clusters=clusters, embedding=embedding,
             near_dup_threshold=near_dup_threshold or None, decontam_files=[str(p) for p in decontam or []],
             decontam_ngram=decontam_ngram, format=format, seed=seed, extra_steps=list(step or []),
-            domain_mix=parse_domain_mix(domain_mix),
+            domain_mix=parse_domain_mix(domain_mix), k_adaptive=k_adaptive,
         )
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None
@@ -107,6 +110,9 @@ def command(
                                profile_dir=profile_dir)
     console.print(f"profile: {run.profile_dir} ({run.generated:,} rollouts generated now, "
                   f"{'cache hit' if not run.generated else 'cache filled'})")
+    if k_adaptive:
+        console.print(f"k-adaptive: {run.reprofiled} problem(s) straddled a band edge at k={k} and were profiled "
+                      f"up to k={k_adaptive}; {run.still_straddling} still do")
     result = run.result
     console.print(drop_table(len(problems), result.counts, result.pool.height, title="filter: problems per drop reason"))
     console.print(rows_table(run.per_source, title="per source"))

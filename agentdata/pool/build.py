@@ -21,6 +21,7 @@ from agentdata.filters import (
     build_steps, run_steps,
 )
 from agentdata.filters.text import normalised
+from agentdata.pool.confidence import with_intervals
 from agentdata.pool.mix import mix_step
 from agentdata.errors import UserError
 from agentdata.records import Problem
@@ -46,6 +47,9 @@ class PoolConfig:
     )
     format: str = field(default="agentdata", metadata={"help": "agentdata | verl output columns."})
     seed: int = field(default=0, metadata={"help": "Seed for clustering."})
+    k_adaptive: int | None = field(default=None, metadata={
+        "help": "Profile again, up to this many rollouts, only the problems whose pass-rate interval (Wilson, 95%) "
+                "straddles an edge of the band; None: one round of k."})
     min_valid_share: float = field(default=0.5, metadata={
         "help": "A problem whose rollouts ended in an engine or sandbox error more often than this leaves is "
                 "dropped as `unprofiled` (errors are no wrong answers and count in no pass rate)."})
@@ -63,6 +67,8 @@ class PoolConfig:
             raise ValueError(f"format must be one of {POOL_FORMATS}")
         if self.size is not None and self.size < 1:
             raise ValueError("size must be at least 1")
+        if self.k_adaptive is not None and self.k_adaptive < 2:
+            raise ValueError("k_adaptive must be at least 2 (and more than k)")
         if not 0 < self.min_valid_share <= 1:
             raise ValueError("min_valid_share must be in (0, 1]")
 
@@ -142,7 +148,7 @@ def pass_rates(run_dirs: Sequence[str | os.PathLike], k: int | None = None) -> p
         (~failed).sum().cast(pl.Int64).alias("n_rollouts"),
         failed.sum().cast(pl.Int64).alias("n_errors"),
     )
-    return grouped.collect()
+    return with_intervals(grouped.collect())
 
 
 def pool_steps(config: PoolConfig) -> list[Step]:
@@ -160,6 +166,8 @@ def build_pool(problems: pl.DataFrame, rates: pl.DataFrame, config: PoolConfig |
     config = config or PoolConfig()
     if "n_errors" not in rates.columns:  # a table of rates from elsewhere: no failed rollouts known
         rates = rates.with_columns(pl.lit(0, dtype=pl.Int64).alias("n_errors"))
+    if "pass_rate_low" not in rates.columns:
+        rates = with_intervals(rates)
     profiled = problems.join(rates, on="problem_id", how="left").with_columns(
         normalised(pl.col("question")).hash(seed=0).alias("question_hash")
     )
@@ -207,10 +215,11 @@ def pool_rows(pool: pl.DataFrame, format: str = "agentdata") -> pl.DataFrame:
             pl.struct(pl.lit("rule").alias("style"), pl.col("answer").alias("ground_truth")).alias("reward_model"),
             pl.struct(
                 pl.lit("train").alias("split"), pl.col("index").cast(pl.Int64), "problem_id", "question", "answer",
-                "pass_rate", "n_rollouts",
+                "pass_rate", "n_rollouts", "pass_rate_low", "pass_rate_high",
             ).alias("extra_info"),
         )
-    return pool.select("problem_id", prompt, "answer", "source", "domain", "pass_rate", "n_rollouts", "cluster")
+    return pool.select("problem_id", prompt, "answer", "source", "domain", "pass_rate", "n_rollouts",
+                       "pass_rate_low", "pass_rate_high", "cluster")
 
 
 def source_table(result: PoolResult) -> list[dict]:

@@ -31,7 +31,8 @@ def profile_dir_for(out: Path, student: str, loop_settings: dict[str, Any] | Non
     return out.parent / "profile" / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', student).strip('_')}-{digest}"
 
 
-NO_RATES_SCHEMA = {"problem_id": pl.String, "pass_rate": pl.Float64, "n_rollouts": pl.Int64, "n_errors": pl.Int64}
+NO_RATES_SCHEMA = {"problem_id": pl.String, "pass_rate": pl.Float64, "n_rollouts": pl.Int64, "n_errors": pl.Int64,
+                   "pass_rate_low": pl.Float64, "pass_rate_high": pl.Float64}
 
 
 def profile_rates(profile_dir: Path, k: int | None = None) -> pl.DataFrame:

@@ -9,6 +9,8 @@ from typing import Any, Sequence
 import polars as pl
 
 from agentdata.pool.build import EmptyPoolError, PoolConfig, PoolResult, build_pool, problems_table, source_table, write_pool
+from agentdata.errors import UserError
+from agentdata.pool.confidence import straddling
 from agentdata.pool.mix import domain_table
 from agentdata.pool.profile import profile, profile_dir_for
 from agentdata.pool.report import pass_rate_histograms
@@ -27,6 +29,8 @@ class FilterRun:
     per_source: list[dict]
     empty: str | None = None  # why no pool file was written (the report and plot still are)
     per_domain: list[dict] = field(default_factory=list)
+    reprofiled: int = 0        # problems a --k-adaptive second round profiled again
+    still_straddling: int = 0  # problems whose interval still holds a band edge
 
 
 def run_filter(
@@ -37,8 +41,16 @@ def run_filter(
     """Profile the student on `problems` (re-using the profile run dir), build the pool, write it and its report."""
     out = Path(out)
     profile_dir = Path(profile_dir) if profile_dir else profile_dir_for(out, student, loop_settings)
+    if config.k_adaptive is not None and config.k_adaptive <= k:
+        raise UserError(f"--k-adaptive {config.k_adaptive} must be more than --k {k}: it is the rollouts "
+                        "a problem whose pass rate is unsure gets in all")
     rates, generated = profile(problems, profile_dir, student, k, engine=engine, show_progress=show_progress,
                                **(loop_settings or {}))
+    reprofiled: list[str] = []
+    if config.k_adaptive:
+        rates, more, reprofiled = _second_round(problems, rates, profile_dir, student, config, engine, show_progress,
+                                                loop_settings or {})
+        generated += more
     result = build_pool(problems_table(problems), rates, config)
     try:
         output, empty = write_pool(result, out, config.format), None
@@ -50,15 +62,37 @@ def run_filter(
         result.profiled["pass_rate"].to_list(), result.pool["pass_rate"].to_list(), config.band,
         out.with_name(out.stem + ".pass_rate.png"), by_domain=_rates_by_domain(result),
     )
+    unsure_now = straddling(rates, config.band)
     report = write_json(out.with_name(out.stem + ".report.json"), {
         "output": str(output) if output else None, "empty": empty,
         "problems": len(problems), "selected": result.pool.height, "student": student, "k": k,
-        "generated_rollouts": generated, "failed_rollouts": int(rates["n_errors"].sum()) if rates.height else 0,
+        "k_adaptive": config.k_adaptive, "reprofiled": len(reprofiled),
+        "still_straddling": len(unsure_now), "generated_rollouts": generated, "failed_rollouts": int(rates["n_errors"].sum()) if rates.height else 0,
         "profile_dir": str(profile_dir), "embedding": result.embedding,
         "dropped": {f"dropped_{reason}": count for reason, count in result.counts.items()},
         "per_source": per_source, "per_domain": per_domain, "config": asdict(config), "plot": str(plot),
     })
-    return FilterRun(result, output, profile_dir, generated, report, plot, per_source, empty, per_domain)
+    return FilterRun(result, output, profile_dir, generated, report, plot, per_source, empty, per_domain,
+                     len(reprofiled), len(unsure_now))
+
+
+def _second_round(
+    problems: Sequence[Problem], rates: pl.DataFrame, profile_dir: Path, student: str, config: PoolConfig,
+    engine: Any, show_progress: bool, loop_settings: dict[str, Any],
+) -> tuple[pl.DataFrame, int, list[str]]:
+    """Profile again, up to k_adaptive rollouts, only the problems whose interval straddles a band edge.
+
+    The first round always reads the first k rollouts, so a rerun picks the same problems and
+    finds their extra rollouts in the cache.
+    """
+    unsure = set(straddling(rates, config.band))
+    if not unsure:
+        return rates, 0, []
+    again = [problem for problem in problems if problem.id in unsure]
+    more_rates, generated = profile(again, profile_dir, student, config.k_adaptive, engine=engine,
+                                    show_progress=show_progress, **loop_settings)
+    kept = rates.filter(~pl.col("problem_id").is_in(pl.Series(sorted(unsure), dtype=pl.String).implode()))
+    return pl.concat([kept, more_rates.select(kept.columns)]), generated, sorted(unsure)
 
 
 def _rates_by_domain(result: PoolResult) -> dict[str, tuple[list[float], list[float]]]:

@@ -1,0 +1,49 @@
+"""How sure a pass rate is: the Wilson score interval of each problem's k rollouts.
+
+Four rollouts put a problem solved twice anywhere between 0.15 and 0.85 (95%). `filter`
+writes the interval next to each pass rate (`pass_rate_low`, `pass_rate_high`) and, with
+`--k-adaptive N`, profiles again — up to N rollouts — only the problems whose interval
+straddles an edge of the band: the ones more rollouts can still move in or out of it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+
+CONFIDENCE_Z = 1.96  # two-sided 95%
+
+
+def wilson_interval(successes: int, trials: int, z: float = CONFIDENCE_Z) -> tuple[float, float]:
+    """The Wilson score interval of `successes` in `trials` (it stays inside [0, 1] and is not
+    empty at 0 or k successes, unlike the normal approximation)."""
+    if trials <= 0:
+        raise ValueError("a confidence interval needs at least one trial")
+    rate, z2 = successes / trials, z * z
+    denominator = 1 + z2 / trials
+    centre = (rate + z2 / (2 * trials)) / denominator
+    half = z * math.sqrt(rate * (1 - rate) / trials + z2 / (4 * trials * trials)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def with_intervals(rates: pl.DataFrame, z: float = CONFIDENCE_Z) -> pl.DataFrame:
+    """`rates` (pass_rate over n_rollouts valid rollouts) plus `pass_rate_low` and `pass_rate_high`;
+    null where a problem has no valid rollout."""
+    rate, trials, z2 = pl.col("pass_rate"), pl.col("n_rollouts").cast(pl.Float64), z * z
+    denominator = 1 + z2 / trials
+    centre = (rate + z2 / (2 * trials)) / denominator
+    half = z * (rate * (1 - rate) / trials + z2 / (4 * trials * trials)).sqrt() / denominator
+    valid = trials > 0
+    return rates.with_columns(
+        pl.when(valid).then((centre - half).clip(0.0, 1.0)).alias("pass_rate_low"),
+        pl.when(valid).then((centre + half).clip(0.0, 1.0)).alias("pass_rate_high"),
+    )
+
+
+def straddling(rates: pl.DataFrame, band: tuple[float, float]) -> list[str]:
+    """Problems whose interval holds a band edge strictly inside: more rollouts may move them across it."""
+    inside = pl.lit(False)
+    for edge in band:
+        inside = inside | ((pl.col("pass_rate_low") < edge) & (edge < pl.col("pass_rate_high")))
+    return rates.filter(inside.fill_null(False))["problem_id"].to_list()
