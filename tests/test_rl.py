@@ -122,3 +122,49 @@ def test_a_failed_rollout_is_masked_out_of_its_group_not_scored_wrong(tmp_path, 
     assert all(length > 0 for length in output["completion_mask"].sum(dim=1).tolist()[:2])
     assert trainer._metrics["train"]["rollouts/failed_ratio"] == [pytest.approx(1 / 6)]
     assert trainer._metrics["train"]["accuracy"] == [pytest.approx(2 / 5)]  # over the valid rollouts
+
+
+def test_config_reads_the_online_band_from_text_or_a_list():
+    assert GRPOStageConfig(online_band="0.05,0.8").online_band == (0.05, 0.8)
+    assert GRPOStageConfig(online_band=[0.1, 0.9]).online_band == (0.1, 0.9)
+    with pytest.raises(ValueError, match="LO,HI"):
+        GRPOStageConfig(online_band="0.5")
+    with pytest.raises(ValueError, match="0 <= LO < HI <= 1"):
+        GRPOStageConfig(online_band="0.8,0.05")
+
+
+def test_the_online_band_replaces_groups_outside_it_with_fresh_prompts(tmp_path, tiny_model_dir):
+    """Through the installed TRL: the batch's two groups (all wrong, all right) are replaced by the
+    groups of two fresh pool prompts solved half the time, and TRL trains on the fresh prompts."""
+    from dataclasses import replace
+
+    from agentdata.rl.rollout import question_of
+    from agentdata.rl.run import build_grpo_trainer
+
+    config = GRPOStageConfig(model=f"hf:{tiny_model_dir}", out=str(tmp_path), max_steps=1, num_generations=2,
+                             max_new_tokens=16, overlong_buffer=0, use_vllm="no", rewards=["correctness"],
+                             online_band="0.05,0.8", limit=4)
+    trainer, rollout, _ = build_grpo_trainer(config, sandbox=None)
+    questions = [problem.question for problem in rollout.problems]
+    solved = {questions[0]: lambda i: False, questions[1]: lambda i: True,
+              questions[2]: lambda i: i % 2 == 0, questions[3]: lambda i: i % 2 == 1}
+    runs = []
+
+    def fake_run(prompts, trainer):
+        runs.append([question_of(prompt) for prompt in prompts])
+        problems = [rollout.problem_for(prompt) for prompt in prompts]
+        return [replace(crafted_trajectory(), id=f"{problem.id}-{i}", problem_id=problem.id, question=problem.question,
+                        answer=problem.answer, messages=tool_conversation(problem.question, problem.answer),
+                        correct=solved[problem.question](i)) for i, problem in enumerate(problems)]
+
+    rollout._run = fake_run
+    trainer.model.train()
+    inputs = [dict(trainer.train_dataset[index]) for index in (0, 0, 1, 1)]
+    output = trainer._generate_and_score_completions(inputs)
+    assert len(runs) == 2 and sorted(set(runs[1])) == sorted(questions[2:])  # one replacement round, fresh prompts only
+    trained_on = {trainer.processing_class.decode(ids, skip_special_tokens=True) for ids in output["prompt_ids"]}
+    assert all(any(question in text for question in questions[2:]) for text in trained_on)
+    assert all(abs(advantage) > 0.5 for advantage in output["advantages"].tolist())  # every group carries signal
+    metrics = trainer._metrics["train"]
+    assert (metrics["online_band/resampled_groups"], metrics["online_band/unfilled_groups"]) == ([2.0], [0.0])
+    assert rollout.last_trajectories[0].answer == rollout.problem_for(runs[1][0]).answer

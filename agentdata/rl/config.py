@@ -35,7 +35,9 @@ class GRPOStageConfig:
     tool_call_reward: bool = field(default=False, metadata={"help": "Open-AgentRL's TCR: a wrong answer with k tool rounds scores min(-0.6, -1 + 0.1 k)."})
     extra_call_penalty: float = field(default=0.0, metadata={"help": "Penalty per tool call beyond free_calls (pushes toward few, purposeful calls)."})
     free_calls: int = field(default=1, metadata={"help": "Tool calls without the extra-call penalty."})
-    dynamic_sampling: bool = field(default=False, metadata={"help": "Leave groups whose rewards are all equal out of the loss."})
+    dynamic_sampling: bool = field(default=False, metadata={"help": "Leave groups whose rewards are all equal out of the loss (the cheap mode: no extra rollouts)."})
+    online_band: tuple[float, float] | None = field(default=None, metadata={"help": "LO,HI (e.g. 0.05,0.8, ZeroTIR's dynamic filtering): a group whose pass rate is not inside (ends exclusive) is dropped and replaced by a fresh prompt's group until the batch is full; None: off."})
+    online_band_rounds: int = field(default=4, metadata={"help": "Replacement rounds per step for online_band; groups still outside after them are kept."})
     lora: bool = field(default=False, metadata={"help": "Train a LoRA adapter (PEFT); merged into the saved model."})
     lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
     lora_alpha: int = field(default=32, metadata={"help": "LoRA scaling alpha."})
@@ -51,6 +53,9 @@ class GRPOStageConfig:
     limit: int | None = field(default=None, metadata={"help": "Use only the first N problems of the pool."})
 
     def __post_init__(self) -> None:
+        self.online_band = parse_band(self.online_band)
+        if self.online_band_rounds < 0:
+            raise ValueError("online_band_rounds must be >= 0")
         if self.num_generations < 2:
             raise ValueError("num_generations must be at least 2: GRPO compares rollouts within a group")
         if self.max_steps < 1 or self.prompts_per_step < 1:
@@ -71,3 +76,17 @@ class GRPOStageConfig:
             raise ValueError("use_vllm must be auto, yes or no")
         if self.protocol not in ("hermes", "codeblock"):
             raise ValueError("protocol must be hermes or codeblock")
+
+
+def parse_band(value: object) -> tuple[float, float] | None:
+    """`0.05,0.8`, [0.05, 0.8] or None as (LO, HI) with 0 <= LO < HI <= 1."""
+    if value is None or value == "":
+        return None
+    parts = value.split(",") if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+    try:
+        low, high = (float(part) for part in parts)
+    except (TypeError, ValueError):
+        raise ValueError(f"online_band must be LO,HI (e.g. 0.05,0.8), got {value!r}") from None
+    if not 0 <= low < high <= 1:
+        raise ValueError(f"online_band must have 0 <= LO < HI <= 1, got {value!r}")
+    return low, high

@@ -9,11 +9,18 @@ template tokens: TRL keeps them out of the loss. Per-rollout facts (correct, too
 model tokens) travel to the reward functions as extra fields, and `rollout_failed` marks a
 rollout that ended in an engine or sandbox error: the trainer masks it out of its group
 (`AgentGRPOTrainer`) instead of scoring it as a wrong answer.
+
+With an online band (ZeroTIR's dynamic filtering), a group whose pass rate falls outside it
+is dropped here and replaced by the group of a fresh prompt from the pool, until every group
+is in the band or the rounds run out. TRL trains on the prompt and completion ids this
+function returns, so a replaced group trains on its own prompt; its gold answer travels as the
+extra field `answer`, which replaces the dataset's for the reward functions.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,8 +76,13 @@ class AgentRollout:
     """`rollout_func` for GRPOTrainer: agentdata's loop and sandbox produce every completion."""
 
     def __init__(self, problems: list[Problem], engine: Any, sandbox: Any, loop_config: LoopConfig,
-                 num_generations: int, seed: int = 0):
+                 num_generations: int, seed: int = 0, online_band: tuple[float, float] | None = None,
+                 online_band_rounds: int = 4):
+        self.problems = list(problems)
         self.problems_by_question = {problem.question: problem for problem in problems}
+        self.online_band = online_band
+        self.online_band_rounds = online_band_rounds
+        self.fresh_draws = random.Random(seed)
         self.engine = engine
         self.sandbox = sandbox
         self.loop_config = loop_config
@@ -94,13 +106,15 @@ class AgentRollout:
                   seed=self.seed + 100_000 * self.calls + 1_000 * index)
             for index, prompt in enumerate(prompts)
         ]
+        self.calls += 1  # the next batch (or replacement round) gets seeds of its own
         return list(await asyncio.gather(*jobs))
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         started = time.perf_counter()
         generation_before = getattr(self.engine, "generation_s", 0.0)
         trajectories = self._run(prompts, trainer)
-        self.calls += 1
+        if self.online_band:
+            trajectories = self._fill_band(trajectories, trainer)
         self.last_trajectories = trajectories
         tokens = [trajectory_tokens(t, trainer.processing_class, self.loop_config.protocol) for t in trajectories]
         self._record_time(started, generation_before, trajectories)
@@ -116,7 +130,36 @@ class AgentRollout:
             "num_tool_errors": [t.num_tool_errors for t in trajectories],
             "model_token_counts": [sum(t.env_mask) for t in tokens],
             "rollout_failed": [rollout_failed(t) for t in trajectories],
+            "answer": [t.answer for t in trajectories],  # a replaced group's gold, for rewards that read it
         }
+
+    def _fill_band(self, trajectories: list[Trajectory], trainer: Any) -> list[Trajectory]:
+        """Replace each group outside the online band by a fresh prompt's group, round after round."""
+        size = self.num_generations
+        groups = [trajectories[start:start + size] for start in range(0, len(trajectories), size)]
+        used = {group[0].problem_id for group in groups}
+        resampled = 0
+        for _ in range(self.online_band_rounds):
+            outside = [slot for slot, group in enumerate(groups) if not in_band(group_pass_rate(group), self.online_band)]
+            fresh = self._fresh_problems(len(outside), used)
+            if not fresh:
+                break
+            redone = self._run([problem.question for problem in fresh for _ in range(size)], trainer)
+            for slot, start in zip(outside, range(0, len(redone), size)):
+                groups[slot] = redone[start:start + size]
+            resampled += len(fresh)
+        unfilled = sum(1 for group in groups if not in_band(group_pass_rate(group), self.online_band))
+        metrics = trainer._metrics["train" if trainer.model.training else "eval"]
+        metrics["online_band/resampled_groups"].append(float(resampled))
+        metrics["online_band/unfilled_groups"].append(float(unfilled))
+        return [trajectory for group in groups for trajectory in group]
+
+    def _fresh_problems(self, count: int, used: set[str]) -> list[Problem]:
+        """Up to `count` pool problems not yet in this step's batch, drawn at random (seeded)."""
+        candidates = [problem for problem in self.problems if problem.id not in used]
+        fresh = self.fresh_draws.sample(candidates, min(count, len(candidates)))
+        used.update(problem.id for problem in fresh)
+        return fresh
 
     def _run(self, prompts: list[Any], trainer: Any) -> list[Trajectory]:
         from trl.models import unwrap_model_for_generation
@@ -136,6 +179,17 @@ class AgentRollout:
         self.stats.history.append({"rollout_s": rollout_s, "generation_s": generation_s,
                                    "sandbox_and_loop_s": max(0.0, rollout_s - generation_s),
                                    "tool_s_summed": sum(t.timings.get("tool_s", 0.0) for t in trajectories)})
+
+
+def group_pass_rate(group: list[Trajectory]) -> float | None:
+    """Share correct among the group's valid rollouts; None when every one failed."""
+    valid = [t for t in group if not rollout_failed(t)]
+    return sum(t.correct for t in valid) / len(valid) if valid else None
+
+
+def in_band(rate: float | None, band: tuple[float, float]) -> bool:
+    """LO < rate < HI, ends exclusive as in `filter`'s band; a group with no valid rollout is outside."""
+    return rate is not None and band[0] < rate < band[1]
 
 
 def rollout_failed(trajectory: Trajectory) -> bool:

@@ -130,7 +130,8 @@ def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any, console: Console |
                              max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
                              tool_output_chars=config.tool_output_chars, tool_timeout=config.tool_timeout,
                              system_prompt=config.system_prompt, tools=list(config.tools))
-    rollout = AgentRollout(problems, None, sandbox, loop_config, config.num_generations, seed=config.seed)
+    rollout = AgentRollout(problems, None, sandbox, loop_config, config.num_generations, seed=config.seed,
+                           online_band=config.online_band, online_band_rounds=config.online_band_rounds)
     step_times = StepTimeCallback(rollout)
     trainer = AgentGRPOTrainer(
         model=load_model(model_dir, bf16=config.bf16),
