@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 
+import json
+
 import pytest
 import torch
 
@@ -168,3 +170,32 @@ def test_the_online_band_replaces_groups_outside_it_with_fresh_prompts(tmp_path,
     metrics = trainer._metrics["train"]
     assert (metrics["online_band/resampled_groups"], metrics["online_band/unfilled_groups"]) == ([2.0], [0.0])
     assert rollout.last_trajectories[0].answer == rollout.problem_for(runs[1][0]).answer
+
+
+def test_a_section_key_that_is_neither_ours_nor_trls_is_refused_with_the_closest_keys():
+    from trl import GRPOConfig
+
+    from agentdata.training.trl_settings import split_section
+
+    stage, trl = split_section({"max_steps": 3, "num_iterations": 2, "scale_rewards": "batch"}, GRPOStageConfig,
+                               GRPOConfig, "cfg.yaml rl")
+    assert stage == {"max_steps": 3} and trl == {"num_iterations": 2, "scale_rewards": "batch"}
+    with pytest.raises(UserError, match=r"cfg.yaml rl: unknown setting 'num_iteration'; did you mean num_iterations"):
+        split_section({"num_iteration": 2}, GRPOStageConfig, GRPOConfig, "cfg.yaml rl")
+
+
+def test_a_trl_only_field_reaches_the_trl_config_and_a_bad_value_is_a_user_error(tmp_path):
+    from trl import GRPOConfig
+
+    from agentdata.rl.run import trl_grpo_config
+    from agentdata.training.trl_settings import trl_arguments, write_trl_settings
+
+    computed = trl_grpo_config(GRPOStageConfig(), tmp_path, use_vllm=False).to_dict()
+    computed = {key: value for key, value in computed.items() if key in {"output_dir", "per_device_train_batch_size",
+                                                                          "num_generations", "use_cpu", "report_to", "bf16"}}
+    arguments = trl_arguments(GRPOConfig, computed, {"num_iterations": 3, "max_grad_norm": 0.5})
+    assert (arguments.num_iterations, arguments.max_grad_norm, arguments.num_generations) == (3, 0.5, 8)
+    recorded = json.loads(write_trl_settings(arguments, tmp_path).read_text())
+    assert recorded["num_iterations"] == 3
+    with pytest.raises(UserError, match=r"refused the settings \['num_generations'\]"):  # 8 per device: not divisible
+        trl_arguments(GRPOConfig, computed, {"num_generations": 3})

@@ -58,6 +58,10 @@ def test_train_all_runs_sft_then_grpo_with_the_sandbox(tmp_path, tiny_model_dir)
         assert key in step_logs[-1], key
     assert {path.name for path in (out / "rl" / "plots").iterdir()} == {"accuracy.png", "tool_calls.png", "response_length.png"}
     assert "agentdata train" in result.output
+    for stage in ("sft", "rl"):  # the effective TRL settings, every field, in each run dir
+        recorded = json.loads((out / stage / "trl_config.json").read_text())
+        assert recorded["output_dir"].endswith("checkpoints") and "max_grad_norm" in recorded
+    assert json.loads((out / "rl" / "trl_config.json").read_text())["num_generations"] == 2
 
 
 def test_train_rejects_a_missing_sft_set_in_one_line(tmp_path):

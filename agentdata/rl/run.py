@@ -19,6 +19,7 @@ from agentdata.rl.policy import PolicyEngine
 from agentdata.rl.rewards import reward_functions
 from agentdata.rl.rollout import AgentRollout
 from agentdata.rl.trainer import AgentGRPOTrainer
+from agentdata.training.trl_settings import write_trl_settings
 from agentdata.training.metrics import MetricsFileCallback, ProgressCallback, read_metrics
 from agentdata.training.model import load_model, load_tokenizer, lora_config, resolve_model_dir, resume_path, save_trained
 from agentdata.agent.loop import LoopConfig
@@ -165,6 +166,7 @@ def run_grpo(config: GRPOStageConfig, console: Console | None = None) -> GRPORes
     sandbox = open_sandbox(config.sandbox)
     try:
         trainer, _, step_times = build_grpo_trainer(config, sandbox, console)
+        write_trl_settings(trainer.args, out_dir)  # what TRL actually ran with, after its own defaults
         trainer.train(resume_from_checkpoint=resume_path(config.resume_from_checkpoint, out_dir / "checkpoints"))
         save_trained(trainer.model, trainer.processing_class, out_dir)
     finally:

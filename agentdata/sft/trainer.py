@@ -16,6 +16,7 @@ from rich.console import Console
 from transformers import PrinterCallback
 
 from agentdata.sft.config import SFTStageConfig
+from agentdata.training.trl_settings import write_trl_settings
 from agentdata.sft.data import tokenize_sft_set
 from agentdata.training.metrics import MetricsFileCallback, ProgressCallback, read_metrics
 from agentdata.training.model import (
@@ -95,6 +96,7 @@ def run_sft(config: SFTStageConfig, console: Console | None = None) -> SFTResult
     out_dir = Path(config.out)
     started = time.perf_counter()
     trainer = build_sft_trainer(config, console)
+    write_trl_settings(trainer.args, out_dir)  # what TRL actually ran with, after its own defaults
     resume = resume_path(config.resume_from_checkpoint, out_dir / "checkpoints")
     trainer.train(resume_from_checkpoint=resume)
     save_trained(trainer.model, trainer.processing_class, out_dir)

@@ -1,0 +1,58 @@
+"""Every TRL field reachable: a stage's config-file section may set any `GRPOConfig` /
+`SFTConfig` field, beside agentdata's own stage settings.
+
+`split_section` sorts one section (`rl:` or `sft:`) into the stage's own fields and TRL-only
+fields, and refuses a key that is neither, naming it and the closest valid keys (difflib), so
+a misspelling never silently does nothing. `trl_arguments` builds TRL's config from what the
+stage computes, with the TRL-only fields the user set on top (theirs win: they asked for it).
+`write_trl_settings` records the effective TRL settings in the run dir.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+
+from agentdata.errors import UserError
+
+TRL_SETTINGS_FILE = "trl_config.json"
+
+
+def field_names(config_type: type) -> set[str]:
+    return {item.name for item in dataclasses.fields(config_type) if item.init}
+
+
+def split_section(section: dict[str, Any], stage_type: type, trl_type: type,
+                  where: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(stage settings, TRL-only settings) of one section; an unknown key is a UserError."""
+    own, trl = field_names(stage_type), field_names(trl_type)
+    unknown = sorted(key for key in section if key not in own and key not in trl)
+    if unknown:
+        key = unknown[0]
+        close = difflib.get_close_matches(key, sorted(own | trl), n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; valid keys are the fields of {stage_type.__name__} and TRL's {trl_type.__name__}"
+        raise UserError(f"{where}: unknown setting {key!r}{hint}")
+    stage = {key: value for key, value in section.items() if key in own}
+    return stage, {key: value for key, value in section.items() if key not in own}
+
+
+def trl_arguments(trl_type: type, computed: dict[str, Any], overrides: dict[str, Any]) -> Any:
+    """TRL's config from the stage's computed arguments with the user's TRL-only fields on top."""
+    unknown = sorted(set(overrides) - field_names(trl_type))
+    if unknown:
+        raise UserError(f"{unknown[0]!r} is not a field of TRL's {trl_type.__name__}")
+    try:
+        return trl_type(**{**computed, **overrides})
+    except (TypeError, ValueError) as error:
+        raise UserError(f"TRL's {trl_type.__name__} refused the settings {sorted(overrides)}: {error}") from None
+
+
+def write_trl_settings(arguments: Any, out_dir: str | Path) -> Path:
+    """The effective TRL settings (every field, after TRL's own post-processing) as JSON in the run dir."""
+    from agentdata.records import write_json
+
+    values = json.loads(json.dumps(arguments.to_dict(), default=str))
+    return write_json(Path(out_dir) / TRL_SETTINGS_FILE, values)
