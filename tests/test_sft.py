@@ -131,3 +131,34 @@ def test_metrics_callback_writes_every_log_but_prints_only_lines_with_numbers(tm
     lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 2 and '"train_runtime": 12.0' in lines[1]
     assert console.export_text().splitlines() == ["step 3: loss=0.5"]
+
+
+def _rows(*lengths):
+    return [{"input_ids": [1] * length, "assistant_masks": [1] * length} for length in lengths]
+
+
+def test_rows_longer_than_max_length_are_dropped_and_counted_not_cut():
+    from agentdata.sft.data import handle_long_rows
+
+    kept, long = handle_long_rows(_rows(10, 40, 20), max_length=32)
+    assert [len(row["input_ids"]) for row in kept] == [10, 20] and long == 1
+    kept, long = handle_long_rows(_rows(10, 40), max_length=32, policy="truncate")
+    assert len(kept) == 2 and long == 1  # kept whole: TRL cuts them, as asked
+    with pytest.raises(InputFileError, match=r"data.jsonl, row 2: 40 tokens, over max_length 32"):
+        handle_long_rows(_rows(10, 40), max_length=32, policy="error", path="data.jsonl")
+    with pytest.raises(InputFileError, match="every row is longer than max_length 8"):
+        handle_long_rows(_rows(10, 40), max_length=8)
+
+
+def test_the_sft_trainer_leaves_out_a_conversation_longer_than_max_length(tmp_path, tiny_model_dir):
+    import json
+
+    from agentdata.sft.trainer import build_sft_trainer
+
+    data = write_sft_set(tmp_path / "sft.jsonl", count=3)
+    long = {"messages": tool_conversation("What is 99 * 23?", "2277 " + "and so on " * 300)}
+    with data.open("a", encoding="utf-8") as file:
+        file.write(json.dumps(long) + "\n")
+    config = SFTStageConfig(model=f"hf:{tiny_model_dir}", sft_data=str(data), out=str(tmp_path / "out"), max_length=512)
+    trainer = build_sft_trainer(config)
+    assert len(trainer.train_dataset) == 3 and trainer.long_rows_dropped == 1

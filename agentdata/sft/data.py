@@ -101,3 +101,33 @@ def tokenize_sft_set(path: str | Path, tokenizer: Any, protocol: str, limit: int
             raise InputFileError(path, str(error), row=number) from None
         tokenized.append({"input_ids": conversation.input_ids, "assistant_masks": conversation.assistant_masks})
     return tokenized
+
+
+LONG_ROW_POLICIES = ("drop", "truncate", "error")
+
+
+def handle_long_rows(rows: list[dict[str, Any]], max_length: int, policy: str = "drop",
+                     path: str | Path = "SFT set") -> tuple[list[dict[str, Any]], int]:
+    """Rows longer than `max_length` tokens: dropped (default), kept for TRL to cut at the end
+    (`truncate`: the final answer is what goes), or refused (`error`). Returns (rows, how many long).
+
+    Real trajectories are long, and a row cut before its final answer teaches the model to stop
+    mid-solution, so the default leaves such rows out and counts them rather than cut them.
+    """
+    if policy not in LONG_ROW_POLICIES:
+        raise ValueError(f"long rows: {policy!r} is not one of {', '.join(LONG_ROW_POLICIES)}")
+    long_numbers = [number for number, row in enumerate(rows, start=1) if len(row["input_ids"]) > max_length]
+    if not long_numbers or policy == "truncate":
+        return rows, len(long_numbers)
+    if policy == "error":
+        first = long_numbers[0]
+        raise InputFileError(Path(path), f"{len(rows[first - 1]['input_ids'])} tokens, over max_length {max_length} "
+                                         f"({len(long_numbers)} such rows); raise max_length or choose long rows "
+                                         "drop or truncate", row=first)
+    kept = [row for row in rows if len(row["input_ids"]) <= max_length]
+    if not kept:
+        longest = max(len(row["input_ids"]) for row in rows)
+        raise InputFileError(Path(path), f"every row is longer than max_length {max_length} (the shortest of them "
+                                         f"is {min(len(r['input_ids']) for r in rows)} tokens, the longest {longest}): "
+                                         "raise max_length")
+    return kept, len(long_numbers)

@@ -17,7 +17,7 @@ from transformers import PrinterCallback
 
 from agentdata.sft.config import SFTStageConfig
 from agentdata.training.trl_settings import write_trl_settings
-from agentdata.sft.data import tokenize_sft_set
+from agentdata.sft.data import handle_long_rows, tokenize_sft_set
 from agentdata.training.metrics import MetricsFileCallback, ProgressCallback, read_metrics
 from agentdata.training.model import (
     load_model,
@@ -39,6 +39,7 @@ class SFTResult:
     seconds: float
     metrics_file: Path
     history: list[dict[str, Any]] = field(default_factory=list)
+    long_rows_dropped: int = 0  # conversations longer than max_length, left out rather than cut
 
 
 def trl_sft_config(config: SFTStageConfig, out_dir: Path) -> Any:
@@ -77,6 +78,10 @@ def build_sft_trainer(config: SFTStageConfig, console: Console | None = None) ->
     model_dir = resolve_model_dir(config.model)
     tokenizer = load_tokenizer(model_dir)
     rows = tokenize_sft_set(config.sft_data, tokenizer, config.protocol, limit=config.limit)
+    rows, long_rows = handle_long_rows(rows, config.max_length, "drop", config.sft_data)
+    if long_rows and console is not None:
+        console.print(f"SFT: {long_rows} of {len(rows) + long_rows} conversations are longer than max_length "
+                      f"{config.max_length} tokens and were left out (cutting them would cut their answers)")
     dataset = datasets.Dataset.from_list(rows)
     trainer = SFTTrainer(
         model=load_model(model_dir, bf16=config.bf16),
@@ -88,6 +93,7 @@ def build_sft_trainer(config: SFTStageConfig, console: Console | None = None) ->
         callbacks=[MetricsFileCallback(out_dir / "metrics.jsonl", console), ProgressCallback("SFT", console)],
     )
     trainer.remove_callback(PrinterCallback)  # our callback prints one line per step instead
+    trainer.long_rows_dropped = long_rows  # counted for the result: rows left out as longer than max_length
     return trainer
 
 
@@ -112,4 +118,5 @@ def run_sft(config: SFTStageConfig, console: Console | None = None) -> SFTResult
         seconds=time.perf_counter() - started,
         metrics_file=out_dir / "metrics.jsonl",
         history=history,
+        long_rows_dropped=trainer.long_rows_dropped,
     )
