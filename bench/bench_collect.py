@@ -45,6 +45,7 @@ from agentdata.records import Problem  # noqa: E402
 from agentdata.sandbox import open_sandbox  # noqa: E402
 from agentdata.synth.builtin import builtin_problems  # noqa: E402
 from agentdata.agent import journal as journal_module  # noqa: E402
+from agentdata.agent.config import LoopConfig  # noqa: E402
 from agentdata.agent.runner import CollectConfig, collect  # noqa: E402
 from agentdata.agent.rundir import RunDir  # noqa: E402
 from agentdata.verify import is_correct  # noqa: E402
@@ -58,10 +59,11 @@ def efficiency(concurrency: int, latency: float, trajectories: int, sandbox: str
     with _server_process(latency, ("--script", script, *server_flags)) as url, \
             tempfile.TemporaryDirectory() as out, open_sandbox(sandbox) as box:
         box.run("print(1)")  # the sandbox starts (imports numpy, sympy) before the clock does: steady state
-        config = CollectConfig(teacher=f"openai:{url}", concurrency=concurrency, temperature=0.0, sandbox=sandbox,
-                               protocol=protocol, engine_options={"model": "fake-model", "concurrency": concurrency})
+        config = CollectConfig(teacher=f"openai:{url}", concurrency=concurrency,
+                               loop=LoopConfig(temperature=0.0, sandbox=sandbox, protocol=protocol),
+                               engine_options={"model": "fake-model", "concurrency": concurrency})
         started = time.perf_counter()
-        summary = collect(problems, out, config, sandbox=box, show_progress=False)
+        summary = collect(problems, out, config, sandbox=box)
         elapsed = time.perf_counter() - started
         collected = RunDir(out).trajectories()
     requests = sum(t.num_turns for t in collected)
@@ -147,8 +149,9 @@ def overhead(n_problems: int, max_new_tokens: int, rounds: int = 2) -> dict:
     parsing, the sandbox, bookkeeping, writing shards.
     """
     problems = builtin_problems()[:n_problems]
-    config = CollectConfig(teacher="smollm2", concurrency=n_problems, temperature=0.0, max_new_tokens=max_new_tokens,
-                           max_tool_calls=2, protocol="codeblock")
+    config = CollectConfig(teacher="smollm2", concurrency=n_problems,
+                           loop=LoopConfig(temperature=0.0, max_new_tokens=max_new_tokens, max_tool_calls=2,
+                                           protocol="codeblock"))
     engine = load_engine("smollm2")
     batches: list[list[GenerationRequest]] = []
     run_batch = engine._batcher._run_batch
@@ -160,13 +163,12 @@ def overhead(n_problems: int, max_new_tokens: int, rounds: int = 2) -> dict:
         run_batch([GenerationRequest(messages=[{"role": "user", "content": "hi"}], max_new_tokens=4)])
         is_correct("so \\boxed{x^2 + 1}", "1 + x^2")  # starts the math-verify worker processes
         with tempfile.TemporaryDirectory() as out:  # imports the Parquet writer's modules
-            collect(problems[:1], out, replace(config, max_new_tokens=4), engine=engine, sandbox=sandbox,
-                    show_progress=False)
+            collect(problems[:1], out, replace(config, max_new_tokens=4), engine=engine, sandbox=sandbox)
         for _ in range(rounds):  # alternate the two so both see the same machine load; keep the best of each
             batches.clear()
             with tempfile.TemporaryDirectory() as out:
                 started = time.perf_counter()
-                summary = collect(problems, out, config, engine=engine, sandbox=sandbox, show_progress=False)
+                summary = collect(problems, out, config, engine=engine, sandbox=sandbox)
                 collect_times.append(time.perf_counter() - started)
             started = time.perf_counter()
             replayed = [generation for batch in list(batches) for generation in run_batch(batch)]

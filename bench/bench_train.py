@@ -254,14 +254,16 @@ def run_plain_grpo(model_dir: Path, out: Path, steps: int, generations: int, max
 def run_our_grpo(model_dir: Path, pool: Path, out: Path, steps: int, generations: int, max_new_tokens: int) -> dict[str, Any]:
     from agentdata.rl.config import GRPOStageConfig
     from agentdata.rl.run import build_grpo_trainer
+    from agentdata.settings import build
 
     # The same system text the plain side's template renders for its tool, so both sides train on
     # token-identical prompts and only the machinery differs.
-    config = GRPOStageConfig(model=f"hf:{model_dir}", rl_pool=str(pool), out=str(out), max_steps=steps,
-                             system_prompt=plain_tool_system_prompt(),
-                             prompts_per_step=1, num_generations=generations, max_new_tokens=max_new_tokens,
-                             max_tool_calls=4, max_turns=5, overlong_buffer=0, learning_rate=1e-6, use_vllm="no",
-                             save_steps=10**6, plots=False)
+    config = build(GRPOStageConfig, dict(model=f"hf:{model_dir}", rl_pool=str(pool), out=str(out), max_steps=steps,
+                                         system_prompt=plain_tool_system_prompt(),
+                                         prompts_per_step=1, num_generations=generations,
+                                         max_new_tokens=max_new_tokens, max_tool_calls=4, max_turns=5,
+                                         overlong_buffer=0, learning_rate=1e-6, use_vllm="no", save_steps=10**6,
+                                         plots=False))
     trainer, _, step_times = build_grpo_trainer(config, _SANDBOX)
     trainer.args.save_strategy = "no"
     trainer.train()

@@ -86,7 +86,7 @@ def main() -> None:
                            shard_size=int(os.environ.get("DRIVER_SHARD_SIZE", "3")))
     engine = DriverEngine(delay_s=float(os.environ.get("DRIVER_DELAY", "0")))
     try:
-        collect(driver_problems(count), out, config, engine=engine, sandbox=DriverSandbox(), show_progress=False)
+        collect(driver_problems(count), out, config, engine=engine, sandbox=DriverSandbox())
     except KeyboardInterrupt:
         sys.exit(130)
 

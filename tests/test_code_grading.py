@@ -216,8 +216,7 @@ def test_eval_scores_code_benchmarks_in_their_layouts_without_flags(sandbox, tmp
     taco.write_text(json.dumps({"question": "Print n squared.", "input_output": json.dumps(
         {"inputs": ["3\n", "4\n"], "outputs": ["9\n", "17\n"]})}) + "\n")  # the second test expects a wrong value
     report = run_eval(["squares"], [lcb, taco], tmp_path / "eval", EvalConfig(samples=2, tool_call_budgets=[0]),
-                      engine_factory=lambda spec: ProgramEngine("print(int(input()) ** 2)"), sandbox=sandbox,
-                      show_progress=False)
+                      engine_factory=lambda spec: ProgramEngine("print(int(input()) ** 2)"), sandbox=sandbox)
     by_name = {result.benchmark: result.metrics for result in report.results}
     assert by_name["lcb"].kind == "code" and by_name["lcb"].avg_at_k == 1.0 and by_name["lcb"].maj_at_k == 1.0
     assert by_name["taco"].avg_at_k == 0.0 and by_name["taco"].mean_passed_fraction == 0.5

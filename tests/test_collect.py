@@ -13,15 +13,15 @@ from agentdata.errors import UserError
 from agentdata.records import Problem
 from agentdata.agent.runner import CollectConfig, RunBroken, collect
 from agentdata.agent.rundir import RunDir
+from agentdata.settings import build
 from tests.fakes import InProcessSandbox, ScriptedEngine
 
 PROBLEMS = [Problem(f"What is 6 times 7? (variant {i})", "42", source=f"s{i % 2}") for i in range(6)]
 
 
 def run_collect(out, engine=None, **settings):
-    config = CollectConfig(teacher="scripted", **{"samples": 2, "concurrency": 4, "shard_size": 3, **settings})
-    return collect(PROBLEMS, out, config, engine=engine or ScriptedEngine(), sandbox=InProcessSandbox(),
-                   show_progress=False)
+    config = build(CollectConfig, {"teacher": "scripted", "samples": 2, "concurrency": 4, "shard_size": 3, **settings})
+    return collect(PROBLEMS, out, config, engine=engine or ScriptedEngine(), sandbox=InProcessSandbox())
 
 
 def test_collect_writes_run_dir(tmp_path):
@@ -61,8 +61,7 @@ def test_other_settings_are_refused(tmp_path):
 def test_one_failure_is_recorded_and_the_run_goes_on(tmp_path):
     problems = PROBLEMS + [Problem("FAIL this one", "1")]
     config = CollectConfig(teacher="scripted", concurrency=2)
-    summary = collect(problems, tmp_path / "run", config, engine=ScriptedEngine(), sandbox=InProcessSandbox(),
-                      show_progress=False)
+    summary = collect(problems, tmp_path / "run", config, engine=ScriptedEngine(), sandbox=InProcessSandbox())
     assert summary.total == 7 and summary.finish_reasons == {"answer": 6, "error": 1}
     failed = [t for t in RunDir(tmp_path / "run").trajectories() if t.finish_reason == "error"]
     assert failed[0].error == "server said 500"
@@ -73,13 +72,13 @@ def test_everything_failing_stops_with_a_clear_message_and_writes_nothing(tmp_pa
     engine = ScriptedEngine()
     with pytest.raises(RunBroken, match="all failed; first error: server said 500"):
         collect(problems, tmp_path / "run", CollectConfig(teacher="x", concurrency=2), engine=engine,
-                sandbox=InProcessSandbox(), show_progress=False)
+                sandbox=InProcessSandbox())
     assert len(engine.requests) < 20 and RunDir(tmp_path / "run").done_ids() == set()
 
 
 def test_limit_and_duplicate_problems(tmp_path):
     summary = collect(PROBLEMS + PROBLEMS, tmp_path / "run", CollectConfig(teacher="x", limit=4),
-                      engine=ScriptedEngine(), sandbox=InProcessSandbox(), show_progress=False)
+                      engine=ScriptedEngine(), sandbox=InProcessSandbox())
     assert summary.total == 4
 
 
@@ -92,7 +91,7 @@ KILLABLE = textwrap.dedent("""
     problems = [Problem(f"What is 6 times 7? ({{i}})", "42") for i in range(40)]
     config = CollectConfig(teacher="scripted", concurrency=2, shard_size=1)
     collect(problems, sys.argv[1], config, engine=ScriptedEngine(delay_s=float(sys.argv[2])),
-            sandbox=InProcessSandbox(), show_progress=False)
+            sandbox=InProcessSandbox())
 """)
 
 

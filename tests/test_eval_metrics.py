@@ -17,7 +17,8 @@ from agentdata.evaluation.metrics import (
     pass_k_values,
     response_chars,
 )
-from agentdata.evaluation.report import EvalReport, EvalResult, results_table
+from agentdata.cli.views import results_table
+from agentdata.evaluation.report import EvalReport, EvalResult
 from agentdata.records import ToolCall, Trajectory, assistant_message, tool_message
 
 

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from agentdata.errors import UserError
+from agentdata.settings import build
 from agentdata.evaluation.report import EvalReport
+from agentdata.agent.config import LoopConfig
 from agentdata.evaluation.runner import (
     EvalConfig,
     benchmark_names,
@@ -52,7 +54,7 @@ def engines(spec: str) -> ScriptedEngine:
 def test_run_eval_reports_every_model_benchmark_and_budget(tmp_path, benchmarks):
     config = EvalConfig(samples=2, tool_call_budgets=[1, 0], concurrency=2)
     report = run_eval(["base=scripted", "letters"], benchmarks, tmp_path / "report", config,
-                      engine_factory=engines, sandbox=InProcessSandbox(), show_progress=False)
+                      engine_factory=engines, sandbox=InProcessSandbox())
     keys = [(r.model, r.benchmark, r.max_tool_calls) for r in report.results]
     assert keys == [(m, b, n) for m in ("base", "letters") for b in ("aime", "gpqa") for n in (0, 1)]
     by_key = {(r.model, r.benchmark, r.max_tool_calls): r.metrics for r in report.results}
@@ -78,11 +80,10 @@ def test_run_eval_reports_every_model_benchmark_and_budget(tmp_path, benchmarks)
 
 def test_a_second_run_resumes_without_calling_the_model(tmp_path, benchmarks):
     config = EvalConfig(samples=2, tool_call_budgets=[1], concurrency=2)
-    run_eval(["scripted"], benchmarks[:1], tmp_path, config, engine_factory=engines, sandbox=InProcessSandbox(),
-             show_progress=False)
+    run_eval(["scripted"], benchmarks[:1], tmp_path, config, engine_factory=engines, sandbox=InProcessSandbox())
     engine = ScriptedEngine("scripted")
     report = run_eval(["scripted"], benchmarks[:1], tmp_path, config, engine_factory=lambda spec: engine,
-                      sandbox=InProcessSandbox(), show_progress=False)
+                      sandbox=InProcessSandbox())
     assert engine.requests == []
     assert report.results[0].metrics.num_responses == 6
 
@@ -90,13 +91,13 @@ def test_a_second_run_resumes_without_calling_the_model(tmp_path, benchmarks):
 def test_a_changed_gold_answer_reruns_that_problem_and_says_so(tmp_path, benchmarks):
     config = EvalConfig(samples=2, tool_call_budgets=[1], concurrency=2)
     first = run_eval(["scripted"], benchmarks[:1], tmp_path / "r", config, engine_factory=engines,
-                     sandbox=InProcessSandbox(), show_progress=False)
+                     sandbox=InProcessSandbox())
     assert first.results[0].metrics.avg_at_k == pytest.approx(2 / 3) and first.results[0].cache["generated"] == 6
     write_jsonl(benchmarks[0], [{"Problem": "What is 6*7?", "Answer": "999"}, {"Problem": "What is 40+2?", "Answer": "42"},
                                 {"Problem": "What is 3+4?", "Answer": "7"}])
     engine = ScriptedEngine("scripted")
     again = run_eval(["scripted"], benchmarks[:1], tmp_path / "r", config, engine_factory=lambda spec: engine,
-                     sandbox=InProcessSandbox(), show_progress=False)
+                     sandbox=InProcessSandbox())
     assert {r.messages[1]["content"] for r in engine.requests} == {"What is 6*7?"}
     assert again.results[0].metrics.avg_at_k == pytest.approx(1 / 3)
     assert again.results[0].cache == {"generated": 2, "redone_problem_changed": 2, "redone_error": 0}
@@ -104,18 +105,18 @@ def test_a_changed_gold_answer_reruns_that_problem_and_says_so(tmp_path, benchma
 
 def test_other_sampling_settings_get_their_own_run_and_never_reuse(tmp_path, benchmarks):
     run_eval(["scripted"], benchmarks[:1], tmp_path, EvalConfig(samples=1, concurrency=2), engine_factory=engines,
-             sandbox=InProcessSandbox(), show_progress=False)
+             sandbox=InProcessSandbox())
     engine = ScriptedEngine("scripted")
-    report = run_eval(["scripted"], benchmarks[:1], tmp_path, EvalConfig(samples=1, concurrency=2, temperature=0.2),
-                      engine_factory=lambda spec: engine, sandbox=InProcessSandbox(), show_progress=False)
+    report = run_eval(["scripted"], benchmarks[:1], tmp_path, build(EvalConfig, dict(samples=1, concurrency=2, loop=LoopConfig(temperature=0.2))),
+                      engine_factory=lambda spec: engine, sandbox=InProcessSandbox())
     assert len(engine.requests) == 6 and report.results[0].cache["generated"] == 3
 
 
 def test_fewer_samples_or_problems_on_rerun_score_only_those(tmp_path, benchmarks):
     run_eval(["scripted"], benchmarks[:1], tmp_path, EvalConfig(samples=2, concurrency=2), engine_factory=engines,
-             sandbox=InProcessSandbox(), show_progress=False)
+             sandbox=InProcessSandbox())
     report = run_eval(["scripted"], benchmarks[:1], tmp_path, EvalConfig(samples=1, limit=2, concurrency=2),
-                      engine_factory=engines, sandbox=InProcessSandbox(), show_progress=False)
+                      engine_factory=engines, sandbox=InProcessSandbox())
     metrics = report.results[0].metrics
     assert (metrics.num_problems, metrics.num_responses, metrics.samples) == (2, 2, 1)
 
@@ -174,7 +175,7 @@ def test_eval_command_with_openai_engine_and_local_sandbox(tmp_path, benchmarks,
 
 @pytest.mark.parametrize("args,message", [
     (["--max-tool-calls", "1,x"], "--max-tool-calls"),
-    (["--k", "0"], "samples"),
+    (["--k", "0"], "--k 0"),
 ])
 def test_eval_command_reports_bad_flags(tmp_path, benchmarks, capsys, args, message):
     code = run_cli(["eval", "smollm2", str(benchmarks[0]), "--out", str(tmp_path), *args])

@@ -20,7 +20,9 @@ import pytest
 import typer
 
 from agentdata.cli.app import app
-from agentdata.cli.train import make_config, read_config_file, _rl_type, _sft_type
+from agentdata.rl.config import GRPOStageConfig
+from agentdata.sft.config import SFTStageConfig
+from agentdata.train import make_config, read_config_file
 from agentdata.records import Trajectory, read_records
 
 REPO = Path(__file__).resolve().parents[1]
@@ -231,6 +233,6 @@ def test_example_train_configs_are_valid(config_file):
     sections = read_config_file(config_file)
     assert sections["sft"] or sections["rl"]
     if sections["sft"]:
-        make_config(_sft_type(), sections["sft"], str(config_file))
+        make_config(SFTStageConfig, sections["sft"], str(config_file))
     if sections["rl"]:
-        make_config(_rl_type(), sections["rl"], str(config_file))
+        make_config(GRPOStageConfig, sections["rl"], str(config_file))

@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 from agentdata.agent.rundir import RunDir
+from agentdata.settings import build
 from agentdata.agent.runner import CollectConfig, collect
 from agentdata.errors import UserError
 from agentdata.records import Problem, message_tool_calls
@@ -81,9 +82,9 @@ def plugins(tmp_path):
 
 def test_collect_with_an_engine_plugin_and_a_user_tool(tmp_path, plugins):
     problems = [Problem("one two three four", "8", id="p4"), Problem("one two three", "7", id="p3")]
-    config = CollectConfig(teacher=f"{plugins / 'engine.py'}:ToolUser", concurrency=2,
-                           tools=["code_interpreter", f"{plugins / 'my_tools.py'}:word_count"])
-    summary = collect(problems, tmp_path / "run", config, sandbox=InProcessSandbox(), show_progress=False)
+    config = build(CollectConfig, dict(teacher=f"{plugins / 'engine.py'}:ToolUser", concurrency=2,
+                           tools=["code_interpreter", f"{plugins / 'my_tools.py'}:word_count"]))
+    summary = collect(problems, tmp_path / "run", config, sandbox=InProcessSandbox())
     assert (summary.total, summary.correct, summary.tool_calls, summary.tool_errors) == (2, 1, 4, 0)
     by_problem = {t.problem_id: t for t in RunDir(tmp_path / "run").trajectories()}
     four = by_problem["p4"]
@@ -97,9 +98,9 @@ def test_collect_with_an_engine_plugin_and_a_user_tool(tmp_path, plugins):
 
 
 def test_a_tool_that_cannot_load_stops_collect_before_it_starts(tmp_path, plugins):
-    config = CollectConfig(teacher=f"{plugins / 'engine.py'}:ToolUser", tools=["code_interpreter", "no_such_tool"])
+    config = build(CollectConfig, dict(teacher=f"{plugins / 'engine.py'}:ToolUser", tools=["code_interpreter", "no_such_tool"]))
     with pytest.raises(UserError, match="unknown tool 'no_such_tool'"):
-        collect([Problem("q", "1")], tmp_path / "run", config, sandbox=InProcessSandbox(), show_progress=False)
+        collect([Problem("q", "1")], tmp_path / "run", config, sandbox=InProcessSandbox())
 
 
 def test_a_protocol_plugin_drives_collect(tmp_path, plugins):
@@ -107,10 +108,9 @@ def test_a_protocol_plugin_drives_collect(tmp_path, plugins):
         "from agentdata.formats.hermes import HermesProtocol\n\n"
         "class ShoutingHermes(HermesProtocol):\n    name = 'shouting'\n\n"
         "    def system_prompt(self, tools):\n        return super().system_prompt(tools).upper()\n")
-    config = CollectConfig(teacher=f"{plugins / 'engine.py'}:ToolUser", protocol=f"{plugins / 'protocols.py'}:ShoutingHermes",
-                           tools=["code_interpreter", f"{plugins / 'my_tools.py'}:word_count"])
-    collect([Problem("one two", "4", id="p2")], tmp_path / "run", config, sandbox=InProcessSandbox(),
-            show_progress=False)
+    config = build(CollectConfig, dict(teacher=f"{plugins / 'engine.py'}:ToolUser", protocol=f"{plugins / 'protocols.py'}:ShoutingHermes",
+                           tools=["code_interpreter", f"{plugins / 'my_tools.py'}:word_count"]))
+    collect([Problem("one two", "4", id="p2")], tmp_path / "run", config, sandbox=InProcessSandbox())
     [only] = RunDir(tmp_path / "run").trajectories()
     assert only.correct and only.messages[0]["content"].isupper() and "WORD_COUNT" in only.messages[0]["content"]
 
@@ -119,7 +119,7 @@ def test_eval_passes_the_tools_to_its_collect_runs(plugins):
     from agentdata.evaluation.runner import EvalConfig
 
     tools = ["code_interpreter", f"{plugins / 'my_tools.py'}:word_count"]
-    assert EvalConfig(tools=tools).collect_config("smollm2", 2).tools == tools
+    assert build(EvalConfig, dict(tools=tools)).collect_config("smollm2", 2).loop.tools == tools
 
 
 def test_curate_cli_runs_a_filter_step_plugin(tmp_path, plugins, capsys):
@@ -155,12 +155,11 @@ def test_the_pool_runs_a_filter_step_plugin(plugins):
 def test_a_run_dir_does_not_mix_tool_sets(tmp_path, plugins):
     engine = f"{plugins / 'engine.py'}:ToolUser"
     problem = [Problem("one two", "4", id="p2")]
-    collect(problem, tmp_path / "run", CollectConfig(teacher=engine, tools=["code_interpreter",
-                                                                             f"{plugins / 'my_tools.py'}:word_count"]),
-            sandbox=InProcessSandbox(), show_progress=False)
+    collect(problem, tmp_path / "run", build(CollectConfig, dict(teacher=engine, tools=["code_interpreter",
+                                                                             f"{plugins / 'my_tools.py'}:word_count"])),
+            sandbox=InProcessSandbox())
     with pytest.raises(UserError, match="tools"):
-        collect(problem, tmp_path / "run", CollectConfig(teacher=engine), sandbox=InProcessSandbox(),
-                show_progress=False)
+        collect(problem, tmp_path / "run", CollectConfig(teacher=engine), sandbox=InProcessSandbox())
 
 
 def test_cli_collect_with_teacher_and_tool_plugins_on_the_local_sandbox(tmp_path, plugins, capsys):

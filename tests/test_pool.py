@@ -11,11 +11,13 @@ from typer.testing import CliRunner
 
 from agentdata.cli.app import app
 from agentdata.filters.embed import cluster_labels, embed_texts, sentence_transformers_available
+from agentdata.agent.config import CollectConfig
 from agentdata.pool.run import run_filter
 from agentdata.pool.build import PoolConfig, build_pool, pass_rates, pool_rows, problems_table
 from agentdata.pool.confidence import wilson_interval, with_intervals
 from agentdata.pool.profile import missing_rollouts, profile_dir_for
 from agentdata.records import Problem
+from agentdata.settings import build
 from tests.curate_fixtures import trajectory, write_run
 
 TOPICS = [
@@ -139,20 +141,20 @@ def test_written_pool_loads_as_problems(tmp_path):
     from agentdata.problems import load_problems
 
     problems = crafted_problems(1)
-    write_profile(profile_dir_for(tmp_path / "pool.parquet", "smollm2"), problems, 4, [1, 2, 3])
-    run = run_filter(problems, tmp_path / "pool.parquet", PoolConfig(format="verl", embedding="tfidf"), k=4)
+    write_profile(profile_dir_for(tmp_path / "pool.parquet", CollectConfig()), problems, 4, [1, 2, 3])
+    run = run_filter(problems, tmp_path / "pool.parquet", PoolConfig(format="verl", embedding="tfidf"), CollectConfig(samples=4))
     loaded = load_problems(run.output)
     assert sorted(p.question for p in loaded) == sorted(p.question for p in problems)
 
 
 def test_profile_cache_generates_only_what_is_missing(tmp_path, monkeypatch):
     problems = crafted_problems(1)
-    profile_dir = profile_dir_for(tmp_path / "pool.parquet", "smollm2")
+    profile_dir = profile_dir_for(tmp_path / "pool.parquet", CollectConfig())
     write_profile(profile_dir, problems[:2], 4, [1, 2])
     assert missing_rollouts(problems, profile_dir, 4) == 4
     calls = []
 
-    def fake_collect(problem_list, out_dir, config, engine=None, show_progress=True):
+    def fake_collect(problem_list, out_dir, config, engine=None):
         calls.append((len(problem_list), config.samples, config.teacher))
         rows = [replace(trajectory(f"{problems[2].id}-{i}", problem_id=problems[2].id, question=problems[2].question,
                                    correct=i == 0), answer=problems[2].answer) for i in range(4)]
@@ -161,10 +163,10 @@ def test_profile_cache_generates_only_what_is_missing(tmp_path, monkeypatch):
 
     import agentdata.agent.runner as collect_module
     monkeypatch.setattr(collect_module, "collect", fake_collect)
-    first = run_filter(problems, tmp_path / "pool.parquet", PoolConfig(embedding="tfidf"), k=4, show_progress=False)
+    first = run_filter(problems, tmp_path / "pool.parquet", PoolConfig(embedding="tfidf"), CollectConfig(samples=4))
     assert calls == [(3, 4, "smollm2")] and first.generated == 4
     # a second run with another band (and another output name) re-uses the profile: no generation
-    second = run_filter(problems, tmp_path / "tight.parquet", PoolConfig(band=(0.3, 0.8), embedding="tfidf"), k=4)
+    second = run_filter(problems, tmp_path / "tight.parquet", PoolConfig(band=(0.3, 0.8), embedding="tfidf"), CollectConfig(samples=4))
     assert len(calls) == 1 and second.generated == 0
     assert second.result.pool["pass_rate"].to_list() == [0.5]
     assert first.plot.exists() and first.plot.read_bytes()[:4] == b"\x89PNG"
@@ -174,13 +176,13 @@ def test_profile_cache_generates_only_what_is_missing(tmp_path, monkeypatch):
 
 def test_profile_redoes_a_problem_whose_answer_changed_and_keys_its_dir_on_the_settings(tmp_path):
     problems = crafted_problems(1)
-    profile_dir = profile_dir_for(tmp_path / "pool.parquet", "smollm2")
+    profile_dir = profile_dir_for(tmp_path / "pool.parquet", CollectConfig())
     write_profile(profile_dir, problems, 4, [1, 2, 3])
     assert missing_rollouts(problems, profile_dir, 4) == 0
     changed = [replace(problems[0], answer="999"), *problems[1:]]
     assert missing_rollouts(changed, profile_dir, 4) == 4
-    other = profile_dir_for(tmp_path / "pool.parquet", "smollm2", {"temperature": 0.2})
-    assert other != profile_dir and profile_dir_for(tmp_path / "pool.parquet", "smollm2", {"concurrency": 3}) == profile_dir
+    other = profile_dir_for(tmp_path / "pool.parquet", build(CollectConfig, {"temperature": 0.2}))
+    assert other != profile_dir and profile_dir_for(tmp_path / "pool.parquet", CollectConfig(concurrency=3)) == profile_dir
 
 
 def test_tfidf_embeddings_cluster_topics():
@@ -207,7 +209,7 @@ def test_cli_filter_with_cached_profile(tmp_path):
     problems_file.write_text("".join(json.dumps({"id": p.id, "question": p.question, "answer": p.answer,
                                                  "source": p.source}) + "\n" for p in problems))
     out = tmp_path / "pool.parquet"
-    write_profile(profile_dir_for(out, "smollm2"), problems, 4, [0, 1, 2, 3, 4, 2])
+    write_profile(profile_dir_for(out, CollectConfig()), problems, 4, [0, 1, 2, 3, 4, 2])
     result = CliRunner().invoke(app, ["filter", str(problems_file), "--out", str(out), "--k", "4",
                                       "--band", "0.2,0.8", "--embedding", "tfidf", "--format", "verl"])
     assert result.exit_code == 0, result.output
@@ -223,7 +225,7 @@ def test_cli_filter_bad_band(tmp_path):
 
 def fake_collect_writing(problems, correct_per_problem: int, calls: list):
     """A stand-in for the collect runner: k rollouts per problem, the first `correct_per_problem` correct."""
-    def fake_collect(problem_list, out_dir, config, engine=None, show_progress=True):
+    def fake_collect(problem_list, out_dir, config, engine=None):
         from agentdata.records import Trajectory, write_records
 
         calls.append(out_dir)
@@ -243,9 +245,9 @@ def test_filter_in_a_fresh_folder_profiles_from_scratch(tmp_path, monkeypatch, o
     monkeypatch.setattr(collect_module, "collect", fake_collect_writing(problems, 2, calls))
     out = tmp_path / "fresh" / "pool.parquet"
     profile_dir = tmp_path / "new-profile" if own_profile_dir else None
-    assert missing_rollouts(problems, profile_dir or profile_dir_for(out, "smollm2"), 4) == 12
-    run = run_filter(problems, out, PoolConfig(embedding="tfidf"), k=4, profile_dir=profile_dir, show_progress=False)
-    assert calls == [profile_dir or profile_dir_for(out, "smollm2")] and run.generated == 12
+    assert missing_rollouts(problems, profile_dir or profile_dir_for(out, CollectConfig()), 4) == 12
+    run = run_filter(problems, out, PoolConfig(embedding="tfidf"), CollectConfig(samples=4), profile_dir=profile_dir)
+    assert calls == [profile_dir or profile_dir_for(out, CollectConfig())] and run.generated == 12
     assert pl.read_parquet(run.output)["pass_rate"].to_list() == [0.5, 0.5, 0.5]
 
 
@@ -272,7 +274,7 @@ def test_empty_pool_is_refused_not_written(tmp_path, capsys):
     problems_file.write_text("".join(json.dumps({"id": p.id, "question": p.question, "answer": p.answer}) + "\n"
                                      for p in problems))
     out = tmp_path / "pool.parquet"
-    write_profile(profile_dir_for(out, "smollm2"), problems, 4, [4, 4, 0])  # always or never solved
+    write_profile(profile_dir_for(out, CollectConfig()), problems, 4, [4, 4, 0])  # always or never solved
     code = run_cli(["filter", str(problems_file), "--out", str(out), "--k", "4", "--embedding", "tfidf"])
     error = capsys.readouterr().err
     assert code == 2 and not out.exists()
@@ -307,7 +309,7 @@ def test_k_adaptive_profiles_again_only_the_problems_whose_interval_straddles_a_
     outcome = {never.id: lambda i: False, mostly.id: lambda i: i % 4 != 0, always.id: lambda i: True}
     calls = []
 
-    def fake_collect(problem_list, out_dir, config, engine=None, show_progress=True):
+    def fake_collect(problem_list, out_dir, config, engine=None):
         calls.append(([p.id for p in problem_list], config.samples))
         rows = [replace(trajectory(f"{p.id}-{i}", problem_id=p.id, question=p.question, correct=outcome[p.id](i)),
                         answer=p.answer) for p in problem_list for i in range(config.samples)]
@@ -315,7 +317,7 @@ def test_k_adaptive_profiles_again_only_the_problems_whose_interval_straddles_a_
 
     monkeypatch.setattr(collect_module, "collect", fake_collect)
     config = PoolConfig(band=(0.45, 0.95), k_adaptive=32, embedding="tfidf", near_dup_threshold=None)
-    run = run_filter([never, mostly, always], tmp_path / "pool.parquet", config, k=8, show_progress=False)
+    run = run_filter([never, mostly, always], tmp_path / "pool.parquet", config, CollectConfig(samples=8))
     # 0/8 is surely below 0.45 (interval up to 0.32); 6/8 (0.41-0.93) and 8/8 (0.68-1) could lie on either side of an edge
     assert calls == [([never.id, mostly.id, always.id], 8), ([mostly.id, always.id], 32)]
     rates = {row["problem_id"]: row for row in run.result.profiled.to_dicts()}
@@ -325,7 +327,7 @@ def test_k_adaptive_profiles_again_only_the_problems_whose_interval_straddles_a_
     pool = pl.read_parquet(run.output)
     assert pool["problem_id"].to_list() == [mostly.id]
     assert pool["pass_rate_low"][0] == pytest.approx(0.5789, abs=1e-4) and pool["pass_rate_high"][0] > 0.75
-    again = run_filter([never, mostly, always], tmp_path / "pool.parquet", config, k=8, show_progress=False)
+    again = run_filter([never, mostly, always], tmp_path / "pool.parquet", config, CollectConfig(samples=8))
     assert again.generated == 0 and len(calls) == 2  # both rounds come from the cache
 
 
@@ -333,7 +335,7 @@ def test_k_adaptive_must_exceed_k(tmp_path):
     from agentdata.errors import UserError
 
     with pytest.raises(UserError, match="--k-adaptive 4 must be more than --k 4"):
-        run_filter(crafted_problems(1), tmp_path / "pool.parquet", PoolConfig(k_adaptive=4), k=4)
+        run_filter(crafted_problems(1), tmp_path / "pool.parquet", PoolConfig(k_adaptive=4), CollectConfig(samples=4))
 
 
 def test_cli_filter_k_adaptive_reaches_the_profile(tmp_path, capsys):

@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 
 from agentdata.errors import UserError
+from agentdata.agent.config import CollectConfig
 from agentdata.pool.build import PoolConfig, build_pool, problems_table
 from agentdata.pool.mix import domain_quotas, parse_domain_mix
 from agentdata.pool.run import run_filter
@@ -59,9 +60,9 @@ def test_build_pool_selects_toward_the_mix_after_the_band():
 def test_report_has_per_domain_rows_and_histograms(tmp_path):
     problems = mixed_problems({"math": 4, "code": 4})
     out = tmp_path / "pool.parquet"
-    write_profile(profile_dir_for(out, "smollm2"), problems, 4, [1, 2, 3, 2, 1, 1, 2, 3])
+    write_profile(profile_dir_for(out, CollectConfig()), problems, 4, [1, 2, 3, 2, 1, 1, 2, 3])
     config = PoolConfig(embedding="tfidf", near_dup_threshold=None, domain_mix={"math": 0.75, "code": 0.25})
-    run = run_filter(problems, out, config, k=4)
+    run = run_filter(problems, out, config, CollectConfig(samples=4))
     report = json.loads(run.report.read_text())
     by_domain = {row["domain"]: row for row in report["per_domain"]}
     assert by_domain["math"]["selected"] == 4 and by_domain["code"]["selected"] == 1
@@ -77,7 +78,7 @@ def test_cli_filter_domain_mix(tmp_path, capsys):
     problems_file.write_text("".join(json.dumps({"id": p.id, "question": p.question, "answer": p.answer,
                                                  "domain": p.domain}) + "\n" for p in problems))
     out = tmp_path / "pool.parquet"
-    write_profile(profile_dir_for(out, "smollm2"), problems, 4, [1, 2, 3, 2, 1, 1, 2, 3])
+    write_profile(profile_dir_for(out, CollectConfig()), problems, 4, [1, 2, 3, 2, 1, 1, 2, 3])
     code = run_cli(["filter", str(problems_file), "--out", str(out), "--k", "4", "--embedding", "tfidf",
                     "--domain-mix", "math=3,science=1", "--near-dup-threshold", "0"])
     output = capsys.readouterr().out

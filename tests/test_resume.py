@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from agentdata.agent.journal import Journal
+from agentdata.settings import build
 from agentdata.agent.resume import unique_problems
 from agentdata.agent.rundir import IDENTITY_KEYS, RunDir
 from agentdata.agent.runner import CollectConfig, RunBroken, collect
@@ -20,9 +21,8 @@ PROBLEMS = [Problem(f"What is 6 times 7? (variant {i})", "42", id=f"q{i}") for i
 
 
 def run_collect(out, problems=PROBLEMS, engine=None, **settings):
-    config = CollectConfig(teacher="scripted", **{"samples": 2, "concurrency": 2, "shard_size": 3, **settings})
-    return collect(problems, out, config, engine=engine or ScriptedEngine(), sandbox=InProcessSandbox(),
-                   show_progress=False)
+    config = build(CollectConfig, {"teacher": "scripted", "samples": 2, "concurrency": 2, "shard_size": 3, **settings})
+    return collect(problems, out, config, engine=engine or ScriptedEngine(), sandbox=InProcessSandbox())
 
 
 def ids_on_disk(out) -> list[str]:

@@ -13,6 +13,7 @@ from agentdata.rl.config import GRPOStageConfig
 from agentdata.errors import UserError
 from agentdata.rl.rewards import reward_functions
 from agentdata.verify import CorrectnessReward, OverlongReward
+from agentdata.settings import build
 from agentdata.rl.rollout import trajectory_tokens
 from agentdata.rl.trainer import drop_flat_groups
 from tests.train_fixtures import tool_conversation
@@ -54,7 +55,7 @@ def test_rewards_follow_the_findings():
 
 
 def test_the_stage_builds_its_rewards_from_the_settings():
-    rewards = reward_functions(GRPOStageConfig(tool_call_reward=True, max_new_tokens=100, overlong_buffer=20))
+    rewards = reward_functions(build(GRPOStageConfig, {"tool_call_reward": True, "max_new_tokens": 100, "overlong_buffer": 20}))
     assert [reward.__name__ for reward in rewards] == ["correctness", "overlong"]
     assert rewards[0]([], [None], correct=[False], num_tool_calls=[2]) == pytest.approx([-0.8])
     assert rewards[1]([], [None], model_token_counts=[90]) == pytest.approx([-0.5])
@@ -94,8 +95,9 @@ def test_config_explains_bad_combinations():
 def test_rollouts_use_the_configured_system_prompt(tmp_path, tiny_model_dir):
     from agentdata.rl.run import build_grpo_trainer
 
-    config = GRPOStageConfig(model=f"hf:{tiny_model_dir}", out=str(tmp_path), max_steps=1, num_generations=2,
-                             max_new_tokens=16, overlong_buffer=0, use_vllm="no", system_prompt="Use the tool.")
+    config = build(GRPOStageConfig, dict(model=f"hf:{tiny_model_dir}", out=str(tmp_path), max_steps=1,
+                                         num_generations=2, max_new_tokens=16, overlong_buffer=0, use_vllm="no",
+                                         system_prompt="Use the tool."))
     _, rollout, _ = build_grpo_trainer(config, sandbox=None)
     assert rollout.loop_config.system_prompt == "Use the tool."
 
@@ -107,8 +109,8 @@ def test_a_failed_rollout_is_masked_out_of_its_group_not_scored_wrong(tmp_path, 
 
     from agentdata.rl.run import build_grpo_trainer
 
-    config = GRPOStageConfig(model=f"hf:{tiny_model_dir}", out=str(tmp_path), max_steps=1, num_generations=3,
-                             max_new_tokens=16, overlong_buffer=0, use_vllm="no", rewards=["correctness"])
+    config = build(GRPOStageConfig, dict(model=f"hf:{tiny_model_dir}", out=str(tmp_path), max_steps=1, num_generations=3,
+                             max_new_tokens=16, overlong_buffer=0, use_vllm="no", rewards=["correctness"]))
     trainer, rollout, _ = build_grpo_trainer(config, sandbox=None)
     outcomes = ["right", "wrong", "failed", "right", "wrong", "wrong"]
     rollout._run = lambda prompts, trainer: [
@@ -143,9 +145,9 @@ def test_the_online_band_replaces_groups_outside_it_with_fresh_prompts(tmp_path,
     from agentdata.rl.rollout import question_of
     from agentdata.rl.run import build_grpo_trainer
 
-    config = GRPOStageConfig(model=f"hf:{tiny_model_dir}", out=str(tmp_path), max_steps=1, num_generations=2,
+    config = build(GRPOStageConfig, dict(model=f"hf:{tiny_model_dir}", out=str(tmp_path), max_steps=1, num_generations=2,
                              max_new_tokens=16, overlong_buffer=0, use_vllm="no", rewards=["correctness"],
-                             online_band="0.05,0.8", limit=4)
+                             online_band="0.05,0.8", limit=4))
     trainer, rollout, _ = build_grpo_trainer(config, sandbox=None)
     questions = [problem.question for problem in rollout.problems]
     solved = {questions[0]: lambda i: False, questions[1]: lambda i: True,

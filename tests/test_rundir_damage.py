@@ -35,7 +35,7 @@ DAMAGES = ("truncate", "empty", "directory", "random_bytes", "json_list", "other
 
 def resume(out: Path) -> ScriptedEngine:
     engine = ScriptedEngine()
-    collect(PROBLEMS, out, CONFIG, engine=engine, sandbox=InProcessSandbox(), show_progress=False)
+    collect(PROBLEMS, out, CONFIG, engine=engine, sandbox=InProcessSandbox())
     return engine
 
 

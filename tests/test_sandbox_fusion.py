@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from agentdata.errors import UserError
+from agentdata.settings import build
 from agentdata.sandbox import RemoteSandbox, Sandbox, open_sandbox
 from agentdata.sandbox.fusion import FusionSandbox
 from agentdata.sandbox.remote import RemoteSandboxError
@@ -151,8 +152,8 @@ def test_collect_runs_on_a_stock_sandboxfusion(fusion, tmp_path):
     from tests.fakes import ScriptedEngine
 
     summary = collect([Problem("What is 6 times 7?", "42")], tmp_path / "run",
-                      CollectConfig(teacher="x", sandbox=f"{fusion[0].url},{fusion[1].url}"),
-                      engine=ScriptedEngine(), show_progress=False)
+                      build(CollectConfig, dict(teacher="x", sandbox=f"{fusion[0].url},{fusion[1].url}")),
+                      engine=ScriptedEngine())
     assert summary.correct == 1
 
 

@@ -178,7 +178,7 @@ def test_collect_through_the_service_leaves_no_open_http_session(service_url, tm
 
     sandbox = RemoteSandbox(service_url)
     summary = collect([Problem("What is 6 times 7?", "42")], tmp_path / "run", CollectConfig(teacher="x"),
-                      engine=ScriptedEngine(), sandbox=sandbox, show_progress=False)
+                      engine=ScriptedEngine(), sandbox=sandbox)
     gc.collect()
     assert summary.correct == 1 and sandbox._async_sessions == {}
     assert not [w for w in recwarn if "Unclosed" in str(w.message)]

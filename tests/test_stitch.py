@@ -195,7 +195,7 @@ def test_stitch_file_writes_curates_sft_schema(tmp_path, sandbox):
         {"question": "Why?", "solution": "Because. $\\boxed{1}$"},
     ])
     out = tmp_path / "sft.parquet"
-    summary = stitch_file(path, out, trajectories_dir=tmp_path / "traj", sandbox=sandbox, show_progress=False)
+    summary = stitch_file(path, out, trajectories_dir=tmp_path / "traj", sandbox=sandbox)
     assert summary.written == 2 and summary.dropped == {"no_answer": 0, "no_calculation": 1}
     table = pq.read_table(out)
     assert table.column_names == list(SFT_COLUMNS)
@@ -210,10 +210,10 @@ def test_stitch_file_writes_curates_sft_schema(tmp_path, sandbox):
     assert curated.kept_rows == 2
     assert pq.read_schema(tmp_path / "curated.parquet").equals(pq.read_schema(out))  # one schema, both ways
     with pytest.raises(UserError, match="already holds"):
-        stitch_file(path, out, trajectories_dir=tmp_path / "traj", sandbox=sandbox, show_progress=False)
+        stitch_file(path, out, trajectories_dir=tmp_path / "traj", sandbox=sandbox)
 
 
 def test_stitch_file_with_nothing_to_stitch_says_why(tmp_path, sandbox):
     path = write_jsonl(tmp_path / "s.jsonl", [{"question": "q", "solution": "Plain words. $\\boxed{1}$"}])
     with pytest.raises(UserError, match="no solution had a calculation"):
-        stitch_file(path, tmp_path / "o.parquet", sandbox=sandbox, show_progress=False)
+        stitch_file(path, tmp_path / "o.parquet", sandbox=sandbox)

@@ -27,7 +27,7 @@ def test_stitch_command_writes_an_sft_set(tmp_path, capsys):
 
 @pytest.mark.parametrize("args,message", [
     (["--solution-field", "nope"], "no column 'nope'"),
-    (["--max-cells", "0"], "max_cells"),
+    (["--max-cells", "0"], "--max-cells 0"),
 ])
 def test_stitch_command_reports_mistakes_in_one_line(tmp_path, capsys, args, message):
     solutions = tmp_path / "s.jsonl"

@@ -82,10 +82,10 @@ def test_train_without_data_runs_the_demo_sft_on_stitched_solutions_then_grpo(tm
     """No SFT set and no pool: the demo stitches worked solutions, trains on them, then runs GRPO."""
     import polars as pl
 
-    from agentdata.cli import train as train_cli
+    from agentdata import train as train_pipeline
 
     monkeypatch.chdir(tmp_path)  # no sft.parquet / pool.parquet here
-    monkeypatch.setattr(train_cli, "DEMO_SFT_CONVERSATIONS", 4)
+    monkeypatch.setattr(train_pipeline, "DEMO_SFT_CONVERSATIONS", 4)
     out = tmp_path / "demo"
     result = CliRunner().invoke(app, [
         "train", "--model", f"hf:{tiny_model_dir}", "--out", str(out), "--max-steps", "1",

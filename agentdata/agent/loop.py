@@ -12,12 +12,12 @@ import asyncio
 import functools
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from agentdata.agent.config import LoopConfig
 from agentdata.engines.base import Engine, Generation, GenerationRequest
 from agentdata.formats import (
-    DEFAULT_TOOL_OUTPUT_CHARS,
     ParsedTurn,
     Protocol,
     get_protocol,
@@ -35,38 +35,6 @@ if TYPE_CHECKING:
 TOOL_LIMIT_NOTICE = "Tool call limit reached: the code was not run. Give your final answer now, in \\boxed{}."
 REQUEST_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 UNPARSED_CALL_NOTICE = "Your tool call could not be read ({errors}). Fix its format or give the final answer."
-
-
-@dataclass
-class LoopConfig:
-    protocol: str = field(default="hermes",
-                          metadata={"help": "Tool-call protocol: hermes, codeblock, qwen3coder or native."})
-    max_tool_calls: int = field(default=4, metadata={"help": "Tool calls run per trajectory; one more is refused."})
-    max_turns: int = field(default=8, metadata={"help": "Model turns (generate calls) per trajectory."})
-    max_new_tokens: int = field(default=512, metadata={"help": "Model tokens per trajectory, all turns together."})
-    temperature: float = field(default=0.7, metadata={"help": "Sampling temperature."})
-    top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling threshold."})
-    tool_output_chars: int = field(
-        default=DEFAULT_TOOL_OUTPUT_CHARS, metadata={"help": "Tool output shown to the model, head and tail."}
-    )
-    tool_timeout: float = field(default=10.0, metadata={"help": "Seconds one tool call may run."})
-    system_prompt: str | None = field(default=None, metadata={"help": "Overrides the protocol's system prompt."})
-    tools: list[str] = field(
-        default_factory=lambda: list(DEFAULT_TOOLS),
-        metadata={"help": "Tools the model may call: code_interpreter, or a typed Python function as "
-                          "module:function or path/to/file.py:function (its JSON schema is derived)."},
-    )
-
-    def __post_init__(self) -> None:
-        for name in ("max_tool_calls", "max_turns", "max_new_tokens", "tool_output_chars"):
-            if getattr(self, name) < (0 if name == "max_tool_calls" else 1):
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.temperature < 0:
-            raise ValueError("temperature must be >= 0 (0 means greedy)")
-
-    def sampling(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "top_p": self.top_p, "max_new_tokens": self.max_new_tokens,
-                "max_tool_calls": self.max_tool_calls, "max_turns": self.max_turns}
 
 
 @dataclass

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pyarrow.parquet as pq
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.table import Table
 
 from agentdata import __version__
 from agentdata.errors import UserError
+from agentdata.events import task
 from agentdata.records import Problem, Trajectory
-from agentdata.agent.loop import LoopConfig, config_tools, solve
+from agentdata.agent.config import MAX_SAMPLES, CollectConfig, LoopConfig  # noqa: F401 (re-exported)
+from agentdata.agent.loop import config_tools, solve
 from agentdata.agent.journal import Journal, signals_deferred
 from agentdata.agent.resume import HASH_KEY, ResumePlan, plan_resume, problem_hash, unique_problems
 from agentdata.agent.rundir import RunDir
@@ -32,38 +32,8 @@ from agentdata.agent.rundir import RunDir
 # If this many trajectories in a row fail from the start, the engine or sandbox is broken: stop early.
 FAIL_FAST_AFTER = 8
 FLUSH_SECONDS = 30.0
-# Upper bounds that keep a typo (--samples 10^23) from running until killed; docs/input-files.md.
-MAX_SAMPLES = 100_000
+# An upper bound that keeps a typo (--samples 10^23) from running until killed; docs/input-files.md.
 MAX_TRAJECTORIES = 10_000_000
-
-
-@dataclass
-class CollectConfig(LoopConfig):
-    teacher: str = field(default="smollm2", metadata={"help": "Engine spec: smollm2, hf:PATH, vllm:PATH, openai:URL."})
-    samples: int = field(default=1, metadata={"help": "Trajectories per problem."})
-    concurrency: int = field(default=16, metadata={"help": "Trajectories in flight at once."})
-    sandbox: str = field(default="local", metadata={
-        "help": "'local', or URLs (comma separated) of `agentdata sandbox serve` or SandboxFusion."})
-    seed: int = field(default=0, metadata={"help": "Base seed; each trajectory derives its own."})
-    limit: int | None = field(default=None, metadata={"help": "Use only the first N problems."})
-    shard_size: int = field(default=64, metadata={"help": "Trajectories per Parquet shard."})
-    engine_options: dict[str, Any] = field(default_factory=dict, metadata={"help": "Passed to load_engine."})
-    retry_errors: bool = field(default=True, metadata={"help": "On resume, run again the trajectories that ended "
-                                                                "in an error (an engine or sandbox failure)."})
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in ("samples", "concurrency", "shard_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.samples > MAX_SAMPLES:
-            raise ValueError(f"samples must be at most {MAX_SAMPLES:,}, got {self.samples:,}")
-        if self.limit is not None and self.limit < 1:
-            raise ValueError(f"limit must be at least 1, got {self.limit}")
-
-    def settings(self) -> dict[str, Any]:
-        settings = {key: value for key, value in asdict(self).items() if key != "engine_options"}
-        return {**settings, "model": self.engine_options.get("model")}  # part of the model's identity
 
 
 @dataclass
@@ -101,23 +71,6 @@ class CollectSummary:
                     tool_error_rate=self.tool_errors / self.tool_calls if self.tool_calls else 0.0)
         return data
 
-    def table(self) -> Table:
-        data = self.as_dict()
-        table = Table(title=f"collect · {self.run_dir}")
-        table.add_column("metric")
-        table.add_column("value", justify="right")
-        table.add_row("trajectories (new this run)", f"{self.total} ({self.new})")
-        if self.stale or self.retried:
-            table.add_row("redone: problem changed · error retried", f"{self.stale} · {self.retried}")
-        table.add_row("accuracy", f"{self.accuracy:.1%}")
-        table.add_row("mean tool calls", f"{data['mean_tool_calls']:.2f}")
-        table.add_row("tool error rate", f"{data['tool_error_rate']:.1%}")
-        table.add_row("completion tokens", f"{self.completion_tokens:,}")
-        table.add_row("trajectories/s · tokens/s", f"{self.trajectories_per_s:.2f} · {self.tokens_per_s:.1f}")
-        for reason, count in sorted(self.finish_reasons.items()):
-            table.add_row(f"finish: {reason}", str(count))
-        return table
-
 
 def trajectory_seed(base_seed: int, problem_id: str, sample_index: int) -> int:
     digest = hashlib.sha1(f"{base_seed}:{problem_id}:{sample_index}".encode()).hexdigest()
@@ -125,17 +78,20 @@ def trajectory_seed(base_seed: int, problem_id: str, sample_index: int) -> int:
 
 
 def collect(problems: list[Problem], out_dir: str | Path, config: CollectConfig, engine: Any = None,
-            sandbox: Any = None, show_progress: bool = True) -> CollectSummary:
-    """Collect trajectories into `out_dir` (resuming it); returns the summary of the whole run."""
-    return asyncio.run(collect_async(problems, out_dir, config, engine, sandbox, show_progress))
+            sandbox: Any = None) -> CollectSummary:
+    """Collect trajectories into `out_dir` (resuming it); returns the summary of the whole run.
+
+    Progress is reported as `agentdata.events` (task "collect"); nothing is drawn here.
+    """
+    return asyncio.run(collect_async(problems, out_dir, config, engine, sandbox))
 
 
 async def collect_async(problems: list[Problem], out_dir: str | Path, config: CollectConfig, engine: Any = None,
-                        sandbox: Any = None, show_progress: bool = True) -> CollectSummary:
+                        sandbox: Any = None) -> CollectSummary:
     problems = unique_problems(problems)[: config.limit]
     if not problems:
         raise UserError("no problems to collect on")
-    config_tools(config)  # a tool that cannot be loaded is the user's to fix before anything runs
+    config_tools(config.loop)  # a tool that cannot be loaded is the user's to fix before anything runs
     if len(problems) * config.samples > MAX_TRAJECTORIES:
         raise UserError(f"{len(problems):,} problems × {config.samples:,} samples is more than one run takes "
                         f"(at most {MAX_TRAJECTORIES:,} trajectories); split the problems or lower the samples")
@@ -146,19 +102,19 @@ async def collect_async(problems: list[Problem], out_dir: str | Path, config: Co
     started = time.perf_counter()
     new_trajectories: list[Trajectory] = []
     if plan.work:
-        new_trajectories = await _run_work(plan.work, run, config, engine, sandbox, show_progress)
+        new_trajectories = await _run_work(plan.work, run, config, engine, sandbox)
     summary = summarise(run, time.perf_counter() - started, new_trajectories, plan)
     run.write_stats(summary.as_dict())
     return summary
 
 
 async def _run_work(work: list[tuple[Problem, int]], run: RunDir, config: CollectConfig, engine: Any,
-                    sandbox: Any, show_progress: bool) -> list[Trajectory]:
+                    sandbox: Any) -> list[Trajectory]:
     owns_engine, owns_sandbox = engine is None, sandbox is None
     if owns_sandbox:  # first: a dead sandbox URL is refused before a model is loaded
         from agentdata.sandbox import open_sandbox
 
-        sandbox = open_sandbox(config.sandbox)
+        sandbox = open_sandbox(config.loop.sandbox)
     if owns_engine:
         from agentdata.engines import load_engine
 
@@ -170,7 +126,7 @@ async def _run_work(work: list[tuple[Problem, int]], run: RunDir, config: Collec
             raise
     writer = _ShardBuffer(run, config.shard_size, config.settings())
     try:
-        with _LiveProgress(len(work), show_progress) as on_result:
+        with _LiveProgress(len(work)) as on_result:
             await _run_concurrently(work, engine, sandbox, config, lambda t: (writer.add(t), on_result(t)))
     except RunBroken:
         writer.drop_errors()  # nothing but failures so far: keep them out, so the dir stays fresh for a fix
@@ -212,14 +168,14 @@ async def _solve_safely(problem: Problem, index: int, engine: Any, sandbox: Any,
     """A failure of one trajectory is recorded on it; the run goes on."""
     seed = trajectory_seed(config.seed, problem.id, index)
     try:
-        trajectory = await solve(problem, engine, sandbox, config, sample_index=index, seed=seed)
+        trajectory = await solve(problem, engine, sandbox, config.loop, sample_index=index, seed=seed)
     except Exception as error:  # engine or sandbox trouble on this trajectory only
         trajectory = Trajectory(
             id=f"{problem.id}-{index}", problem_id=problem.id, question=problem.question, answer=problem.answer,
             source=problem.source, domain=problem.domain,
             messages=[{"role": "user", "content": problem.question}], finish_reason="error",
             error=f"{type(error).__name__}: {error}", teacher=getattr(engine, "spec", config.teacher),
-            format=config.protocol, sampling={**config.sampling(), "seed": seed, "sample_index": index},
+            format=config.loop.protocol, sampling={**config.loop.sampling(), "seed": seed, "sample_index": index},
         )
     trajectory.metadata[HASH_KEY] = problem_hash(problem)  # a later run redoes it if the problem changes
     return trajectory
@@ -287,23 +243,21 @@ class _ShardBuffer:
 
 
 class _LiveProgress:
-    """A rich progress bar with live rates; yields the per-result callback."""
+    """Reports each finished trajectory as a "collect" progress event with live rates."""
 
-    def __init__(self, total: int, enabled: bool):
-        self.progress = Progress(
-            TextColumn("[bold]collect"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TimeRemainingColumn(), TextColumn("{task.fields[stats]}"), disable=not enabled,
-        )
-        self.task = self.progress.add_task("collect", total=total, stats="")
+    def __init__(self, total: int):
+        self.total = total
         self.started = time.perf_counter()
         self.done = self.correct = self.tool_calls = self.tokens = 0
+        self.task = task("collect", total)
+        self.advance: Callable[..., None] = lambda completed, **stats: None
 
     def __enter__(self) -> Callable[[Trajectory], None]:
-        self.progress.start()
+        self.advance = self.task.__enter__()
         return self.on_result
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        self.task.__exit__(*exc)
 
     def on_result(self, trajectory: Trajectory) -> None:
         self.done += 1
@@ -311,9 +265,8 @@ class _LiveProgress:
         self.tool_calls += trajectory.num_tool_calls
         self.tokens += trajectory.completion_tokens
         elapsed = max(time.perf_counter() - self.started, 1e-9)
-        stats = (f"acc {self.correct / self.done:.0%} · {self.done / elapsed:.2f} traj/s · "
-                 f"{self.tokens / elapsed:.0f} tok/s · {self.tool_calls} tool calls")
-        self.progress.update(self.task, advance=1, stats=stats)
+        self.advance(self.done, accuracy=self.correct / self.done, trajectories_per_s=self.done / elapsed,
+                     tokens_per_s=self.tokens / elapsed, tool_calls=self.tool_calls)
 
 
 def summarise(run: RunDir, elapsed_s: float, new_trajectories: list[Trajectory],

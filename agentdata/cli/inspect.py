@@ -2,24 +2,36 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from agentdata.cli.common import AnswerField, QuestionField, console
 from agentdata.agent.inspection import load_for_inspection
-from agentdata.cli.views import conversation, problems_summary, problems_table, trajectories_summary
+from agentdata.cli.common import AnswerField, QuestionField, console, print_json
+from agentdata.cli.options import settings_command
+from agentdata.cli.views import conversation, problems_summary, problems_table, trajectories_stats, trajectories_summary
 
 
+@settings_command()
 def command(
     path: Annotated[Path, typer.Argument(help="A problem file, a trajectory file, or a collect run dir.")],
     show: Annotated[int, typer.Option("--show", "-n", help="How many records to print in full.")] = 3,
     question_field: QuestionField = None,
     answer_field: AnswerField = None,
+    *,
+    as_json: bool = False,
 ) -> None:
     """Pretty-print problems or trajectories, with a summary table."""
     kind, records = load_for_inspection(path, question_field, answer_field)
+    if as_json:
+        if kind == "trajectories":
+            print_json({"path": str(path), "kind": kind, **trajectories_stats(records)})
+        else:
+            print_json({"path": str(path), "kind": kind, "problems": len(records),
+                        "sources": dict(Counter(p.source for p in records).most_common())})
+        return
     if kind == "trajectories":
         for trajectory in records[:show]:
             console.print(conversation(trajectory))

@@ -2,53 +2,45 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
 
-from agentdata.cli.common import console, err_console
+from agentdata.cli.common import console, err_console, print_json
+from agentdata.cli.options import settings_command
+from agentdata.sandbox.config import SandboxConfig
 from agentdata.errors import InputFileError, UserError
 
 app = typer.Typer(help="Run the code sandbox as a service, or run one piece of code in it.", no_args_is_help=True)
 
-Workers = Annotated[int, typer.Option("--workers", "-w", help="Calls that run at once; more wait in a queue.")]
-Timeout = Annotated[float, typer.Option("--timeout", help="Default wall-clock limit per call, in seconds.")]
-MemoryMb = Annotated[int, typer.Option("--memory-mb", help="Memory limit of each sandbox process (MiB).")]
-
-
-def _config(workers: int, timeout: float, memory_mb: int, prefork: int = 2):
-    from agentdata.sandbox import SandboxConfig
-
-    try:
-        return SandboxConfig(workers=workers, timeout_s=timeout, memory_mb=memory_mb, prefork=prefork)
-    except ValueError as error:
-        raise UserError(str(error)) from None
+# A service keeps more executors forked ahead than a library Sandbox: fresh /run_code calls should not wait.
+SERVE_DEFAULTS = {"prefork": 4}
+# `sandbox run` runs one piece of code: one worker, nothing forked ahead.
+RUN_DEFAULTS = {"workers": 1, "prefork": 0}
 
 
 @app.command("serve")
+@settings_command(defaults=SERVE_DEFAULTS)
 def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8080,
-    workers: Workers = 4,
-    timeout: Timeout = 30.0,
-    memory_mb: MemoryMb = 2048,
-    prefork: Annotated[int, typer.Option(
-        "--prefork", help="Isolated executors kept forked and ready, so fresh calls (/run_code) do not wait for one.",
-    )] = 4,
+    *,
+    config: SandboxConfig,
 ) -> None:
     """Serve SandboxFusion's POST /run_code (and /v1/run with sessions) until interrupted."""
     from agentdata.sandbox import Sandbox
     from agentdata.sandbox.service import serve as serve_http
 
-    with Sandbox(_config(workers, timeout, memory_mb, prefork)) as sandbox:
+    with Sandbox(config) as sandbox:
         table = Table(title="agentdata sandbox service")
         table.add_column("setting")
         table.add_column("value")
         table.add_row("url", f"http://{host}:{port}/run_code")
-        table.add_row("workers / spare executors", f"{workers} / {prefork}")
-        table.add_row("timeout / memory", f"{timeout:g} s / {memory_mb} MiB")
+        table.add_row("workers / spare executors", f"{config.workers} / {config.prefork}")
+        table.add_row("timeout / memory", f"{config.timeout_s:g} s / {config.memory_mb} MiB")
         isolation = sandbox.isolation
         table.add_row("own uid per session", str(isolation["own_uid"]))
         table.add_row("private /tmp", str(isolation["private_tmp"]))
@@ -59,12 +51,14 @@ def serve(
 
 
 @app.command("run")
+@settings_command(defaults=RUN_DEFAULTS)
 def run(
     path: Annotated[Optional[Path], typer.Argument(help="A Python file to run.")] = None,
     code: Annotated[Optional[str], typer.Option("--code", "-c", help="Code to run instead of a file.")] = None,
     url: Annotated[Optional[str], typer.Option("--url", help="Run on a sandbox service instead of locally.")] = None,
-    timeout: Timeout = 30.0,
-    memory_mb: MemoryMb = 2048,
+    *,
+    config: SandboxConfig,
+    as_json: bool = False,
 ) -> None:
     """Run a code file or `-c CODE` once in the sandbox and print what it gave back."""
     if (path is None) == (code is None):
@@ -73,14 +67,14 @@ def run(
         if not path.is_file():
             raise InputFileError(path, "no such file")
         code = path.read_text(encoding="utf-8")
-    from agentdata.sandbox import open_sandbox
+    from agentdata.sandbox import Sandbox, open_sandbox
 
-    if url:
-        sandbox = open_sandbox(url)
-    else:
-        sandbox = open_sandbox("local", workers=1, prefork=0, timeout_s=timeout, memory_mb=memory_mb)
+    sandbox = open_sandbox(url) if url else Sandbox(config)
     with sandbox:
-        result = sandbox.run(code, timeout=timeout)
+        result = sandbox.run(code, timeout=config.timeout_s)
+    if as_json:
+        print_json(result.as_dict() if hasattr(result, "as_dict") else dataclasses.asdict(result))
+        raise typer.Exit(0 if result.status == "ok" else 1)
     if result.stdout:
         console.out(result.stdout, end="", highlight=False)
     if result.stderr:

@@ -53,19 +53,32 @@ def conversation(trajectory: Trajectory) -> Panel:
     return Panel(Group(*parts), title=title, title_align="left")
 
 
-def trajectories_summary(trajectories: Iterable[Trajectory], title: str = "trajectories") -> Table:
+def trajectories_stats(trajectories: Iterable[Trajectory]) -> dict[str, Any]:
+    """The numbers `inspect` shows for trajectories (also its --json output)."""
     trajectories = list(trajectories)
     count = len(trajectories) or 1
     calls = sum(t.num_tool_calls for t in trajectories)
+    return {
+        "trajectories": len(trajectories),
+        "accuracy": sum(t.correct for t in trajectories) / count,
+        "mean_tool_calls": calls / count,
+        "tool_error_rate": sum(t.num_tool_errors for t in trajectories) / max(calls, 1),
+        "mean_completion_tokens": sum(t.completion_tokens for t in trajectories) / count,
+        "finish_reasons": dict(sorted(Counter(t.finish_reason for t in trajectories).items())),
+    }
+
+
+def trajectories_summary(trajectories: Iterable[Trajectory], title: str = "trajectories") -> Table:
+    stats = trajectories_stats(trajectories)
     table = Table(title=escape(title))
     table.add_column("metric")
     table.add_column("value", justify="right")
-    table.add_row("trajectories", str(len(trajectories)))
-    table.add_row("accuracy", f"{sum(t.correct for t in trajectories) / count:.1%}")
-    table.add_row("mean tool calls", f"{calls / count:.2f}")
-    table.add_row("tool error rate", f"{sum(t.num_tool_errors for t in trajectories) / max(calls, 1):.1%}")
-    table.add_row("mean completion tokens", f"{sum(t.completion_tokens for t in trajectories) / count:.1f}")
-    for reason, number in sorted(Counter(t.finish_reason for t in trajectories).items()):
+    table.add_row("trajectories", str(stats["trajectories"]))
+    table.add_row("accuracy", f"{stats['accuracy']:.1%}")
+    table.add_row("mean tool calls", f"{stats['mean_tool_calls']:.2f}")
+    table.add_row("tool error rate", f"{stats['tool_error_rate']:.1%}")
+    table.add_row("mean completion tokens", f"{stats['mean_completion_tokens']:.1f}")
+    for reason, number in stats["finish_reasons"].items():
         table.add_row(f"finish: {reason}", str(number))
     return table
 
@@ -107,3 +120,60 @@ def _cell(value: Any) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return escape(str(value))
+
+
+def collect_table(summary: Any) -> Table:
+    """collect's summary (an agent.runner.CollectSummary)."""
+    data = summary.as_dict()
+    table = Table(title=f"collect · {summary.run_dir}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_row("trajectories (new this run)", f"{summary.total} ({summary.new})")
+    if summary.stale or summary.retried:
+        table.add_row("redone: problem changed · error retried", f"{summary.stale} · {summary.retried}")
+    table.add_row("accuracy", f"{summary.accuracy:.1%}")
+    table.add_row("mean tool calls", f"{data['mean_tool_calls']:.2f}")
+    table.add_row("tool error rate", f"{data['tool_error_rate']:.1%}")
+    table.add_row("completion tokens", f"{summary.completion_tokens:,}")
+    table.add_row("trajectories/s · tokens/s", f"{summary.trajectories_per_s:.2f} · {summary.tokens_per_s:.1f}")
+    for reason, count in sorted(summary.finish_reasons.items()):
+        table.add_row(f"finish: {reason}", str(count))
+    return table
+
+
+def results_table(results: list[Any], title: str = "eval") -> Table:
+    table = Table(title=title)
+    for name in ("model", "benchmark", "kind", "tool calls ≤", "problems", "avg@k", "pass@k", "maj@k",
+                 "calls/resp", "tool err", "resp tokens", "test s/resp", "failed", "finish reasons"):
+        table.add_column(name, justify="left" if name in ("model", "benchmark", "kind", "finish reasons") else "right")
+    for result in results:
+        m = result.metrics
+        k = m.samples
+        reasons = ", ".join(f"{reason} {count}" for reason, count in m.finish_reasons.items())
+        table.add_row(
+            result.model, result.benchmark, m.kind, str(result.max_tool_calls), str(m.num_problems),
+            f"{m.avg_at_k:.1%} @{k}", f"{m.pass_at_samples:.1%} @{k}", f"{m.maj_at_k:.1%} @{k}",
+            f"{m.mean_tool_calls:.2f}", f"{m.tool_error_rate:.1%}", f"{m.mean_response_tokens:.0f}",
+            f"{m.mean_test_s:.2f}" if m.kind in ("code", "mixed") else "-", str(m.failed_responses), reasons,
+        )
+    return table
+
+
+def stitch_table(summary: Any) -> Table:
+    """`synth stitch`'s summary (a synth.stitch.StitchSummary)."""
+    table = Table(title=f"synth stitch · {summary.output}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_row("solutions read", str(summary.rows))
+    table.add_row("stitched trajectories written", str(summary.written))
+    for reason, count in summary.dropped.items():
+        table.add_row(f"dropped_{reason}", str(count))
+    table.add_row("code cells (tool calls)",
+                  f"{summary.tool_calls} ({summary.tool_calls / max(summary.written, 1):.2f} per solution)")
+    table.add_row("cells that failed", str(summary.tool_errors))
+    table.add_row("calculations whose real output matched the text",
+                  f"{summary.calculations_matching_text} / {summary.calculations}")
+    table.add_row("final answer equals the gold", f"{summary.correct} / {summary.written}")
+    if summary.trajectories_dir:
+        table.add_row("trajectories (for `agentdata curate`)", str(summary.trajectories_dir))
+    return table

@@ -38,69 +38,15 @@ from agentdata.formats.forms import target_form
 from agentdata.curate.output import EmptySFTSetError, write_sft_form  # noqa: F401 (EmptySFTSetError re-exported)
 from agentdata.errors import UserError
 from agentdata.filters.features import trajectory_features
+from agentdata.curate.config import NEAR_DUP_FIELDS, REASONING_MODES, CurateConfig
 from agentdata.records import SFT_COLUMNS, atomic_write, write_json
 
 SCALAR_COLUMNS = (
     "id", "problem_id", "question", "source", "teacher", "format", "correct", "final_answer",
     "num_tool_calls", "num_tool_errors", "prompt_tokens", "completion_tokens",
 )
-NEAR_DUP_FIELDS = ("question", "solution")
-REASONING_MODES = ("keep", "strip")
-
-
-@dataclass
-class CurateConfig:
-    keep_incorrect: bool = field(default=False, metadata={"help": "Keep trajectories with a wrong final answer."})
-    min_tool_calls: int = field(default=1, metadata={"help": "Fewest tool calls kept (below: `no_tool_call`)."})
-    max_tool_calls: int = field(default=8, metadata={"help": "Most tool calls kept (above: `too_many_tool_calls`)."})
-    max_tool_error_ratio: float = field(default=0.5, metadata={"help": "Largest share of failing tool calls."})
-    max_tokens: int = field(default=32768, metadata={"help": "Longest trajectory kept, prompt + completion tokens."})
-    near_dup_threshold: float | None = field(
-        default=0.8, metadata={"help": "MinHash Jaccard threshold for `near_duplicate`; None turns it off."}
-    )
-    near_dup_field: str = field(
-        default="question",
-        metadata={"help": "`question`: a problem whose question repeats another's is dropped whole; "
-                          "`solution`: trajectories whose text repeats another's."},
-    )
-    near_dup_ngram: int = field(default=5, metadata={"help": "Word n-gram size of the MinHash shingles."})
-    decontam_files: list[str] = field(default_factory=list, metadata={"help": "Benchmark files to decontaminate against."})
-    decontam_ngram: int = field(default=13, metadata={"help": "Word n-gram size for decontamination."})
-    max_per_problem: int | None = field(default=4, metadata={"help": "Most trajectories per problem; None: no cap."})
-    balance_sources: float | None = field(
-        default=None, metadata={"help": "Largest share of the set any one source may hold; None: no cap."}
-    )
-    reasoning: str = field(
-        default="keep",
-        metadata={"help": "keep: assistant messages keep the model's thinking (`reasoning_content`, which templates "
-                          "such as Qwen3's render); strip: answers only."},
-    )
-    extra_steps: list[str] = field(
-        default_factory=list,
-        metadata={"help": "Filter steps run after the built-in ones, on the rows they kept: registered names or "
-                          "plug-ins (mypkg.steps:ShortQuestion, steps.py:ShortQuestion)."},
-    )
-    target: str = field(
-        default="hf",
-        metadata={"help": "The reader the file is for: hf (Parquet that TRL's SFTTrainer and verl's "
-                          "MultiTurnSFTDataset both read), trl or verl (the same file), openai (OpenAI "
-                          "fine-tuning JSONL). See docs/curate.md."},
-    )
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.min_tool_calls <= self.max_tool_calls:
-            raise ValueError("tool-call band: need 0 <= MIN <= MAX, e.g. --tool-calls 1,8")
-        if self.near_dup_field not in NEAR_DUP_FIELDS:
-            raise ValueError(f"near_dup_field must be one of {NEAR_DUP_FIELDS}")
-        if self.near_dup_threshold is not None and not 0 < self.near_dup_threshold <= 1:
-            raise ValueError("near-duplicate threshold must be in (0, 1], e.g. 0.8")
-        if self.balance_sources is not None and not 0 < self.balance_sources <= 1:
-            raise ValueError("balance-sources share must be in (0, 1], e.g. 0.5")
-        if self.max_per_problem is not None and self.max_per_problem < 1:
-            raise ValueError("max-per-problem must be at least 1")
-        if self.reasoning not in REASONING_MODES:
-            raise ValueError(f"reasoning must be one of {', '.join(REASONING_MODES)}, got {self.reasoning!r}")
-        target_form(self.target)  # raises ValueError for an unknown reader
+# What the SFT set holds: `messages` and `tools` (a JSON string, which TRL's SFTTrainer
+# json-loads before the chat template; verl reads it the same way), plus provenance.
 
 
 @dataclass
@@ -113,6 +59,13 @@ class CurateResult:
     report: Path
     per_source: list[dict]
     empty: str | None = None  # why no SFT set was written (the report and rejects still are)
+
+    def as_dict(self) -> dict:
+        return {"input_rows": self.input_rows, "kept_rows": self.kept_rows,
+                "dropped": {f"dropped_{reason}": count for reason, count in self.counts.items()},
+                "output": str(self.output) if self.output else None, "empty": self.empty,
+                "rejects": str(self.rejects) if self.rejects else None,
+                "report": str(self.report), "per_source": self.per_source}
 
 
 def curate_steps(config: CurateConfig) -> tuple[list[Step], list[Step]]:

@@ -116,7 +116,8 @@ class OpenAIEngine(Engine):
         if max_tokens_field not in TOKEN_FIELDS:
             raise UserError(f"openai engine: max_tokens_field must be one of {', '.join(TOKEN_FIELDS)}")
         if not isinstance(extra_body, (dict, type(None))):
-            raise UserError("openai engine: extra_body must be a JSON object of request fields")
+            raise UserError(f"openai engine: extra_body={extra_body} must be a JSON object of request fields, "
+                            'e.g. extra_body={"top_k": 20}')
         self.extra_body = dict(extra_body or {})
         self.wire = WireSettings(continue_final_message, max_tokens_field, _field_names(drop_fields))
         self.adaptations: list[str] = []  # what was learned from refusals, in order

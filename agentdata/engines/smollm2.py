@@ -80,11 +80,11 @@ def load_smollm2_tokenizer():
 
 
 def _convert_gguf(gguf_path: Path, out_dir: Path) -> None:
-    from rich.console import Console
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    console = Console(stderr=True)
-    with console.status(f"Converting the embedded SmolLM2 model once (cache: {out_dir.parent})"):
+    from agentdata.events import task
+
+    with task("convert SmolLM2", message=f"Converting the embedded SmolLM2 model once (cache: {out_dir.parent})"):
         quantised = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
         # A fresh model of the same config takes the dequantised weights and saves normally.
         config = quantised.config

@@ -11,7 +11,7 @@ from agentdata.evaluation.metrics import (
     majority_vote,
     pass_at_k,
 )
-from agentdata.evaluation.report import EvalReport, EvalResult, results_table
+from agentdata.evaluation.report import EvalReport, EvalResult
 
 __all__ = [
     "BenchmarkMetrics",
@@ -21,5 +21,4 @@ __all__ = [
     "benchmark_metrics",
     "majority_vote",
     "pass_at_k",
-    "results_table",
 ]

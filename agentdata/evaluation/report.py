@@ -1,4 +1,4 @@
-"""The eval report: one result per (model, benchmark, tool-call budget), as JSON and a rich table."""
+"""The eval report: one result per (model, benchmark, tool-call budget), as JSON (cli/views.py draws the table)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-
-from rich.table import Table
 
 from agentdata.errors import InputFileError
 from agentdata.evaluation.metrics import BenchmarkMetrics
@@ -81,21 +79,3 @@ class EvalReport:
             raise InputFileError(path, "no such file: run `agentdata eval` first") from None
         except (json.JSONDecodeError, KeyError, TypeError) as error:
             raise InputFileError(path, f"not an eval report ({error})") from None
-
-
-def results_table(results: list[EvalResult], title: str = "eval") -> Table:
-    table = Table(title=title)
-    for name in ("model", "benchmark", "kind", "tool calls ≤", "problems", "avg@k", "pass@k", "maj@k",
-                 "calls/resp", "tool err", "resp tokens", "test s/resp", "failed", "finish reasons"):
-        table.add_column(name, justify="left" if name in ("model", "benchmark", "kind", "finish reasons") else "right")
-    for result in results:
-        m = result.metrics
-        k = m.samples
-        reasons = ", ".join(f"{reason} {count}" for reason, count in m.finish_reasons.items())
-        table.add_row(
-            result.model, result.benchmark, m.kind, str(result.max_tool_calls), str(m.num_problems),
-            f"{m.avg_at_k:.1%} @{k}", f"{m.pass_at_samples:.1%} @{k}", f"{m.maj_at_k:.1%} @{k}",
-            f"{m.mean_tool_calls:.2f}", f"{m.tool_error_rate:.1%}", f"{m.mean_response_tokens:.0f}",
-            f"{m.mean_test_s:.2f}" if m.kind in ("code", "mixed") else "-", str(m.failed_responses), reasons,
-        )
-    return table

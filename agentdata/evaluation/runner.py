@@ -15,7 +15,7 @@ or it ended in an error; each result says how many responses were generated and 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlparse
@@ -26,46 +26,13 @@ from agentdata.evaluation.plots import ACCURACY_PLOT, SWEEP_PLOT, accuracy_plot,
 from agentdata.evaluation.report import EvalReport, EvalResult
 from agentdata.problems import load_problems
 from agentdata.records import Problem, Trajectory
-from agentdata.agent.runner import MAX_SAMPLES, CollectConfig, CollectSummary, collect
-from agentdata.agent.loop import LoopConfig
+from agentdata.agent.runner import CollectConfig, CollectSummary, collect
 from agentdata.agent.resume import unique_problems
 from agentdata.agent.rundir import RunDir, settings_digest
+from agentdata.evaluation.config import EvalConfig
+from agentdata.settings import flatten
 
 LABELLED_SPEC = re.compile(r"^(?P<label>[A-Za-z0-9_.-]+)=(?P<spec>.+)$")
-
-
-@dataclass
-class EvalConfig(LoopConfig):
-    """How each model is run: the agent-loop settings plus sampling and the benchmark columns.
-
-    `max_tool_calls` (inherited) is ignored in favour of `tool_call_budgets`.
-    """
-
-    samples: int = field(default=4, metadata={"help": "Responses per problem (the k of avg@k, pass@k, maj@k)."})
-    tool_call_budgets: list[int] = field(default_factory=lambda: [4],
-                                         metadata={"help": "Allowed tool calls per response; several make a sweep."})
-    sandbox: str = field(default="local", metadata={
-        "help": "'local', or URLs (comma separated) of `agentdata sandbox serve` or SandboxFusion."})
-    concurrency: int = field(default=16, metadata={"help": "Responses in flight at once."})
-    seed: int = field(default=0, metadata={"help": "Base seed; each response derives its own."})
-    limit: int | None = field(default=None, metadata={"help": "Use only the first N problems of each benchmark."})
-    question_field: str | None = field(default=None, metadata={"help": "Question column (default: recognised)."})
-    answer_field: str | None = field(default=None, metadata={"help": "Answer column (default: recognised)."})
-    engine_options: dict[str, Any] = field(default_factory=dict, metadata={"help": "Passed to load_engine."})
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not 1 <= self.samples <= MAX_SAMPLES:
-            raise ValueError(f"samples (--k) must be from 1 to {MAX_SAMPLES:,}, got {self.samples:,}")
-        if not self.tool_call_budgets or min(self.tool_call_budgets) < 0:
-            raise ValueError(f"tool_call_budgets must be non-negative numbers, got {self.tool_call_budgets}")
-        self.tool_call_budgets = sorted(set(self.tool_call_budgets))
-
-    def collect_config(self, spec: str, budget: int) -> CollectConfig:
-        loop_settings = {f.name: getattr(self, f.name) for f in fields(LoopConfig)}
-        return CollectConfig(**{**loop_settings, "max_tool_calls": budget}, teacher=spec, samples=self.samples,
-                             concurrency=self.concurrency, sandbox=self.sandbox, seed=self.seed,
-                             engine_options=self.engine_options)
 
 
 @dataclass(frozen=True)
@@ -107,9 +74,9 @@ def _slug(text: str) -> str:
 
 
 def run_benchmark(problems: list[Problem], run_dir: Path, config: CollectConfig, engine: Any = None,
-                  sandbox: Any = None, show_progress: bool = True) -> tuple[list[Trajectory], CollectSummary]:
+                  sandbox: Any = None) -> tuple[list[Trajectory], CollectSummary]:
     """Run one model on one benchmark (resuming `run_dir`): the responses that belong to it, and what was run."""
-    summary = collect(problems, run_dir, config, engine=engine, sandbox=sandbox, show_progress=show_progress)
+    summary = collect(problems, run_dir, config, engine=engine, sandbox=sandbox)
     wanted = {p.id for p in problems}
     responses = [t for t in RunDir(run_dir).trajectories()
                  if t.problem_id in wanted and t.sampling.get("sample_index", 0) < config.samples]
@@ -118,7 +85,7 @@ def run_benchmark(problems: list[Problem], run_dir: Path, config: CollectConfig,
 
 def benchmark_run_dir(out_dir: Path, model: ModelSpec, bench_name: str, config: CollectConfig) -> Path:
     """Where one (model, benchmark, budget) run lives: other settings never reuse its responses."""
-    budget_dir = f"tools-{config.max_tool_calls}-{settings_digest(config.settings())}"
+    budget_dir = f"tools-{config.loop.max_tool_calls}-{settings_digest(config.settings())}"
     return out_dir / "runs" / _slug(model.label) / _slug(bench_name) / budget_dir
 
 
@@ -130,14 +97,13 @@ def run_eval(
     engine_factory: Callable[[str], Any] | None = None,
     sandbox: Any = None,
     equivalent: Equivalence = answers_equivalent,
-    show_progress: bool = True,
     on_result: Callable[[EvalResult], None] | None = None,
 ) -> EvalReport:
     """Evaluate every model on every benchmark at every tool-call budget; write report.json and plots.
 
     `engine_factory(spec)` supplies a ready engine (tests, or a model already loaded); without
     it, each collect run loads the engine from its spec. Likewise `sandbox`: a ready one, or
-    each run opens `config.sandbox`.
+    each run opens `config.loop.sandbox`. Progress is reported as `agentdata.events`.
     """
     out_dir = Path(out_dir)
     models = parse_model_specs(model_specs)
@@ -151,7 +117,7 @@ def run_eval(
             for budget in config.tool_call_budgets:
                 collect_config = config.collect_config(model.spec, budget)
                 run_dir = benchmark_run_dir(out_dir, model, bench_name, collect_config)
-                responses, summary = run_benchmark(problems, run_dir, collect_config, engine, sandbox, show_progress)
+                responses, summary = run_benchmark(problems, run_dir, collect_config, engine, sandbox)
                 result = EvalResult(model.label, model.spec, bench_name, budget, str(run_dir),
                                     benchmark_metrics(responses, equivalent),
                                     cache={"generated": summary.new, "redone_problem_changed": summary.stale,
@@ -172,6 +138,6 @@ def write_plots(report: EvalReport, out_dir: Path) -> list[Path]:
 
 
 def _settings(config: EvalConfig, models: list[ModelSpec], paths: list[Path]) -> dict[str, Any]:
-    settings = {f.name: getattr(config, f.name) for f in fields(config)
-                if f.name not in ("max_tool_calls", "engine_options")}
+    settings = {name: value for name, value in flatten(config).items()
+                if name not in ("max_tool_calls", "engine_options")}
     return {**settings, "models": {m.label: m.spec for m in models}, "benchmarks": [str(p) for p in paths]}

@@ -24,53 +24,9 @@ from agentdata.filters.text import normalised
 from agentdata.pool.confidence import with_intervals
 from agentdata.pool.mix import mix_step
 from agentdata.errors import UserError
+from agentdata.pool.config import POOL_FORMATS, PoolConfig
 from agentdata.records import Problem
 
-POOL_FORMATS = ("agentdata", "verl")
-
-
-@dataclass
-class PoolConfig:
-    band: tuple[float, float] = field(
-        default=(0.0, 1.0), metadata={"help": "Keep problems with LO < pass rate < HI (both ends exclusive)."}
-    )
-    size: int | None = field(default=None, metadata={"help": "Problems to select across clusters; None keeps all."})
-    clusters: int | None = field(default=None, metadata={"help": "K-means clusters (default about sqrt(problems))."})
-    embedding: str = field(default="auto", metadata={"help": "auto | sentence-transformers | tfidf."})
-    near_dup_threshold: float | None = field(default=0.8, metadata={"help": "MinHash threshold; None: off."})
-    near_dup_ngram: int = field(default=5, metadata={"help": "Word n-gram size of the MinHash shingles."})
-    decontam_files: list[str] = field(default_factory=list, metadata={"help": "Benchmark files to decontaminate against."})
-    decontam_ngram: int = field(default=13, metadata={"help": "Word n-gram size for decontamination."})
-    domain_mix: dict[str, float] | None = field(
-        default=None, metadata={"help": "Target domain shares after the band, e.g. math=0.5,code=0.3,science=0.2; "
-                                        "a short domain gives what it lacks to the others (see pool/mix.py)."}
-    )
-    format: str = field(default="agentdata", metadata={"help": "agentdata | verl output columns."})
-    seed: int = field(default=0, metadata={"help": "Seed for clustering."})
-    k_adaptive: int | None = field(default=None, metadata={
-        "help": "Profile again, up to this many rollouts, only the problems whose pass-rate interval (Wilson, 95%) "
-                "straddles an edge of the band; None: one round of k."})
-    min_valid_share: float = field(default=0.5, metadata={
-        "help": "A problem whose rollouts ended in an engine or sandbox error more often than this leaves is "
-                "dropped as `unprofiled` (errors are no wrong answers and count in no pass rate)."})
-    extra_steps: list[str] = field(
-        default_factory=list,
-        metadata={"help": "Filter steps run after the built-in ones, before the selection: registered names or "
-                          "plug-ins (mypkg.steps:ShortQuestion, steps.py:ShortQuestion)."},
-    )
-
-    def __post_init__(self) -> None:
-        low, high = self.band
-        if not 0 <= low < high <= 1:
-            raise ValueError("band must be LO,HI with 0 <= LO < HI <= 1, e.g. --band 0.2,0.8")
-        if self.format not in POOL_FORMATS:
-            raise ValueError(f"format must be one of {POOL_FORMATS}")
-        if self.size is not None and self.size < 1:
-            raise ValueError("size must be at least 1")
-        if self.k_adaptive is not None and self.k_adaptive < 2:
-            raise ValueError("k_adaptive must be at least 2 (and more than k)")
-        if not 0 < self.min_valid_share <= 1:
-            raise ValueError("min_valid_share must be in (0, 1]")
 
 
 @dataclass

@@ -17,17 +17,17 @@ from typing import Any, Sequence
 
 import polars as pl
 
+from agentdata.agent.config import CollectConfig
 from agentdata.agent.resume import plan_resume
 from agentdata.agent.rundir import RunDir, settings_digest
 from agentdata.pool.build import pass_rates
 from agentdata.records import Problem
 
 
-def profile_dir_for(out: Path, student: str, loop_settings: dict[str, Any] | None = None) -> Path:
+def profile_dir_for(out: Path, profiling: CollectConfig) -> Path:
     """One profile per student and settings in the pool's folder (a spec like `hf:/a/b` made file-safe)."""
-    from agentdata.agent.runner import CollectConfig
-
-    digest = settings_digest(CollectConfig(teacher=student, **(loop_settings or {})).settings())
+    student = profiling.teacher
+    digest = settings_digest(profiling.settings())
     return out.parent / "profile" / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', student).strip('_')}-{digest}"
 
 
@@ -49,19 +49,17 @@ def missing_rollouts(problems: Sequence[Problem], profile_dir: Path, k: int) -> 
 
 
 def profile(
-    problems: Sequence[Problem], profile_dir: Path, student: str, k: int, engine: Any = None,
-    show_progress: bool = True, **loop_settings: Any,
+    problems: Sequence[Problem], profile_dir: Path, config: CollectConfig, engine: Any = None,
 ) -> tuple[pl.DataFrame, int]:
-    """Pass rates over k rollouts per problem, generating only what the cache lacks.
-
-    Returns (pass-rate table, rollouts generated now).
+    """Pass rates over `config.samples` (k) rollouts per problem by `config.teacher` (the student),
+    generating only what the cache lacks. Returns (pass-rate table, rollouts generated now).
     """
+    k = config.samples
     needed = missing_rollouts(problems, profile_dir, k)
     if needed:
-        from agentdata.agent.runner import CollectConfig, collect
+        from agentdata.agent.runner import collect
 
-        config = CollectConfig(teacher=student, samples=k, **loop_settings)
-        collect(list(problems), profile_dir, config, engine=engine, show_progress=show_progress)
+        collect(list(problems), profile_dir, config, engine=engine)
     wanted = pl.Series([problem.id for problem in problems], dtype=pl.String).implode()
     rates = profile_rates(profile_dir, k=k).filter(pl.col("problem_id").is_in(wanted))
     return rates, needed

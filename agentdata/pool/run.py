@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, replace, field
 from pathlib import Path
 from typing import Any, Sequence
 
 import polars as pl
 
+from agentdata.agent.config import CollectConfig
 from agentdata.pool.build import EmptyPoolError, PoolConfig, PoolResult, build_pool, problems_table, source_table, write_pool
 from agentdata.errors import UserError
 from agentdata.pool.confidence import straddling
@@ -16,6 +17,9 @@ from agentdata.pool.profile import profile, profile_dir_for
 from agentdata.pool.report import pass_rate_histograms
 from agentdata.records import write_json
 from agentdata.records import Problem
+
+
+DEFAULT_K = 4  # student rollouts per problem when none are given
 
 
 @dataclass
@@ -34,22 +38,26 @@ class FilterRun:
 
 
 def run_filter(
-    problems: Sequence[Problem], out: str | Path, config: PoolConfig, student: str = "smollm2", k: int = 4,
-    loop_settings: dict[str, Any] | None = None, engine: Any = None, show_progress: bool = True,
-    profile_dir: str | Path | None = None,
+    problems: Sequence[Problem], out: str | Path, config: PoolConfig, profiling: CollectConfig | None = None,
+    engine: Any = None, profile_dir: str | Path | None = None,
 ) -> FilterRun:
-    """Profile the student on `problems` (re-using the profile run dir), build the pool, write it and its report."""
+    """Profile the student on `problems` (re-using the profile run dir), build the pool, write it and its report.
+
+    `profiling` is the student's collect run: `teacher` is the student, `samples` the k rollouts
+    per problem (default 4), `limit` keeps the first problems, `loop` the agent-loop settings.
+    """
     out = Path(out)
-    profile_dir = Path(profile_dir) if profile_dir else profile_dir_for(out, student, loop_settings)
+    profiling = profiling or CollectConfig(samples=DEFAULT_K)
+    problems = list(problems)[: profiling.limit]
+    student, k = profiling.teacher, profiling.samples
+    profile_dir = Path(profile_dir) if profile_dir else profile_dir_for(out, profiling)
     if config.k_adaptive is not None and config.k_adaptive <= k:
         raise UserError(f"--k-adaptive {config.k_adaptive} must be more than --k {k}: it is the rollouts "
                         "a problem whose pass rate is unsure gets in all")
-    rates, generated = profile(problems, profile_dir, student, k, engine=engine, show_progress=show_progress,
-                               **(loop_settings or {}))
+    rates, generated = profile(problems, profile_dir, profiling, engine=engine)
     reprofiled: list[str] = []
     if config.k_adaptive:
-        rates, more, reprofiled = _second_round(problems, rates, profile_dir, student, config, engine, show_progress,
-                                                loop_settings or {})
+        rates, more, reprofiled = _second_round(problems, rates, profile_dir, profiling, config, engine)
         generated += more
     result = build_pool(problems_table(problems), rates, config)
     try:
@@ -70,15 +78,16 @@ def run_filter(
         "still_straddling": len(unsure_now), "generated_rollouts": generated, "failed_rollouts": int(rates["n_errors"].sum()) if rates.height else 0,
         "profile_dir": str(profile_dir), "embedding": result.embedding,
         "dropped": {f"dropped_{reason}": count for reason, count in result.counts.items()},
-        "per_source": per_source, "per_domain": per_domain, "config": asdict(config), "plot": str(plot),
+        "per_source": per_source, "per_domain": per_domain, "config": asdict(config), "profiling": profiling.settings(),
+        "plot": str(plot),
     })
     return FilterRun(result, output, profile_dir, generated, report, plot, per_source, empty, per_domain,
                      len(reprofiled), len(unsure_now))
 
 
 def _second_round(
-    problems: Sequence[Problem], rates: pl.DataFrame, profile_dir: Path, student: str, config: PoolConfig,
-    engine: Any, show_progress: bool, loop_settings: dict[str, Any],
+    problems: Sequence[Problem], rates: pl.DataFrame, profile_dir: Path, profiling: CollectConfig, config: PoolConfig,
+    engine: Any,
 ) -> tuple[pl.DataFrame, int, list[str]]:
     """Profile again, up to k_adaptive rollouts, only the problems whose interval straddles a band edge.
 
@@ -89,8 +98,7 @@ def _second_round(
     if not unsure:
         return rates, 0, []
     again = [problem for problem in problems if problem.id in unsure]
-    more_rates, generated = profile(again, profile_dir, student, config.k_adaptive, engine=engine,
-                                    show_progress=show_progress, **loop_settings)
+    more_rates, generated = profile(again, profile_dir, replace(profiling, samples=config.k_adaptive), engine=engine)
     kept = rates.filter(~pl.col("problem_id").is_in(pl.Series(sorted(unsure), dtype=pl.String).implode()))
     return pl.concat([kept, more_rates.select(kept.columns)]), generated, sorted(unsure)
 

@@ -1,6 +1,16 @@
-"""GRPO on TRL's GRPOTrainer with agentdata's agent loop and sandbox in the rollouts."""
+"""GRPO on TRL's GRPOTrainer with agentdata's agent loop and sandbox in the rollouts.
+
+The trainer (torch, TRL) is imported when first asked for, so reading the settings stays light.
+"""
 
 from agentdata.rl.config import GRPOStageConfig
-from agentdata.rl.run import GRPOResult, run_grpo
 
 __all__ = ["GRPOResult", "GRPOStageConfig", "run_grpo"]
+
+
+def __getattr__(name: str):
+    if name in ("GRPOResult", "run_grpo"):
+        from agentdata.rl import run
+
+        return getattr(run, name)
+    raise AttributeError(name)

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from transformers import PrinterCallback
 from transformers import TrainerCallback
 
@@ -22,7 +21,6 @@ from agentdata.rl.trainer import AgentGRPOTrainer
 from agentdata.training.trl_settings import write_trl_settings
 from agentdata.training.metrics import MetricsFileCallback, ProgressCallback, read_metrics
 from agentdata.training.model import load_model, load_tokenizer, lora_config, resolve_model_dir, resume_path, save_trained
-from agentdata.agent.loop import LoopConfig
 
 
 @dataclass
@@ -82,9 +80,9 @@ def trl_grpo_config(config: GRPOStageConfig, out_dir: Path, use_vllm: bool) -> A
         per_device_train_batch_size=config.num_generations,
         gradient_accumulation_steps=config.prompts_per_step,
         num_generations=config.num_generations,
-        max_completion_length=config.max_new_tokens,
-        temperature=config.temperature,
-        top_p=config.top_p,
+        max_completion_length=config.loop.max_new_tokens,
+        temperature=config.loop.temperature,
+        top_p=config.loop.top_p,
         epsilon=config.epsilon,
         epsilon_high=config.epsilon_high,
         beta=config.beta,
@@ -121,17 +119,13 @@ class StepTimeCallback(TrainerCallback):
                            "scoring_and_optimisation_s": max(0.0, total - stats.rollout_s)})
 
 
-def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any, console: Console | None = None):
+def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any):
     out_dir = Path(config.out)
     model_dir = resolve_model_dir(config.model)
     tokenizer = load_tokenizer(model_dir)
     problems = load_pool(config)
     use_vllm = wants_vllm(config)
-    loop_config = LoopConfig(protocol=config.protocol, max_tool_calls=config.max_tool_calls, max_turns=config.max_turns,
-                             max_new_tokens=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
-                             tool_output_chars=config.tool_output_chars, tool_timeout=config.tool_timeout,
-                             system_prompt=config.system_prompt, tools=list(config.tools))
-    rollout = AgentRollout(problems, None, sandbox, loop_config, config.num_generations, seed=config.seed,
+    rollout = AgentRollout(problems, None, sandbox, config.loop, config.num_generations, seed=config.seed,
                            online_band=config.online_band, online_band_rounds=config.online_band_rounds)
     step_times = StepTimeCallback(rollout)
     trainer = AgentGRPOTrainer(
@@ -142,7 +136,7 @@ def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any, console: Console |
         processing_class=tokenizer,
         peft_config=lora_config(config.lora_r, config.lora_alpha, 0.0, "all-linear") if config.lora else None,
         rollout_func=rollout,
-        callbacks=[MetricsFileCallback(out_dir / "metrics.jsonl", console), ProgressCallback("GRPO", console), step_times],
+        callbacks=[MetricsFileCallback(out_dir / "metrics.jsonl", "GRPO"), ProgressCallback("GRPO"), step_times],
         dynamic_sampling=config.dynamic_sampling,
     )
     trainer.remove_callback(PrinterCallback)  # our callback prints one line per step instead
@@ -155,7 +149,8 @@ def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any, console: Console |
     return trainer, rollout, step_times
 
 
-def run_grpo(config: GRPOStageConfig, console: Console | None = None) -> GRPOResult:
+def run_grpo(config: GRPOStageConfig) -> GRPOResult:
+    """Train with GRPO, save the model in config.out, plot (progress as `agentdata.events`)."""
     import os
 
     from agentdata.sandbox import open_sandbox
@@ -163,9 +158,9 @@ def run_grpo(config: GRPOStageConfig, console: Console | None = None) -> GRPORes
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL; we pin the version
     out_dir = Path(config.out)
     started = time.perf_counter()
-    sandbox = open_sandbox(config.sandbox)
+    sandbox = open_sandbox(config.loop.sandbox)
     try:
-        trainer, _, step_times = build_grpo_trainer(config, sandbox, console)
+        trainer, _, step_times = build_grpo_trainer(config, sandbox)
         write_trl_settings(trainer.args, out_dir)  # what TRL actually ran with, after its own defaults
         trainer.train(resume_from_checkpoint=resume_path(config.resume_from_checkpoint, out_dir / "checkpoints"))
         save_trained(trainer.model, trainer.processing_class, out_dir)

@@ -1,7 +1,20 @@
-"""SFT on TRL's SFTTrainer: only the assistant's own tokens are trained, for any chat template."""
+"""SFT on TRL's SFTTrainer: only the assistant's own tokens are trained, for any chat template.
+
+The trainer (torch, TRL) is imported when first asked for, so reading the settings stays light.
+"""
 
 from agentdata.sft.config import SFTStageConfig
-from agentdata.training.masking import TokenizedConversation, tokenize_conversation
-from agentdata.sft.trainer import SFTResult, run_sft
 
 __all__ = ["SFTResult", "SFTStageConfig", "TokenizedConversation", "run_sft", "tokenize_conversation"]
+
+
+def __getattr__(name: str):
+    if name in ("SFTResult", "run_sft"):
+        from agentdata.sft import trainer
+
+        return getattr(trainer, name)
+    if name in ("TokenizedConversation", "tokenize_conversation"):
+        from agentdata.training import masking
+
+        return getattr(masking, name)
+    raise AttributeError(name)

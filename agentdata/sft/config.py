@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agentdata.settings import check_fields
+
 PACKING_STRATEGIES = ("bfd", "bfd_split")
 
 
@@ -13,30 +15,31 @@ class SFTStageConfig:
     sft_data: str = field(default="", metadata={"help": "SFT set: Parquet or JSONL with `messages` and `tools` columns."})
     out: str = field(default="runs/train/sft", metadata={"help": "Output dir: checkpoints, metrics and the final model."})
     protocol: str = field(default="hermes", metadata={"help": "Tool-call protocol the conversations are rendered in (hermes or codeblock); a `format` column overrides it per row."})
-    max_steps: int = field(default=-1, metadata={"help": "Optimizer steps; -1 runs `epochs` epochs."})
-    epochs: float = field(default=3.0, metadata={"help": "Passes over the data when max_steps is -1."})
-    learning_rate: float = field(default=2e-5, metadata={"help": "Peak learning rate (use ~2e-4 with --lora)."})
-    batch_size: int = field(default=4, metadata={"help": "Conversations per device per step."})
-    gradient_accumulation_steps: int = field(default=1, metadata={"help": "Micro-batches per optimizer step."})
-    max_length: int = field(default=2048, metadata={"help": "Tokens per conversation; longer ones are cut at the end."})
-    warmup_ratio: float = field(default=0.03, metadata={"help": "Share of steps with a rising learning rate."})
+    max_steps: int = field(default=-1, metadata={"help": "Optimizer steps; -1 runs `epochs` epochs.", "range": "[-1, inf)"})
+    epochs: float = field(default=3.0, metadata={"help": "Passes over the data when max_steps is -1.", "range": "(0, 10000]"})
+    learning_rate: float = field(default=2e-5, metadata={"help": "Peak learning rate (use ~2e-4 with --lora).", "range": "(0, 1]"})
+    batch_size: int = field(default=4, metadata={"help": "Conversations per device per step.", "range": "[1, 100000]"})
+    gradient_accumulation_steps: int = field(default=1, metadata={"help": "Micro-batches per optimizer step.", "range": "[1, 100000]"})
+    max_length: int = field(default=2048, metadata={"help": "Tokens per conversation; longer ones are cut at the end.", "range": "[16, 10000000]"})
+    warmup_ratio: float = field(default=0.03, metadata={"help": "Share of steps with a rising learning rate.", "range": "[0, 1)"})
     packing: bool = field(default=False, metadata={"help": "Pack conversations into max_length rows (best-fit, no cross-attention between them)."})
     packing_strategy: str = field(default="bfd", metadata={"help": "bfd (cut overflow) or bfd_split (split overflow); 'wrapped' is refused: it cuts conversations mid-turn."})
     lora: bool = field(default=False, metadata={"help": "Train a LoRA adapter (PEFT) instead of all weights; merged into the saved model."})
-    lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
-    lora_alpha: int = field(default=32, metadata={"help": "LoRA scaling alpha."})
-    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout."})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank.", "range": "[1, 4096]"})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA scaling alpha.", "range": "[1, 65536]"})
+    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout.", "range": "[0, 1)"})
     lora_target_modules: str = field(default="all-linear", metadata={"help": "Modules LoRA wraps: all-linear or a comma list (q_proj,v_proj)."})
     resume_from_checkpoint: str | None = field(default=None, metadata={"help": "Checkpoint dir to resume from, or 'last' for the newest in --out."})
-    save_steps: int = field(default=500, metadata={"help": "Save a checkpoint every N steps."})
-    logging_steps: int = field(default=1, metadata={"help": "Log metrics every N steps."})
+    save_steps: int = field(default=500, metadata={"help": "Save a checkpoint every N steps.", "range": "[1, inf)"})
+    logging_steps: int = field(default=1, metadata={"help": "Log metrics every N steps.", "range": "[1, inf)"})
     gradient_checkpointing: bool = field(default=False, metadata={"help": "Recompute activations to save memory."})
     bf16: bool = field(default=False, metadata={"help": "Train in bfloat16 (GPUs that support it)."})
-    seed: int = field(default=0, metadata={"help": "Random seed."})
-    limit: int | None = field(default=None, metadata={"help": "Use only the first N conversations (smoke runs)."})
+    seed: int = field(default=0, metadata={"help": "Random seed.", "range": "[0, 4294967295]"})
+    limit: int | None = field(default=None, metadata={"help": "Use only the first N conversations (smoke runs).", "range": "[1, inf)"})
 
     def __post_init__(self) -> None:
-        if self.max_steps == 0 or self.max_steps < -1:
+        check_fields(self)
+        if self.max_steps == 0:
             raise ValueError("max_steps must be positive, or -1 to train for `epochs` epochs")
         if self.max_steps == -1 and self.epochs <= 0:
             raise ValueError("epochs must be positive when max_steps is -1; or set max_steps")

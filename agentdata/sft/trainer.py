@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from transformers import PrinterCallback
 
 from agentdata.sft.config import SFTStageConfig
@@ -69,7 +68,7 @@ def trl_sft_config(config: SFTStageConfig, out_dir: Path) -> Any:
     )
 
 
-def build_sft_trainer(config: SFTStageConfig, console: Console | None = None) -> Any:
+def build_sft_trainer(config: SFTStageConfig) -> Any:
     """An SFTTrainer ready to train: model, masked data, LoRA when asked, metrics callbacks."""
     import datasets
     from trl import SFTTrainer
@@ -90,18 +89,18 @@ def build_sft_trainer(config: SFTStageConfig, console: Console | None = None) ->
         processing_class=tokenizer,
         peft_config=lora_config(config.lora_r, config.lora_alpha, config.lora_dropout, config.lora_target_modules)
         if config.lora else None,
-        callbacks=[MetricsFileCallback(out_dir / "metrics.jsonl", console), ProgressCallback("SFT", console)],
+        callbacks=[MetricsFileCallback(out_dir / "metrics.jsonl", "SFT"), ProgressCallback("SFT")],
     )
     trainer.remove_callback(PrinterCallback)  # our callback prints one line per step instead
     trainer.long_rows_dropped = long_rows  # counted for the result: rows left out as longer than max_length
     return trainer
 
 
-def run_sft(config: SFTStageConfig, console: Console | None = None) -> SFTResult:
-    """Train, save the model + tokenizer in config.out, and report."""
+def run_sft(config: SFTStageConfig) -> SFTResult:
+    """Train, save the model + tokenizer in config.out, and report (progress as `agentdata.events`)."""
     out_dir = Path(config.out)
     started = time.perf_counter()
-    trainer = build_sft_trainer(config, console)
+    trainer = build_sft_trainer(config)
     write_trl_settings(trainer.args, out_dir)  # what TRL actually ran with, after its own defaults
     resume = resume_path(config.resume_from_checkpoint, out_dir / "checkpoints")
     trainer.train(resume_from_checkpoint=resume)

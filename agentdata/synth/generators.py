@@ -21,11 +21,7 @@ import sympy
 from agentdata.errors import UserError
 from agentdata.records import Problem
 from agentdata.synth.code_builtin import builtin_code_problems
-
-KINDS = ("arithmetic", "algebra", "number_theory", "combinatorics", "probability")
-# `code` (the built-in code tasks of synth.code_builtin, levels 1-2) is asked for by name, not in the default mix.
-ALL_KINDS = (*KINDS, "code")
-LEVELS = (1, 2, 3)
+from agentdata.synth.config import ALL_KINDS, KINDS, LEVELS, MAX_PROBLEMS
 
 
 @dataclass(frozen=True)
@@ -361,10 +357,6 @@ def iter_problems(seed: int, kinds: Sequence[str] | None = None, levels: Sequenc
                     break
             else:
                 used_up.add(pair)
-
-
-# About a millisecond each: a million take a quarter of an hour; more is a typo, refused (docs/synth-problems.md).
-MAX_PROBLEMS = 1_000_000
 
 
 def generate_problems(n: int, seed: int = 0, kinds: Sequence[str] | None = None,

@@ -1,4 +1,4 @@
-"""Training metrics to the console (one line per log) and to a JSONL file, with a progress bar."""
+"""Training metrics to a JSONL file, and as progress events (a bar over steps, a line per log) for the CLI."""
 
 from __future__ import annotations
 
@@ -7,21 +7,18 @@ import math
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from transformers import TrainerCallback
 
-CONSOLE_KEYS = ("loss", "reward", "accuracy", "tools/call_frequency", "tools/error_rate",
-                "completions/mean_length", "entropy", "mean_token_accuracy", "learning_rate")
+from agentdata.events import Event, emit
 
 
 class MetricsFileCallback(TrainerCallback):
-    """Appends every log (with its step) to a JSONL file and prints the main numbers."""
+    """Appends every log (with its step) to a JSONL file and emits it as a "log" event of `task`."""
 
-    def __init__(self, path: Path, console: Console | None = None):
+    def __init__(self, path: Path, task: str = "train"):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.console = console
+        self.task = task
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or not state.is_world_process_zero:
@@ -29,36 +26,29 @@ class MetricsFileCallback(TrainerCallback):
         record = {"step": state.global_step, **{k: _plain(v) for k, v in logs.items()}}
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
-        shown = [f"{key}={record[key]:.4g}" for key in CONSOLE_KEYS if isinstance(record.get(key), float)]
-        if self.console is not None and shown:  # the closing summary log (runtime, samples/s) has none of them
-            self.console.print(f"step {state.global_step}: " + "  ".join(shown), highlight=False)
+        emit(Event("log", self.task, completed=state.global_step, total=getattr(state, "max_steps", None), stats=record))
 
 
 class ProgressCallback(TrainerCallback):
-    """A rich progress bar over optimizer steps (transformers' tqdm bar is switched off)."""
+    """Optimizer steps as progress events (transformers' tqdm bar is switched off)."""
 
-    def __init__(self, description: str, console: Console | None = None):
+    def __init__(self, description: str):
         self.description = description
-        self.console = console
-        self.progress: Progress | None = None
-        self.task = None
+        self.started = False
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if not state.is_world_process_zero:
-            return
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TimeRemainingColumn(), console=self.console, transient=True)
-        self.progress.start()
-        self.task = self.progress.add_task(self.description, total=state.max_steps, completed=state.global_step)
+        if state.is_world_process_zero:
+            self.started = True
+            emit(Event("start", self.description, completed=state.global_step, total=state.max_steps))
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.progress is not None:
-            self.progress.update(self.task, completed=state.global_step)
+        if self.started:
+            emit(Event("advance", self.description, completed=state.global_step, total=state.max_steps))
 
     def on_train_end(self, args, state, control, **kwargs):
-        if self.progress is not None:
-            self.progress.stop()
-            self.progress = None
+        if self.started:
+            emit(Event("end", self.description, completed=state.global_step, total=state.max_steps))
+            self.started = False
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:

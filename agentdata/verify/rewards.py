@@ -179,10 +179,12 @@ class OverlongReward:
 
     @classmethod
     def from_settings(cls, settings: Any) -> "OverlongReward | None":
-        """From GRPO settings: `max_new_tokens`, `overlong_buffer` (0 turns shaping off), `overlong_penalty`."""
+        """From GRPO settings: `max_new_tokens` (of its `loop`), `overlong_buffer` (0 turns shaping off),
+        `overlong_penalty`."""
         if not settings.overlong_buffer:
             return None
-        return cls(max_len=settings.max_new_tokens, buffer=settings.overlong_buffer, penalty=settings.overlong_penalty)
+        loop = getattr(settings, "loop", settings)  # GRPO composes the agent-loop settings
+        return cls(max_len=loop.max_new_tokens, buffer=settings.overlong_buffer, penalty=settings.overlong_penalty)
 
     def __call__(self, prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
         counts = self._token_counts(completions, kwargs)

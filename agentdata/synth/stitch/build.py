@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentdata.settings import check_fields
 from agentdata.records import (
     CODE_TOOL,
     Problem,
@@ -27,18 +28,21 @@ from agentdata.synth.stitch.calculations import (
 
 @dataclass
 class StitchConfig:
-    protocol: str = field(default="hermes", metadata={"help": "Tool-call protocol whose system prompt is used."})
-    max_cells: int = field(default=8, metadata={"help": "Code cells per solution; later steps stay plain text."})
-    tool_timeout: float = field(default=10.0, metadata={"help": "Seconds one code cell may run."})
-    tool_output_chars: int = field(default=256, metadata={"help": "Tool output kept (head+tail), as collect does."})
+    protocol: str = field(default="hermes", metadata={
+        "help": "Tool-call protocol whose system prompt is used: hermes or codeblock."})
+    max_cells: int = field(default=8, metadata={"help": "Code cells per solution; later steps stay plain text.",
+                                                "range": "[1, 1000]"})
+    tool_timeout: float = field(default=10.0, metadata={"help": "Seconds one code cell may run.",
+                                                        "range": "(0, 86400]"})
+    tool_output_chars: int = field(default=256, metadata={"help": "Tool output kept (head+tail), as collect does.",
+                                                          "range": "[1, inf)"})
     sandbox: str = field(default="local", metadata={
         "help": "'local', or URLs (comma separated) of `agentdata sandbox serve` or SandboxFusion."})
     keep_without_calculations: bool = field(
         default=False, metadata={"help": "Keep solutions with no calculation found (as trajectories with no call)."})
 
     def __post_init__(self) -> None:
-        if self.max_cells < 1:
-            raise ValueError(f"max_cells must be at least 1, got {self.max_cells}")
+        check_fields(self)
 
 
 def prose_of(step: str) -> str:

@@ -1,23 +1,14 @@
-"""Reading solution files, stitching them with a progress bar, and writing the SFT set."""
+"""Reading solution files, stitching them (progress as "stitch" events), and writing the SFT set."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.table import Table
-
 from agentdata.errors import InputFileError, UserError
+from agentdata.events import task
 from agentdata.records import (
     Problem,
     Trajectory,
@@ -115,28 +106,17 @@ class StitchSummary:
     output: Path
     trajectories_dir: Path | None = None
 
-    def table(self) -> Table:
-        table = Table(title=f"synth stitch · {self.output}")
-        table.add_column("metric")
-        table.add_column("value", justify="right")
-        table.add_row("solutions read", str(self.rows))
-        table.add_row("stitched trajectories written", str(self.written))
-        for reason, count in self.dropped.items():
-            table.add_row(f"dropped_{reason}", str(count))
-        table.add_row("code cells (tool calls)", f"{self.tool_calls} ({self.tool_calls / max(self.written, 1):.2f} per solution)")
-        table.add_row("cells that failed", str(self.tool_errors))
-        table.add_row("calculations whose real output matched the text",
-                      f"{self.calculations_matching_text} / {self.calculations}")
-        table.add_row("final answer equals the gold", f"{self.correct} / {self.written}")
-        if self.trajectories_dir:
-            table.add_row("trajectories (for `agentdata curate`)", str(self.trajectories_dir))
-        return table
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(output=str(self.output),
+                    trajectories_dir=str(self.trajectories_dir) if self.trajectories_dir else None)
+        return data
 
 
 def stitch_file(path: str | os.PathLike, out: str | os.PathLike, config: StitchConfig | None = None, *,
                 question_field: str | None = None, solution_field: str | None = None,
                 answer_field: str | None = None, trajectories_dir: str | os.PathLike | None = None,
-                sandbox: Any = None, show_progress: bool = True) -> StitchSummary:
+                sandbox: Any = None) -> StitchSummary:
     """Stitch every solution in `path` into an SFT set at `out` (and a trajectory run dir if asked)."""
     config = config or StitchConfig()
     if trajectories_dir is not None and any(Path(trajectories_dir).glob("trajectories/*.parquet")):
@@ -148,7 +128,7 @@ def stitch_file(path: str | os.PathLike, out: str | os.PathLike, config: StitchC
 
         sandbox = open_sandbox(config.sandbox)
     try:
-        trajectories, no_calculation = _stitch_rows(rows, sandbox, config, show_progress)
+        trajectories, no_calculation = _stitch_rows(rows, sandbox, config)
     finally:
         if owns_sandbox:
             sandbox.close()
@@ -173,17 +153,14 @@ def stitch_file(path: str | os.PathLike, out: str | os.PathLike, config: StitchC
     )
 
 
-def _stitch_rows(rows: list[SolutionRow], sandbox: Any, config: StitchConfig,
-                 show_progress: bool) -> tuple[list[Trajectory], int]:
+def _stitch_rows(rows: list[SolutionRow], sandbox: Any, config: StitchConfig) -> tuple[list[Trajectory], int]:
     trajectories, no_calculation = [], 0
-    with Progress(TextColumn("[bold]stitch"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), disable=not show_progress) as progress:
-        task = progress.add_task("stitch", total=len(rows))
-        for row in rows:
+    with task("stitch", len(rows)) as advance:
+        for done, row in enumerate(rows, start=1):
             trajectory = stitch_solution(row.problem, row.solution, sandbox, config)
             if trajectory is None:
                 no_calculation += 1
             else:
                 trajectories.append(trajectory)
-            progress.advance(task)
+            advance(done)
     return trajectories, no_calculation

@@ -1,0 +1,87 @@
+"""Rendering the library's progress events (agentdata.events) with rich: bars, live rates, log lines."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from agentdata.events import Event, listening
+
+# The training numbers worth a line per logged step; the rest stays in metrics.jsonl.
+CONSOLE_KEYS = ("loss", "reward", "accuracy", "tools/call_frequency", "tools/error_rate",
+                "completions/mean_length", "entropy", "mean_token_accuracy", "learning_rate")
+
+
+def stats_text(task: str, stats: dict[str, Any]) -> str:
+    """The live numbers beside a bar, e.g. collect's `acc 50% · 1.20 traj/s · 35 tok/s · 4 tool calls`."""
+    if task == "collect" and stats:
+        return (f"acc {stats['accuracy']:.0%} · {stats['trajectories_per_s']:.2f} traj/s · "
+                f"{stats['tokens_per_s']:.0f} tok/s · {stats['tool_calls']} tool calls")
+    return " · ".join(f"{key} {value}" for key, value in stats.items())
+
+
+def log_text(stats: dict[str, Any]) -> str | None:
+    """`step N: loss=… accuracy=…` for a training log, None when it has none of the main numbers."""
+    shown = [f"{key}={stats[key]:.4g}" for key in CONSOLE_KEYS if isinstance(stats.get(key), float)]
+    return f"step {stats.get('step')}: " + "  ".join(shown) if shown else None
+
+
+class RichRenderer:
+    """One rich progress display; a bar per started task, removed (transient) or kept when it ends."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.progress: Progress | None = None
+        self.tasks: dict[str, Any] = {}
+
+    def __call__(self, event: Event) -> None:
+        if event.kind == "start":
+            self._start(event)
+        elif event.kind == "advance" and event.task in self.tasks:
+            self.progress.update(self.tasks[event.task], completed=event.completed,
+                                 stats=stats_text(event.task, event.stats))
+        elif event.kind == "log":
+            line = event.message or log_text(event.stats)
+            if line:
+                self.console.print(line, highlight=False)
+        elif event.kind == "end" and event.task in self.tasks:
+            # a bar of unknown length (a one-off conversion) and the training bars go; collect's stays
+            self.progress.update(self.tasks.pop(event.task),
+                                 visible=event.total is not None and event.task not in ("SFT", "GRPO"))
+            if not self.tasks:
+                self.close()
+
+    def _start(self, event: Event) -> None:
+        if event.message:
+            self.console.print(event.message, highlight=False)
+        if self.progress is None:
+            self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[stats]}"),
+                                     console=self.console)
+            self.progress.start()
+        self.tasks[event.task] = self.progress.add_task(event.task, total=event.total, stats="")
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+            self.tasks.clear()
+
+
+@contextmanager
+def rendering(enabled: bool = True, console: Console | None = None) -> Iterator[None]:
+    """Render every event emitted inside the block (nothing when not `enabled`, e.g. with --json)."""
+    if not enabled:
+        yield
+        return
+    from agentdata.cli.common import console as default_console
+
+    renderer = RichRenderer(console or default_console)
+    try:
+        with listening(renderer):
+            yield
+    finally:
+        renderer.close()
