@@ -264,7 +264,7 @@ def test_bad_engine_option_values_are_user_errors(tmp_path):
 
     with pytest.raises(UserError, match="not a torch dtype"):
         load_model_and_tokenizer(tmp_path, dtype="notatype")
-    with pytest.raises(UserError, match="expected a JSON object"):
+    with pytest.raises(UserError, match="must be a JSON object"):
         OpenAIEngine("http://127.0.0.1:9/v1", extra_body="notjson")
 
 
