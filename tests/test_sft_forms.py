@@ -103,7 +103,7 @@ def test_trl_and_verl_targets_write_the_hf_form(tmp_path):
 def test_the_target_and_the_suffix_must_agree(tmp_path):
     with pytest.raises(UserError, match="--for openai writes JSONL"):
         curated(tmp_path, [crafted("a")], target="openai", name="sft.parquet")
-    with pytest.raises(ValueError, match="--for must be one of"):
+    with pytest.raises(ValueError, match="target .axolotl.: must be one of hf, trl, verl, openai"):
         CurateConfig(target="axolotl")
 
 
