@@ -259,11 +259,11 @@ def test_bad_engine_options_are_one_line(pair, message):
 
 
 def test_bad_engine_option_values_are_user_errors(tmp_path):
-    from agentdata.engines.hf import load_model_and_tokenizer
+    from agentdata.engines.hf_model import torch_dtype
     from agentdata.engines.openai_compat import OpenAIEngine
 
     with pytest.raises(UserError, match="not a torch dtype"):
-        load_model_and_tokenizer(tmp_path, dtype="notatype")
+        torch_dtype("notatype")
     with pytest.raises(UserError, match="must be a JSON object"):
         OpenAIEngine("http://127.0.0.1:9/v1", extra_body="notjson")
 
