@@ -14,6 +14,7 @@ from typing import Any
 
 from transformers import PrinterCallback
 
+from agentdata.events import Event, emit
 from agentdata.sft.config import SFTStageConfig
 from agentdata.training.trl_settings import write_trl_settings
 from agentdata.sft.data import handle_long_rows, tokenize_sft_set
@@ -78,9 +79,10 @@ def build_sft_trainer(config: SFTStageConfig) -> Any:
     tokenizer = load_tokenizer(model_dir)
     rows = tokenize_sft_set(config.sft_data, tokenizer, config.protocol, limit=config.limit)
     rows, long_rows = handle_long_rows(rows, config.max_length, "drop", config.sft_data)
-    if long_rows and console is not None:
-        console.print(f"SFT: {long_rows} of {len(rows) + long_rows} conversations are longer than max_length "
-                      f"{config.max_length} tokens and were left out (cutting them would cut their answers)")
+    if long_rows:
+        emit(Event("log", "SFT", message=f"SFT: {long_rows} of {len(rows) + long_rows} conversations are longer "
+                   f"than max_length {config.max_length} tokens and were left out (cutting them would cut their "
+                   "answers)"))
     dataset = datasets.Dataset.from_list(rows)
     trainer = SFTTrainer(
         model=load_model(model_dir, bf16=config.bf16),
