@@ -157,8 +157,6 @@ def test_no_import_cycles_between_parts():
     assert not cycles
 
 
-@pytest.mark.xfail(strict=False, reason="the `settings` engineer moves progress bars and tables out of the "
-                                        "library into cli/ (issue 10); remove this mark once main passes")
 def test_rich_only_under_cli():
     offenders = [str(path.relative_to(PACKAGE.parent)) for path, modules in import_graph().items()
                  if part_of(module_name(path)) != "cli" and any(m == "rich" or m.startswith("rich.") for m in modules)]
