@@ -116,7 +116,7 @@ def test_kill_9_then_resume_loses_nothing_and_duplicates_nothing(tmp_path):
 
 def _collect_cli(out, url, *extra):
     return [sys.executable, "-m", "agentdata.cli.app", "collect", "--out", str(out), "--teacher", f"openai:{url}",
-            "--model", "fake-model", "--temperature", "0", *extra]
+            "--model", "fake-model", "--temperature", "0", "--protocol", "hermes", *extra]
 
 
 def test_cli_collect_against_openai_server_runs_real_code(tmp_path):

@@ -125,7 +125,7 @@ def generated():
 
 def test_every_template_is_exercised(generated):
     used = {problem.metadata["template"] for problem in generated}
-    every = {template.__name__.lstrip("_") for levels in TEMPLATES.values() for group in levels.values()
+    every = {template.__name__.lstrip("_") for kind in KINDS for group in TEMPLATES[kind].values()
              for template in group}
     assert used == every
     assert every - {"alg_expand", "alg_recurrence"} <= set(BRUTE_FORCE)

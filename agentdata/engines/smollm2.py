@@ -68,6 +68,13 @@ def smollm2_engine(target: str = "", *, spec: str = "smollm2", **options):
     return HFEngine(smollm2_model_dir(), spec="smollm2", **options)
 
 
+def smollm2_tir_engine(target: str = "", *, spec: str = "smollm2-tir", **options):
+    """`smollm2-tir`: the same model shown a worked example of running code (engines.demonstrated)."""
+    from agentdata.engines.demonstrated import DemonstratedEngine
+
+    return DemonstratedEngine(smollm2_engine(**options), spec="smollm2-tir")
+
+
 def load_smollm2_tokenizer():
     """The SmolLM2 tokenizer: from the cache when converted, else straight from the GGUF (a few seconds)."""
     from transformers import AutoTokenizer

@@ -16,14 +16,16 @@ from agentdata.registry import Registry, is_plugin_path
 
 ENGINES: Registry[Callable[..., Engine]] = Registry("engine")
 ENGINES.register("smollm2", "agentdata.engines.smollm2:smollm2_engine")
+# The tool-using default: SmolLM2 shown one worked codeblock example (engines.demonstrated).
+ENGINES.register("smollm2-tir", "agentdata.engines.smollm2:smollm2_tir_engine")
 ENGINES.register("hf", "agentdata.engines.hf:HFEngine")
 ENGINES.register("vllm", "agentdata.engines.vllm_engine:VLLMEngine")
 ENGINES.register("openai", "agentdata.engines.openai_compat:OpenAIEngine")
 
 ENGINE_KINDS = ENGINES.names()
 # Built-in kinds that take no target: the embedded model is one fixed model.
-TARGETLESS_KINDS = ("smollm2",)
-SPEC_HELP = "use smollm2, hf:PATH, vllm:PATH, openai:URL[,URL...] or a plug-in module:Factory[:TARGET]"
+TARGETLESS_KINDS = ("smollm2", "smollm2-tir")
+SPEC_HELP = "use smollm2, smollm2-tir, hf:PATH, vllm:PATH, openai:URL[,URL...] or a plug-in module:Factory[:TARGET]"
 
 
 def parse_spec(spec: str) -> tuple[str, str]:

@@ -8,7 +8,7 @@ from agentdata.settings import check_fields
 
 KINDS = ("arithmetic", "algebra", "number_theory", "combinatorics", "probability")
 # `code` (the built-in code tasks of synth.code_builtin, levels 1-2) is asked for by name, not in the default mix.
-ALL_KINDS = (*KINDS, "code")
+ALL_KINDS = (*KINDS, "code", "compute")  # compute: synth.ladder, the rung smollm2-tir solves
 LEVELS = (1, 2, 3)
 # About a millisecond each: a million take a quarter of an hour; more is a typo, refused (docs/synth-problems.md).
 MAX_PROBLEMS = 1_000_000

@@ -12,6 +12,7 @@ its answer re-derived from `params` (the tests do that by brute force).
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
@@ -22,6 +23,7 @@ from agentdata.errors import UserError
 from agentdata.records import Problem
 from agentdata.synth.code_builtin import builtin_code_problems
 from agentdata.synth.config import ALL_KINDS, KINDS, LEVELS, MAX_PROBLEMS
+from agentdata.synth.ladder import LADDER_TEMPLATES
 
 
 @dataclass(frozen=True)
@@ -293,6 +295,17 @@ TEMPLATES: dict[str, dict[int, tuple[Template, ...]]] = {
     "probability": {1: (_prob_single_draw, _prob_two_dice), 2: (_prob_two_draws_same_colour,),
                     3: (_prob_dice_sum_at_least, _prob_coins_at_least)},
 }
+
+def _from_ladder(template: Callable[[random.Random], tuple[str, int, dict]]) -> Template:
+    @functools.wraps(template)
+    def draft(rng: random.Random) -> Draft:
+        question, answer, params = template(rng)
+        return Draft(question, sympy.Integer(answer), params)
+
+    return draft
+
+
+TEMPLATES["compute"] = {level: tuple(map(_from_ladder, templates)) for level, templates in LADDER_TEMPLATES.items()}
 
 RETRIES = 50  # repeats in a row before a (kind, level) pair counts as used up
 INSTRUCTION = "Put the final answer in \\boxed{}."

@@ -1,0 +1,63 @@
+"""`smollm2-tir`: the embedded SmolLM2 shown one worked example of running code, before every request.
+
+A 135M model does not call a tool from a description, but it copies a demonstration well:
+shown one question answered by a ```python block, its ```output and a \\boxed{} answer, it
+writes its own `print(...)` for most questions and reads the answer off the output. The
+example goes in as one user/assistant exchange between the system prompt and the question,
+only inside the engine: the recorded trajectory keeps the protocol's own system prompt and
+the question, so SFT data and evaluation prompts are the same as with any other teacher.
+
+The example is in the codeblock protocol (ZeroTIR's fences); with another protocol the
+engine adds nothing and is the plain `smollm2`. `bench/RESULTS_quickstart.md` has the
+measurements (held-out seeds of the `compute` ladder, never the example's own numbers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from agentdata.engines.base import Engine, Generation, GenerationRequest
+
+# formats.codeblock's stop string (engines import no protocol): a request that stops there is codeblock.
+CODEBLOCK_STOP = "\n```\n"
+
+DEMONSTRATION = (
+    {"role": "user", "content": "What is 3817 * 2269? Put the final answer in \\boxed{}."},
+    {"role": "assistant", "content": "```python\nprint(3817 * 2269)\n```\n```output\n8660773\n```\n"
+                                     "The answer is \\boxed{8660773}."},
+    {"role": "user", "content": "How many integers from 1 to 500 are divisible by 4 or by 6? "
+                                "Put the final answer in \\boxed{}."},
+    {"role": "assistant", "content": "```python\nprint(sum(1 for k in range(1, 501) if k % 4 == 0 or k % 6 == 0))\n"
+                                     "```\n```output\n167\n```\nThe answer is \\boxed{167}."},
+)
+
+
+class DemonstratedEngine(Engine):
+    """Wraps an engine: codeblock requests get `demonstration` inserted after the system prompt."""
+
+    def __init__(self, inner: Engine, demonstration: tuple[dict, ...] = DEMONSTRATION, *, spec: str):
+        self.inner = inner
+        self.demonstration = [dict(message) for message in demonstration]
+        self.spec = spec
+        self.tokenizer = inner.tokenizer
+
+    def demonstrate(self, request: GenerationRequest) -> GenerationRequest:
+        if CODEBLOCK_STOP not in request.stop:
+            return request
+        changes = {"messages": self._with_example(request.messages)}
+        if request.turn_messages is not None:
+            changes["turn_messages"] = self._with_example(request.turn_messages)
+        return dataclasses.replace(request, **changes)
+
+    def _with_example(self, messages: list[dict]) -> list[dict]:
+        start = 1 if messages and messages[0].get("role") == "system" else 0
+        return [*messages[:start], *self.demonstration, *messages[start:]]
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        return await self.inner.generate(self.demonstrate(request))
+
+    async def generate_many(self, requests: list[GenerationRequest]) -> list[Generation]:
+        return await self.inner.generate_many([self.demonstrate(request) for request in requests])
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
