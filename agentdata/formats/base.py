@@ -95,6 +95,30 @@ def plain_message(message: dict[str, Any]) -> dict[str, Any]:
     return {"role": message["role"], "content": message.get("content") or ""}
 
 
+def results_as_user_turns(protocol: Protocol, messages: list[dict[str, Any]],
+                          keep_fields: bool = False) -> list[dict[str, Any]]:
+    """Canonical messages -> plain turns: each assistant message rendered by `protocol`, the
+    results of one turn's calls joined into ONE `user` turn (so templates that need roles to
+    alternate accept it). `keep_fields` keeps a message's other fields (e.g. reasoning_content)."""
+    plain: list[dict[str, Any]] = []
+    previous_role = None
+    for message in messages:
+        role = message["role"]
+        if role == "tool":
+            output = protocol.render_tool(message)
+            if previous_role == "tool":
+                plain[-1]["content"] += "\n" + output
+            else:
+                plain.append({"role": "user", "content": output})
+        else:
+            turn = {k: v for k, v in message.items() if k != "tool_calls"} if keep_fields else plain_message(message)
+            if role == "assistant":
+                turn["content"] = protocol.render_assistant(message)
+            plain.append(turn)
+        previous_role = role
+    return plain
+
+
 def parse_native_calls(raw_calls: list[dict[str, Any]], content: str) -> ParsedTurn:
     """Calls a server parsed itself (`message.tool_calls`, arguments a JSON string or an object)."""
     calls: list[ToolCall] = []

@@ -45,6 +45,7 @@ from agentdata.formats.base import (
     join_pieces,
     numbered_call,
     plain_message,
+    results_as_user_turns,
     strip_separator,
 )
 from agentdata.records import ToolCall, message_tool_calls
@@ -105,7 +106,8 @@ class CodeblockProtocol(Protocol):
 
     def to_plain_messages(self, messages: list[dict[str, Any]], tool_turns: bool = False) -> list[dict[str, Any]]:
         if tool_turns:
-            return self._turns(messages)
+            # for servers that cannot continue a message: each output block a user turn
+            return results_as_user_turns(self, messages)
         plain: list[dict[str, Any]] = []
         previous_role = None
         for index, message in enumerate(messages):
@@ -116,24 +118,6 @@ class CodeblockProtocol(Protocol):
                 self._append_output(plain[-1], self.render_tool(message), joined=previous_role == "tool")
             elif role == "assistant" and previous_role == "tool":
                 self._append_continuation(plain[-1], self.render_assistant(message))
-            elif role == "assistant":
-                plain.append({"role": "assistant", "content": self.render_assistant(message)})
-            else:
-                plain.append(plain_message(message))
-            previous_role = role
-        return plain
-
-    def _turns(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Each output block as a user turn and what follows as a new assistant turn, for servers
-        that cannot continue a message; outputs of calls from the same turn share one user turn."""
-        plain: list[dict[str, Any]] = []
-        previous_role = None
-        for message in messages:
-            role = message["role"]
-            if role == "tool" and previous_role == "tool":
-                plain[-1]["content"] += "\n" + self.render_tool(message)
-            elif role == "tool":
-                plain.append({"role": "user", "content": self.render_tool(message)})
             elif role == "assistant":
                 plain.append({"role": "assistant", "content": self.render_assistant(message)})
             else:

@@ -26,6 +26,8 @@ import json
 import re
 from typing import Any
 
+from agentdata.formats.base import results_as_user_turns
+
 SFT_TARGETS = ("hf", "trl", "verl", "openai")
 OUTPUT_BLOCK = re.compile(r"```output\n(.*?)\n```", re.DOTALL)
 
@@ -56,25 +58,10 @@ def encoded_arguments(call: dict[str, Any]) -> dict[str, Any]:
 
 def codeblock_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Canonical codeblock messages -> plain turns: the assistant's fenced code as text, the
-    results of one turn's calls as one `user` turn (one turn, so templates that need roles to
-    alternate accept it)."""
+    results of one turn's calls as one `user` turn; other fields (reasoning) kept."""
     from agentdata.formats import get_protocol
 
-    protocol = get_protocol("codeblock")
-    turns: list[dict[str, Any]] = []
-    for message in messages:
-        if message["role"] == "tool":
-            output = protocol.render_tool(message)
-            if turns and turns[-1].get("_outputs"):
-                turns[-1]["content"] += "\n" + output
-            else:
-                turns.append({"role": "user", "content": output, "_outputs": True})
-            continue
-        turn = {key: value for key, value in message.items() if key != "tool_calls"}
-        if message["role"] == "assistant":
-            turn["content"] = protocol.render_assistant(message)
-        turns.append(turn)
-    return [{key: value for key, value in turn.items() if key != "_outputs"} for turn in turns]
+    return results_as_user_turns(get_protocol("codeblock"), messages, keep_fields=True)
 
 
 def consumer_tools(tools: list[dict[str, Any]] | None, format: str | None) -> list[dict[str, Any]] | None:

@@ -32,7 +32,7 @@ from agentdata.formats.base import (
     ParsedTurn,
     Protocol,
     join_pieces,
-    plain_message,
+    results_as_user_turns,
     strip_separator,
     tool_call,
 )
@@ -103,23 +103,7 @@ class HermesProtocol(Protocol):
         return CLOSE_TAG if any(error.startswith("unclosed") for error in self.parse(text).errors) else None
 
     def to_plain_messages(self, messages: list[dict[str, Any]], tool_turns: bool = False) -> list[dict[str, Any]]:
-        plain: list[dict[str, Any]] = []
-        previous_role = None
-        for message in messages:
-            role = message["role"]
-            if role == "tool":
-                response = self.render_tool(message)
-                if previous_role == "tool":
-                    plain[-1]["content"] += "\n" + response
-                else:
-                    plain.append({"role": "user", "content": response})
-            elif role == "assistant":
-                plain.append({"role": "assistant", "content": self.render_assistant(message)})
-            else:
-                plain.append(plain_message(message))
-            previous_role = role
-        return plain
-
+        return results_as_user_turns(self, messages)
 
 def render_call(call: ToolCall) -> str:
     payload = {"name": call.name, "arguments": call.arguments}

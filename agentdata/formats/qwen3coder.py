@@ -30,7 +30,7 @@ import re
 from typing import Any
 
 from agentdata.formats import prompts
-from agentdata.formats.base import ParsedTurn, Protocol, join_pieces, plain_message, tool_call
+from agentdata.formats.base import ParsedTurn, Protocol, join_pieces, results_as_user_turns, tool_call
 from agentdata.formats.hermes import CLOSE_TAG, OPEN_TAG, HermesProtocol
 from agentdata.records import CODE_TOOL, ToolCall, message_tool_calls
 
@@ -100,21 +100,7 @@ class Qwen3CoderProtocol(Protocol):
         return HermesProtocol().render_tool(message)
 
     def to_plain_messages(self, messages: list[dict[str, Any]], tool_turns: bool = False) -> list[dict[str, Any]]:
-        plain: list[dict[str, Any]] = []
-        previous_role = None
-        for message in messages:
-            role = message["role"]
-            if role == "tool" and previous_role == "tool":
-                plain[-1]["content"] += "\n" + self.render_tool(message)
-            elif role == "tool":
-                plain.append({"role": "user", "content": self.render_tool(message)})
-            elif role == "assistant":
-                plain.append({"role": "assistant", "content": self.render_assistant(message)})
-            else:
-                plain.append(plain_message(message))
-            previous_role = role
-        return plain
-
+        return results_as_user_turns(self, messages)
 
 def render_call(call: ToolCall) -> str:
     parameters = "".join(f"<parameter={name}>\n{_value_text(value)}\n</parameter>\n"

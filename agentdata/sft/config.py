@@ -20,7 +20,7 @@ class SFTStageConfig:
     learning_rate: float = field(default=2e-5, metadata={"help": "Peak learning rate (use ~2e-4 with --lora).", "range": "(0, 1]"})
     batch_size: int = field(default=4, metadata={"help": "Conversations per device per step.", "range": "[1, 100000]"})
     gradient_accumulation_steps: int = field(default=1, metadata={"help": "Micro-batches per optimizer step.", "range": "[1, 100000]"})
-    max_length: int = field(default=2048, metadata={"help": "Tokens per conversation; longer ones are cut at the end.", "range": "[16, 10000000]"})
+    max_length: int = field(default=2048, metadata={"help": "Tokens per conversation; longer ones are left out of training and counted (never cut before the final answer).", "range": "[16, 10000000]"})
     warmup_ratio: float = field(default=0.03, metadata={"help": "Share of steps with a rising learning rate.", "range": "[0, 1)"})
     packing: bool = field(default=False, metadata={"help": "Pack conversations into max_length rows (best-fit, no cross-attention between them)."})
     packing_strategy: str = field(default="bfd", metadata={"help": "bfd (cut overflow) or bfd_split (split overflow); 'wrapped' is refused: it cuts conversations mid-turn."})
