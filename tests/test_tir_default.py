@@ -106,12 +106,13 @@ def test_smollm2_tir_runs_code_on_held_out_ladder_problems(tmp_path):
     """The real default model, greedy, on a seed no example was tried on: most answers run code."""
     import polars as pl
 
+    from agentdata.agent.config import LoopConfig
     from agentdata.agent.runner import CollectConfig, collect
 
     problems = generate_problems(8, seed=1, kinds=["compute"], levels=[1, 2])
-    config = CollectConfig(teacher="smollm2-tir", protocol="codeblock", temperature=0.0, max_new_tokens=96,
-                           max_tool_calls=2, concurrency=8)
-    collect(problems, tmp_path / "run", config, show_progress=False)
+    loop = LoopConfig(protocol="codeblock", temperature=0.0, max_new_tokens=96, max_tool_calls=2)
+    config = CollectConfig(teacher="smollm2-tir", loop=loop, concurrency=8)
+    collect(problems, tmp_path / "run", config)
     rows = pl.read_parquet(tmp_path / "run" / "trajectories").to_dicts()
     ran = [any(m["role"] == "tool" and "Error" not in (m["content"] or "") for m in row["messages"]) for row in rows]
     assert sum(ran) >= 4, [row["messages"][2:] for row in rows]
