@@ -50,8 +50,12 @@ step() {  # step NAME COMMAND...: print the command, run it, record its wall tim
   $DRY_RUN && return 0
   local started=$SECONDS
   if ! "$@"; then
-    echo "quickstart: step '$name' failed (command above); fix it and rerun: finished steps are kept" >&2
-    exit 1
+    if [ "${MAY_WRITE_NOTHING:-}" = "$name" ]; then
+      echo "quickstart: step '$name' wrote nothing (see its message above); the next steps cope with that"
+    else
+      echo "quickstart: step '$name' failed (command above); fix it and rerun: finished steps are kept" >&2
+      exit 1
+    fi
   fi
   printf '%s\t%s\n' "$name" "$((SECONDS - started))" >> "$OUT/timings.tsv"
 }
@@ -89,13 +93,16 @@ step curate agentdata curate "$OUT/collect" "$OUT/stitched" --out "$OUT/sft.parq
 # 5. The RL pool: problems the student solves sometimes (0 < pass rate < 1 over k rollouts).
 #    Teacher and student are the same model here, so collect's run dir is already the
 #    student's profile: --profile-dir points at it and filter generates nothing.
-step filter agentdata filter "$OUT/problems.jsonl" --out "$OUT/pool.parquet" \
+#    When the band keeps nothing, filter refuses to write an empty pool (exit 2, its report and
+#    histogram still written): the quickstart goes on, as below.
+$DRY_RUN || rm -f "$OUT/pool.parquet"  # a pool from an earlier run would be stale
+MAY_WRITE_NOTHING=filter step filter agentdata filter "$OUT/problems.jsonl" --out "$OUT/pool.parquet" \
   --profile-dir "$OUT/collect" --k "$SAMPLES" --band 0,1 --protocol "$PROTOCOL" \
   --max-new-tokens "$MAX_NEW_TOKENS" --max-tool-calls "$MAX_TOOL_CALLS"
 
 # A 135M student often solves none of the problems (every pass rate is 0), and the band keeps
-# nothing: `agentdata train` refuses an empty pool. GRPO then runs on all the problems of
-# step 1 instead, and says so here.
+# nothing, so there is no pool. GRPO then runs on all the problems of step 1 instead, and
+# says so here.
 RL_POOL="$OUT/pool.parquet"
 if ! $DRY_RUN && [ "$(rows "$RL_POOL")" -eq 0 ]; then
   RL_POOL="$OUT/problems.jsonl"
