@@ -70,12 +70,3 @@ def _cache_note(cache: dict[str, int]) -> str:
     redone = [f"{cache[key]} {why}" for key, why in (("redone_problem_changed", "redone: problem changed"),
                                                      ("redone_error", "redone: error")) if cache.get(key)]
     return f" · generated {cache.get('generated', 0)}" + (f" ({', '.join(redone)})" if redone else "")
-
-
-def _cache_note(cache: dict[str, int]) -> str:
-    """Says what was reused and what was generated anew, and why."""
-    if not cache:
-        return ""
-    redone = [f"{cache[key]} {why}" for key, why in (("redone_problem_changed", "redone: problem changed"),
-                                                     ("redone_error", "redone: error")) if cache.get(key)]
-    return f" · generated {cache.get('generated', 0)}" + (f" ({', '.join(redone)})" if redone else "")
