@@ -49,7 +49,8 @@ class TrainRequest:
 
 
 def read_config_file(path: Path | None) -> dict[str, dict[str, Any]]:
-    """A YAML or JSON file with optional `sft:` and `rl:` sections of stage-config fields."""
+    """A YAML or JSON file with optional `sft:` and `rl:` sections of settings: the stage's own
+    fields, and any field of TRL's SFTConfig / GRPOConfig, which go under the stage's `trl` field."""
     if path is None:
         return {"sft": {}, "rl": {}}
     data = read_settings_file(path)
@@ -59,7 +60,26 @@ def read_config_file(path: Path | None) -> dict[str, dict[str, Any]]:
     for name, section in sections.items():
         if not isinstance(section, dict):
             raise UserError(f"{path}: the `{name}:` section must be a mapping of settings")
-    return sections
+    return {name: section_settings(name, section, f"{path} {name}") for name, section in sections.items()}
+
+
+def section_settings(stage: str, section: dict[str, Any], where: str) -> dict[str, Any]:
+    """One section as the stage config's values: TRL-only fields gathered under `trl`; a key that is
+    neither the stage's nor TRL's is a UserError naming the closest keys."""
+    if not section:
+        return {}
+    import trl  # only when there is a section to sort: TRL takes seconds to import
+
+    from agentdata.training.trl_settings import split_section
+
+    stage_type, trl_type = (SFTStageConfig, trl.SFTConfig) if stage == "sft" else (GRPOStageConfig, trl.GRPOConfig)
+    own, trl_only = split_section(section, stage_type, trl_type, where)
+    if trl_only:
+        given = own.get("trl") or {}  # a `trl:` mapping written in the section
+        if not isinstance(given, dict):
+            raise UserError(f"{where}: `trl:` must be a mapping of TRL field names to values")
+        own["trl"] = {**trl_only, **given}
+    return own
 
 
 def make_config(config_type: type, values: dict[str, Any], source: str) -> Any:

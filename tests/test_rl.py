@@ -201,3 +201,29 @@ def test_a_trl_only_field_reaches_the_trl_config_and_a_bad_value_is_a_user_error
     assert recorded["num_iterations"] == 3
     with pytest.raises(UserError, match=r"refused the settings \['num_generations'\]"):  # 8 per device: not divisible
         trl_arguments(GRPOConfig, computed, {"num_generations": 3})
+
+
+def test_a_trl_only_field_reaches_the_grpo_trainer(tmp_path, tiny_model_dir):
+    from agentdata.rl.run import build_grpo_trainer
+    from agentdata.train import section_settings
+
+    section = section_settings("rl", {"num_generations": 2, "num_iterations": 2, "max_grad_norm": 0.5,
+                                      "scale_rewards": "batch", "max_new_tokens": 16, "overlong_buffer": 0}, "cfg.yaml rl")
+    assert section["trl"] == {"num_iterations": 2, "max_grad_norm": 0.5, "scale_rewards": "batch"}
+    config = build(GRPOStageConfig, {**section, "model": f"hf:{tiny_model_dir}", "out": str(tmp_path), "max_steps": 1,
+                                     "use_vllm": "no"})
+    trainer, _, _ = build_grpo_trainer(config, sandbox=None)
+    assert (trainer.args.num_iterations, trainer.args.max_grad_norm, trainer.args.scale_rewards) == (2, 0.5, "batch")
+    assert trainer.num_iterations == 2  # what the trainer itself runs with, not only its args
+    assert (trainer.args.max_completion_length, trainer.args.num_generations) == (16, 2)  # the stage's own still set
+
+
+def test_a_trl_field_the_stage_computes_is_refused_naming_the_setting_to_use():
+    with pytest.raises(ValueError, match="computed from `max_new_tokens`.*set max_new_tokens instead"):
+        GRPOStageConfig(trl={"max_completion_length": 64})
+    with pytest.raises(ValueError, match="set out instead"):
+        GRPOStageConfig(trl={"output_dir": "elsewhere"})
+    with pytest.raises(ValueError, match="learning_rate is a setting of the stage itself"):
+        GRPOStageConfig(trl={"learning_rate": 0.1})
+    with pytest.raises(UserError, match="cfg.yaml: max_completion_length is computed"):
+        build(GRPOStageConfig, {"trl": {"max_completion_length": 64}}, source="cfg.yaml")

@@ -164,3 +164,18 @@ def test_the_sft_trainer_leaves_out_a_conversation_longer_than_max_length(tmp_pa
     config = SFTStageConfig(model=f"hf:{tiny_model_dir}", sft_data=str(data), out=str(tmp_path / "out"), max_length=512)
     trainer = build_sft_trainer(config)
     assert len(trainer.train_dataset) == 3 and trainer.long_rows_dropped == 1
+
+
+def test_a_trl_only_field_reaches_the_sft_trainer(tmp_path, tiny_model_dir):
+    from agentdata.sft.trainer import build_sft_trainer
+    from agentdata.train import section_settings
+
+    section = section_settings("sft", {"max_length": 512, "max_grad_norm": 0.25, "lr_scheduler_type": "constant",
+                                       "weight_decay": 0.1}, "cfg.yaml sft")
+    config = SFTStageConfig(model=f"hf:{tiny_model_dir}", sft_data=str(write_sft_set(tmp_path / "sft.jsonl", count=2)),
+                            out=str(tmp_path / "out"), **section)
+    trainer = build_sft_trainer(config)
+    assert (trainer.args.max_grad_norm, trainer.args.lr_scheduler_type, trainer.args.weight_decay) == (0.25, "constant", 0.1)
+    assert (trainer.args.max_length, trainer.args.per_device_train_batch_size) == (512, 4)  # the stage's own still set
+    with pytest.raises(ValueError, match="set batch_size instead"):
+        SFTStageConfig(trl={"per_device_train_batch_size": 8})

@@ -9,6 +9,7 @@ import torch
 from typer.testing import CliRunner
 
 from agentdata.cli.app import app
+from tests.cli_helpers import run_cli
 from tests.train_fixtures import write_sft_set
 
 
@@ -38,8 +39,8 @@ def test_train_all_runs_sft_then_grpo_with_the_sandbox(tmp_path, tiny_model_dir)
     pool.write_text("".join(json.dumps({"prompt": [{"role": "user", "content": q}], "answer": a}) + "\n"
                             for q, a in [("What is 2 + 2?", "4"), ("What is 3 * 3?", "9")]))
     config = tmp_path / "train.yaml"
-    config.write_text("sft:\n  batch_size: 2\n  learning_rate: 0.01\n  max_length: 512\n"
-                      "rl:\n  prompts_per_step: 1\n  learning_rate: 0.01\n  temperature: 1.0\n")
+    config.write_text("sft:\n  batch_size: 2\n  learning_rate: 0.01\n  max_length: 512\n  lr_scheduler_type: constant\n"
+                      "rl:\n  prompts_per_step: 1\n  learning_rate: 0.01\n  temperature: 1.0\n  max_grad_norm: 0.5\n")
     out = tmp_path / "out"
     result = CliRunner().invoke(app, [
         "train", "--model", f"hf:{tiny_model_dir}", "--sft-data", str(sft_data), "--rl-pool", str(pool),
@@ -61,7 +62,9 @@ def test_train_all_runs_sft_then_grpo_with_the_sandbox(tmp_path, tiny_model_dir)
     for stage in ("sft", "rl"):  # the effective TRL settings, every field, in each run dir
         recorded = json.loads((out / stage / "trl_config.json").read_text())
         assert recorded["output_dir"].endswith("checkpoints") and "max_grad_norm" in recorded
-    assert json.loads((out / "rl" / "trl_config.json").read_text())["num_generations"] == 2
+    recorded_rl = json.loads((out / "rl" / "trl_config.json").read_text())
+    assert (recorded_rl["num_generations"], recorded_rl["max_grad_norm"]) == (2, 0.5)  # a TRL-only field, from the file
+    assert json.loads((out / "sft" / "trl_config.json").read_text())["lr_scheduler_type"] == "constant"
 
 
 def test_train_rejects_a_missing_sft_set_in_one_line(tmp_path):
@@ -75,6 +78,17 @@ def test_train_rejects_unknown_config_fields(tmp_path):
     config.write_text("rl:\n  not_a_field: 1\n")
     result = CliRunner().invoke(app, ["train", "--stage", "rl", "--config", str(config)])
     assert "unknown setting" in str(result.exception)
+
+
+@pytest.mark.parametrize("section, key, suggestion", [("rl", "num_iteration", "num_iterations"),
+                                                      ("sft", "max_grad_nrom", "max_grad_norm")])
+def test_a_misspelled_config_key_exits_2_naming_it_and_the_closest_keys(tmp_path, capsys, section, key, suggestion):
+    config = tmp_path / "c.yaml"
+    config.write_text(f"{section}:\n  {key}: 1\n")
+    assert run_cli(["train", "--stage", section, "--config", str(config), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert f"unknown setting {key!r}; did you mean {suggestion}" in error and str(config) in error
+    assert not (tmp_path / "out").exists()  # refused before any work
 
 
 @pytest.mark.slow  # stitching, SFT and GRPO in one run: ~20 s of CPU

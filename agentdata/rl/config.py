@@ -8,11 +8,20 @@ temperature 1.0 (the findings' RL setting: exploration needs the full distributi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from agentdata.agent.config import LoopConfig
 from agentdata.settings import check_fields
+from agentdata.training.trl_settings import check_trl_overrides
 
 ROLLOUT_TEMPERATURE = 1.0
+# GRPOConfig fields the stage computes, and the setting each comes from (set that one instead).
+TRL_COMPUTED = {
+    "output_dir": "out",  # OUT/checkpoints
+    "max_completion_length": "max_new_tokens",
+    "per_device_train_batch_size": "num_generations",  # one micro-batch is one group
+    "gradient_accumulation_steps": "prompts_per_step",  # a step accumulates prompts_per_step groups
+}
 
 
 def rollout_loop() -> LoopConfig:
@@ -54,10 +63,12 @@ class GRPOStageConfig:
     seed: int = field(default=0, metadata={"help": "Random seed.", "range": "[0, 4294967295]"})
     limit: int | None = field(default=None, metadata={"help": "Use only the first N problems of the pool.", "range": "[1, inf)"})
     loop: LoopConfig = field(default_factory=rollout_loop, metadata={"help": "The rollouts' agent-loop settings (temperature 1.0)."})
+    trl: dict[str, Any] = field(default_factory=dict, metadata={"cli": False, "help": "Any other field of TRL's GRPOConfig (num_iterations, steps_per_generation, scale_rewards, mask_truncated_completions, max_grad_norm, lr_scheduler_type, top_entropy_quantile, ...); in a config file, written straight in the `rl:` section. Recorded in OUT/trl_config.json."})
 
     def __post_init__(self) -> None:
         self.online_band = parse_band(self.online_band)
         check_fields(self)
+        check_trl_overrides(self, TRL_COMPUTED)
         if self.epsilon_high < self.epsilon:
             raise ValueError(f"epsilon_high ({self.epsilon_high}) below epsilon ({self.epsilon}): clip-higher needs epsilon_high >= epsilon")
         if not self.overlong_buffer < self.loop.max_new_tokens:

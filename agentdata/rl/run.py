@@ -18,7 +18,7 @@ from agentdata.rl.policy import PolicyEngine
 from agentdata.rl.rewards import reward_functions
 from agentdata.rl.rollout import AgentRollout
 from agentdata.rl.trainer import AgentGRPOTrainer
-from agentdata.training.trl_settings import write_trl_settings
+from agentdata.training.trl_settings import trl_arguments, write_trl_settings
 from agentdata.training.metrics import MetricsFileCallback, ProgressCallback, read_metrics
 from agentdata.training.model import load_model, load_tokenizer, lora_config, resolve_model_dir, resume_path, save_trained
 
@@ -70,9 +70,14 @@ def wants_vllm(config: GRPOStageConfig) -> bool:
 
 
 def trl_grpo_config(config: GRPOStageConfig, out_dir: Path, use_vllm: bool) -> Any:
+    """TRL's GRPOConfig: what the stage's settings give, with the `trl` fields the user set on top."""
     from trl import GRPOConfig
 
-    return GRPOConfig(
+    return trl_arguments(GRPOConfig, grpo_arguments(config, out_dir, use_vllm), config.trl)
+
+
+def grpo_arguments(config: GRPOStageConfig, out_dir: Path, use_vllm: bool) -> dict[str, Any]:
+    return dict(
         output_dir=str(out_dir / "checkpoints"),
         max_steps=config.max_steps,
         learning_rate=config.learning_rate,

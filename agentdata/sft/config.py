@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from agentdata.settings import check_fields
+from agentdata.training.trl_settings import check_trl_overrides
 
 PACKING_STRATEGIES = ("bfd", "bfd_split")
+# SFTConfig fields the stage computes, and the setting each comes from (set that one instead).
+TRL_COMPUTED = {
+    "output_dir": "out",  # OUT/checkpoints
+    "num_train_epochs": "epochs",
+    "per_device_train_batch_size": "batch_size",
+    "warmup_steps": "warmup_ratio",
+}
 
 
 @dataclass
@@ -36,9 +45,11 @@ class SFTStageConfig:
     bf16: bool = field(default=False, metadata={"help": "Train in bfloat16 (GPUs that support it)."})
     seed: int = field(default=0, metadata={"help": "Random seed.", "range": "[0, 4294967295]"})
     limit: int | None = field(default=None, metadata={"help": "Use only the first N conversations (smoke runs).", "range": "[1, inf)"})
+    trl: dict[str, Any] = field(default_factory=dict, metadata={"cli": False, "help": "Any other field of TRL's SFTConfig (max_grad_norm, lr_scheduler_type, weight_decay, neftune_noise_alpha, ...); in a config file, written straight in the `sft:` section. Recorded in OUT/trl_config.json."})
 
     def __post_init__(self) -> None:
         check_fields(self)
+        check_trl_overrides(self, TRL_COMPUTED)
         if self.max_steps == 0:
             raise ValueError("max_steps must be positive, or -1 to train for `epochs` epochs")
         if self.max_steps == -1 and self.epochs <= 0:

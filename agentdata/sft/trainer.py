@@ -16,7 +16,7 @@ from transformers import PrinterCallback
 
 from agentdata.events import Event, emit
 from agentdata.sft.config import SFTStageConfig
-from agentdata.training.trl_settings import write_trl_settings
+from agentdata.training.trl_settings import trl_arguments, write_trl_settings
 from agentdata.sft.data import handle_long_rows, tokenize_sft_set
 from agentdata.training.metrics import MetricsFileCallback, ProgressCallback, read_metrics
 from agentdata.training.model import (
@@ -43,9 +43,14 @@ class SFTResult:
 
 
 def trl_sft_config(config: SFTStageConfig, out_dir: Path) -> Any:
+    """TRL's SFTConfig: what the stage's settings give, with the `trl` fields the user set on top."""
     from trl import SFTConfig
 
-    return SFTConfig(
+    return trl_arguments(SFTConfig, sft_arguments(config, out_dir), config.trl)
+
+
+def sft_arguments(config: SFTStageConfig, out_dir: Path) -> dict[str, Any]:
+    return dict(
         output_dir=str(out_dir / "checkpoints"),
         max_steps=config.max_steps,
         num_train_epochs=config.epochs,

@@ -6,6 +6,11 @@ fields, and refuses a key that is neither, naming it and the closest valid keys 
 a misspelling never silently does nothing. `trl_arguments` builds TRL's config from what the
 stage computes, with the TRL-only fields the user set on top (theirs win: they asked for it).
 `write_trl_settings` records the effective TRL settings in the run dir.
+
+The TRL-only fields travel in the stage config's `trl` mapping. A TRL field that the stage
+computes from one of its own settings (`output_dir` from `out`, GRPO's
+`max_completion_length` from `max_new_tokens`, ...) is refused there, naming the setting to
+use instead: one name per setting, and nothing the user sets is silently overwritten.
 """
 
 from __future__ import annotations
@@ -25,10 +30,20 @@ def field_names(config_type: type) -> set[str]:
     return {item.name for item in dataclasses.fields(config_type) if item.init}
 
 
+def stage_names(stage_type: type) -> set[str]:
+    """A stage's own setting names: its fields and, flat, those of composed settings (`loop`)."""
+    from agentdata.settings import flat_names
+
+    return field_names(stage_type) | set(flat_names(stage_type))
+
+
 def split_section(section: dict[str, Any], stage_type: type, trl_type: type,
                   where: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(stage settings, TRL-only settings) of one section; an unknown key is a UserError."""
-    own, trl = field_names(stage_type), field_names(trl_type)
+    """(stage settings, TRL-only settings) of one section; an unknown key is a UserError.
+
+    A name both define (`learning_rate`, `temperature`) is the stage's: it sets TRL's from it.
+    """
+    own, trl = stage_names(stage_type), field_names(trl_type)
     unknown = sorted(key for key in section if key not in own and key not in trl)
     if unknown:
         key = unknown[0]
@@ -37,6 +52,20 @@ def split_section(section: dict[str, Any], stage_type: type, trl_type: type,
         raise UserError(f"{where}: unknown setting {key!r}{hint}")
     stage = {key: value for key, value in section.items() if key in own}
     return stage, {key: value for key, value in section.items() if key not in own}
+
+
+def check_trl_overrides(config: Any, computed_from: dict[str, str]) -> None:
+    """Refuse a `trl` mapping that is not one, or that sets what the stage sets (`computed_from`:
+    TRL field -> the stage setting it comes from); a ValueError, as a config's `__post_init__` raises."""
+    if not isinstance(config.trl, dict):
+        raise ValueError(f"trl must be a mapping of TRL field names to values, got {type(config.trl).__name__}")
+    own = stage_names(type(config))
+    for key in config.trl:
+        if key in computed_from:
+            raise ValueError(f"{key} is computed from `{computed_from[key]}` by agentdata: set {computed_from[key]} "
+                             "instead")
+        if key in own:
+            raise ValueError(f"trl: {key} is a setting of the stage itself: set it directly, not under trl")
 
 
 def trl_arguments(trl_type: type, computed: dict[str, Any], overrides: dict[str, Any]) -> Any:
