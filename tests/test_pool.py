@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from agentdata.cli.app import app
 from agentdata.filters.embed import cluster_labels, embed_texts, sentence_transformers_available
 from agentdata.agent.config import CollectConfig
-from agentdata.pool.run import run_filter
+from agentdata.pool.run import default_profiling, run_filter
 from agentdata.pool.build import PoolConfig, build_pool, pass_rates, pool_rows, problems_table
 from agentdata.pool.confidence import wilson_interval, with_intervals
 from agentdata.pool.profile import missing_rollouts, profile_dir_for
@@ -209,7 +209,7 @@ def test_cli_filter_with_cached_profile(tmp_path):
     problems_file.write_text("".join(json.dumps({"id": p.id, "question": p.question, "answer": p.answer,
                                                  "source": p.source}) + "\n" for p in problems))
     out = tmp_path / "pool.parquet"
-    write_profile(profile_dir_for(out, CollectConfig()), problems, 4, [0, 1, 2, 3, 4, 2])
+    write_profile(profile_dir_for(out, default_profiling()), problems, 4, [0, 1, 2, 3, 4, 2])
     result = CliRunner().invoke(app, ["filter", str(problems_file), "--out", str(out), "--k", "4",
                                       "--band", "0.2,0.8", "--embedding", "tfidf", "--format", "verl"])
     assert result.exit_code == 0, result.output
@@ -274,7 +274,7 @@ def test_empty_pool_is_refused_not_written(tmp_path, capsys):
     problems_file.write_text("".join(json.dumps({"id": p.id, "question": p.question, "answer": p.answer}) + "\n"
                                      for p in problems))
     out = tmp_path / "pool.parquet"
-    write_profile(profile_dir_for(out, CollectConfig()), problems, 4, [4, 4, 0])  # always or never solved
+    write_profile(profile_dir_for(out, default_profiling()), problems, 4, [4, 4, 0])  # always or never solved
     code = run_cli(["filter", str(problems_file), "--out", str(out), "--k", "4", "--embedding", "tfidf"])
     error = capsys.readouterr().err
     assert code == 2 and not out.exists()

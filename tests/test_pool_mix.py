@@ -11,7 +11,7 @@ from agentdata.errors import UserError
 from agentdata.agent.config import CollectConfig
 from agentdata.pool.build import PoolConfig, build_pool, problems_table
 from agentdata.pool.mix import domain_quotas, parse_domain_mix
-from agentdata.pool.run import run_filter
+from agentdata.pool.run import default_profiling, run_filter
 from agentdata.pool.profile import profile_dir_for
 from agentdata.records import Problem
 from tests.test_pool import write_profile
@@ -78,7 +78,7 @@ def test_cli_filter_domain_mix(tmp_path, capsys):
     problems_file.write_text("".join(json.dumps({"id": p.id, "question": p.question, "answer": p.answer,
                                                  "domain": p.domain}) + "\n" for p in problems))
     out = tmp_path / "pool.parquet"
-    write_profile(profile_dir_for(out, CollectConfig()), problems, 4, [1, 2, 3, 2, 1, 1, 2, 3])
+    write_profile(profile_dir_for(out, default_profiling()), problems, 4, [1, 2, 3, 2, 1, 1, 2, 3])
     code = run_cli(["filter", str(problems_file), "--out", str(out), "--k", "4", "--embedding", "tfidf",
                     "--domain-mix", "math=3,science=1", "--near-dup-threshold", "0"])
     output = capsys.readouterr().out

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 from agentdata.agent.config import CollectConfig
 from agentdata.cli.common import (
@@ -14,12 +15,14 @@ from agentdata.cli.common import (
 )
 from agentdata.cli.options import settings_command
 from agentdata.pool.config import PoolConfig
+from agentdata.rl.config import ROLLOUT_TEMPERATURE
 
 # The profile is a collect run of the student: its teacher is --student and its samples are --k.
 PROFILE_FLAGS = {"teacher": "--student", "samples": "--k"}
 
 
-@settings_command(flags=PROFILE_FLAGS, defaults={"samples": 4})
+# Profiled as GRPO samples (temperature 1.0, agentdata.rl.config): the pass rates are the ones training will see.
+@settings_command(flags=PROFILE_FLAGS, defaults={"samples": 4, "temperature": ROLLOUT_TEMPERATURE})
 def command(
     problems_file: Annotated[
         Optional[Path], typer.Argument(help="Problems (JSONL, JSON, Parquet, CSV, dataset dir). Default: built-in.")
@@ -56,13 +59,16 @@ def command(
                       f"band {pool.band} → {out}")
     run = run_filter(problems, out, pool, profiling, profile_dir=profile_dir)
     result = run.result
+    if not as_json:
+        for warning in run.warnings:
+            console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     if as_json:
         print_json({"output": str(run.output) if run.output else None, "empty": run.empty,
                     "profile_dir": str(run.profile_dir), "generated": run.generated, "problems": shown,
                     "selected": result.pool.height,
                     "dropped": {f"dropped_{reason}": count for reason, count in result.counts.items()},
                     "per_source": run.per_source, "per_domain": run.per_domain,
-                    "reprofiled": run.reprofiled, "still_straddling": run.still_straddling, "report": str(run.report), "plot": str(run.plot)})
+                    "warnings": run.warnings, "reprofiled": run.reprofiled, "still_straddling": run.still_straddling, "report": str(run.report), "plot": str(run.plot)})
     else:
         console.print(f"profile: {run.profile_dir} ({run.generated:,} rollouts generated now, "
                       f"{'cache hit' if not run.generated else 'cache filled'})")

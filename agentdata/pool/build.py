@@ -197,8 +197,10 @@ class EmptyPoolError(UserError):
     """Nothing to write: `datasets` and verl cannot open a Parquet file with no rows."""
 
 
-def write_pool(result: PoolResult, out: str | os.PathLike, format: str = "agentdata") -> Path:
-    """Write the pool; an empty one is refused (a 0-row Parquet file loads nowhere) instead of written."""
+def write_pool(result: PoolResult, out: str | os.PathLike, format: str = "agentdata",
+               metadata: dict[str, str] | None = None) -> Path:
+    """Write the pool (with `metadata` as Parquet key-value metadata); an empty one is refused (a 0-row
+    Parquet file loads nowhere) instead of written."""
     from agentdata.records import atomic_write
 
     if result.pool.height == 0:
@@ -207,4 +209,4 @@ def write_pool(result: PoolResult, out: str | os.PathLike, format: str = "agentd
             "was written: widen --band, raise --k, or profile with a student that solves some of these problems"
         )
     rows = pool_rows(result.pool, format)
-    return atomic_write(Path(out), lambda tmp: rows.write_parquet(tmp))
+    return atomic_write(Path(out), lambda tmp: rows.write_parquet(tmp, metadata=metadata))

@@ -2,15 +2,18 @@
 
 The profile is an ordinary collect run dir in the output folder
 (`<folder>/profile/<student>-<settings digest>/`), so it is the cache, keyed on what a
-rollout depends on: the digest of the loop and sampling settings names the dir, and inside
-it a rollout is reused only when its problem (question, answer, tests) is unchanged and it
-did not end in an error. A second `filter` into the same folder, with another band or
+rollout depends on: the digest of the loop and sampling settings and, for a local model dir
+(`hf:DIR`, `vllm:DIR`), of the model's files names the dir (retrained weights under the same
+path are a new student), and inside it a rollout is reused only when its problem (question,
+answer, tests) is unchanged and it did not end in an error. A second `filter` into the same folder, with another band or
 another output name, reads it and generates nothing; a larger k only adds the missing
 rollouts; a changed problem is profiled again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from pathlib import Path
 from typing import Any, Sequence
@@ -20,15 +23,43 @@ import polars as pl
 from agentdata.agent.config import CollectConfig
 from agentdata.agent.resume import plan_resume
 from agentdata.agent.rundir import RunDir, settings_digest
+from agentdata.engines.fingerprint import model_fingerprint
+from agentdata.errors import UserError
 from agentdata.pool.build import pass_rates
-from agentdata.records import Problem
+from agentdata.records import Problem, write_json
+
+MODEL_FILE = "model.json"  # in a profile dir: which weights made its rollouts
+FINGERPRINT_MEMO = "model_fingerprints.json"  # in a profile folder: digests of model dirs already hashed
 
 
-def profile_dir_for(out: Path, profiling: CollectConfig) -> Path:
-    """One profile per student and settings in the pool's folder (a spec like `hf:/a/b` made file-safe)."""
+def student_fingerprint(profiling: CollectConfig, profile_root: Path) -> str | None:
+    """The digest of the student's weights when it is a local model dir (see engines/fingerprint.py)."""
+    return model_fingerprint(profiling.teacher, memo=profile_root / FINGERPRINT_MEMO)
+
+
+def profile_dir_for(out: Path, profiling: CollectConfig, fingerprint: str | None = None) -> Path:
+    """One profile per student (its weights too) and settings in the pool's folder (`hf:/a/b` made file-safe)."""
+    root = out.parent / "profile"
     student = profiling.teacher
     digest = settings_digest(profiling.settings())
-    return out.parent / "profile" / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', student).strip('_')}-{digest}"
+    fingerprint = fingerprint or student_fingerprint(profiling, root)
+    if fingerprint is not None:
+        digest = hashlib.sha1(f"{digest}-{fingerprint}".encode()).hexdigest()[:8]
+    return root / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', student).strip('_')}-{digest}"
+
+
+def claim_profile_dir(profile_dir: Path, student: str, fingerprint: str | None) -> None:
+    """Record which weights profile into `profile_dir`; refuse a dir another version of the model filled
+    (a --profile-dir given twice for a retrained model would otherwise reuse the old model's rollouts)."""
+    record = profile_dir / MODEL_FILE
+    if record.is_file():
+        previous = json.loads(record.read_text(encoding="utf-8"))
+        if previous.get("fingerprint") != fingerprint:
+            raise UserError(f"{profile_dir}: its rollouts were made by another version of {previous.get('student')} "
+                            f"(model files {previous.get('fingerprint')}, now {fingerprint}): use another "
+                            "--profile-dir or move it aside")
+        return
+    write_json(record, {"student": student, "fingerprint": fingerprint})
 
 
 NO_RATES_SCHEMA = {"problem_id": pl.String, "pass_rate": pl.Float64, "n_rollouts": pl.Int64, "n_errors": pl.Int64,

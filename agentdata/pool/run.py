@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, replace, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -13,13 +14,23 @@ from agentdata.pool.build import EmptyPoolError, PoolConfig, PoolResult, build_p
 from agentdata.errors import UserError
 from agentdata.pool.confidence import straddling
 from agentdata.pool.mix import domain_table
-from agentdata.pool.profile import profile, profile_dir_for
+from agentdata.pool.loop_match import (
+    POOL_METADATA_KEY, differences_text, grpo_default_loop, loop_differences, loop_settings, profile_metadata,
+)
+from agentdata.pool.profile import claim_profile_dir, profile, profile_dir_for, student_fingerprint
 from agentdata.pool.report import pass_rate_histograms
 from agentdata.records import write_json
 from agentdata.records import Problem
 
 
 DEFAULT_K = 4  # student rollouts per problem when none are given
+
+
+def default_profiling() -> CollectConfig:
+    """k rollouts per problem with the loop GRPO's rollouts use (temperature 1.0), the pool's consumer."""
+    from agentdata.rl.config import rollout_loop
+
+    return CollectConfig(samples=DEFAULT_K, loop=rollout_loop())
 
 
 @dataclass
@@ -35,6 +46,7 @@ class FilterRun:
     per_domain: list[dict] = field(default_factory=list)
     reprofiled: int = 0        # problems a --k-adaptive second round profiled again
     still_straddling: int = 0  # problems whose interval still holds a band edge
+    warnings: list[str] = field(default_factory=list)  # one line each, for the user
 
 
 def run_filter(
@@ -44,24 +56,28 @@ def run_filter(
     """Profile the student on `problems` (re-using the profile run dir), build the pool, write it and its report.
 
     `profiling` is the student's collect run: `teacher` is the student, `samples` the k rollouts
-    per problem (default 4), `limit` keeps the first problems, `loop` the agent-loop settings.
+    per problem (default 4), `limit` keeps the first problems, `loop` the agent-loop settings
+    (default: GRPO's rollout loop; others give a warning in `FilterRun.warnings`).
     """
     out = Path(out)
-    profiling = profiling or CollectConfig(samples=DEFAULT_K)
+    profiling = profiling or default_profiling()
     problems = list(problems)[: profiling.limit]
     student, k = profiling.teacher, profiling.samples
-    profile_dir = Path(profile_dir) if profile_dir else profile_dir_for(out, profiling)
+    fingerprint = student_fingerprint(profiling, Path(profile_dir).parent if profile_dir else out.parent / "profile")
+    profile_dir = Path(profile_dir) if profile_dir else profile_dir_for(out, profiling, fingerprint)
     if config.k_adaptive is not None and config.k_adaptive <= k:
         raise UserError(f"--k-adaptive {config.k_adaptive} must be more than --k {k}: it is the rollouts "
                         "a problem whose pass rate is unsure gets in all")
+    claim_profile_dir(profile_dir, student, fingerprint)
     rates, generated = profile(problems, profile_dir, profiling, engine=engine)
     reprofiled: list[str] = []
     if config.k_adaptive:
         rates, more, reprofiled = _second_round(problems, rates, profile_dir, profiling, config, engine)
         generated += more
     result = build_pool(problems_table(problems), rates, config)
+    recorded = profile_metadata(student, k, profiling.loop, fingerprint)
     try:
-        output, empty = write_pool(result, out, config.format), None
+        output, empty = write_pool(result, out, config.format, {POOL_METADATA_KEY: json.dumps(recorded)}), None
     except EmptyPoolError as error:
         output, empty = None, str(error)
     per_source = source_table(result)
@@ -71,6 +87,7 @@ def run_filter(
         out.with_name(out.stem + ".pass_rate.png"), by_domain=_rates_by_domain(result),
     )
     unsure_now = straddling(rates, config.band)
+    warnings = grpo_mismatch_warnings(profiling)
     report = write_json(out.with_name(out.stem + ".report.json"), {
         "output": str(output) if output else None, "empty": empty,
         "problems": len(problems), "selected": result.pool.height, "student": student, "k": k,
@@ -79,10 +96,19 @@ def run_filter(
         "profile_dir": str(profile_dir), "embedding": result.embedding,
         "dropped": {f"dropped_{reason}": count for reason, count in result.counts.items()},
         "per_source": per_source, "per_domain": per_domain, "config": asdict(config), "profiling": profiling.settings(),
-        "plot": str(plot),
+        "plot": str(plot), "profile": recorded, "warnings": warnings,
     })
     return FilterRun(result, output, profile_dir, generated, report, plot, per_source, empty, per_domain,
-                     len(reprofiled), len(unsure_now))
+                     len(reprofiled), len(unsure_now), warnings)
+
+
+def grpo_mismatch_warnings(profiling: CollectConfig) -> list[str]:
+    """One line when the profile samples or uses tools otherwise than GRPO's rollouts will by default."""
+    differences = loop_differences(loop_settings(profiling.loop), grpo_default_loop())
+    if not differences:
+        return []
+    return [f"the pool is profiled with {differences_text(differences)}: pass rates under other settings than "
+            "GRPO's put problems in the wrong band; profile with GRPO's settings, or give `train` these ones"]
 
 
 def _second_round(
