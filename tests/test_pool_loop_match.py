@@ -119,3 +119,18 @@ def test_cli_filter_profiles_at_grpos_temperature_and_warns_otherwise(tmp_path, 
     assert run_cli([*args, "--out", str(tmp_path / "b.parquet"), "--temperature", "0.6"]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if "warning" in line]
     assert len(lines) == 1 and "temperature 0.6 (GRPO: 1.0)" in lines[0]
+
+
+def test_a_given_profile_dir_made_with_other_settings_is_refused_even_when_nothing_is_missing(tmp_path):
+    from agentdata.agent.rundir import RunDir
+    from tests.test_pool import write_profile
+
+    problems, profile_dir = crafted_problems(1), tmp_path / "collect"
+    write_profile(profile_dir, problems, 4, [1, 2, 3])
+    RunDir(profile_dir).write_manifest({"settings": CollectConfig(loop=LoopConfig(temperature=0.7)).settings()})
+    with pytest.raises(UserError, match=r"other settings \(temperature 0.7 → 1.0\)"):
+        run_filter(problems, tmp_path / "pool.parquet", PoolConfig(embedding="tfidf"), default_profiling(),
+                   profile_dir=profile_dir)
+    same = CollectConfig(samples=4, loop=LoopConfig(temperature=0.7))
+    assert run_filter(problems, tmp_path / "pool.parquet", PoolConfig(embedding="tfidf"), same,
+                      profile_dir=profile_dir).generated == 0

@@ -22,7 +22,7 @@ import polars as pl
 
 from agentdata.agent.config import CollectConfig
 from agentdata.agent.resume import plan_resume
-from agentdata.agent.rundir import RunDir, settings_digest
+from agentdata.agent.rundir import RunDir, settings_differences, settings_digest
 from agentdata.engines.fingerprint import model_fingerprint
 from agentdata.errors import UserError
 from agentdata.pool.build import pass_rates
@@ -48,9 +48,17 @@ def profile_dir_for(out: Path, profiling: CollectConfig, fingerprint: str | None
     return root / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', student).strip('_')}-{digest}"
 
 
-def claim_profile_dir(profile_dir: Path, student: str, fingerprint: str | None) -> None:
+def claim_profile_dir(profile_dir: Path, profiling: CollectConfig, fingerprint: str | None) -> None:
     """Record which weights profile into `profile_dir`; refuse a dir another version of the model filled
-    (a --profile-dir given twice for a retrained model would otherwise reuse the old model's rollouts)."""
+    (a --profile-dir given twice for a retrained model would otherwise reuse the old model's rollouts),
+    or one whose rollouts were made with other settings (reused silently when none is missing)."""
+    student = profiling.teacher
+    manifest = RunDir(profile_dir).manifest() if RunDir(profile_dir).shards() else None
+    changed = settings_differences(manifest["settings"], profiling.settings()) if manifest else {}
+    if changed:
+        described = ", ".join(f"{key} {old!r} → {new!r}" for key, (old, new) in changed.items())
+        raise UserError(f"{profile_dir}: its rollouts were made with other settings ({described}): give the "
+                        "same settings, or another --profile-dir")
     record = profile_dir / MODEL_FILE
     if record.is_file():
         previous = json.loads(record.read_text(encoding="utf-8"))

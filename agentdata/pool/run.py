@@ -13,6 +13,7 @@ from agentdata.agent.config import CollectConfig
 from agentdata.pool.build import EmptyPoolError, PoolConfig, PoolResult, build_pool, problems_table, source_table, write_pool
 from agentdata.errors import UserError
 from agentdata.pool.confidence import straddling
+from agentdata.pool.config import DEFAULT_K
 from agentdata.pool.mix import domain_table
 from agentdata.pool.loop_match import (
     POOL_METADATA_KEY, differences_text, grpo_default_loop, loop_differences, loop_settings, profile_metadata,
@@ -23,7 +24,6 @@ from agentdata.records import write_json
 from agentdata.records import Problem
 
 
-DEFAULT_K = 4  # student rollouts per problem when none are given
 
 
 def default_profiling() -> CollectConfig:
@@ -68,7 +68,7 @@ def run_filter(
     if config.k_adaptive is not None and config.k_adaptive <= k:
         raise UserError(f"--k-adaptive {config.k_adaptive} must be more than --k {k}: it is the rollouts "
                         "a problem whose pass rate is unsure gets in all")
-    claim_profile_dir(profile_dir, student, fingerprint)
+    claim_profile_dir(profile_dir, profiling, fingerprint)
     rates, generated = profile(problems, profile_dir, profiling, engine=engine)
     reprofiled: list[str] = []
     if config.k_adaptive:
