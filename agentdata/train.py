@@ -31,7 +31,7 @@ DEMO_SFT_CONVERSATIONS = 32
 DEMO_SFT = {"epochs": 1, "batch_size": 8, "max_length": 512, "learning_rate": 1e-4, "warmup_ratio": 0.1,
             "save_steps": 1000}
 DEMO_RL = {"max_steps": 2, "num_generations": 4, "prompts_per_step": 1, "max_new_tokens": 192,
-           "overlong_buffer": 48, "max_tool_calls": 2, "max_turns": 3, "learning_rate": 1e-5}
+           "max_tool_calls": 2, "max_turns": 3, "learning_rate": 1e-5}  # overlong_buffer follows: 192 // 4
 
 
 @dataclass

@@ -227,3 +227,25 @@ def test_a_trl_field_the_stage_computes_is_refused_naming_the_setting_to_use():
         GRPOStageConfig(trl={"learning_rate": 0.1})
     with pytest.raises(UserError, match="cfg.yaml: max_completion_length is computed"):
         build(GRPOStageConfig, {"trl": {"max_completion_length": 64}}, source="cfg.yaml")
+
+
+def test_settings_that_depend_on_another_follow_it_unless_set():
+    assert GRPOStageConfig().overlong_buffer == 128  # a quarter of the default 512
+    assert build(GRPOStageConfig, {"max_new_tokens": 128}).overlong_buffer == 32  # was refused: buffer 128 >= 128
+    assert build(GRPOStageConfig, {"max_new_tokens": 128, "overlong_buffer": 0}).overlong_buffer == 0
+    with pytest.raises(UserError, match="overlong_buffer 128 must be below max_new_tokens 128: leave it unset"):
+        build(GRPOStageConfig, {"max_new_tokens": 128, "overlong_buffer": 128})
+    lora = GRPOStageConfig(lora=True, lora_r=8)
+    assert (lora.lora_alpha, lora.learning_rate, GRPOStageConfig().learning_rate) == (16, 1e-5, 1e-6)
+    assert GRPOStageConfig(lora=True, learning_rate=3e-6, lora_alpha=7).learning_rate == 3e-6
+
+
+def test_train_with_a_small_max_new_tokens_scales_the_buffer_and_refuses_an_explicit_misfit(tmp_path, capsys):
+    from agentdata.train import TrainRequest, rl_stage_config
+    from tests.cli_helpers import run_cli
+
+    request = TrainRequest(stage="rl", rl_flags={"max_new_tokens": 128})
+    assert rl_stage_config(request, {}, False, tmp_path, "flags").overlong_buffer == 32
+    assert run_cli(["train", "--stage", "rl", "--max-new-tokens", "64", "--overlong-buffer", "64",
+                    "--out", str(tmp_path / "out")]) == 2
+    assert "overlong_buffer 64 must be below max_new_tokens 64" in capsys.readouterr().err

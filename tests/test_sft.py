@@ -179,3 +179,10 @@ def test_a_trl_only_field_reaches_the_sft_trainer(tmp_path, tiny_model_dir):
     assert (trainer.args.max_length, trainer.args.per_device_train_batch_size) == (512, 4)  # the stage's own still set
     with pytest.raises(ValueError, match="set batch_size instead"):
         SFTStageConfig(trl={"per_device_train_batch_size": 8})
+
+
+def test_lora_settings_follow_the_rank_and_the_learning_rate_follows_lora_unless_set():
+    assert (SFTStageConfig().learning_rate, SFTStageConfig(lora=True).learning_rate) == (2e-5, 2e-4)
+    assert SFTStageConfig(lora=True, lora_r=64).lora_alpha == 128
+    assert (SFTStageConfig(lora=True, lora_r=64, lora_alpha=16, learning_rate=1e-4).lora_alpha,
+            SFTStageConfig(lora=True, learning_rate=1e-4).learning_rate) == (16, 1e-4)

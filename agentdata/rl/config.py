@@ -15,6 +15,8 @@ from agentdata.settings import check_fields
 from agentdata.training.trl_settings import check_trl_overrides
 
 ROLLOUT_TEMPERATURE = 1.0
+LEARNING_RATE = 1e-6  # DemyAgent and ZeroTIR
+LORA_LEARNING_RATE = 1e-5  # LoRA's best rate is about 10x full fine-tuning's (Thinking Machines, "LoRA Without Regret")
 # GRPOConfig fields the stage computes, and the setting each comes from (set that one instead).
 TRL_COMPUTED = {
     "output_dir": "out",  # OUT/checkpoints
@@ -36,13 +38,13 @@ class GRPOStageConfig:
     max_steps: int = field(default=20, metadata={"help": "Optimizer steps.", "range": "[1, inf)"})
     prompts_per_step: int = field(default=2, metadata={"help": "Problems per optimizer step; each gets num_generations rollouts.", "range": "[1, 100000]"})
     num_generations: int = field(default=8, metadata={"help": "Rollouts per problem (the GRPO group size); GRPO compares rollouts within a group.", "range": "[2, inf)"})
-    learning_rate: float = field(default=1e-6, metadata={"help": "Learning rate (DemyAgent and ZeroTIR use 1e-6).", "range": "(0, 1]"})
+    learning_rate: float | None = field(default=None, metadata={"help": "Learning rate; unset: 1e-6 (DemyAgent and ZeroTIR), 1e-5 with lora (LoRA wants about 10x the full-weight rate).", "range": "(0, 1]"})
     epsilon: float = field(default=0.2, metadata={"help": "Lower clip range of the policy ratio.", "range": "[0, 1]"})
     epsilon_high: float = field(default=0.28, metadata={"help": "Upper clip range (clip-higher: above epsilon keeps exploration).", "range": "[0, 10]"})
     beta: float = field(default=0.0, metadata={"help": "KL coefficient; 0 (no KL, no reference model) as in DAPO/DemyAgent.", "range": "[0, 100]"})
     loss_type: str = field(default="dapo", metadata={"help": "TRL loss aggregation; dapo is the token-level loss."})
     rewards: list[str] = field(default_factory=lambda: ["correctness", "overlong"], metadata={"help": "Reward functions, by name (correctness, overlong) or plug-in (mypkg.rewards:brevity, path/to/rewards.py:brevity); each is (prompts, completions, **kwargs) -> list[float | None]."})
-    overlong_buffer: int = field(default=128, metadata={"help": "Soft overlong penalty over the last N model tokens of max_new_tokens; 0 turns it off.", "range": "[0, inf)"})
+    overlong_buffer: int | None = field(default=None, metadata={"help": "Soft overlong penalty over the last N model tokens of max_new_tokens; 0 turns it off; unset: max_new_tokens // 4 (128 of 512).", "range": "[0, inf)"})
     overlong_penalty: float = field(default=1.0, metadata={"help": "Penalty at max_new_tokens (reached linearly over the buffer).", "range": "[0, 100]"})
     code_reward: str = field(default="binary", metadata={"help": "Code problems: binary (+1 all tests pass / -1) or fraction (-1 + 2 x the fraction of tests passed); other domains stay binary.", "choices": ("binary", "fraction")})
     tool_call_reward: bool = field(default=False, metadata={"help": "Open-AgentRL's TCR: a wrong answer with k tool rounds scores min(-0.6, -1 + 0.1 k)."})
@@ -53,7 +55,7 @@ class GRPOStageConfig:
     online_band_rounds: int = field(default=4, metadata={"help": "Replacement rounds per step for online_band; groups still outside after them are kept.", "range": "[0, 100]"})
     lora: bool = field(default=False, metadata={"help": "Train a LoRA adapter (PEFT); merged into the saved model."})
     lora_r: int = field(default=16, metadata={"help": "LoRA rank.", "range": "[1, 4096]"})
-    lora_alpha: int = field(default=32, metadata={"help": "LoRA scaling alpha.", "range": "[1, 65536]"})
+    lora_alpha: int | None = field(default=None, metadata={"help": "LoRA scaling alpha; unset: 2 x lora_r.", "range": "[1, 65536]"})
     use_vllm: str = field(default="auto", metadata={"help": "auto (on a GPU machine with vLLM installed), yes, or no.", "choices": ("auto", "yes", "no")})
     save_steps: int = field(default=50, metadata={"help": "Save a checkpoint every N steps.", "range": "[1, inf)"})
     resume_from_checkpoint: str | None = field(default=None, metadata={"help": "Checkpoint dir to resume from, or 'last'."})
@@ -68,17 +70,28 @@ class GRPOStageConfig:
     def __post_init__(self) -> None:
         self.online_band = parse_band(self.online_band)
         check_fields(self)
+        self._scale_unset()
         check_trl_overrides(self, TRL_COMPUTED)
         if self.epsilon_high < self.epsilon:
             raise ValueError(f"epsilon_high ({self.epsilon_high}) below epsilon ({self.epsilon}): clip-higher needs epsilon_high >= epsilon")
         if not self.overlong_buffer < self.loop.max_new_tokens:
-            raise ValueError(f"overlong_buffer must be in [0, max_new_tokens={self.loop.max_new_tokens}); use 0 to turn shaping off")
+            raise ValueError(f"overlong_buffer {self.overlong_buffer} must be below max_new_tokens {self.loop.max_new_tokens}: "
+                             "leave it unset to follow max_new_tokens (a quarter of it), or 0 to turn shaping off")
         if self.tool_call_reward and self.extra_call_penalty:
             raise ValueError("tool_call_reward rewards calls on wrong answers while extra_call_penalty punishes them: pick one")
         if self.code_reward == "fraction" and self.tool_call_reward:
             raise ValueError("tool_call_reward is defined on correct/wrong answers: use code_reward binary with it")
         if self.loop.protocol not in ("hermes", "codeblock"):
             raise ValueError("protocol must be hermes or codeblock")
+
+    def _scale_unset(self) -> None:
+        """Settings that depend on another follow it unless set (then they are checked against it)."""
+        if self.overlong_buffer is None:
+            self.overlong_buffer = self.loop.max_new_tokens // 4
+        if self.lora_alpha is None:
+            self.lora_alpha = 2 * self.lora_r
+        if self.learning_rate is None:
+            self.learning_rate = LORA_LEARNING_RATE if self.lora else LEARNING_RATE
 
 
 def parse_band(value: object) -> tuple[float, float] | None:

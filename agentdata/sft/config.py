@@ -9,6 +9,8 @@ from agentdata.settings import check_fields
 from agentdata.training.trl_settings import check_trl_overrides
 
 PACKING_STRATEGIES = ("bfd", "bfd_split")
+LEARNING_RATE = 2e-5
+LORA_LEARNING_RATE = 2e-4  # LoRA's best rate is about 10x full fine-tuning's (Thinking Machines, "LoRA Without Regret")
 # SFTConfig fields the stage computes, and the setting each comes from (set that one instead).
 TRL_COMPUTED = {
     "output_dir": "out",  # OUT/checkpoints
@@ -26,7 +28,7 @@ class SFTStageConfig:
     protocol: str = field(default="hermes", metadata={"help": "Tool-call protocol the conversations are rendered in (hermes or codeblock); a `format` column overrides it per row."})
     max_steps: int = field(default=-1, metadata={"help": "Optimizer steps; -1 runs `epochs` epochs.", "range": "[-1, inf)"})
     epochs: float = field(default=3.0, metadata={"help": "Passes over the data when max_steps is -1.", "range": "(0, 10000]"})
-    learning_rate: float = field(default=2e-5, metadata={"help": "Peak learning rate (use ~2e-4 with --lora).", "range": "(0, 1]"})
+    learning_rate: float | None = field(default=None, metadata={"help": "Peak learning rate; unset: 2e-5, 2e-4 with lora (LoRA wants about 10x the full-weight rate).", "range": "(0, 1]"})
     batch_size: int = field(default=4, metadata={"help": "Conversations per device per step.", "range": "[1, 100000]"})
     gradient_accumulation_steps: int = field(default=1, metadata={"help": "Micro-batches per optimizer step.", "range": "[1, 100000]"})
     max_length: int = field(default=2048, metadata={"help": "Tokens per conversation; longer ones are left out of training and counted (never cut before the final answer).", "range": "[16, 10000000]"})
@@ -35,7 +37,7 @@ class SFTStageConfig:
     packing_strategy: str = field(default="bfd", metadata={"help": "bfd (cut overflow) or bfd_split (split overflow); 'wrapped' is refused: it cuts conversations mid-turn."})
     lora: bool = field(default=False, metadata={"help": "Train a LoRA adapter (PEFT) instead of all weights; merged into the saved model."})
     lora_r: int = field(default=16, metadata={"help": "LoRA rank.", "range": "[1, 4096]"})
-    lora_alpha: int = field(default=32, metadata={"help": "LoRA scaling alpha.", "range": "[1, 65536]"})
+    lora_alpha: int | None = field(default=None, metadata={"help": "LoRA scaling alpha; unset: 2 x lora_r.", "range": "[1, 65536]"})
     lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout.", "range": "[0, 1)"})
     lora_target_modules: str = field(default="all-linear", metadata={"help": "Modules LoRA wraps: all-linear or a comma list (q_proj,v_proj)."})
     resume_from_checkpoint: str | None = field(default=None, metadata={"help": "Checkpoint dir to resume from, or 'last' for the newest in --out."})
@@ -49,6 +51,10 @@ class SFTStageConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.lora_alpha is None:  # settings that depend on another follow it unless set
+            self.lora_alpha = 2 * self.lora_r
+        if self.learning_rate is None:
+            self.learning_rate = LORA_LEARNING_RATE if self.lora else LEARNING_RATE
         check_trl_overrides(self, TRL_COMPUTED)
         if self.max_steps == 0:
             raise ValueError("max_steps must be positive, or -1 to train for `epochs` epochs")
