@@ -3,7 +3,9 @@
     from agentdata.train import TrainRequest, train
     results = train(TrainRequest(stage="all", sft_data=Path("sft.parquet"), rl_pool=Path("pool.parquet")))
 
-SFT runs on an SFT set, then GRPO starts from the SFT model. With no data at all (stage `all`,
+SFT runs on an SFT set, then GRPO starts from the SFT model; with `rl_problems` (raw problems)
+the SFT model is profiled on them between the stages and GRPO trains on its band (train_pool.py).
+With no data at all (stage `all`,
 no SFT set, no pool, no config file) it runs the demonstration: a short SFT on stitched worked
 solutions, then a few GRPO steps on the built-in problems. Notes and progress are
 `agentdata.events`; nothing is drawn here.
@@ -11,7 +13,7 @@ solutions, then a few GRPO steps on the built-in problems. Notes and progress ar
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from agentdata.events import Event, emit
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.settings import build, read_settings_file
 from agentdata.sft.config import SFTStageConfig
+from agentdata.train_pool import RLProblemsConfig, pool_for_grpo, split_profile_settings
 
 DEFAULT_SFT_SET = Path("sft.parquet")    # what `agentdata curate` writes by default
 DEFAULT_RL_POOL = Path("pool.parquet")   # what `agentdata filter` writes by default
@@ -46,13 +49,14 @@ class TrainRequest:
     flags: dict[str, Any] = field(default_factory=dict)
     rl_flags: dict[str, Any] = field(default_factory=dict)
     rl_extra: dict[str, list[str]] = field(default_factory=dict)  # rewards/tools added to the file's or default list
+    rl_problems: Path | None = None  # raw problems: profiled with GRPO's start model, band kept (train_pool.py)
 
 
 def read_config_file(path: Path | None) -> dict[str, dict[str, Any]]:
     """A YAML or JSON file with optional `sft:` and `rl:` sections of settings: the stage's own
     fields, and any field of TRL's SFTConfig / GRPOConfig, which go under the stage's `trl` field."""
     if path is None:
-        return {"sft": {}, "rl": {}}
+        return {"sft": {}, "rl": {}, "rl_profile": {}}
     data = read_settings_file(path)
     if set(data) - {"sft", "rl"}:
         raise UserError(f"{path}: expected top-level sections `sft:` and/or `rl:` only")
@@ -60,7 +64,9 @@ def read_config_file(path: Path | None) -> dict[str, dict[str, Any]]:
     for name, section in sections.items():
         if not isinstance(section, dict):
             raise UserError(f"{path}: the `{name}:` section must be a mapping of settings")
-    return {name: section_settings(name, section, f"{path} {name}") for name, section in sections.items()}
+    profile, sections["rl"] = split_profile_settings(sections["rl"])  # the closed loop's keys (train_pool.py)
+    return {**{name: section_settings(name, section, f"{path} {name}") for name, section in sections.items()},
+            "rl_profile": profile}
 
 
 def section_settings(stage: str, section: dict[str, Any], where: str) -> dict[str, Any]:
@@ -93,7 +99,7 @@ def make_config(config_type: type, values: dict[str, Any], source: str) -> Any:
 
 def is_demo(request: TrainRequest) -> bool:
     return (request.stage == "all" and request.sft_data is None and request.rl_pool is None
-            and request.config_file is None and not DEFAULT_RL_POOL.exists())
+            and request.config_file is None and request.rl_problems is None and not DEFAULT_RL_POOL.exists())
 
 
 def train(request: TrainRequest) -> list[tuple[str, Any]]:
@@ -115,8 +121,21 @@ def train(request: TrainRequest) -> list[tuple[str, Any]]:
             results.append(("sft", _run_sft(sft_config)))
     if request.stage in ("rl", "all"):
         start_from = results[-1][1].model_dir if results else None
-        results.append(("rl", _run_grpo(rl_stage_config(request, sections["rl"], demo, rl_out, source, start_from))))
+        results.append(("rl", _run_grpo(grpo_config(request, sections, demo, rl_out, source, start_from))))
+    elif request.rl_problems is not None:
+        _note("--rl-problems is for the GRPO stage: not used with --stage sft")
     return results
+
+
+def grpo_config(request: TrainRequest, sections: dict[str, dict[str, Any]], demo: bool, out: Path, source: str,
+                start_from: Path | None) -> GRPOStageConfig:
+    """GRPO's settings with its pool: the given one, or one profiled here from --rl-problems (train_pool.py)."""
+    profile_section, section = sections.get("rl_profile", {}), sections["rl"]
+    profile_flags, rl_flags = split_profile_settings(request.rl_flags)
+    rl_config = rl_stage_config(replace(request, rl_flags=rl_flags), section, demo, out, source, start_from)
+    given = {"rl_problems": str(request.rl_problems)} if request.rl_problems is not None else {}
+    profiling = make_config(RLProblemsConfig, {**profile_section, **profile_flags, **given}, source)
+    return pool_for_grpo(rl_config, profiling, request.out, explicit_pool=bool(request.rl_pool or section.get("rl_pool")))
 
 
 def sft_stage_config(request: TrainRequest, section: dict[str, Any], demo: bool, out: Path,

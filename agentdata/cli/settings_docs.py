@@ -20,6 +20,7 @@ from agentdata.settings import default_of, field_types, is_settings
 from agentdata.sft.config import SFTStageConfig
 from agentdata.synth.config import ProblemsConfig
 from agentdata.synth.stitch.build import StitchConfig
+from agentdata.train_pool import RLProblemsConfig
 
 # (settings, where they are used) in the order the pipeline runs.
 DOCUMENTED: list[tuple[type, str]] = [
@@ -33,6 +34,8 @@ DOCUMENTED: list[tuple[type, str]] = [
     (SandboxConfig, "`agentdata sandbox serve` (default prefork 4) and `sandbox run` (1 worker, prefork 0)"),
     (SFTStageConfig, "`agentdata train`, the `sft:` section of its --config file"),
     (GRPOStageConfig, "`agentdata train`, the `rl:` section of its --config file"),
+    (RLProblemsConfig, "`agentdata train` between SFT and GRPO (the closed loop: `--rl-problems`, `--band`, "
+                       "`--profile-k`), also keys of the `rl:` section of its --config file"),
 ]
 
 HEADER = """# Settings

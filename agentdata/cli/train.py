@@ -14,6 +14,7 @@ from agentdata.cli.progress import rendering
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.sft.config import SFTStageConfig
 from agentdata.train import TrainRequest, result_summary, train
+from agentdata.train_pool import RLProblemsConfig
 
 # The same settings for both stages; the rest are in the --config file's `sft:` and `rl:` sections.
 Model = Annotated[Optional[str], field_option(SFTStageConfig, "model")]
@@ -37,6 +38,9 @@ def command(
     model: Model = None,
     sft_data: Annotated[Optional[Path], field_option(SFTStageConfig, "sft_data")] = None,
     rl_pool: Annotated[Optional[Path], field_option(GRPOStageConfig, "rl_pool")] = None,
+    rl_problems: Annotated[Optional[Path], field_option(RLProblemsConfig, "rl_problems")] = None,
+    band: Annotated[Optional[str], field_option(RLProblemsConfig, "band")] = None,
+    profile_k: Annotated[Optional[int], field_option(RLProblemsConfig, "profile_k")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output dir (sft/ and rl/ inside for --stage all).")] = Path("runs/train"),
     max_steps: MaxSteps = None,
     num_generations: NumGenerations = None,
@@ -56,10 +60,10 @@ def command(
              "resume_from_checkpoint": resume}
     output_dir(out, "--out")
     rl_flags = {"num_generations": num_generations, "max_new_tokens": max_new_tokens, "overlong_buffer": overlong_buffer,
-                "code_reward": code_reward}
+                "code_reward": code_reward, "band": band, "profile_k": profile_k}
     request = TrainRequest(stage=stage or "all", sft_data=sft_data, rl_pool=rl_pool, out=out, config_file=config,
                            flags=_given(flags), rl_flags=_given(rl_flags),
-                           rl_extra=_given({"rewards": reward or None, "tools": tool or None}))
+                           rl_extra=_given({"rewards": reward or None, "tools": tool or None}), rl_problems=rl_problems)
     with rendering(enabled=not as_json):
         results = train(request)
     if as_json:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from agentdata.settings import check_fields
 
 POOL_FORMATS = ("agentdata", "verl")
+DEFAULT_K = 4  # student rollouts per problem when none are given
 EMBEDDINGS = ("auto", "sentence-transformers", "tfidf")
 
 

@@ -1,0 +1,157 @@
+"""The closed loop: `train --rl-problems` profiles the SFT model (not the base) between the stages with
+GRPO's loop settings, keeps the band, caches the profile, and GRPO trains on that pool."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import polars as pl
+import pytest
+
+from agentdata.engines.base import Engine, Generation, GenerationRequest
+from agentdata.events import listening
+from tests.train_fixtures import write_sft_set
+
+# question -> how many of its k=4 rollouts the scripted student gets right
+CORRECT_OF_FOUR = {"What is 10 + 1?": 0, "What is 20 + 1?": 1, "What is 30 + 1?": 2, "What is 40 + 1?": 4}
+
+
+class CountingStudent(Engine):
+    """Answers each question right its first CORRECT_OF_FOUR[question] times, wrong after that."""
+
+    def __init__(self, spec: str):
+        self.spec, self.requests, self.seen = spec, [], {}
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        self.requests.append(request)
+        question = next(q for q in CORRECT_OF_FOUR if any(q in str(m["content"]) for m in request.messages))
+        times = self.seen[question] = self.seen.get(question, 0) + 1
+        right = int(question.split()[2]) + 1
+        answer = right if times <= CORRECT_OF_FOUR[question] else right + 1000
+        return Generation(f"The answer is \\boxed{{{answer}}}.", None, "stop", 10, 8)
+
+
+@pytest.fixture
+def student(monkeypatch):
+    """The profile's engine, whatever spec it is asked for (the spec is recorded, the model is not loaded)."""
+    import agentdata.engines as engines
+
+    made: list[CountingStudent] = []
+
+    def load_engine(spec, **options):
+        made.append(CountingStudent(spec))
+        return made[-1]
+
+    monkeypatch.setattr(engines, "load_engine", load_engine)
+    return made
+
+
+@pytest.fixture
+def grpo_runs(monkeypatch):
+    """GRPO itself is tested elsewhere (test_train_cli): here, the settings it would run with."""
+    import agentdata.train as train_module
+
+    runs: list = []
+
+    def run_grpo(config):
+        runs.append(config)
+        return SimpleNamespace(history=[], steps=0, seconds=0.0, model_dir=Path(config.out))
+
+    monkeypatch.setattr(train_module, "_run_grpo", run_grpo)
+    return runs
+
+
+def write_problems(path: Path) -> Path:
+    path.write_text("".join(json.dumps({"question": q, "answer": str(int(q.split()[2]) + 1)}) + "\n"
+                            for q in CORRECT_OF_FOUR))
+    return path
+
+
+def test_train_profiles_the_sft_model_with_grpos_loop_and_trains_grpo_on_the_band(
+        tmp_path, tiny_model_dir, student, grpo_runs):
+    from tests.cli_helpers import run_cli
+
+    sft_data, problems = write_sft_set(tmp_path / "sft.jsonl", count=4), write_problems(tmp_path / "problems.jsonl")
+    config = tmp_path / "train.yaml"
+    config.write_text("sft:\n  batch_size: 2\n  max_length: 512\n  max_steps: 1\nrl:\n  max_tool_calls: 1\n")
+    out = tmp_path / "out"
+    command = ["train", "--model", f"hf:{tiny_model_dir}", "--sft-data", str(sft_data), "--rl-problems", str(problems),
+               "--out", str(out), "--max-new-tokens", "64", "--overlong-buffer", "8", "--config", str(config)]
+    assert run_cli(command) == 0
+    [engine] = student
+    assert engine.spec == f"hf:{out / 'sft'}"  # the SFT output, not the base model
+    assert len(engine.requests) == 16 and {r.temperature for r in engine.requests} == {1.0}
+    assert {r.max_new_tokens for r in engine.requests} == {64}
+    [profile_dir] = [path for path in (out / "profile").iterdir() if path.is_dir()]
+    settings = json.loads((profile_dir / "manifest.json").read_text())["settings"]
+    assert (settings["teacher"], settings["temperature"], settings["max_new_tokens"], settings["max_tool_calls"]) == (
+        f"hf:{out / 'sft'}", 1.0, 64, 1)
+    pool = pl.read_parquet(out / "pool.parquet")  # the default band 0.05-0.8 keeps 1/4 and 2/4, not 0/4 or 4/4
+    assert sorted(pool["pass_rate"].to_list()) == [0.25, 0.5]
+    assert (out / "pool.report.json").is_file() and (out / "pool.pass_rate.png").is_file()
+    [grpo] = grpo_runs
+    assert grpo.rl_pool == str(out / "pool.parquet") and grpo.model == f"hf:{out / 'sft'}"
+
+    # the same command again: the SFT model is retrained to the same weights, and its profile is reused
+    assert run_cli(command) == 0
+    assert len(student) == 1 and len(grpo_runs) == 2
+    assert json.loads((out / "pool.report.json").read_text())["generated_rollouts"] == 0
+
+
+def test_stage_rl_profiles_the_start_model_with_the_band_and_k_from_the_config(tmp_path, tiny_model_dir, student,
+                                                                               grpo_runs):
+    from agentdata.train import TrainRequest, train
+
+    config = tmp_path / "train.yaml"
+    config.write_text(f"rl:\n  rl_problems: {write_problems(tmp_path / 'p.jsonl')}\n  band: 0.3,1.0\n  profile_k: 2\n")
+    train(TrainRequest(stage="rl", out=tmp_path / "rl", config_file=config, flags={"model": f"hf:{tiny_model_dir}"}))
+    assert student[0].spec == f"hf:{tiny_model_dir}" and len(student[0].requests) == 8
+    # k=2: pass rates 0, 0.5, 1, 1; the band 0.3-1.0 keeps only the half-solved one
+    assert pl.read_parquet(grpo_runs[0].rl_pool)["pass_rate"].to_list() == [0.5]
+
+
+def test_an_empty_band_trains_on_all_problems_with_a_warning(tmp_path, tiny_model_dir, student, grpo_runs):
+    from agentdata.train import TrainRequest, train
+
+    problems = write_problems(tmp_path / "p.jsonl")
+    out = tmp_path / "rl"
+    out.mkdir()
+    (out / "pool.parquet").write_bytes(b"an earlier run's pool")
+    messages: list[str] = []
+    with listening(lambda event: messages.append(event.message)):
+        train(TrainRequest(stage="rl", out=out, rl_problems=problems,
+                           flags={"model": f"hf:{tiny_model_dir}"}, rl_flags={"band": "0.6,0.7"}))
+    [warning] = [m for m in messages if m.startswith("warning:")]
+    assert "keeps none of the 4 problems" in warning and "1 never solved, 1 always solved" in warning
+    assert grpo_runs[0].rl_pool == str(problems) and not (out / "pool.parquet").exists()
+
+
+def test_a_given_pool_profiled_otherwise_is_trained_on_with_warnings(tmp_path, tiny_model_dir, student, grpo_runs):
+    from agentdata.agent.config import CollectConfig, LoopConfig
+    from agentdata.pool.build import PoolConfig
+    from agentdata.pool.run import run_filter
+    from agentdata.problems import load_problems
+    from agentdata.train import TrainRequest, train
+
+    pool = tmp_path / "pool.parquet"
+    profiling = CollectConfig(samples=4, loop=LoopConfig(temperature=0.7))  # filter's student smollm2, at 0.7
+    run_filter(load_problems(write_problems(tmp_path / "p.jsonl")), pool, PoolConfig(embedding="tfidf"), profiling)
+    messages: list[str] = []
+    with listening(lambda event: messages.append(event.message)):
+        train(TrainRequest(stage="rl", out=tmp_path / "rl", rl_pool=pool, flags={"model": f"hf:{tiny_model_dir}"}))
+    warnings = [m for m in messages if m.startswith("warning:")]
+    assert len(warnings) == 2 and all("\n" not in w for w in warnings)
+    assert "temperature 0.7 (GRPO: 1.0)" in warnings[0]
+    assert "profiled with smollm2, GRPO starts from hf:" in warnings[1] and "--rl-problems" in warnings[1]
+    assert grpo_runs[0].rl_pool == str(pool)
+
+
+def test_a_pool_and_raw_problems_together_are_refused(tmp_path):
+    from agentdata.errors import UserError
+    from agentdata.train import TrainRequest, train
+
+    with pytest.raises(UserError, match="not both"):
+        train(TrainRequest(stage="rl", out=tmp_path, rl_pool=tmp_path / "pool.parquet",
+                           rl_problems=write_problems(tmp_path / "p.jsonl")))
