@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole agentdata pipeline on the embedded default (SmolLM2-135M-Instruct, local sandbox):
-#   synth problems -> collect -> synth stitch -> curate -> filter -> train (SFT, GRPO) -> eval
+#   synth problems -> collect -> synth stitch -> curate -> filter -> train (SFT, profile, GRPO) -> eval
 # Sized to finish well under 20 minutes on a 2-core CPU. Everything goes under one folder.
 #
 #   bash examples/quickstart/run.sh                   # writes runs/quickstart
@@ -65,10 +65,6 @@ fresh() {  # fresh DIR...: remove output that a step refuses to overwrite or tha
   $DRY_RUN || rm -rf "$@"
 }
 
-rows() {  # rows FILE: number of rows in a Parquet file (0 when absent)
-  python -c 'import sys, pathlib, polars as pl; p = pathlib.Path(sys.argv[1]); print(pl.read_parquet(p).height if p.exists() else 0)' "$1"
-}
-
 # 1. Problems whose answers sympy computed: levels 1-2, so a 135M model has some chance.
 step problems agentdata synth problems --n 8 --levels 1,2 --seed 0 --out "$OUT/problems.jsonl"
 
@@ -90,29 +86,24 @@ step stitch agentdata synth stitch "$HERE/solutions.jsonl" --protocol "$PROTOCOL
 step curate agentdata curate "$OUT/collect" "$OUT/stitched" --out "$OUT/sft.parquet" \
   --rejects "$OUT/sft.rejects.parquet"
 
-# 5. The RL pool: problems the student solves sometimes (0 < pass rate < 1 over k rollouts).
+# 5. `filter` on its own: the base model's pass rates (0 < pass rate < 1 over k rollouts).
 #    Teacher and student are the same model here, so collect's run dir is already the
-#    student's profile: --profile-dir points at it and filter generates nothing.
-#    When the band keeps nothing, filter refuses to write an empty pool (exit 2, its report and
-#    histogram still written): the quickstart goes on, as below.
+#    student's profile: --profile-dir points at it (with collect's settings) and filter generates
+#    nothing. It warns that these are not GRPO's settings, and it profiles the base model, not the
+#    SFT model GRPO trains: step 6 makes the pool GRPO uses itself. An empty band is fine here.
 $DRY_RUN || rm -f "$OUT/pool.parquet"  # a pool from an earlier run would be stale
 MAY_WRITE_NOTHING=filter step filter agentdata filter "$OUT/problems.jsonl" --out "$OUT/pool.parquet" \
-  --profile-dir "$OUT/collect" --k "$SAMPLES" --band 0,1 --protocol "$PROTOCOL" \
+  --profile-dir "$OUT/collect" --k "$SAMPLES" --band 0,1 --protocol "$PROTOCOL" --temperature 0.7 \
   --max-new-tokens "$MAX_NEW_TOKENS" --max-tool-calls "$MAX_TOOL_CALLS"
 
-# A 135M student often solves none of the problems (every pass rate is 0), and the band keeps
-# nothing, so there is no pool. GRPO then runs on all the problems of step 1 instead, and
-# says so here.
-RL_POOL="$OUT/pool.parquet"
-if ! $DRY_RUN && [ "$(rows "$RL_POOL")" -eq 0 ]; then
-  RL_POOL="$OUT/problems.jsonl"
-  echo "quickstart: the RL pool is empty (the student solved no problem sometimes); GRPO uses all of $RL_POOL"
-fi
-
-# 6. SFT on the curated set, then GRPO from the SFT model with the sandbox in the loop.
-#    A rerun trains again from scratch, so the old model and the eval responses it gave go.
-fresh "$OUT/train" "$OUT/eval"
-step train agentdata train --sft-data "$OUT/sft.parquet" --rl-pool "$RL_POOL" \
+# 6. The closed loop: SFT on the curated set; then the SFT model is profiled on the problems with
+#    GRPO's own rollout settings (train.yaml's rl: section), the band is kept, and GRPO trains from
+#    the SFT model on that pool (train/pool.parquet, its report and histogram). When the band keeps
+#    nothing (a 135M model often solves no problem), train says so and GRPO uses all the problems.
+#    A rerun trains again from scratch, so the old model and the eval responses it gave go; the
+#    profile is kept (train/profile/), and reused when SFT gives the same weights again.
+fresh "$OUT/train/sft" "$OUT/train/rl" "$OUT/eval"
+step train agentdata train --sft-data "$OUT/sft.parquet" --rl-problems "$OUT/problems.jsonl" \
   --config "$HERE/train.yaml" --out "$OUT/train"
 
 # 7. Held-out problems (another seed): the base model against the trained one, with the tool.
