@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -420,11 +421,25 @@ def test_system_prompt_teaches_a_call_the_protocol_parses(name):
     assert [call.code for call in turn.tool_calls] == ["print(2 + 3)"] and turn.errors == []
 
 
-def test_hermes_system_prompt_lists_the_tools():
+@pytest.mark.parametrize("name", ["hermes", "qwen3coder"])
+def test_system_prompt_lists_the_tools(name):
     other = {"type": "function", "function": {"name": "search", "parameters": {}}}
-    prompt = HERMES.system_prompt([CODE_TOOL, other])
+    prompt = get_protocol(name).system_prompt([CODE_TOOL, other])
     tools_block = re.search(r"<tools>\n(.*)\n</tools>", prompt, re.S).group(1)
     assert [json.loads(line) for line in tools_block.splitlines()] == [CODE_TOOL, other]
+
+
+# Written by the protocols before their shared parts moved to formats/prompts.py. A system
+# prompt shapes every trajectory collected with it: change one on purpose, then this file.
+SYSTEM_PROMPTS = Path(__file__).parent / "data" / "system_prompts.json"
+SEARCH_TOOL = {"type": "function", "function": {"name": "search", "description": "Séarch", "parameters": {}}}
+
+
+@pytest.mark.parametrize("name", list(PROTOCOLS))
+def test_system_prompts_are_unchanged(name):
+    expected = json.loads(SYSTEM_PROMPTS.read_text(encoding="utf-8"))[name]
+    protocol = get_protocol(name)
+    assert [protocol.system_prompt(tools) for tools in ([], [CODE_TOOL], [CODE_TOOL, SEARCH_TOOL])] == expected
 
 
 # --------------------------------------------------------------------------- tool output

@@ -69,7 +69,7 @@ class CodeblockProtocol(Protocol):
             "The code runs as soon as the block closes, and its output is shown in an ```output "
             "block right after it; then continue your answer."
         )
-        return prompts.assemble(prompts.INTRO, how_to_call, prompts.DELIBERATIVE_STYLE, prompts.ANSWER_FORMAT)
+        return prompts.system_prompt(how_to_call)
 
     def parse(self, text: str) -> ParsedTurn:
         pieces: list[str] = []  # the text between blocks

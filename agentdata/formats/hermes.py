@@ -36,7 +36,7 @@ from agentdata.formats.base import (
     strip_separator,
     tool_call,
 )
-from agentdata.records import CODE_TOOL, TOOL_NAME, ToolCall, message_tool_calls
+from agentdata.records import TOOL_NAME, ToolCall, message_tool_calls
 
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
@@ -50,17 +50,10 @@ class HermesProtocol(Protocol):
     stop_strings = (CLOSE_TAG,)
 
     def system_prompt(self, tools: list[dict[str, Any]]) -> str:
-        tools = tools or [CODE_TOOL]
-        signatures = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
         example = render_call(ToolCall(code="print(2 + 3)"))
-        how_to_call = (
-            "# Tools\n\n"
-            f"You can call this tool, described in JSON inside <tools></tools> tags:\n<tools>\n{signatures}\n</tools>\n\n"
-            "To call it, write a JSON object with the tool name and its arguments between "
-            f"tool_call tags, like this:\n{example}\n"
-            "The result comes back inside <tool_response></tool_response> tags."
-        )
-        return prompts.assemble(prompts.INTRO, how_to_call, prompts.DELIBERATIVE_STYLE, prompts.ANSWER_FORMAT)
+        how_to_call = ("To call it, write a JSON object with the tool name and its arguments between "
+                       f"tool_call tags, like this:\n{example}")
+        return prompts.system_prompt(prompts.tools_section(tools, how_to_call))
 
     def parse(self, text: str) -> ParsedTurn:
         pieces: list[str] = []  # the text between well-formed calls

@@ -40,7 +40,7 @@ class NativeProtocol(Protocol):
         self._qwen3coder = Qwen3CoderProtocol()
 
     def system_prompt(self, tools: list[dict[str, Any]]) -> str:
-        return prompts.assemble(prompts.INTRO, USE_THE_TOOL, prompts.DELIBERATIVE_STYLE, prompts.ANSWER_FORMAT)
+        return prompts.system_prompt(USE_THE_TOOL)
 
     def parse(self, text: str) -> ParsedTurn:
         """Calls in the text a chat template taught (engines that do not parse calls themselves)."""

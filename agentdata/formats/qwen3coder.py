@@ -32,7 +32,7 @@ from typing import Any
 from agentdata.formats import prompts
 from agentdata.formats.base import ParsedTurn, Protocol, join_pieces, results_as_user_turns, tool_call
 from agentdata.formats.hermes import CLOSE_TAG, OPEN_TAG, HermesProtocol
-from agentdata.records import CODE_TOOL, ToolCall, message_tool_calls
+from agentdata.records import ToolCall, message_tool_calls
 
 FUNCTION_OPEN = re.compile(r"\s*<function=([^>\n]+)>\n")
 FUNCTION_CLOSE = re.compile(r"</function>\s*\Z")
@@ -47,16 +47,8 @@ class Qwen3CoderProtocol(Protocol):
     stop_strings = (CLOSE_TAG,)
 
     def system_prompt(self, tools: list[dict[str, Any]]) -> str:
-        tools = tools or [CODE_TOOL]
-        signatures = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
         example = render_call(ToolCall(code="print(2 + 3)"))
-        how_to_call = (
-            "# Tools\n\n"
-            f"You can call this tool, described in JSON inside <tools></tools> tags:\n<tools>\n{signatures}\n</tools>\n\n"
-            f"To call it, write:\n{example}\n"
-            "The result comes back inside <tool_response></tool_response> tags."
-        )
-        return prompts.assemble(prompts.INTRO, how_to_call, prompts.DELIBERATIVE_STYLE, prompts.ANSWER_FORMAT)
+        return prompts.system_prompt(prompts.tools_section(tools, f"To call it, write:\n{example}"))
 
     def parse(self, text: str) -> ParsedTurn:
         pieces: list[str] = []
