@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 from agentdata.formats import prompts
 from agentdata.formats.base import (
@@ -43,6 +43,11 @@ CLOSE_TAG = "</tool_call>"
 # A call whose JSON only completes after this many closing tags is treated as broken:
 # it bounds the work on adversarial text; real code rarely holds even one such tag.
 MAX_CLOSE_TAGS_TRIED = 16
+# How a decoder's error says that the body may go on past this closing tag
+# (hermes: the JSON is cut short; qwen3coder: the function is).
+INCOMPLETE_BODY = ("bad JSON", "unclosed <function")
+# Reads one call's body: (the call, "") or (None, what is wrong with it).
+Decoder = Callable[[str], "tuple[ToolCall | None, str]"]
 
 
 class HermesProtocol(Protocol):
@@ -56,32 +61,7 @@ class HermesProtocol(Protocol):
         return prompts.system_prompt(prompts.tools_section(tools, how_to_call))
 
     def parse(self, text: str) -> ParsedTurn:
-        pieces: list[str] = []  # the text between well-formed calls
-        current = ""
-        calls: list[ToolCall] = []
-        errors: list[str] = []
-        position = 0
-        while (start := text.find(OPEN_TAG, position)) != -1:
-            current += text[position:start]
-            found = _find_call(text, start + len(OPEN_TAG))
-            if found is None:
-                errors.append(f"unclosed {OPEN_TAG}: no {CLOSE_TAG} after it")
-                position = start
-                break
-            end, call, error = found
-            if call is not None:
-                pieces.append(strip_separator(current))
-                current = ""
-                calls.append(replace(call, id=f"call_{len(calls)}"))
-            else:
-                errors.append(error)
-                current += text[start:end]  # keep what the model wrote, so nothing is lost
-            position = end
-        else:
-            if CLOSE_TAG in text[position:]:
-                errors.append(f"{CLOSE_TAG} without an opening {OPEN_TAG}")
-        pieces.append(current + text[position:])
-        return ParsedTurn(content=join_pieces(pieces), tool_calls=calls, errors=errors)
+        return parse_tagged_calls(text, decode_call, strip_separator)
 
     def render_assistant(self, message: dict[str, Any]) -> str:
         content = message.get("content") or ""
@@ -103,30 +83,65 @@ def render_call(call: ToolCall) -> str:
     return f"{OPEN_TAG}\n{json.dumps(payload, ensure_ascii=False)}\n{CLOSE_TAG}"
 
 
-def _find_call(text: str, body_start: int) -> tuple[int, ToolCall | None, str | None] | None:
+def parse_tagged_calls(text: str, decode: Decoder, strip: Callable[[str], str]) -> ParsedTurn:
+    """The content and calls of text whose calls stand between `<tool_call>` and `</tool_call>`.
+
+    `decode` reads one call's body (hermes: JSON, qwen3coder: `<function=...>`); `strip`
+    drops the separator rendering puts between the content and a call.
+    """
+    pieces: list[str] = []  # the text between well-formed calls
+    current = ""
+    calls: list[ToolCall] = []
+    errors: list[str] = []
+    position = 0
+    while (start := text.find(OPEN_TAG, position)) != -1:
+        current += text[position:start]
+        found = _find_call(text, start + len(OPEN_TAG), decode)
+        if found is None:
+            errors.append(f"unclosed {OPEN_TAG}: no {CLOSE_TAG} after it")
+            position = start
+            break
+        end, call, error = found
+        if call is not None:
+            pieces.append(strip(current))
+            current = ""
+            calls.append(replace(call, id=f"call_{len(calls)}"))
+        else:
+            errors.append(error)
+            current += text[start:end]  # keep what the model wrote, so nothing is lost
+        position = end
+    else:
+        if CLOSE_TAG in text[position:]:
+            errors.append(f"{CLOSE_TAG} without an opening {OPEN_TAG}")
+    pieces.append(current + text[position:])
+    return ParsedTurn(content=join_pieces(pieces), tool_calls=calls, errors=errors)
+
+
+def _find_call(text: str, body_start: int, decode: Decoder) -> tuple[int, ToolCall | None, str] | None:
     """Find where the call opened before body_start ends: (end, call, error) or None if unclosed.
 
-    The first closing tag ends the call unless the JSON before it is incomplete and a later
-    tag completes it (code that prints "</tool_call>"); a broken call ends at the first tag.
+    The first closing tag ends the call unless the body before it is incomplete (`decode`
+    says so with an error in INCOMPLETE_BODY) and a later tag completes it:
+    code that prints "</tool_call>". A broken call ends at the first tag.
     """
-    first: tuple[int, ToolCall | None, str | None] | None = None
+    first: tuple[int, ToolCall | None, str] | None = None
     close = text.find(CLOSE_TAG, body_start)
     for _ in range(MAX_CLOSE_TAGS_TRIED):
         if close == -1:
             break
-        call, error = decode_call(text[body_start:close])
+        call, error = decode(text[body_start:close])
         end = close + len(CLOSE_TAG)
-        if error is None:
-            return end, call, None
+        if call is not None:
+            return end, call, ""
         if first is None:
             first = (end, None, error)
-        if not error.startswith("bad JSON"):
-            break  # the JSON was complete, so a later tag cannot fix it
+        if not error.startswith(INCOMPLETE_BODY):
+            break  # the body was complete, so a later tag cannot fix it
         close = text.find(CLOSE_TAG, close + 1)
     return first
 
 
-def decode_call(body: str) -> tuple[ToolCall | None, str | None]:
+def decode_call(body: str) -> tuple[ToolCall | None, str]:
     """One call's JSON body as a ToolCall, or an error saying what is wrong with it.
 
     Any tool name is a call (the agent loop answers a name it has no tool for with a tool
@@ -142,4 +157,4 @@ def decode_call(body: str) -> tuple[ToolCall | None, str | None]:
     call, error = tool_call(payload.get("name"), payload.get("arguments", payload.get("parameters")), "call_0")
     if call is not None and call.name == TOOL_NAME:
         call = ToolCall(call.code)  # hermes code calls have always kept only `code`
-    return call, (error or None)
+    return call, error

@@ -30,8 +30,8 @@ import re
 from typing import Any
 
 from agentdata.formats import prompts
-from agentdata.formats.base import ParsedTurn, Protocol, join_pieces, results_as_user_turns, tool_call
-from agentdata.formats.hermes import CLOSE_TAG, OPEN_TAG, HermesProtocol
+from agentdata.formats.base import ParsedTurn, Protocol, results_as_user_turns, tool_call
+from agentdata.formats.hermes import CLOSE_TAG, OPEN_TAG, HermesProtocol, parse_tagged_calls
 from agentdata.records import ToolCall, message_tool_calls
 
 FUNCTION_OPEN = re.compile(r"\s*<function=([^>\n]+)>\n")
@@ -39,7 +39,6 @@ FUNCTION_CLOSE = re.compile(r"</function>\s*\Z")
 PARAMETER_OPEN = re.compile(r"<parameter=([^>\n]+)>\n")
 # A value ends at a `</parameter>` line followed by the next parameter or the end of the function.
 PARAMETER_END = re.compile(r"\n</parameter>\s*(?=<parameter=|\Z)")
-MAX_CLOSE_TAGS_TRIED = 16  # as in hermes: bounds the work on adversarial text
 
 
 class Qwen3CoderProtocol(Protocol):
@@ -51,32 +50,7 @@ class Qwen3CoderProtocol(Protocol):
         return prompts.system_prompt(prompts.tools_section(tools, f"To call it, write:\n{example}"))
 
     def parse(self, text: str) -> ParsedTurn:
-        pieces: list[str] = []
-        current = ""
-        calls: list[ToolCall] = []
-        errors: list[str] = []
-        position = 0
-        while (start := text.find(OPEN_TAG, position)) != -1:
-            current += text[position:start]
-            found = _find_call(text, start + len(OPEN_TAG), len(calls))
-            if found is None:
-                errors.append(f"unclosed {OPEN_TAG}: no {CLOSE_TAG} after it")
-                position = start
-                break
-            end, call, error = found
-            if call is not None:
-                pieces.append(_strip_separator(current))
-                current = ""
-                calls.append(call)
-            else:
-                errors.append(error)
-                current += text[start:end]  # keep what the model wrote
-            position = end
-        else:
-            if CLOSE_TAG in text[position:]:
-                errors.append(f"{CLOSE_TAG} without an opening {OPEN_TAG}")
-        pieces.append(current + text[position:])
-        return ParsedTurn(content=join_pieces(pieces), tool_calls=calls, errors=errors)
+        return parse_tagged_calls(text, decode_call, _strip_separator)
 
     def stop_after(self, text: str) -> str | None:
         return CLOSE_TAG if any(error.startswith("unclosed") for error in self.parse(text).errors) else None
@@ -113,30 +87,7 @@ def _strip_separator(piece: str) -> str:
     return piece
 
 
-def _find_call(text: str, body_start: int, index: int) -> tuple[int, ToolCall | None, str] | None:
-    """Where the call opened before body_start ends: (end, call or None, error); None if unclosed.
-
-    The first `</tool_call>` ends the call unless its function is still open there and a
-    later one closes it (code that prints "</tool_call>").
-    """
-    first: tuple[int, ToolCall | None, str] | None = None
-    close = text.find(CLOSE_TAG, body_start)
-    for _ in range(MAX_CLOSE_TAGS_TRIED):
-        if close == -1:
-            break
-        call, error = decode_call(text[body_start:close], f"call_{index}")
-        end = close + len(CLOSE_TAG)
-        if call is not None:
-            return end, call, ""
-        if first is None:
-            first = (end, None, error)
-        if not error.startswith("unclosed <function"):
-            break  # the function was complete, so a later tag cannot fix it
-        close = text.find(CLOSE_TAG, close + 1)
-    return first
-
-
-def decode_call(body: str, call_id: str) -> tuple[ToolCall | None, str]:
+def decode_call(body: str, call_id: str = "call_0") -> tuple[ToolCall | None, str]:
     """One call's `<function=...>` body -> a code call, or an error saying what is wrong."""
     opening = FUNCTION_OPEN.match(body)
     if opening is None:
