@@ -136,9 +136,10 @@ def pandas_rules_and_dedup(run: Path) -> int:
 
 def polars_rules_and_dedup(run: Path) -> int:
     from agentdata.curate import CurateConfig
+    from agentdata.filters import DedupConfig
     from agentdata.curate.sft import run_curate_steps
 
-    config = CurateConfig(near_dup_threshold=None, max_per_problem=None)
+    config = CurateConfig(dedup=DedupConfig(near_dup_threshold=None), max_per_problem=None)
     return run_curate_steps(sorted((run / "trajectories").glob("*.parquet")), config)[1].kept.height
 
 

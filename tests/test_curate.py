@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from agentdata.settings import build
 from agentdata.cli.app import app
 from agentdata.curate import CurateConfig, curate
 from agentdata.curate.sft import SFT_COLUMNS
@@ -20,7 +21,7 @@ OTHER_QUESTION = "Find the area of a triangle whose sides measure 3, 4 and 5 uni
 
 
 def run_curate(tmp_path, trajectories, **settings):
-    config = CurateConfig(**settings)
+    config = build(CurateConfig, settings)  # flat names, as on the command line
     result = curate([write_run(tmp_path / "run", trajectories)], tmp_path / "sft.parquet", config,
                     rejects=tmp_path / "rejects.parquet")
     rejects = pl.read_parquet(tmp_path / "rejects.parquet")

@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from agentdata.filters.config import DedupConfig
 from agentdata.cli.app import app
 from agentdata.filters.embed import cluster_labels, embed_texts, sentence_transformers_available
 from agentdata.agent.config import CollectConfig
@@ -78,7 +79,7 @@ def test_failed_rollouts_count_in_no_pass_rate_and_a_redone_one_replaces_them(tm
     assert rates[problems[0].id]["pass_rate"] == pytest.approx(2 / 3)
 
     result = build_pool(problems_table(problems), pass_rates([tmp_path / "profile"]),
-                        PoolConfig(embedding="tfidf", near_dup_threshold=None))
+                        PoolConfig(embedding="tfidf", dedup=DedupConfig(near_dup_threshold=None)))
     reasons = dict(result.rejected.select("problem_id", "drop_reason").iter_rows())
     assert reasons[problems[1].id] == "unprofiled"  # 1 valid of 4: too few to place in or out of the band
     assert problems[1].id not in result.profiled["problem_id"].to_list()
@@ -89,7 +90,7 @@ def test_failed_rollouts_count_in_no_pass_rate_and_a_redone_one_replaces_them(tm
 def test_band_is_exclusive_at_both_ends(band, kept):
     problems = crafted_problems(2)[:5]
     result = build_pool(problems_table(problems), rates_for(problems, [0.0, 0.25, 0.5, 0.75, 1.0]),
-                        PoolConfig(band=band, embedding="tfidf", near_dup_threshold=None))
+                        PoolConfig(band=band, embedding="tfidf", dedup=DedupConfig(near_dup_threshold=None)))
     assert sorted(result.pool["pass_rate"].to_list()) == kept
     assert result.counts.get("out_of_band", 0) == 5 - len(kept)
 
@@ -101,7 +102,7 @@ def test_unprofiled_duplicate_and_contaminated_problems_are_dropped(tmp_path):
     benchmark.write_text(json.dumps({"problem": problems[2].question}) + "\n")
     rates = rates_for(problems + [copy], [0.5] * (len(problems) + 1)).filter(pl.col("problem_id") != problems[1].id)
     result = build_pool(problems_table(problems + [copy]), rates,
-                        PoolConfig(decontam_files=[str(benchmark)], embedding="tfidf"))
+                        PoolConfig(dedup=DedupConfig(decontam_files=[str(benchmark)]), embedding="tfidf"))
     assert result.counts == {"not_profiled": 1, "contaminated": 1, "duplicate": 1}
     reasons = dict(result.rejected.select("problem_id", "drop_reason").iter_rows())
     assert reasons == {problems[1].id: "not_profiled", problems[2].id: "contaminated", "copy": "duplicate"}
@@ -111,14 +112,14 @@ def test_near_duplicate_problems_are_dropped():
     problems = crafted_problems(1)
     reworded = Problem(problems[1].question.replace("rounded to two decimals", "rounded to 2 decimals"), "1", id="re")
     result = build_pool(problems_table(problems + [reworded]), rates_for(problems + [reworded], [0.5] * 4),
-                        PoolConfig(embedding="tfidf", near_dup_threshold=0.6))
+                        PoolConfig(embedding="tfidf", dedup=DedupConfig(near_dup_threshold=0.6)))
     assert result.counts == {"near_duplicate": 1}
 
 
 def test_size_selects_evenly_across_clusters_and_sources():
     problems = crafted_problems(4)
     result = build_pool(problems_table(problems), rates_for(problems, [0.5] * 12),
-                        PoolConfig(size=6, clusters=3, embedding="tfidf", near_dup_threshold=None))
+                        PoolConfig(size=6, clusters=3, embedding="tfidf", dedup=DedupConfig(near_dup_threshold=None)))
     assert result.pool.height == 6 and result.counts == {"not_selected": 6}
     # TF-IDF groups the three topics apart: two problems from each, one from each source
     assert sorted(result.pool["cluster"].value_counts()["count"].to_list()) == [2, 2, 2]
@@ -316,7 +317,8 @@ def test_k_adaptive_profiles_again_only_the_problems_whose_interval_straddles_a_
         write_records(rows, out_dir / "trajectories" / f"part-{len(calls):05d}.parquet", Trajectory)
 
     monkeypatch.setattr(collect_module, "collect", fake_collect)
-    config = PoolConfig(band=(0.45, 0.95), k_adaptive=32, embedding="tfidf", near_dup_threshold=None)
+    config = PoolConfig(band=(0.45, 0.95), k_adaptive=32, embedding="tfidf",
+                        dedup=DedupConfig(near_dup_threshold=None))
     run = run_filter([never, mostly, always], tmp_path / "pool.parquet", config, CollectConfig(samples=8))
     # 0/8 is surely below 0.45 (interval up to 0.32); 6/8 (0.41-0.93) and 8/8 (0.68-1) could lie on either side of an edge
     assert calls == [([never.id, mostly.id, always.id], 8), ([mostly.id, always.id], 32)]

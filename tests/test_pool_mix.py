@@ -7,6 +7,7 @@ import json
 import polars as pl
 import pytest
 
+from agentdata.filters.config import DedupConfig
 from agentdata.errors import UserError
 from agentdata.agent.config import CollectConfig
 from agentdata.pool.build import PoolConfig, build_pool, problems_table
@@ -49,7 +50,7 @@ def test_build_pool_selects_toward_the_mix_after_the_band():
     problems = mixed_problems({"math": 12, "code": 6, "science": 6})  # the last science one is out of band
     rates = pl.DataFrame({"problem_id": [p.id for p in problems], "pass_rate": [0.5] * 23 + [1.0],
                           "n_rollouts": [4] * 24})
-    config = PoolConfig(size=10, embedding="tfidf", near_dup_threshold=None,
+    config = PoolConfig(size=10, embedding="tfidf", dedup=DedupConfig(near_dup_threshold=None),
                         domain_mix=parse_domain_mix("math=0.5,code=0.3,science=0.2"), band=(0.0, 1.0))
     result = build_pool(problems_table(problems), rates, config)
     shares = dict(result.pool.group_by("domain").len().iter_rows())
@@ -61,7 +62,7 @@ def test_report_has_per_domain_rows_and_histograms(tmp_path):
     problems = mixed_problems({"math": 4, "code": 4})
     out = tmp_path / "pool.parquet"
     write_profile(profile_dir_for(out, CollectConfig()), problems, 4, [1, 2, 3, 2, 1, 1, 2, 3])
-    config = PoolConfig(embedding="tfidf", near_dup_threshold=None, domain_mix={"math": 0.75, "code": 0.25})
+    config = PoolConfig(embedding="tfidf", dedup=DedupConfig(near_dup_threshold=None), domain_mix={"math": 0.75, "code": 0.25})
     run = run_filter(problems, out, config, CollectConfig(samples=4))
     report = json.loads(run.report.read_text())
     by_domain = {row["domain"]: row for row in report["per_domain"]}

@@ -17,7 +17,10 @@ from agentdata.cli.app import app
 from agentdata.cli.options import parse_key_values, settings_command
 from agentdata.cli.settings_docs import DOCUMENTED, settings_markdown
 from agentdata.errors import UserError
+from agentdata.curate.config import CurateConfig
 from agentdata.evaluation.config import EvalConfig
+from agentdata.filters.config import DedupConfig
+from agentdata.pool.config import PoolConfig
 from agentdata.events import listening
 from agentdata.records import Problem
 from agentdata.rl.config import GRPOStageConfig
@@ -113,6 +116,20 @@ def test_loop_config_is_composed_with_one_set_of_defaults():
         assert {f.name: f.type for f in dataclasses.fields(config_type)}["loop"] in (LoopConfig, "LoopConfig")
     grpo = GRPOStageConfig().loop
     assert dataclasses.replace(grpo, temperature=LoopConfig().temperature) == LoopConfig()  # only T differs (1.0)
+
+
+DEDUP_FLAGS = {"--near-dup-threshold", "--near-dup-ngram", "--decontam", "--decontam-ngram"}
+
+
+@pytest.mark.parametrize("config_type,command", [(CurateConfig, "curate"), (PoolConfig, "filter")])
+def test_dedup_settings_are_composed_once_and_keep_their_flat_flags_and_keys(config_type, command):
+    dedup_fields = {f.name for f in dataclasses.fields(DedupConfig)}
+    own = {f.name for f in dataclasses.fields(config_type)}
+    assert not own & dedup_fields, f"{config_type.__name__} copies dedup fields {own & dedup_fields}"
+    assert DEDUP_FLAGS <= click_options((command,))
+    config = build(config_type, {"near_dup_threshold": 0, "decontam_files": ["bench.jsonl"]})
+    assert config.dedup == DedupConfig(near_dup_threshold=None, decontam_files=["bench.jsonl"])
+    assert {"near_dup_threshold": None, "decontam_ngram": 13}.items() <= flatten(config).items()  # records stay flat
 
 
 def test_build_routes_flat_names_and_records_them_flat():

@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from agentdata.filters.config import DedupConfig
 from agentdata.curate import CurateConfig, curate
 from agentdata.errors import UserError
 from agentdata.formats.forms import canonical_messages, codeblock_turns, hf_messages, openai_messages
@@ -36,7 +37,7 @@ def crafted(id: str, format: str = "hermes", **settings) -> Trajectory:
 
 def curated(tmp_path, rows, target="hf", name="sft.parquet"):
     run = write_run(tmp_path / f"run-{target}", rows)
-    return curate([run], tmp_path / name, CurateConfig(target=target, near_dup_threshold=None,
+    return curate([run], tmp_path / name, CurateConfig(target=target, dedup=DedupConfig(near_dup_threshold=None),
                                                        max_per_problem=None))
 
 

@@ -13,6 +13,7 @@ import typing
 from agentdata.agent.config import CollectConfig, LoopConfig
 from agentdata.curate.config import CurateConfig
 from agentdata.evaluation.config import EvalConfig
+from agentdata.filters.config import DedupConfig
 from agentdata.pool.config import PoolConfig
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.sandbox.config import SandboxConfig
@@ -26,6 +27,7 @@ from agentdata.train_pool import RLProblemsConfig
 DOCUMENTED: list[tuple[type, str]] = [
     (LoopConfig, "the agent loop: `collect`, `filter` (profiling), `eval`, and GRPO rollouts (`train`, `rl:`)"),
     (CollectConfig, "`agentdata collect`; `filter` profiles the student with it (`--student`, `--k`, default k 4)"),
+    (DedupConfig, "`agentdata curate` and `agentdata filter`: near-dedup and decontamination (their `dedup`)"),
     (PoolConfig, "`agentdata filter`: the RL pool"),
     (CurateConfig, "`agentdata curate` (`--tool-calls MIN,MAX` sets both tool-call bounds)"),
     (EvalConfig, "`agentdata eval`"),
@@ -43,8 +45,8 @@ HEADER = """# Settings
 Generated from the settings dataclasses by `python -m agentdata.cli.settings_docs`; do not edit by hand.
 
 Every setting is a command-line flag of the commands that use it and a key of a `--config FILE.yaml`
-(or `.json`) file: flags override the file, the file overrides the defaults. Composed settings (`loop`)
-stay flat: `--max-turns` on the command line, `max_turns:` in a file (a `loop:` section works too).
+(or `.json`) file: flags override the file, the file overrides the defaults. Composed settings (`loop`,
+`dedup`) stay flat: `--max-turns` on the command line, `max_turns:` in a file (a `loop:` section works too).
 `agentdata train` takes a few of its settings as flags (`agentdata train --help`) and the rest from the
 `sft:` and `rl:` sections of its --config file. A value outside its range stops the command with one
 line naming the flag (exit code 2); NaN and infinity are never accepted. Every run dir, report and output records the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agentdata.filters.config import DedupConfig
 from agentdata.formats.forms import SFT_TARGETS
 from agentdata.settings import check_fields
 
@@ -22,17 +23,11 @@ class CurateConfig:
         "help": "Largest share of failing tool calls.", "range": "[0, 1]"})
     max_tokens: int = field(default=32768, metadata={
         "help": "Longest trajectory kept (prompt + completion tokens).", "range": "[1, inf)"})
-    near_dup_threshold: float | None = field(default=0.8, metadata={
-        "help": "MinHash Jaccard threshold for `near_duplicate`; 0 turns near-dedup off.", "range": "[0, 1]"})
+    dedup: DedupConfig = field(default_factory=DedupConfig, metadata={
+        "help": "Near-dedup and decontamination, as `filter` has them."})
     near_dup_field: str = field(default="question", metadata={
         "help": "question (a problem whose question repeats another's is dropped whole) or solution "
                 "(trajectories whose text repeats another's).", "choices": NEAR_DUP_FIELDS})
-    near_dup_ngram: int = field(default=5, metadata={"help": "Word n-gram size of the MinHash shingles.",
-                                                     "range": "[1, 100]"})
-    decontam_files: list[str] = field(default_factory=list, metadata={
-        "help": "Benchmark file to decontaminate against (repeatable).", "flag": "--decontam", "split": False})
-    decontam_ngram: int = field(default=13, metadata={"help": "Word n-gram size for decontamination.",
-                                                      "range": "[1, 100]"})
     max_per_problem: int | None = field(default=4, metadata={
         "help": "Most trajectories per problem; 0: no cap.", "range": "[0, inf)"})
     balance_sources: float | None = field(default=None, metadata={
@@ -50,7 +45,6 @@ class CurateConfig:
 
     def __post_init__(self) -> None:
         # 0 is how the command line says "off"; the steps read None.
-        self.near_dup_threshold = self.near_dup_threshold or None
         self.max_per_problem = self.max_per_problem or None
         check_fields(self)
         if self.min_tool_calls > self.max_tool_calls:

@@ -19,12 +19,8 @@ from agentdata.filters.diversity import MaxPerProblemFilter, SourceShareFilter
 from agentdata.agent.rundir import ROW_ID, damaged_shard, scan_shards, shard_paths
 from agentdata.filters import (
     REASON_COLUMN,
-    BenchmarkNgrams,
-    ContaminationFilter,
-    ExactDuplicateFilter,
     IncorrectFilter,
     MalformedToolCallFilter,
-    NearDuplicateFilter,
     NoAnswerFilter,
     Step,
     StepResult,
@@ -32,6 +28,7 @@ from agentdata.filters import (
     ToolErrorRatioFilter,
     TooLongFilter,
     build_steps,
+    overlap_steps,
     run_steps,
 )
 from agentdata.formats.forms import target_form
@@ -80,17 +77,9 @@ def curate_steps(config: CurateConfig) -> tuple[list[Step], list[Step]]:
         TooLongFilter(config.max_tokens),
     ]
     feature_steps: list[Step] = [MalformedToolCallFilter()]
-    if config.decontam_files:
-        feature_steps.append(
-            ContaminationFilter(BenchmarkNgrams.from_files(config.decontam_files, config.decontam_ngram))
-        )
-    feature_steps.append(ExactDuplicateFilter("text_hash"))
-    if config.near_dup_threshold is not None:
-        solution = config.near_dup_field == "solution"
-        feature_steps.append(NearDuplicateFilter(
-            text="solution_text" if solution else "question", group=None if solution else "problem_id",
-            threshold=config.near_dup_threshold, ngram=config.near_dup_ngram,
-        ))
+    solution = config.near_dup_field == "solution"
+    feature_steps += overlap_steps(config.dedup, key="text_hash", text="solution_text" if solution else "question",
+                                   group=None if solution else "problem_id")
     if config.max_per_problem is not None:
         feature_steps.append(MaxPerProblemFilter(config.max_per_problem))
     if config.balance_sources is not None:

@@ -6,7 +6,10 @@ the rejects with their reason.
 
 from agentdata.filters.base import REASON_COLUMN, ExpressionStep, MultiReasonStep, Step, StepResult, run_steps
 from agentdata.filters.decontam import BenchmarkNgrams, ContaminationFilter
-from agentdata.filters.dedup import ExactDuplicateFilter, NearDuplicateFilter, find_near_duplicates, minhash_signatures
+from agentdata.filters.config import DedupConfig
+from agentdata.filters.dedup import (
+    ExactDuplicateFilter, NearDuplicateFilter, find_near_duplicates, minhash_signatures, overlap_steps,
+)
 from agentdata.filters.rules import (
     IncorrectFilter,
     MalformedToolCallFilter,
@@ -18,7 +21,7 @@ from agentdata.filters.rules import (
 from agentdata.filters.registry import FILTER_STEPS, build_step, build_steps
 
 __all__ = [
-    "FILTER_STEPS", "build_step", "build_steps",
+    "FILTER_STEPS", "build_step", "build_steps", "DedupConfig", "overlap_steps",
     "REASON_COLUMN", "Step", "ExpressionStep", "MultiReasonStep", "StepResult", "run_steps",
     "BenchmarkNgrams", "ContaminationFilter", "ExactDuplicateFilter", "NearDuplicateFilter",
     "minhash_signatures", "find_near_duplicates", "IncorrectFilter", "MalformedToolCallFilter",

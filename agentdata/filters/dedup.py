@@ -14,6 +14,8 @@ import polars as pl
 from datasketch import LeanMinHash, MinHash, MinHashLSH
 
 from agentdata.filters.base import Step
+from agentdata.filters.config import DedupConfig
+from agentdata.filters.decontam import BenchmarkNgrams, ContaminationFilter
 from agentdata.filters.text import ROW, ngram_hashes
 
 SCHEME = "affine32"
@@ -127,3 +129,19 @@ class NearDuplicateFilter(Step):
     def duplicates(self, texts: pl.Series) -> np.ndarray:
         signatures = minhash_signatures(texts, num_perm=self.num_perm, ngram=self.ngram)
         return find_near_duplicates(signatures, threshold=self.threshold)
+
+
+# --------------------------------------------------------------------------- as curate and filter run them
+
+def overlap_steps(config: DedupConfig, key: str, text: str = "question", group: str | None = None) -> list[Step]:
+    """The overlap steps curate and filter share, in order: benchmark contamination (of the
+    questions), exact duplicates by `key`, near-duplicates of `text` (by `group`, see
+    NearDuplicateFilter). A step the settings turn off is left out."""
+    steps: list[Step] = []
+    if config.decontam_files:
+        steps.append(ContaminationFilter(BenchmarkNgrams.from_files(config.decontam_files, config.decontam_ngram)))
+    steps.append(ExactDuplicateFilter(key))
+    if config.near_dup_threshold is not None:
+        steps.append(NearDuplicateFilter(text=text, group=group, threshold=config.near_dup_threshold,
+                                         ngram=config.near_dup_ngram))
+    return steps

@@ -16,10 +16,7 @@ import polars as pl
 from agentdata.filters.diversity import spread_order
 from agentdata.filters.embed import cluster_labels, embed_texts
 from agentdata.agent.rundir import scan_shards, shard_paths
-from agentdata.filters import (
-    BenchmarkNgrams, ContaminationFilter, ExactDuplicateFilter, ExpressionStep, NearDuplicateFilter, Step, StepResult,
-    build_steps, run_steps,
-)
+from agentdata.filters import ExpressionStep, Step, StepResult, build_steps, overlap_steps, run_steps
 from agentdata.filters.text import normalised
 from agentdata.pool.confidence import with_intervals
 from agentdata.pool.mix import mix_step
@@ -109,11 +106,7 @@ def pass_rates(run_dirs: Sequence[str | os.PathLike], k: int | None = None) -> p
 
 def pool_steps(config: PoolConfig) -> list[Step]:
     steps: list[Step] = [NotProfiled(), TooFewValidRollouts(config.min_valid_share), PassRateBand(*config.band)]
-    if config.decontam_files:
-        steps.append(ContaminationFilter(BenchmarkNgrams.from_files(config.decontam_files, config.decontam_ngram)))
-    steps.append(ExactDuplicateFilter("question_hash"))
-    if config.near_dup_threshold is not None:
-        steps.append(NearDuplicateFilter(text="question", threshold=config.near_dup_threshold, ngram=config.near_dup_ngram))
+    steps += overlap_steps(config.dedup, key="question_hash", text="question")
     return steps + build_steps(config.extra_steps, config)
 
 

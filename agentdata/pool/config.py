@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agentdata.filters.config import DedupConfig
 from agentdata.settings import check_fields
 
 POOL_FORMATS = ("agentdata", "verl")
@@ -25,14 +26,8 @@ class PoolConfig:
         "help": "K-means clusters (default about sqrt(problems)).", "range": "[1, inf)"})
     embedding: str = field(default="auto", metadata={"help": "auto | sentence-transformers | tfidf.",
                                                      "choices": EMBEDDINGS})
-    near_dup_threshold: float | None = field(default=0.8, metadata={
-        "help": "MinHash Jaccard threshold; 0 turns it off.", "range": "[0, 1]"})
-    near_dup_ngram: int = field(default=5, metadata={"help": "Word n-gram size of the MinHash shingles.",
-                                                     "range": "[1, 100]"})
-    decontam_files: list[str] = field(default_factory=list, metadata={
-        "help": "Benchmark file to decontaminate against (repeatable).", "flag": "--decontam", "split": False})
-    decontam_ngram: int = field(default=13, metadata={"help": "Word n-gram size for decontamination.",
-                                                      "range": "[1, 100]"})
+    dedup: DedupConfig = field(default_factory=DedupConfig, metadata={
+        "help": "Near-dedup (of questions) and decontamination, as `curate` has them."})
     domain_mix: dict[str, float] | None = field(default=None, metadata={
         "help": "Target domain shares after the band, e.g. math=0.5,code=0.3,science=0.2; a short domain gives what "
                 "it lacks to the others (see pool/mix.py).", "range": "[0, inf)",
@@ -52,7 +47,6 @@ class PoolConfig:
 
     def __post_init__(self) -> None:
         self.band = tuple(self.band)
-        self.near_dup_threshold = self.near_dup_threshold or None  # 0 means off
         check_fields(self)
         low, high = self.band
         if not low < high:
