@@ -25,6 +25,9 @@ Modes that copy what real servers do (each seen on one; see docs/engines.md):
                             (arguments a JSON string, finish_reason "tool_calls"), as vLLM with
                             a tool parser, SGLang and hosted APIs do
   reasoning="..."           `message.reasoning_content` and its token count (reasoning parsers)
+  context_tokens=N          HTTP 400 when the prompt's words + max_tokens pass N, with the body
+                            `context_errors` names: "vllm" (its two wordings: prompt alone, or
+                            'max_tokens' too large) or "openai" (code context_length_exceeded)
 
 In Python (tests): `with FakeOpenAIServer(latency=0.0, fail_first=[429]) as server: server.url`.
 """
@@ -111,6 +114,34 @@ def complete(text: str, body: dict, keep_stop_string: bool = False) -> tuple[str
     return text, "stop", matched, count_tokens(text) + 1  # + the stop string or end-of-turn token
 
 
+def prompt_words(body: dict) -> int:
+    return sum(count_tokens(message.get("content") or "") for message in body.get("messages") or [])
+
+
+def vllm_context_error(context: int, prompt: int, max_tokens: int) -> dict:
+    """vLLM's 400 bodies (serving_engine.py): the prompt alone, or the prompt with max_tokens."""
+    if prompt >= context:
+        message = (f"This model's maximum context length is {context} tokens. However, your request has {prompt} "
+                   "input tokens. Please reduce the length of the input messages.")
+    else:
+        message = (f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's maximum context "
+                   f"length is {context} tokens and your request has {prompt} input tokens "
+                   f"({max_tokens} > {context} - {prompt}).")
+    return {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
+
+
+def openai_context_error(context: int, prompt: int, max_tokens: int) -> dict:
+    """OpenAI's 400 body for a request over the model's context."""
+    message = (f"This model's maximum context length is {context} tokens. However, you requested "
+               f"{prompt + max_tokens} tokens ({prompt} in the messages, {max_tokens} in the completion). "
+               "Please reduce the length of the messages or completion.")
+    return {"error": {"message": message, "type": "invalid_request_error", "param": "messages",
+                      "code": "context_length_exceeded"}}
+
+
+CONTEXT_ERRORS = {"vllm": vllm_context_error, "openai": openai_context_error}
+
+
 class FakeOpenAIServer:
     """The server in a background thread. `port=0` takes a free port; `url` is the /v1 base."""
 
@@ -118,7 +149,8 @@ class FakeOpenAIServer:
                  script: str | Responder = "tool", model: str = "fake-model",
                  fail_first: list[int] | None = None, fail_always: int | None = None,
                  report_stop_reason: bool = True, keep_stop_string: bool = False, strict: bool = False,
-                 reasoning_model: bool = False, native_tools: bool = True, reasoning: str | None = None):
+                 reasoning_model: bool = False, native_tools: bool = True, reasoning: str | None = None,
+                 context_tokens: int | None = None, context_errors: str = "vllm"):
         self.latency = latency
         self.responder = SCRIPTS[script] if isinstance(script, str) else script
         self.model = model
@@ -130,6 +162,8 @@ class FakeOpenAIServer:
         self.reasoning_model = reasoning_model        # OpenAI's o-series: 400 on max_tokens, stop, ...
         self.native_tools = native_tools              # parse calls into message.tool_calls when `tools` is sent
         self.reasoning = reasoning                    # reasoning_content on every answer
+        self.context_tokens = context_tokens          # the model's context, in words; None: unlimited
+        self.context_errors = CONTEXT_ERRORS[context_errors]  # how a request over it is refused
         self.refused = 0                              # requests answered 400/422 for their fields
         self.requests: list[dict] = []              # every chat request body received
         self.authorizations: list[str | None] = []  # the Authorization header of each chat request
@@ -198,10 +232,13 @@ class FakeOpenAIServer:
                     message += " Use 'max_completion_tokens' instead."
                 return 400, {"error": {"message": message, "type": "invalid_request_error", "param": name,
                                        "code": "unsupported_parameter"}}
+        max_tokens = body.get("max_completion_tokens", body.get("max_tokens")) or 0
+        if self.context_tokens is not None and prompt_words(body) + max_tokens > self.context_tokens:
+            return 400, self.context_errors(self.context_tokens, prompt_words(body), max_tokens)
         return None
 
     def _completion(self, body: dict) -> dict:
-        prompt_tokens = sum(count_tokens(m.get("content") or "") for m in body.get("messages") or [])
+        prompt_tokens = prompt_words(body)
         text, finish_reason, stop_reason, completion_tokens = complete(self.responder(body), body,
                                                                       self.keep_stop_string)
         message: dict = {"role": "assistant", "content": text}
@@ -292,11 +329,16 @@ def main() -> None:
     parser.add_argument("--no-stop-reason", action="store_true", help="omit stop_reason, as OpenAI's API does")
     parser.add_argument("--keep-stop-string", action="store_true", help="leave the stop string in the text")
     parser.add_argument("--strict", action="store_true", help="HTTP 422 on fields outside the OpenAI schema")
+    parser.add_argument("--context-tokens", type=int, default=None,
+                        help="HTTP 400 when the prompt's words + max_tokens pass this many, as a real server")
+    parser.add_argument("--context-errors", choices=sorted(CONTEXT_ERRORS), default="vllm",
+                        help="whose wording those refusals copy")
     args = parser.parse_args()
     server = FakeOpenAIServer(
         host=args.host, port=args.port, latency=args.latency, script=args.script, model=args.model,
         fail_first=[int(s) for s in args.fail_first.split(",") if s.strip()], fail_always=args.fail_always,
         report_stop_reason=not args.no_stop_reason, keep_stop_string=args.keep_stop_string, strict=args.strict,
+        context_tokens=args.context_tokens, context_errors=args.context_errors,
     )
     print(f"fake OpenAI server on {server.url} (latency {args.latency:g} s, script {args.script})", flush=True)
     try:

@@ -130,6 +130,65 @@ def test_refusal_naming_no_field_is_an_error_not_a_loop():
     assert generation.finish_reason == "error" and "HTTP 422" in generation.error and len(server.requests) == 1
 
 
+# ------------------------------------------------------------------ prompts over the model's context
+@pytest.mark.parametrize("wording", ["vllm", "openai"])
+def test_a_prompt_over_the_context_ends_as_context_not_error(wording):
+    with fake.FakeOpenAIServer(script="echo", context_tokens=10, context_errors=wording) as server:
+        engine = load_engine(f"openai:{server.url}", model="m", **FAST_RETRIES)
+        [generation] = run_all(engine, [ask(" ".join(["word"] * 12), max_new_tokens=50)])
+    assert generation.finish_reason == "context", generation.error
+    assert "maximum context length is 10 tokens" in generation.error and generation.prompt_tokens == 12
+    assert len(server.requests) == 1  # not retried, and no field "learned" from the wording
+
+
+@pytest.mark.parametrize("wording", ["vllm", "openai"])
+def test_a_prompt_that_fits_is_asked_again_for_what_is_left_of_the_context(wording):
+    with fake.FakeOpenAIServer(script="echo", context_tokens=10, context_errors=wording) as server:
+        engine = load_engine(f"openai:{server.url}", model="m", **FAST_RETRIES)
+        [generation] = run_all(engine, [ask("a b c", max_new_tokens=50)])
+    assert (generation.finish_reason, generation.text) == ("stop", "You said: a b c")
+    assert [body.get("max_tokens") for body in server.requests] == [50, 7]  # vLLM's 'max_tokens' quote taught nothing
+    assert engine.adaptations == []
+
+
+@pytest.mark.parametrize(("text", "context", "prompt"), [
+    # vLLM before its errors were nested under "error"
+    ('{"object":"error","message":"This model\'s maximum context length is 8192 tokens. However, you requested '
+     '9100 tokens (8100 in the messages, 1000 in the completion). Please reduce the length of the messages or '
+     'completion.","type":"BadRequestError","param":null,"code":400}', 8192, 8100),
+    # vLLM's newest wording
+    ('{"error":{"message":"This model\'s maximum context length is 131072 tokens. However, you requested 4096 output '
+     'tokens and your prompt contains at least 126977 input tokens, for a total of at least 131073 tokens. Please '
+     'reduce the length of the input prompt or the number of requested output tokens. (parameter=input_tokens, '
+     'value=126977)","type":"BadRequestError","param":"input_tokens","code":400}}', 131072, 126977),
+    # OpenAI
+    ('{"error":{"message":"This model\'s maximum context length is 128000 tokens. However, your messages resulted in '
+     '130000 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages",'
+     '"code":"context_length_exceeded"}}', 128000, 130000),
+    ('{"error":{"message":"Your input exceeds the context window of this model. Please adjust your input and try '
+     'again.","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}', None, None),
+    # vLLM in process (the vllm: engine), the prompt exactly as long as the context
+    ("The decoder prompt (length 1024) plus the number of requested output tokens (at least 1) is longer than the "
+     "maximum model length of 1024. Make sure that `max_model_len` is no smaller than the number of text tokens.",
+     1024, 1024),
+])
+def test_context_overflows_are_read_from_the_real_wordings(text, context, prompt):
+    from agentdata.engines.overflow import context_overflow
+
+    overflow = context_overflow(text)
+    assert (overflow.context_tokens, overflow.prompt_tokens) == (context, prompt)
+    assert overflow.room() == (max(context - prompt, 0) if context and prompt else 0)
+    assert not overflow.message.startswith("{")
+
+
+@pytest.mark.parametrize("text", ['{"error": {"message": "Unsupported parameter: \'max_tokens\'"}}',
+                                  "injected failure 400", ""])
+def test_other_refusals_are_no_context_overflow(text):
+    from agentdata.engines.overflow import context_overflow
+
+    assert context_overflow(text) is None
+
+
 def test_bad_engine_options_are_user_errors(server):
     with pytest.raises(UserError, match="max_tokens_field"):
         load_engine(f"openai:{server.url}", max_tokens_field="tokens")

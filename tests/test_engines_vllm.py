@@ -88,9 +88,10 @@ def test_vllm_engine_end_to_end(model_dir):
         continued = await engine.generate(GenerationRequest(messages=messages, continue_final=True,
                                                             max_new_tokens=4, **GREEDY))
         many = await engine.generate_many([ask(f"question {i}", max_new_tokens=8, **GREEDY) for i in range(32)])
-        return engine, free, stop, stopped, budget, continued, many, messages
+        too_long = await engine.generate(ask("word " * 1100, max_new_tokens=4))  # max_model_len is 1024
+        return engine, free, stop, stopped, budget, continued, many, messages, too_long
 
-    engine, free, stop, stopped, budget, continued, many, messages = run_session(model_dir, body)
+    engine, free, stop, stopped, budget, continued, many, messages, too_long = run_session(model_dir, body)
     tokenizer = engine.tokenizer
 
     assert all(g.error is None and g.finish_reason in ("stop", "length") for g in free)
@@ -104,3 +105,4 @@ def test_vllm_engine_end_to_end(model_dir):
     assert continued_prompt.endswith("Sure, here")
     assert continued.prompt_tokens == len(tokenizer(continued_prompt, add_special_tokens=False)["input_ids"])
     assert len(many) == 32 and all(g.error is None for g in many)
+    assert too_long.finish_reason == "context" and too_long.prompt_tokens > 1024, too_long.error

@@ -159,3 +159,15 @@ def test_cli_collect_against_a_strict_server(tmp_path, protocol, options):
                for t in trajectories)
     if options and options[0].startswith("drop_fields"):
         assert not any({"stop", "top_p"} & set(body) for body in server.requests)
+
+
+@pytest.mark.parametrize("wording", ["vllm", "openai"])
+def test_a_conversation_that_outgrows_the_context_ends_as_context(wording):
+    with fake.FakeOpenAIServer(script="tool") as unlimited:
+        solve_on(unlimited, "hermes")
+    first, second = (fake.prompt_words(body) for body in unlimited.requests)
+    # the first turn fits with room to spare; the second (with the tool's output) does not
+    with fake.FakeOpenAIServer(script="tool", context_tokens=(first + second) // 2, context_errors=wording) as server:
+        trajectory, _ = solve_on(server, "hermes")
+    assert [m["role"] for m in trajectory.messages] == ["system", "user", "assistant", "tool"]
+    assert trajectory.finish_reason == "context" and trajectory.correct is False

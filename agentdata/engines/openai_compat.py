@@ -8,11 +8,15 @@ as `finish_reason="error"` instead of raising.
 A server that refuses a field (HTTP 400/422 naming `continue_final_message`, `max_tokens`,
 `stop`, ...) gets the request again at once without it, and every later request is
 written the same way (`openai_wire.WireSettings`); the options below set this up front.
+A prompt the server says is longer than the model's context ends as `finish_reason="context"`,
+as with the local engines; one that fits but leaves less room than `max_tokens` is asked again
+for what is left (`overflow.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import logging
@@ -22,7 +26,8 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from agentdata.engines.base import Engine, Generation, GenerationRequest, error_generation
+from agentdata.engines.base import Engine, Generation, GenerationRequest, context_generation, error_generation
+from agentdata.engines.overflow import context_overflow
 from agentdata.engines.openai_wire import TOKEN_FIELDS, WireSettings, parse_completion, refused_fields, request_body
 from agentdata.errors import UserError
 
@@ -161,9 +166,15 @@ class OpenAIEngine(Engine):
                 last_error = exc
                 attempt += 1
             except RefusedRequest as exc:
-                if not self._learn(exc, body) and request_body(request, model, self.wire, self.extra_body) == body:
+                overflow = context_overflow(exc.text)
+                if overflow is not None:  # before learning: vLLM's wording quotes 'max_tokens'
+                    if not 0 < overflow.room() < request.max_new_tokens:
+                        return context_generation(f"{server.url}: {overflow.message}", prompt_tokens=overflow.prompt_tokens or 0)
+                    # the prompt fits: ask again for what is left of the context, as the hf engine does
+                    request = dataclasses.replace(request, max_new_tokens=overflow.room())
+                elif not self._learn(exc, body) and request_body(request, model, self.wire, self.extra_body) == body:
                     raise  # nothing to leave out: the request itself is wrong
-                # sent again at once without the refused field; each refusal teaches something new, so this ends
+                # sent again at once, smaller or without the refused field; each answer teaches something new
             finally:
                 server.in_flight -= 1
         return error_generation(f"gave up after {self.max_retries + 1} attempts: {last_error}")

@@ -9,8 +9,11 @@ import asyncio
 import itertools
 from pathlib import Path
 
-from agentdata.engines.base import Engine, Generation, GenerationRequest, cut_at_first_stop, error_generation
+from agentdata.engines.base import (
+    Engine, Generation, GenerationRequest, context_generation, cut_at_first_stop, error_generation,
+)
 from agentdata.engines.hf_generate import render_prompt
+from agentdata.engines.overflow import context_overflow
 from agentdata.errors import MissingDependencyError, UserError
 
 
@@ -75,6 +78,8 @@ class VLLMEngine(Engine):
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # never raise for one request
+            if (overflow := context_overflow(str(exc))) is not None:  # vLLM refuses a prompt that fills the context
+                return context_generation(overflow.message, prompt_tokens=overflow.prompt_tokens or 0)
             return error_generation(f"{type(exc).__name__}: {exc}")
 
     async def aclose(self) -> None:
