@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,7 +12,8 @@ import torch
 from agentdata.errors import InputFileError
 from agentdata.sft.config import SFTStageConfig
 from agentdata.sft.data import plain_conversation, tokenize_sft_set
-from agentdata.training.masking import tokenize_conversation
+from agentdata.records import CODE_TOOL
+from agentdata.training.masking import TokenizedConversation, tokenize_conversation
 from agentdata.sft.trainer import run_sft
 from tests.train_fixtures import tool_conversation, write_sft_set
 
@@ -54,6 +56,31 @@ def test_masking_works_for_a_template_without_generation_markers(tokenizer):
                 {"role": "user", "content": "again"}, {"role": "assistant", "content": "hello again"}]
     pieces = masked_pieces(tokenizer, tokenize_conversation(tokenizer, messages))
     assert [text for trained, text in pieces if trained] == ["hello<|im_end|>", "hello again<|im_end|>"]
+
+
+def test_native_sft_trains_on_the_tool_calls_the_template_writes(tmp_path, tokenizer):
+    """A native row's calls are rendered by the chat template (TRL's Qwen2.5, which supports tools) and trained."""
+    import trl
+
+    path = tmp_path / "native.jsonl"
+    path.write_text(json.dumps({"messages": tool_conversation(), "tools": json.dumps([CODE_TOOL]),
+                                "format": "native"}) + "\n", encoding="utf-8")
+    original = tokenizer.chat_template
+    tokenizer.chat_template = (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text()
+    try:
+        [row] = tokenize_sft_set(path, tokenizer, "native")
+    finally:
+        tokenizer.chat_template = original
+    pieces = masked_pieces(tokenizer, TokenizedConversation(row["input_ids"], row["assistant_masks"], "", 0))
+    trained = [text for is_trained, text in pieces if is_trained]
+    untrained = "".join(text for is_trained, text in pieces if not is_trained)
+    assert trained == [
+        'Let me compute it.\n<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "print(17 * 23)"}}\n'
+        "</tool_call><|im_end|>",
+        "The product is \\boxed{391}.<|im_end|>",
+    ]
+    assert "<tools>" in untrained and '"name": "code_interpreter"' in untrained  # the template lists the tools
+    assert "<tool_response>\n391\n</tool_response>" in untrained
 
 
 def test_a_bad_sft_row_names_file_and_row(tmp_path, tokenizer):

@@ -21,6 +21,7 @@ from typing import Any
 
 from agentdata.formats import prompts
 from agentdata.formats.base import ParsedTurn, Protocol
+from agentdata.formats.forms import decoded_arguments
 from agentdata.formats.hermes import HermesProtocol
 from agentdata.formats.qwen3coder import Qwen3CoderProtocol
 
@@ -59,3 +60,16 @@ class NativeProtocol(Protocol):
         """The canonical messages themselves (calls and results included): the template renders them."""
         return [{key: message[key] for key in TEMPLATE_KEYS if message.get(key) is not None} | {
             "content": message.get("content") or ""} for message in messages]
+
+
+def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as a chat template reads them: the TEMPLATE_KEYS only, content a string, and
+    tool-call arguments as mappings (templates iterate them; see formats/forms.py)."""
+    rendered = []
+    for message in messages:
+        message = {key: message[key] for key in TEMPLATE_KEYS if message.get(key) is not None} | {
+            "content": message.get("content") or ""}
+        if message.get("tool_calls"):
+            message["tool_calls"] = [decoded_arguments(call) for call in message["tool_calls"]]
+        rendered.append(message)
+    return rendered

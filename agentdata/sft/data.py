@@ -78,6 +78,14 @@ def plain_conversation(messages: list[dict[str, Any]], tools: list[dict[str, Any
     return protocol.to_plain_messages(messages)
 
 
+def template_tools(tools: list[dict[str, Any]], protocol_name: str) -> list[dict[str, Any]] | None:
+    """The tools the chat template lists: a native conversation's (its template wrote the calls); none
+    for the others, whose system prompt already says how to call."""
+    from agentdata.formats import get_protocol
+
+    return tools if get_protocol(protocol_name).native_tools else None
+
+
 def tokenize_sft_set(path: str | Path, tokenizer: Any, protocol: str, limit: int | None = None) -> list[dict[str, Any]]:
     """Rows of `input_ids` + `assistant_masks`, one per conversation, in file order."""
     path = Path(path)
@@ -96,7 +104,7 @@ def tokenize_sft_set(path: str | Path, tokenizer: Any, protocol: str, limit: int
         tools = row_tools(row.get("tools"), path, number)
         plain = plain_conversation(messages, tools, format)
         try:
-            conversation = tokenize_conversation(tokenizer, plain)
+            conversation = tokenize_conversation(tokenizer, plain, template_tools(tools, format))
         except ValueError as error:
             raise InputFileError(path, str(error), row=number) from None
         tokenized.append({"input_ids": conversation.input_ids, "assistant_masks": conversation.assistant_masks})

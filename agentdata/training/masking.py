@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agentdata.formats.native import template_messages
+
 
 @dataclass
 class TokenizedConversation:
@@ -22,9 +24,13 @@ class TokenizedConversation:
     prompt_chars: int            # length of the text before the first assistant message's content
 
 
-def render(tokenizer: Any, messages: list[dict[str, Any]], add_generation_prompt: bool = False) -> str:
-    plain = [{"role": message["role"], "content": message["content"]} for message in messages]
-    return tokenizer.apply_chat_template(plain, tokenize=False, add_generation_prompt=add_generation_prompt)
+def render(tokenizer: Any, messages: list[dict[str, Any]], add_generation_prompt: bool = False,
+           tools: list[dict[str, Any]] | None = None) -> str:
+    """The chat template applied to the messages: their tool calls and tool results (native
+    conversations) included, and `tools` for templates that list them in the prompt."""
+    options = {"tools": tools} if tools else {}
+    return tokenizer.apply_chat_template(template_messages(messages), tokenize=False,
+                                         add_generation_prompt=add_generation_prompt, **options)
 
 
 def _subtract(span: tuple[int, int], holes: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -44,19 +50,21 @@ def _subtract(span: tuple[int, int], holes: list[tuple[int, int]]) -> list[tuple
     return pieces
 
 
-def trained_char_spans(tokenizer: Any, messages: list[dict[str, Any]]) -> tuple[str, list[tuple[int, int]]]:
+def trained_char_spans(tokenizer: Any, messages: list[dict[str, Any]],
+                       tools: list[dict[str, Any]] | None = None) -> tuple[str, list[tuple[int, int]]]:
     """The rendered text and the character spans of assistant text to train on.
 
     A span runs from the start of the assistant's content through the template's end of turn
-    (so the model learns to stop), minus the message's `env_spans`.
+    (so the model learns to stop; a native message's calls, which the template writes there,
+    included), minus the message's `env_spans`.
     """
-    text = render(tokenizer, messages)
+    text = render(tokenizer, messages, tools=tools)
     spans: list[tuple[int, int]] = []
     for index, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
-        before = render(tokenizer, messages[:index], add_generation_prompt=True)
-        through = render(tokenizer, messages[: index + 1])
+        before = render(tokenizer, messages[:index], add_generation_prompt=True, tools=tools)
+        through = render(tokenizer, messages[: index + 1], tools=tools)
         if not text.startswith(before) or not text.startswith(through):
             raise ValueError(
                 "the chat template does not render conversations prefix-consistently "
@@ -72,9 +80,11 @@ def trained_char_spans(tokenizer: Any, messages: list[dict[str, Any]]) -> tuple[
     return text, spans
 
 
-def tokenize_conversation(tokenizer: Any, messages: list[dict[str, Any]]) -> TokenizedConversation:
-    """input_ids of the rendered conversation and a mask of the tokens to train on."""
-    text, spans = trained_char_spans(tokenizer, messages)
+def tokenize_conversation(tokenizer: Any, messages: list[dict[str, Any]],
+                          tools: list[dict[str, Any]] | None = None) -> TokenizedConversation:
+    """input_ids of the rendered conversation and a mask of the tokens to train on; `tools`
+    for native conversations (the template lists them, as it did when the model was asked)."""
+    text, spans = trained_char_spans(tokenizer, messages, tools)
     encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     masks = []
     for token_start, token_end in encoded["offset_mapping"]:
