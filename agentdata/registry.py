@@ -89,8 +89,10 @@ def _load_file(location: str, spec: str) -> Any:
 class Registry(Generic[T]):
     """Named entries of one kind (`kind` is what error messages call them, e.g. "reward")."""
 
-    def __init__(self, kind: str):
-        self.kind = kind
+    def __init__(self, kind: str, parent: "Registry[T] | None" = None):
+        """`parent`: a registry whose entries this one also has, under its own of the same name
+        (a stage's built-in filter steps over the shared ones)."""
+        self.kind, self.parent = kind, parent
         self._entries: dict[str, T | str] = {}
 
     def register(self, name: str, target: T | str | None = None) -> Any:
@@ -108,10 +110,11 @@ class Registry(Generic[T]):
         return target
 
     def names(self) -> tuple[str, ...]:
-        return tuple(self._entries)
+        inherited = self.parent.names() if self.parent is not None else ()
+        return (*self._entries, *(name for name in inherited if name not in self._entries))
 
     def __contains__(self, name: object) -> bool:
-        return name in self._entries
+        return name in self._entries or (self.parent is not None and name in self.parent)
 
     def get(self, name: str) -> T:
         """The entry called `name`, or the plug-in `name` points at; a UserError otherwise."""
@@ -120,6 +123,8 @@ class Registry(Generic[T]):
             if isinstance(entry, str):  # a lazy built-in: import it once
                 entry = self._entries[name] = load_object(entry)
             return entry
+        if self.parent is not None and name in self.parent:
+            return self.parent.get(name)
         if is_plugin_path(name):
             return load_object(name)
         raise UserError(f"unknown {self.kind} {name!r}: use one of {', '.join(self.names())} "

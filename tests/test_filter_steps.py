@@ -118,3 +118,43 @@ def test_benchmark_from_files_in_any_layout(tmp_path):
 def test_benchmark_missing_file_is_a_user_error(tmp_path):
     with pytest.raises(InputFileError, match="no such file"):
         BenchmarkNgrams.from_files([tmp_path / "missing.jsonl"])
+
+
+# --------------------------------------------------------------------------- the stages' built-in steps by name
+
+def test_curate_settings_produce_its_named_steps_in_order(tmp_path):
+    from agentdata.curate.config import CurateConfig
+    from agentdata.curate.steps import CURATE_STEPS, FEATURE_STEPS, SCALAR_STEPS, curate_steps
+    from agentdata.filters import DedupConfig
+
+    benchmark = tmp_path / "bench.jsonl"
+    benchmark.write_text(json.dumps({"question": LONG_QUESTION, "answer": "1"}) + "\n")
+    everything_on = CurateConfig(dedup=DedupConfig(decontam_files=[str(benchmark)]), balance_sources=0.5)
+    scalar, feature = curate_steps(everything_on)
+    assert [step.reason for step in scalar] == list(SCALAR_STEPS)  # a built-in step's name is its drop reason
+    assert [step.reason for step in feature] == list(FEATURE_STEPS)
+    assert all(name in CURATE_STEPS for name in SCALAR_STEPS + FEATURE_STEPS)
+    scalar, feature = curate_steps(CurateConfig(keep_incorrect=True, max_per_problem=0, extra_steps=["no_answer"]))
+    assert "incorrect" not in [step.reason for step in scalar]
+    assert [step.reason for step in feature] == ["malformed_tool_call", "duplicate", "near_duplicate", "no_answer"]
+
+
+def test_pool_settings_produce_its_named_steps_in_order():
+    from agentdata.filters import DedupConfig
+    from agentdata.pool.config import PoolConfig
+    from agentdata.pool.steps import POOL_STEP_NAMES, pool_steps
+
+    steps = pool_steps(PoolConfig(band=(0.2, 0.8), dedup=DedupConfig(near_dup_threshold=0)))
+    assert [step.reason for step in steps] == [name for name in POOL_STEP_NAMES
+                                               if name not in ("contaminated", "near_duplicate")]
+    assert (steps[2].low, steps[2].high) == (0.2, 0.8)
+
+
+def test_an_unknown_step_lists_the_stage_built_ins():
+    from agentdata.curate.config import CurateConfig
+    from agentdata.errors import UserError
+
+    from agentdata.curate.steps import curate_steps
+
+    with pytest.raises(UserError, match=r"unknown filter step 'nope': use one of .*too_long.*malformed_tool_call"):
+        curate_steps(CurateConfig(extra_steps=["nope"]))

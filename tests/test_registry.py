@@ -37,6 +37,18 @@ def test_unknown_names_list_the_known_ones():
         registry.get("three")
 
 
+def test_a_registry_also_has_its_parents_entries_under_its_own():
+    shared: Registry[int] = Registry("widget")
+    shared.register("one", 1)
+    shared.register("two", 2)
+    stage: Registry[int] = Registry("widget", parent=shared)
+    stage.register("two", 22)
+    stage.register("three", 3)
+    assert [stage.get(name) for name in ("one", "two", "three")] == [1, 22, 3] and shared.get("two") == 2
+    assert stage.names() == ("two", "three", "one") and "one" in stage and "three" not in shared
+    assert stage.get("os.path:join") is __import__("os").path.join  # plug-ins as before
+
+
 def test_a_lazy_entry_is_imported_on_first_use():
     registry: Registry[object] = Registry("thing")
     registry.register("loads", "json:loads")

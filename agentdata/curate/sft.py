@@ -15,22 +15,9 @@ from typing import Callable, Sequence
 
 import polars as pl
 
-from agentdata.filters.diversity import MaxPerProblemFilter, SourceShareFilter
 from agentdata.agent.rundir import ROW_ID, damaged_shard, scan_shards, shard_paths
-from agentdata.filters import (
-    REASON_COLUMN,
-    IncorrectFilter,
-    MalformedToolCallFilter,
-    NoAnswerFilter,
-    Step,
-    StepResult,
-    ToolCallBandFilter,
-    ToolErrorRatioFilter,
-    TooLongFilter,
-    build_steps,
-    overlap_steps,
-    run_steps,
-)
+from agentdata.curate.steps import curate_steps
+from agentdata.filters import REASON_COLUMN, Step, StepResult, run_steps
 from agentdata.formats.forms import target_form
 from agentdata.curate.output import EmptySFTSetError, write_sft_form  # noqa: F401 (EmptySFTSetError re-exported)
 from agentdata.errors import UserError
@@ -63,29 +50,6 @@ class CurateResult:
                 "output": str(self.output) if self.output else None, "empty": self.empty,
                 "rejects": str(self.rejects) if self.rejects else None,
                 "report": str(self.report), "per_source": self.per_source}
-
-
-def curate_steps(config: CurateConfig) -> tuple[list[Step], list[Step]]:
-    """The named steps in order, in two phases: rules on the stored scalar columns (cheap, run
-    on every row), then the steps that need text features (run only on the rows left)."""
-    scalar_steps: list[Step] = [NoAnswerFilter()]
-    if not config.keep_incorrect:
-        scalar_steps.append(IncorrectFilter())
-    scalar_steps += [
-        ToolErrorRatioFilter(config.max_tool_error_ratio),
-        ToolCallBandFilter(config.min_tool_calls, config.max_tool_calls),
-        TooLongFilter(config.max_tokens),
-    ]
-    feature_steps: list[Step] = [MalformedToolCallFilter()]
-    solution = config.near_dup_field == "solution"
-    feature_steps += overlap_steps(config.dedup, key="text_hash", text="solution_text" if solution else "question",
-                                   group=None if solution else "problem_id")
-    if config.max_per_problem is not None:
-        feature_steps.append(MaxPerProblemFilter(config.max_per_problem))
-    if config.balance_sources is not None:
-        feature_steps.append(SourceShareFilter(config.balance_sources))
-    feature_steps += build_steps(config.extra_steps, config)
-    return scalar_steps, feature_steps
 
 
 def scalar_table(paths: Sequence[Path]) -> pl.DataFrame:

@@ -14,6 +14,7 @@ from typing import Iterable, Sequence
 import polars as pl
 
 from agentdata.filters.base import Step
+from agentdata.filters.config import DedupConfig
 from agentdata.filters.text import ROW, ngram_hashes
 
 DEFAULT_NGRAM = 13
@@ -63,3 +64,10 @@ class ContaminationFilter(Step):
         distinct = frame[self.text].unique(maintain_order=True)
         dirty = distinct.filter(self.benchmark.contaminated(distinct))
         return frame.select(~pl.col(self.text).is_in(dirty.implode())).to_series()
+
+
+def contamination_step(config: DedupConfig) -> ContaminationFilter | None:
+    """Decontamination against the benchmark files the shared settings name; None when they name none."""
+    if not config.decontam_files:
+        return None
+    return ContaminationFilter(BenchmarkNgrams.from_files(config.decontam_files, config.decontam_ngram))

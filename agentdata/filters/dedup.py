@@ -15,7 +15,6 @@ from datasketch import LeanMinHash, MinHash, MinHashLSH
 
 from agentdata.filters.base import Step
 from agentdata.filters.config import DedupConfig
-from agentdata.filters.decontam import BenchmarkNgrams, ContaminationFilter
 from agentdata.filters.text import ROW, ngram_hashes
 
 SCHEME = "affine32"
@@ -131,17 +130,8 @@ class NearDuplicateFilter(Step):
         return find_near_duplicates(signatures, threshold=self.threshold)
 
 
-# --------------------------------------------------------------------------- as curate and filter run them
-
-def overlap_steps(config: DedupConfig, key: str, text: str = "question", group: str | None = None) -> list[Step]:
-    """The overlap steps curate and filter share, in order: benchmark contamination (of the
-    questions), exact duplicates by `key`, near-duplicates of `text` (by `group`, see
-    NearDuplicateFilter). A step the settings turn off is left out."""
-    steps: list[Step] = []
-    if config.decontam_files:
-        steps.append(ContaminationFilter(BenchmarkNgrams.from_files(config.decontam_files, config.decontam_ngram)))
-    steps.append(ExactDuplicateFilter(key))
-    if config.near_dup_threshold is not None:
-        steps.append(NearDuplicateFilter(text=text, group=group, threshold=config.near_dup_threshold,
-                                         ngram=config.near_dup_ngram))
-    return steps
+def near_duplicate_step(config: DedupConfig, text: str = "question", group: str | None = None) -> Step | None:
+    """Near-dedup of `text` (by `group`) as the shared settings ask for it; None when they turn it off."""
+    if config.near_dup_threshold is None:
+        return None
+    return NearDuplicateFilter(text=text, group=group, threshold=config.near_dup_threshold, ngram=config.near_dup_ngram)

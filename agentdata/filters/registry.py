@@ -1,4 +1,6 @@
-"""Filter steps by name, for the `extra_steps` of curate's and filter's settings.
+"""Filter steps by name: the shared ones here; curate and filter register their built-in steps
+in registries of their own whose parent is this one (`curate/steps.py`, `pool/steps.py`), and
+look up their settings' `extra_steps` through the same path.
 
 An entry (registered, or a plug-in path `mypkg.steps:ShortQuestion` / `steps.py:ShortQuestion`)
 is a `Step` class (built with no arguments), a `Step` instance, or a function
@@ -19,9 +21,9 @@ FILTER_STEPS.register("incorrect", "agentdata.filters.rules:IncorrectFilter")
 FILTER_STEPS.register("malformed_tool_call", "agentdata.filters.rules:MalformedToolCallFilter")
 
 
-def build_step(name: str, settings: Any = None) -> Step | None:
-    """The step `name` gives for `settings` (see the module doc)."""
-    entry = FILTER_STEPS.get(name)
+def build_step(name: str, settings: Any = None, registry: Registry[Any] = FILTER_STEPS) -> Step | None:
+    """The step `name` gives for `settings` (see the module doc), looked up in `registry`."""
+    entry = registry.get(name)
     if isinstance(entry, type) and issubclass(entry, Step):
         entry = entry()
     elif not isinstance(entry, Step) and callable(entry):
@@ -33,5 +35,6 @@ def build_step(name: str, settings: Any = None) -> Step | None:
     return entry
 
 
-def build_steps(names: Sequence[str], settings: Any = None) -> list[Step]:
-    return [step for name in names if (step := build_step(name, settings)) is not None]
+def build_steps(names: Sequence[str], settings: Any = None, registry: Registry[Any] = FILTER_STEPS) -> list[Step]:
+    """The steps the names give for `settings`, in order; one that the settings turn off is left out."""
+    return [step for name in names if (step := build_step(name, settings, registry)) is not None]

@@ -1,7 +1,8 @@
 """The RL pool: problems with a student pass rate -> band, decontam, dedup, diverse selection.
 
 Library functions on polars tables, no model: `pass_rates` reads a profile run dir,
-`build_pool` does the rest. Profiling itself (the student's rollouts) is in `profile.py`.
+`build_pool` runs the named filter steps (`steps.py`) and the selection. Profiling itself
+(the student's rollouts) is in `profile.py`.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ import polars as pl
 from agentdata.filters.diversity import spread_order
 from agentdata.filters.embed import cluster_labels, embed_texts
 from agentdata.agent.rundir import scan_shards, shard_paths
-from agentdata.filters import ExpressionStep, Step, StepResult, build_steps, overlap_steps, run_steps
+from agentdata.filters import Step, StepResult, run_steps
 from agentdata.filters.text import normalised
 from agentdata.pool.confidence import with_intervals
 from agentdata.pool.mix import mix_step
 from agentdata.errors import UserError
 from agentdata.pool.config import POOL_FORMATS, PoolConfig
+from agentdata.pool.steps import TooFewValidRollouts, pool_steps
 from agentdata.records import Problem
-
 
 
 @dataclass
@@ -33,44 +34,6 @@ class PoolResult:
     counts: dict[str, int]
     rejected: pl.DataFrame
     embedding: str
-
-
-@dataclass
-class PassRateBand(ExpressionStep):
-    """Keeps problems the student solves sometimes: LO < pass rate < HI."""
-
-    low: float = 0.0
-    high: float = 1.0
-    reason = "out_of_band"
-
-    def expression(self) -> pl.Expr:
-        return (pl.col("pass_rate") > self.low) & (pl.col("pass_rate") < self.high)
-
-
-class NotProfiled(ExpressionStep):
-    """Drops problems with no student rollout in the profile (not even a failed one)."""
-
-    reason = "not_profiled"
-
-    def expression(self) -> pl.Expr:
-        return _attempted() > 0
-
-
-@dataclass
-class TooFewValidRollouts(ExpressionStep):
-    """Drops problems whose rollouts mostly failed (engine or sandbox errors): their pass rate
-    rests on too few answers to place them in or out of the band."""
-
-    min_valid_share: float = 0.5
-    reason = "unprofiled"
-
-    def expression(self) -> pl.Expr:
-        valid = pl.col("n_rollouts").fill_null(0)
-        return (valid > 0) & (valid >= self.min_valid_share * _attempted())
-
-
-def _attempted() -> pl.Expr:
-    return pl.col("n_rollouts").fill_null(0) + pl.col("n_errors").fill_null(0)
 
 
 def problems_table(problems: Sequence[Problem]) -> pl.DataFrame:
@@ -102,12 +65,6 @@ def pass_rates(run_dirs: Sequence[str | os.PathLike], k: int | None = None) -> p
         failed.sum().cast(pl.Int64).alias("n_errors"),
     )
     return with_intervals(grouped.collect())
-
-
-def pool_steps(config: PoolConfig) -> list[Step]:
-    steps: list[Step] = [NotProfiled(), TooFewValidRollouts(config.min_valid_share), PassRateBand(*config.band)]
-    steps += overlap_steps(config.dedup, key="question_hash", text="question")
-    return steps + build_steps(config.extra_steps, config)
 
 
 def build_pool(problems: pl.DataFrame, rates: pl.DataFrame, config: PoolConfig | None = None) -> PoolResult:

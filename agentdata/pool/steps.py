@@ -1,0 +1,93 @@
+"""filter's built-in pool steps, registered by name; the settings choose which run and how.
+
+Each entry of `POOL_STEPS` is a `Step` class or a function of the `PoolConfig` returning its
+step (None: turned off). `pool_steps` builds them from names, in order, the user's
+`extra_steps` last: every name goes the same way (this registry, then the shared filter
+steps, then a plug-in path). The diverse selection after them is not a filter step: it
+ranks what is left (`build.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from agentdata.filters import (
+    FILTER_STEPS, ExactDuplicateFilter, ExpressionStep, Step, build_steps, contamination_step, near_duplicate_step,
+)
+from agentdata.pool.config import PoolConfig
+from agentdata.registry import Registry
+
+POOL_STEP_NAMES = ("not_profiled", "unprofiled", "out_of_band", "contaminated", "duplicate", "near_duplicate")
+
+POOL_STEPS: Registry = Registry("filter step", parent=FILTER_STEPS)
+step = POOL_STEPS.register
+
+
+@dataclass
+class PassRateBand(ExpressionStep):
+    """Keeps problems the student solves sometimes: LO < pass rate < HI."""
+
+    low: float = 0.0
+    high: float = 1.0
+    reason = "out_of_band"
+
+    def expression(self) -> pl.Expr:
+        return (pl.col("pass_rate") > self.low) & (pl.col("pass_rate") < self.high)
+
+
+@step("not_profiled")
+class NotProfiled(ExpressionStep):
+    """Drops problems with no student rollout in the profile (not even a failed one)."""
+
+    reason = "not_profiled"
+
+    def expression(self) -> pl.Expr:
+        return _attempted() > 0
+
+
+@dataclass
+class TooFewValidRollouts(ExpressionStep):
+    """Drops problems whose rollouts mostly failed (engine or sandbox errors): their pass rate
+    rests on too few answers to place them in or out of the band."""
+
+    min_valid_share: float = 0.5
+    reason = "unprofiled"
+
+    def expression(self) -> pl.Expr:
+        valid = pl.col("n_rollouts").fill_null(0)
+        return (valid > 0) & (valid >= self.min_valid_share * _attempted())
+
+
+def _attempted() -> pl.Expr:
+    return pl.col("n_rollouts").fill_null(0) + pl.col("n_errors").fill_null(0)
+
+
+@step("out_of_band")
+def out_of_band(config: PoolConfig) -> Step:
+    return PassRateBand(*config.band)
+
+
+@step("unprofiled")
+def unprofiled(config: PoolConfig) -> Step:
+    return TooFewValidRollouts(config.min_valid_share)
+
+
+@step("contaminated")
+def contaminated(config: PoolConfig) -> Step | None:
+    return contamination_step(config.dedup)
+
+
+@step("duplicate")
+def duplicate(config: PoolConfig) -> Step:
+    return ExactDuplicateFilter("question_hash")
+
+
+@step("near_duplicate")
+def near_duplicate(config: PoolConfig) -> Step | None:
+    return near_duplicate_step(config.dedup, text="question")
+
+
+def pool_steps(config: PoolConfig) -> list[Step]:
+    return build_steps([*POOL_STEP_NAMES, *config.extra_steps], config, POOL_STEPS)
