@@ -79,7 +79,10 @@ def section_settings(stage: str, section: dict[str, Any], where: str) -> dict[st
     from agentdata.training.trl_settings import split_section
 
     stage_type, trl_type = (SFTStageConfig, trl.SFTConfig) if stage == "sft" else (GRPOStageConfig, trl.GRPOConfig)
-    own, trl_only = split_section(section, stage_type, trl_type, where)
+    from agentdata.train_pool import PROFILE_KEYS
+
+    also_valid = frozenset(PROFILE_KEYS) if stage == "rl" else frozenset()
+    own, trl_only = split_section(section, stage_type, trl_type, where, also_valid)
     if trl_only:
         given = own.get("trl") or {}  # a `trl:` mapping written in the section
         if not isinstance(given, dict):

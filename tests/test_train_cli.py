@@ -81,7 +81,8 @@ def test_train_rejects_unknown_config_fields(tmp_path):
 
 
 @pytest.mark.parametrize("section, key, suggestion", [("rl", "num_iteration", "num_iterations"),
-                                                      ("sft", "max_grad_nrom", "max_grad_norm")])
+                                                      ("sft", "max_grad_nrom", "max_grad_norm"),
+                                                      ("rl", "rl_problem", "rl_problems")])
 def test_a_misspelled_config_key_exits_2_naming_it_and_the_closest_keys(tmp_path, capsys, section, key, suggestion):
     config = tmp_path / "c.yaml"
     config.write_text(f"{section}:\n  {key}: 1\n")

@@ -37,13 +37,15 @@ def stage_names(stage_type: type) -> set[str]:
     return field_names(stage_type) | set(flat_names(stage_type))
 
 
-def split_section(section: dict[str, Any], stage_type: type, trl_type: type,
-                  where: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def split_section(section: dict[str, Any], stage_type: type, trl_type: type, where: str,
+                  also_valid: frozenset[str] = frozenset()) -> tuple[dict[str, Any], dict[str, Any]]:
     """(stage settings, TRL-only settings) of one section; an unknown key is a UserError.
 
     A name both define (`learning_rate`, `temperature`) is the stage's: it sets TRL's from it.
+    `also_valid` are keys the section may hold that were taken out before (the closed loop's):
+    they count as known, so a misspelling of one is told its closest name too.
     """
-    own, trl = stage_names(stage_type), field_names(trl_type)
+    own, trl = stage_names(stage_type) | also_valid, field_names(trl_type)
     unknown = sorted(key for key in section if key not in own and key not in trl)
     if unknown:
         key = unknown[0]
