@@ -39,7 +39,7 @@ DEMO_RL = {"max_steps": 2, "num_generations": 4, "prompts_per_step": 1, "max_new
 
 @dataclass
 class TrainRequest:
-    """What the user asked for; `flags` are settings for both stages, `rl_flags` for GRPO only."""
+    """What the user asked for; `flags` are settings for both stages, `sft_flags` for SFT only, `rl_flags` for GRPO only."""
 
     stage: str = "all"
     sft_data: Path | None = None
@@ -48,6 +48,7 @@ class TrainRequest:
     config_file: Path | None = None
     flags: dict[str, Any] = field(default_factory=dict)
     rl_flags: dict[str, Any] = field(default_factory=dict)
+    sft_flags: dict[str, Any] = field(default_factory=dict)
     rl_extra: dict[str, list[str]] = field(default_factory=dict)  # rewards/tools added to the file's or default list
     rl_problems: Path | None = None  # raw problems: profiled with GRPO's start model, band kept (train_pool.py)
 
@@ -145,7 +146,7 @@ def sft_stage_config(request: TrainRequest, section: dict[str, Any], demo: bool,
                      source: str) -> SFTStageConfig | None:
     """The SFT settings, or None when there is no SFT set and SFT may be skipped."""
     data = request.sft_data or (Path(section["sft_data"]) if "sft_data" in section else DEFAULT_SFT_SET)
-    values = {**section, **request.flags}
+    values = {**section, **request.flags, **request.sft_flags}
     if demo and not data.exists():
         data = build_demo_sft_set(request.out / "demo_sft.parquet")
         values = {**DEMO_SFT, **values}

@@ -213,3 +213,65 @@ def test_lora_settings_follow_the_rank_and_the_learning_rate_follows_lora_unless
     assert SFTStageConfig(lora=True, lora_r=64).lora_alpha == 128
     assert (SFTStageConfig(lora=True, lora_r=64, lora_alpha=16, learning_rate=1e-4).lora_alpha,
             SFTStageConfig(lora=True, learning_rate=1e-4).learning_rate) == (16, 1e-4)
+
+
+def _set_with_one_long_row(tmp_path):
+    data = write_sft_set(tmp_path / "sft.jsonl", count=3)
+    long = {"messages": tool_conversation("What is 99 * 23?", "2277 " + "and so on " * 100)}
+    with data.open("a", encoding="utf-8") as file:
+        file.write(json.dumps(long) + "\n")
+    return data
+
+
+def _longest(tokenizer, data):
+    return max(len(row["input_ids"]) for row in tokenize_sft_set(data, tokenizer, "hermes"))
+
+
+def test_the_default_max_length_covers_the_longest_row_and_is_reported(tmp_path, tiny_model_dir, tokenizer):
+    from agentdata.events import listening
+    from agentdata.sft.trainer import build_sft_trainer
+
+    data = _set_with_one_long_row(tmp_path)
+    events = []
+    with listening(events.append):
+        trainer = build_sft_trainer(SFTStageConfig(model=f"hf:{tiny_model_dir}", sft_data=str(data), out=str(tmp_path / "o")))
+    longest = _longest(tokenizer, data)
+    assert 512 < longest < 4096 and trainer.args.max_length == longest
+    assert len(trainer.train_dataset) == 4 and trainer.long_rows_dropped == 0  # the long answer is kept whole
+    assert max(len(ids) for ids in trainer.train_dataset["input_ids"]) == longest
+    assert any(f"max_length {longest} tokens (unset: the longest of 4 conversations)" in event.message for event in events)
+
+
+def test_the_default_max_length_stops_at_the_cap():
+    from agentdata.sft.data import MAX_LENGTH_CAP, fitting_max_length
+
+    assert fitting_max_length(_rows(10, 300)) == (300, 300)
+    assert fitting_max_length(_rows(10, MAX_LENGTH_CAP + 5)) == (MAX_LENGTH_CAP, MAX_LENGTH_CAP + 5)
+
+
+def test_long_rows_truncate_cuts_them_with_a_warning_that_counts_them(tmp_path, tiny_model_dir):
+    from agentdata.events import listening
+    from agentdata.sft.trainer import build_sft_trainer
+
+    data = _set_with_one_long_row(tmp_path)
+    events = []
+    with listening(events.append):
+        trainer = build_sft_trainer(SFTStageConfig(model=f"hf:{tiny_model_dir}", sft_data=str(data),
+                                                   out=str(tmp_path / "o"), max_length=512, long_rows="truncate"))
+    assert len(trainer.train_dataset) == 4 and trainer.long_rows_truncated == 1 and trainer.long_rows_dropped == 0
+    assert max(len(ids) for ids in trainer.train_dataset["input_ids"]) == 512  # cut at max_length
+    assert any("warning: 1 of 4 conversations are longer than max_length 512" in event.message for event in events)
+
+
+def test_long_rows_error_stops_naming_the_first_long_row_exit_2(tmp_path, tiny_model_dir, tokenizer, capsys):
+    from tests.cli_helpers import run_cli
+
+    data = _set_with_one_long_row(tmp_path)
+    config = tmp_path / "c.yaml"
+    config.write_text("sft:\n  max_length: 512\n")
+    args = ["train", "--stage", "sft", "--model", f"hf:{tiny_model_dir}", "--sft-data", str(data),
+            "--out", str(tmp_path / "out"), "--config", str(config)]
+    assert run_cli([*args, "--long-rows", "error"]) == 2
+    assert f"{data}, row 4: {_longest(tokenizer, data)} tokens, over max_length 512" in capsys.readouterr().err
+    assert run_cli([*args, "--long-rows", "cut"]) == 2
+    assert "long_rows 'cut': must be one of drop, truncate, error" in capsys.readouterr().err

@@ -22,6 +22,8 @@ MaxSteps = Annotated[Optional[int], field_option(GRPOStageConfig, "max_steps")]
 Protocol = Annotated[Optional[str], field_option(GRPOStageConfig, "protocol")]
 Lora = Annotated[bool, field_option(SFTStageConfig, "lora")]
 Resume = Annotated[Optional[str], field_option(SFTStageConfig, "resume_from_checkpoint", "--resume")]
+# SFT only.
+LongRows = Annotated[Optional[str], field_option(SFTStageConfig, "long_rows")]
 # GRPO only.
 NumGenerations = Annotated[Optional[int], field_option(GRPOStageConfig, "num_generations")]
 MaxNewTokens = Annotated[Optional[int], field_option(GRPOStageConfig, "max_new_tokens")]
@@ -50,6 +52,7 @@ def command(
     reward: Reward = None,
     tool: Tool = None,
     code_reward: CodeReward = None,
+    long_rows: LongRows = None,
     lora: Lora = False,
     resume: Resume = None,
     config: Annotated[Optional[Path], typer.Option("--config", help="YAML/JSON with `sft:` and `rl:` sections for every other setting.")] = None,
@@ -62,7 +65,7 @@ def command(
     rl_flags = {"num_generations": num_generations, "max_new_tokens": max_new_tokens, "overlong_buffer": overlong_buffer,
                 "code_reward": code_reward, "band": band, "profile_k": profile_k}
     request = TrainRequest(stage=stage or "all", sft_data=sft_data, rl_pool=rl_pool, out=out, config_file=config,
-                           flags=_given(flags), rl_flags=_given(rl_flags),
+                           flags=_given(flags), rl_flags=_given(rl_flags), sft_flags=_given({"long_rows": long_rows}),
                            rl_extra=_given({"rewards": reward or None, "tools": tool or None}), rl_problems=rl_problems)
     with rendering(enabled=not as_json):
         results = train(request)

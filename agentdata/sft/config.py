@@ -9,6 +9,7 @@ from agentdata.settings import check_fields
 from agentdata.training.trl_settings import check_trl_overrides
 
 PACKING_STRATEGIES = ("bfd", "bfd_split")
+LONG_ROW_POLICIES = ("drop", "truncate", "error")
 LEARNING_RATE = 2e-5
 LORA_LEARNING_RATE = 2e-4  # LoRA's best rate is about 10x full fine-tuning's (Thinking Machines, "LoRA Without Regret")
 # SFTConfig fields the stage computes, and the setting each comes from (set that one instead).
@@ -31,7 +32,8 @@ class SFTStageConfig:
     learning_rate: float | None = field(default=None, metadata={"help": "Peak learning rate; unset: 2e-5, 2e-4 with lora (LoRA wants about 10x the full-weight rate).", "range": "(0, 1]"})
     batch_size: int = field(default=4, metadata={"help": "Conversations per device per step.", "range": "[1, 100000]"})
     gradient_accumulation_steps: int = field(default=1, metadata={"help": "Micro-batches per optimizer step.", "range": "[1, 100000]"})
-    max_length: int = field(default=2048, metadata={"help": "Tokens per conversation; longer ones are left out of training and counted (never cut before the final answer).", "range": "[16, 10000000]"})
+    max_length: int | None = field(default=None, metadata={"help": "Tokens per conversation; unset: the longest conversation's, up to 4096 (reported at start). Longer ones are handled as long_rows says.", "range": "[16, 10000000]"})
+    long_rows: str = field(default="drop", metadata={"help": "Conversations longer than max_length: drop (leave out and count; cutting would cut the final answer), truncate (cut at the end, counted in a warning) or error (stop, naming the first).", "choices": LONG_ROW_POLICIES})
     warmup_ratio: float = field(default=0.03, metadata={"help": "Share of steps with a rising learning rate.", "range": "[0, 1)"})
     packing: bool = field(default=False, metadata={"help": "Pack conversations into max_length rows (best-fit, no cross-attention between them)."})
     packing_strategy: str = field(default="bfd", metadata={"help": "bfd (cut overflow) or bfd_split (split overflow); 'wrapped' is refused: it cuts conversations mid-turn."})
@@ -62,7 +64,7 @@ class SFTStageConfig:
             raise ValueError("epochs must be positive when max_steps is -1; or set max_steps")
         if self.batch_size < 1 or self.gradient_accumulation_steps < 1:
             raise ValueError("batch_size and gradient_accumulation_steps must be at least 1")
-        if self.max_length < 16:
+        if self.max_length is not None and self.max_length < 16:
             raise ValueError(f"max_length {self.max_length} is too short for a conversation; use 512 or more")
         if self.packing and self.packing_strategy not in PACKING_STRATEGIES:
             raise ValueError(

@@ -19,6 +19,7 @@ from agentdata.errors import InputFileError
 from agentdata.formats.forms import canonical_messages as canonical_form
 from agentdata.inputs import read_nonempty_rows
 from agentdata.records import CODE_TOOL, MESSAGE_KEYS
+from agentdata.sft.config import LONG_ROW_POLICIES
 from agentdata.training.masking import tokenize_conversation
 
 
@@ -111,7 +112,13 @@ def tokenize_sft_set(path: str | Path, tokenizer: Any, protocol: str, limit: int
     return tokenized
 
 
-LONG_ROW_POLICIES = ("drop", "truncate", "error")
+MAX_LENGTH_CAP = 4096  # the default max_length covers the longest row up to this: memory grows with it
+
+
+def fitting_max_length(rows: list[dict[str, Any]]) -> tuple[int, int]:
+    """(the default max_length: the longest row's tokens up to MAX_LENGTH_CAP, the longest row's tokens)."""
+    longest = max(len(row["input_ids"]) for row in rows)
+    return max(16, min(longest, MAX_LENGTH_CAP)), longest
 
 
 def handle_long_rows(rows: list[dict[str, Any]], max_length: int, policy: str = "drop",

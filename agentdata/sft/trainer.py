@@ -7,6 +7,7 @@ protocols; the trainer itself is used as is.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,7 @@ from transformers import PrinterCallback
 from agentdata.events import Event, emit
 from agentdata.sft.config import SFTStageConfig
 from agentdata.training.trl_settings import trl_arguments, write_trl_settings
-from agentdata.sft.data import handle_long_rows, tokenize_sft_set
+from agentdata.sft.data import MAX_LENGTH_CAP, fitting_max_length, handle_long_rows, tokenize_sft_set
 from agentdata.training.metrics import MetricsFileCallback, ProgressCallback, read_metrics
 from agentdata.training.model import (
     load_model,
@@ -40,6 +41,8 @@ class SFTResult:
     metrics_file: Path
     history: list[dict[str, Any]] = field(default_factory=list)
     long_rows_dropped: int = 0  # conversations longer than max_length, left out rather than cut
+    long_rows_truncated: int = 0  # conversations longer than max_length, cut at the end (long_rows truncate)
+    max_length: int = 0  # the max_length trained with (the set's longest row, capped, when unset)
 
 
 def trl_sft_config(config: SFTStageConfig, out_dir: Path) -> Any:
@@ -83,11 +86,7 @@ def build_sft_trainer(config: SFTStageConfig) -> Any:
     model_dir = resolve_model_dir(config.model)
     tokenizer = load_tokenizer(model_dir)
     rows = tokenize_sft_set(config.sft_data, tokenizer, config.protocol, limit=config.limit)
-    rows, long_rows = handle_long_rows(rows, config.max_length, "drop", config.sft_data)
-    if long_rows:
-        emit(Event("log", "SFT", message=f"SFT: {long_rows} of {len(rows) + long_rows} conversations are longer "
-                   f"than max_length {config.max_length} tokens and were left out (cutting them would cut their "
-                   "answers)"))
+    config, rows, long_rows = fit_rows(config, rows)
     dataset = datasets.Dataset.from_list(rows)
     trainer = SFTTrainer(
         model=load_model(model_dir, bf16=config.bf16),
@@ -99,8 +98,36 @@ def build_sft_trainer(config: SFTStageConfig) -> Any:
         callbacks=[MetricsFileCallback(out_dir / "metrics.jsonl", "SFT"), ProgressCallback("SFT")],
     )
     trainer.remove_callback(PrinterCallback)  # our callback prints one line per step instead
-    trainer.long_rows_dropped = long_rows  # counted for the result: rows left out as longer than max_length
+    # Counted for the result: rows longer than max_length, left out or cut.
+    trainer.long_rows_dropped = long_rows if config.long_rows == "drop" else 0
+    trainer.long_rows_truncated = long_rows if config.long_rows == "truncate" else 0
     return trainer
+
+
+def fit_rows(config: SFTStageConfig, rows: list[dict[str, Any]]) -> tuple[SFTStageConfig, list[dict[str, Any]], int]:
+    """(config with max_length resolved, rows to train on, how many were longer than max_length).
+
+    An unset max_length covers the longest conversation up to MAX_LENGTH_CAP; longer ones are
+    dropped, cut or refused as `long_rows` says. Both are reported at start.
+    """
+    if config.max_length is None:
+        length, longest = fitting_max_length(rows)
+        config = dataclasses.replace(config, max_length=length)
+        over = f" is {longest}, over the cap of {MAX_LENGTH_CAP}: set max_length to go higher" if longest > length else ""
+        _note(f"SFT: max_length {length} tokens (unset: the longest of {len(rows)} conversations{over})")
+    total = len(rows)
+    rows, long_rows = handle_long_rows(rows, config.max_length, config.long_rows, config.sft_data)
+    if long_rows and config.long_rows == "drop":
+        _note(f"SFT: {long_rows} of {total} conversations are longer than max_length {config.max_length} tokens and "
+              "were left out (cutting them would cut their answers; long_rows truncate cuts them instead)")
+    elif long_rows:
+        _note(f"SFT: warning: {long_rows} of {total} conversations are longer than max_length {config.max_length} "
+              "tokens and are cut at the end (long_rows truncate): their final answers are not trained")
+    return config, rows, long_rows
+
+
+def _note(message: str) -> None:
+    emit(Event("log", "SFT", message=message))
 
 
 def run_sft(config: SFTStageConfig) -> SFTResult:
@@ -125,4 +152,6 @@ def run_sft(config: SFTStageConfig) -> SFTResult:
         metrics_file=out_dir / "metrics.jsonl",
         history=history,
         long_rows_dropped=trainer.long_rows_dropped,
+        long_rows_truncated=trainer.long_rows_truncated,
+        max_length=trainer.args.max_length,
     )
