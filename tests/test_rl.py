@@ -25,7 +25,7 @@ def crafted_trajectory(finish_reason: str = "answer") -> Trajectory:
                       correct=True, num_tool_calls=1, finish_reason=finish_reason)
 
 
-@pytest.mark.parametrize("protocol", ["hermes", "codeblock"])
+@pytest.mark.parametrize("protocol", ["hermes", "codeblock", "qwen3coder"])
 def test_rollout_tokens_mask_tool_output_and_end_at_end_of_turn(tokenizer, protocol):
     tokens = trajectory_tokens(crafted_trajectory(), tokenizer, protocol)
     assert tokenizer.decode(tokens.prompt_ids).endswith("What is 17 * 23?<|im_end|>\n<|im_start|>assistant\n")
@@ -249,3 +249,15 @@ def test_train_with_a_small_max_new_tokens_scales_the_buffer_and_refuses_an_expl
     assert run_cli(["train", "--stage", "rl", "--max-new-tokens", "64", "--overlong-buffer", "64",
                     "--out", str(tmp_path / "out")]) == 2
     assert "overlong_buffer 64 must be below max_new_tokens 64" in capsys.readouterr().err
+
+
+def test_grpo_takes_every_text_protocol_the_registry_knows_and_refuses_native_naming_those(tmp_path):
+    assert build(GRPOStageConfig, {"protocol": "qwen3coder"}).loop.protocol == "qwen3coder"
+    plugin = tmp_path / "protocols.py"
+    plugin.write_text("from agentdata.formats.hermes import HermesProtocol\n\n"
+                      "class Shouting(HermesProtocol):\n    name = 'shouting'\n")
+    assert build(GRPOStageConfig, {"protocol": f"{plugin}:Shouting"}).loop.protocol.endswith(":Shouting")
+    with pytest.raises(UserError, match="protocol native cannot drive GRPO rollouts.*use one of hermes, codeblock, qwen3coder"):
+        build(GRPOStageConfig, {"protocol": "native"})
+    with pytest.raises(UserError, match="hermez.*hermes, codeblock, qwen3coder, native"):
+        build(GRPOStageConfig, {"protocol": "hermez"})

@@ -81,8 +81,7 @@ class GRPOStageConfig:
             raise ValueError("tool_call_reward rewards calls on wrong answers while extra_call_penalty punishes them: pick one")
         if self.code_reward == "fraction" and self.tool_call_reward:
             raise ValueError("tool_call_reward is defined on correct/wrong answers: use code_reward binary with it")
-        if self.loop.protocol not in ("hermes", "codeblock"):
-            raise ValueError("protocol must be hermes or codeblock")
+        check_rollout_protocol(self.loop.protocol)
 
     def _scale_unset(self) -> None:
         """Settings that depend on another follow it unless set (then they are checked against it)."""
@@ -92,6 +91,23 @@ class GRPOStageConfig:
             self.lora_alpha = 2 * self.lora_r
         if self.learning_rate is None:
             self.learning_rate = LORA_LEARNING_RATE if self.lora else LEARNING_RATE
+
+
+def check_rollout_protocol(name: str) -> None:
+    """Any protocol the registry knows (a plug-in too) whose calls are text in the model's turn.
+
+    A rollout is trained on its re-rendering by the protocol (`to_plain_messages`) through the
+    chat template. A native protocol's calls and tool schemas live in the template's own
+    `tools=` handling, which that rendering does not reproduce: the model would be trained on
+    a prompt and calls other than the ones it sampled (SmolLM2's template drops the calls).
+    """
+    from agentdata.formats import PROTOCOLS, get_protocol
+
+    if get_protocol(name).native_tools:  # an unknown name is a UserError listing the known ones
+        usable = [known for known in PROTOCOLS if not get_protocol(known).native_tools]
+        raise ValueError(f"protocol {name} cannot drive GRPO rollouts: its tool calls are the chat template's own, "
+                         "which the training re-rendering does not reproduce; use one of "
+                         f"{', '.join(usable)} (or a plug-in protocol that writes calls as text)")
 
 
 def parse_band(value: object) -> tuple[float, float] | None:
