@@ -114,12 +114,13 @@ class ModelEngine(Engine):
 
 
 class HFEngine(ModelEngine):
-    """The transformers model in a local dir (`hf:DIR`)."""
+    """The transformers model in a local dir (`hf:DIR`); `prompt_template` as in engines.prompt_template."""
 
     def __init__(self, model_dir: str | Path, *, spec: str | None = None, device: str | None = None,
-                 dtype: str | None = None, max_batch_size: int = 32):
+                 dtype: str | None = None, max_batch_size: int = 32, prompt_template: str = "auto"):
         self.model_dir = Path(model_dir).expanduser()
-        model, tokenizer = load_model_and_tokenizer(self.model_dir, device=device, dtype=dtype or "auto")
+        model, tokenizer = load_model_and_tokenizer(self.model_dir, device=device, dtype=dtype or "auto",
+                                                    prompt_template=prompt_template)
         super().__init__(model, tokenizer, spec=spec or f"hf:{model_dir}", max_batch_size=max_batch_size)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from agentdata.engines.prompt_template import apply_prompt_template
 from agentdata.errors import UserError
 
 
@@ -26,13 +27,13 @@ def check_model_dir(model_dir: str | Path) -> Path:
     return path
 
 
-def load_tokenizer(model_dir: str | Path) -> Any:
-    """The tokenizer of a chat model, with a pad token (the end-of-sequence one when it has none)."""
+def load_tokenizer(model_dir: str | Path, prompt_template: str = "auto") -> Any:
+    """The model's tokenizer with the prompt template `prompt_template` asks for (a base model without a
+    chat template gets the plain one under `auto`), and a pad token (the end-of-sequence one when it has none)."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    if tokenizer.chat_template is None:
-        raise UserError(f"{model_dir}: the tokenizer has no chat template; use an instruct/chat model")
+    apply_prompt_template(tokenizer, prompt_template, model=str(model_dir))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
@@ -62,10 +63,11 @@ def load_model(model_dir: str | Path, dtype: Any = "auto") -> Any:
     return AutoModelForCausalLM.from_pretrained(path, config=config, dtype=torch_dtype(dtype))
 
 
-def load_model_and_tokenizer(model_dir: str | Path, device: str | None = None, dtype: Any = "auto"):
+def load_model_and_tokenizer(model_dir: str | Path, device: str | None = None, dtype: Any = "auto",
+                             prompt_template: str = "auto"):
     """The model in eval mode on `device` (default: the GPU when there is one) and its tokenizer."""
     path = check_model_dir(model_dir)
-    tokenizer = load_tokenizer(path)
+    tokenizer = load_tokenizer(path, prompt_template)
     model = load_model(path, dtype)
     model.to(device or default_device())
     model.eval()

@@ -14,6 +14,7 @@ from agentdata.engines.base import (
 )
 from agentdata.engines.hf_generate import render_prompt
 from agentdata.engines.overflow import context_overflow
+from agentdata.engines.prompt_template import apply_prompt_template
 from agentdata.errors import MissingDependencyError, UserError
 
 
@@ -29,11 +30,13 @@ class VLLMEngine(Engine):
     """Each request goes straight into vLLM's scheduler, which batches continuously.
 
     Every option (tensor_parallel_size, data_parallel_size, gpu_memory_utilization,
-    max_model_len, dtype, enforce_eager, ...) is passed to `vllm.AsyncEngineArgs`.
+    max_model_len, dtype, enforce_eager, ...) is passed to `vllm.AsyncEngineArgs`, except
+    `prompt_template` (engines.prompt_template: a base model gets the plain template).
     The engine is started on first use, inside the running event loop.
     """
 
-    def __init__(self, model_path: str | Path, *, spec: str | None = None, **engine_options):
+    def __init__(self, model_path: str | Path, *, spec: str | None = None, prompt_template: str = "auto",
+                 **engine_options):
         self._vllm = import_vllm()
         from transformers import AutoTokenizer
 
@@ -43,6 +46,7 @@ class VLLMEngine(Engine):
             self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         except OSError as exc:
             raise UserError(f"{model_path}: cannot load a tokenizer ({exc})") from exc
+        apply_prompt_template(self.tokenizer, prompt_template, model=str(model_path))
         self.engine_options = engine_options
         self._engine = None
         self._request_ids = itertools.count()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentdata.agent.config import LoopConfig
+from agentdata.engines.prompt_template import PROMPT_TEMPLATE_HELP, check_prompt_template
 from agentdata.settings import check_fields
 from agentdata.training.trl_settings import check_trl_overrides
 
@@ -56,6 +57,7 @@ class GRPOStageConfig:
     lora: bool = field(default=False, metadata={"help": "Train a LoRA adapter (PEFT); merged into the saved model."})
     lora_r: int = field(default=16, metadata={"help": "LoRA rank.", "range": "[1, 4096]"})
     lora_alpha: int | None = field(default=None, metadata={"help": "LoRA scaling alpha; unset: 2 x lora_r.", "range": "[1, 65536]"})
+    prompt_template: str = field(default="auto", metadata={"help": PROMPT_TEMPLATE_HELP})
     use_vllm: str = field(default="auto", metadata={"help": "auto (on a GPU machine with vLLM installed), yes, or no.", "choices": ("auto", "yes", "no")})
     save_steps: int = field(default=50, metadata={"help": "Save a checkpoint every N steps.", "range": "[1, inf)"})
     resume_from_checkpoint: str | None = field(default=None, metadata={"help": "Checkpoint dir to resume from, or 'last'."})
@@ -72,6 +74,7 @@ class GRPOStageConfig:
         check_fields(self)
         self._scale_unset()
         check_trl_overrides(self, TRL_COMPUTED)
+        check_prompt_template(self.prompt_template)
         if self.epsilon_high < self.epsilon:
             raise ValueError(f"epsilon_high ({self.epsilon_high}) below epsilon ({self.epsilon}): clip-higher needs epsilon_high >= epsilon")
         if not self.overlong_buffer < self.loop.max_new_tokens:

@@ -127,7 +127,7 @@ class StepTimeCallback(TrainerCallback):
 def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any):
     out_dir = Path(config.out)
     model_dir = resolve_model_dir(config.model)
-    tokenizer = load_tokenizer(model_dir)
+    tokenizer = load_tokenizer(model_dir, config.prompt_template)
     problems = load_pool(config)
     use_vllm = wants_vllm(config)
     rollout = AgentRollout(problems, None, sandbox, config.loop, config.num_generations, seed=config.seed,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentdata.engines.prompt_template import PROMPT_TEMPLATE_HELP, check_prompt_template
 from agentdata.settings import check_fields
 from agentdata.training.trl_settings import check_trl_overrides
 
@@ -27,6 +28,7 @@ class SFTStageConfig:
     sft_data: str = field(default="", metadata={"help": "SFT set: Parquet or JSONL with `messages` and `tools` columns."})
     out: str = field(default="runs/train/sft", metadata={"help": "Output dir: checkpoints, metrics and the final model."})
     protocol: str = field(default="hermes", metadata={"help": "Tool-call protocol the conversations are rendered in (hermes or codeblock); a `format` column overrides it per row."})
+    prompt_template: str = field(default="auto", metadata={"help": PROMPT_TEMPLATE_HELP})
     max_steps: int = field(default=-1, metadata={"help": "Optimizer steps; -1 runs `epochs` epochs.", "range": "[-1, inf)"})
     epochs: float = field(default=3.0, metadata={"help": "Passes over the data when max_steps is -1.", "range": "(0, 10000]"})
     learning_rate: float | None = field(default=None, metadata={"help": "Peak learning rate; unset: 2e-5, 2e-4 with lora (LoRA wants about 10x the full-weight rate).", "range": "(0, 1]"})
@@ -58,6 +60,7 @@ class SFTStageConfig:
         if self.learning_rate is None:
             self.learning_rate = LORA_LEARNING_RATE if self.lora else LEARNING_RATE
         check_trl_overrides(self, TRL_COMPUTED)
+        check_prompt_template(self.prompt_template)
         if self.max_steps == 0:
             raise ValueError("max_steps must be positive, or -1 to train for `epochs` epochs")
         if self.max_steps == -1 and self.epochs <= 0:

@@ -84,7 +84,7 @@ def build_sft_trainer(config: SFTStageConfig) -> Any:
 
     out_dir = Path(config.out)
     model_dir = resolve_model_dir(config.model)
-    tokenizer = load_tokenizer(model_dir)
+    tokenizer = load_tokenizer(model_dir, config.prompt_template)
     rows = tokenize_sft_set(config.sft_data, tokenizer, config.protocol, limit=config.limit)
     config, rows, long_rows = fit_rows(config, rows)
     dataset = datasets.Dataset.from_list(rows)
