@@ -148,7 +148,7 @@ def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any):
     if use_vllm:
         from agentdata.rl.vllm_policy import ColocatedVLLMEngine
 
-        rollout.engine = ColocatedVLLMEngine(trainer)
+        rollout.engine = ColocatedVLLMEngine.for_trainer(trainer)
     else:
         rollout.engine = PolicyEngine(trainer.model, tokenizer)
     return trainer, rollout, step_times

@@ -1,59 +1,81 @@
 """Rollouts from the colocated vLLM engine that GRPOTrainer keeps in sync with the policy.
 
-With `use_vllm`, TRL builds `trainer.vllm_generation.llm` (colocate mode) and syncs the
-training weights into it before each rollout batch; this engine sends the agent loop's
-requests to that same `LLM`, so generation is fast and still on-policy.
+With `use_vllm` (TRL's `vllm_mode: colocate`), TRL builds `trainer.vllm_generation.llm` and
+syncs the training weights into it before each rollout batch; this engine sends the agent
+loop's requests to that same `vllm.LLM`, so generation is fast and still on-policy.
+
+`LLM.generate` is a blocking call that must not run twice at once, while a GRPO batch has
+many rollouts in flight, each asking for its next turn whenever its tool call returns. The
+requests therefore go through one queue with a single consumer (`engines.batching.RequestBatcher`):
+the requests waiting at a moment become one `generate` call (one `SamplingParams` each, so every
+request keeps its own budget, stop strings and seed), and the requests that arrive meanwhile
+make the next call.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
-from typing import Any
+from typing import Any, Callable
 
 from agentdata.engines.base import Engine, Generation, GenerationRequest, cut_at_first_stop, error_generation
+from agentdata.engines.batching import RequestBatcher
 from agentdata.engines.hf_generate import render_prompt
+
+MAX_BATCH_SIZE = 1024  # vLLM schedules within a call itself (max_num_seqs); this only bounds one call's list
+
+
+def vllm_sampling_params() -> Callable[..., Any]:
+    from vllm import SamplingParams
+
+    return SamplingParams
 
 
 class ColocatedVLLMEngine(Engine):
-    def __init__(self, trainer: Any, spec: str = "policy-vllm"):
-        self.trainer = trainer
-        self.tokenizer = trainer.processing_class
+    """The agent loop's engine over a `vllm.LLM` (`llm.generate(prompts, sampling_params, use_tqdm=False)`)."""
+
+    def __init__(self, llm: Any, tokenizer: Any, *, spec: str = "policy-vllm", max_batch_size: int = MAX_BATCH_SIZE,
+                 sampling_params: Callable[..., Any] | None = None):
+        self.llm = llm
+        self.tokenizer = tokenizer
         self.spec = spec
-        self.generation_s = 0.0
-        self._pending: list[tuple[GenerationRequest, asyncio.Future]] = []
+        self.generation_s = 0.0  # wall time inside generate calls, for GRPO's step-time breakdown
+        self._sampling_params = sampling_params
+        self._batcher = RequestBatcher(self._run_batch, max_batch_size=max_batch_size)
+
+    @classmethod
+    def for_trainer(cls, trainer: Any) -> "ColocatedVLLMEngine":
+        return cls(trainer.vllm_generation.llm, trainer.processing_class)
 
     async def generate(self, request: GenerationRequest) -> Generation:
-        future = asyncio.get_running_loop().create_future()
-        self._pending.append((request, future))
-        await asyncio.sleep(0)  # let every rollout of this tick queue its request, then serve them together
-        if self._pending:
-            batch, self._pending = self._pending, []
-            results = await asyncio.to_thread(self._run_batch, [request for request, _ in batch])
-            for (_, waiting), result in zip(batch, results):
-                waiting.set_result(result)
-        return await future
+        return await self._batcher.submit(request)
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        return self._batcher.batch_sizes
 
     def _run_batch(self, requests: list[GenerationRequest]) -> list[Generation]:
-        from vllm import SamplingParams
-
         started = time.perf_counter()
         try:
+            sampling_params = self._sampling_params or vllm_sampling_params()
             prompts = [render_prompt(self.tokenizer, request) for request in requests]
-            params = [SamplingParams(max_tokens=r.max_new_tokens, temperature=r.temperature, top_p=r.top_p,
-                                     stop=list(r.stop), seed=r.seed) for r in requests]
-            outputs = self.trainer.vllm_generation.llm.generate(prompts, params, use_tqdm=False)
-            return [self._to_generation(output, request) for output, request in zip(outputs, requests)]
+            params = [sampling_params(max_tokens=r.max_new_tokens, temperature=r.temperature, top_p=r.top_p,
+                                      stop=list(r.stop), seed=r.seed) for r in requests]
+            outputs = self.llm.generate(prompts, params, use_tqdm=False)
+            return [request_output_generation(output, request) for output, request in zip(outputs, requests)]
         except Exception as exc:
             return [error_generation(f"{type(exc).__name__}: {exc}") for _ in requests]
         finally:
             self.generation_s += time.perf_counter() - started
 
-    @staticmethod
-    def _to_generation(output: Any, request: GenerationRequest) -> Generation:
-        choice = output.outputs[0]
-        stop = choice.stop_reason if isinstance(choice.stop_reason, str) else None
-        text, matched = cut_at_first_stop(choice.text, tuple(request.stop))
-        finish = "length" if choice.finish_reason == "length" else "stop"
-        return Generation(text=text, stop_reason=stop or matched, finish_reason=finish,
-                          prompt_tokens=len(output.prompt_token_ids), completion_tokens=len(choice.token_ids))
+    async def aclose(self) -> None:
+        await self._batcher.aclose()
+
+
+def request_output_generation(output: Any, request: GenerationRequest) -> Generation:
+    """A vLLM RequestOutput -> Generation (vLLM leaves a matched stop string out of the text and names it)."""
+    choice = output.outputs[0]
+    stop = choice.stop_reason if isinstance(choice.stop_reason, str) else None
+    text, matched = cut_at_first_stop(choice.text, tuple(request.stop))
+    finish = "length" if choice.finish_reason == "length" else "stop"
+    return Generation(text=text, stop_reason=stop or matched, finish_reason=finish,
+                      prompt_tokens=len(output.prompt_token_ids or []), completion_tokens=len(choice.token_ids))
