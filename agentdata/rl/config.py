@@ -59,6 +59,7 @@ class GRPOStageConfig:
     lora_alpha: int | None = field(default=None, metadata={"help": "LoRA scaling alpha; unset: 2 x lora_r.", "range": "[1, 65536]"})
     prompt_template: str = field(default="auto", metadata={"help": PROMPT_TEMPLATE_HELP})
     use_vllm: str = field(default="auto", metadata={"help": "auto (on a GPU machine with vLLM installed), yes, or no.", "choices": ("auto", "yes", "no")})
+    vllm_server: str = field(default="", metadata={"help": "URL of a `trl vllm-serve` server (e.g. http://gpu2:8000) that generates the rollouts; TRL pushes the weights to it each step (its vllm_mode server). Empty: vLLM colocated in the training process."})
     save_steps: int = field(default=50, metadata={"help": "Save a checkpoint every N steps.", "range": "[1, inf)"})
     resume_from_checkpoint: str | None = field(default=None, metadata={"help": "Checkpoint dir to resume from, or 'last'."})
     gradient_checkpointing: bool = field(default=False, metadata={"help": "Recompute activations to save memory (TRL's default is on; it adds a forward pass per backward)."})
@@ -84,6 +85,8 @@ class GRPOStageConfig:
             raise ValueError("tool_call_reward rewards calls on wrong answers while extra_call_penalty punishes them: pick one")
         if self.code_reward == "fraction" and self.tool_call_reward:
             raise ValueError("tool_call_reward is defined on correct/wrong answers: use code_reward binary with it")
+        if self.vllm_server and self.use_vllm == "no":
+            raise ValueError("vllm_server generates the rollouts with vLLM: it needs use_vllm auto or yes")
         check_rollout_protocol(self.loop.protocol)
 
     def _scale_unset(self) -> None:

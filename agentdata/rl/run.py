@@ -14,7 +14,7 @@ from agentdata.errors import UserError
 from agentdata.records import Problem
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.rl.plots import plot_training_curves
-from agentdata.rl.policy import PolicyEngine
+from agentdata.rl.rollout_engines import attach_rollout_engine
 from agentdata.rl.rewards import reward_functions
 from agentdata.rl.rollout import AgentRollout
 from agentdata.rl.trainer import AgentGRPOTrainer
@@ -66,7 +66,10 @@ def wants_vllm(config: GRPOStageConfig) -> bool:
     available = torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None
     if config.use_vllm == "yes" and not available:
         raise UserError("--use-vllm yes needs a CUDA GPU and vLLM: `pip install agentdata[vllm]`")
-    return config.use_vllm == "yes" or (config.use_vllm == "auto" and available)
+    if config.vllm_server and not available:  # TRL pushes the weights over NCCL with vLLM's own code
+        raise UserError(f"vllm_server {config.vllm_server}: the training process needs a CUDA GPU and vLLM too "
+                        "(`pip install agentdata[vllm]`)")
+    return config.use_vllm == "yes" or bool(config.vllm_server) or (config.use_vllm == "auto" and available)
 
 
 def trl_grpo_config(config: GRPOStageConfig, out_dir: Path, use_vllm: bool) -> Any:
@@ -93,7 +96,8 @@ def grpo_arguments(config: GRPOStageConfig, out_dir: Path, use_vllm: bool) -> di
         beta=config.beta,
         loss_type=config.loss_type,
         use_vllm=use_vllm,
-        vllm_mode="colocate",
+        vllm_mode="server" if config.vllm_server else "colocate",
+        vllm_server_base_url=config.vllm_server or None,
         logging_steps=1,
         save_steps=config.save_steps,
         save_total_limit=2,
@@ -145,12 +149,7 @@ def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any):
         dynamic_sampling=config.dynamic_sampling,
     )
     trainer.remove_callback(PrinterCallback)  # our callback prints one line per step instead
-    if use_vllm:
-        from agentdata.rl.vllm_policy import ColocatedVLLMEngine
-
-        rollout.engine = ColocatedVLLMEngine.for_trainer(trainer)
-    else:
-        rollout.engine = PolicyEngine(trainer.model, tokenizer)
+    attach_rollout_engine(trainer, rollout, tokenizer)
     return trainer, rollout, step_times
 
 

@@ -1,0 +1,119 @@
+"""Rollouts from a vLLM server that TRL keeps in sync with the policy (TRL's `vllm_mode: server`).
+
+For runs where generation gets GPUs of its own (other GPUs of the node, or other nodes):
+`trl vllm-serve --model M` (vLLM's server in its dev mode) runs there, and GRPOTrainer pushes
+the training weights to it over NCCL before each step's rollouts. This engine sends the agent
+loop's requests to that server with TRL's own client (`VLLMClient.generate`, vLLM's
+`/v1/completions` with token ids), so rollouts stay on-policy.
+
+Requests go through one queue with a single consumer (`engines.batching.RequestBatcher`), as
+for the colocated engine: the requests waiting at a moment become one HTTP call per sampling
+setting (temperature, top_p, stop strings), generated to the largest budget among them; each
+row is then cut to its own budget (the same as generating it with that budget: sampling is
+left to right). Prompts are rendered with the trainer's tokenizer and sent as token ids, so the
+server adds nothing (no second BOS). Per-request seeds are not sent: one call shares one seed,
+and the members of a GRPO group (the same prompt) would all sample the same completion.
+
+VLLMClient returns token ids only; the text is decoded here and the finish reason judged from
+it: a stop string in the text, or the end-of-sequence token, is a stop; reaching the budget is
+`length`; an earlier end that shows neither is a stop whose kind is unknown (`stop_known=False`,
+the agent loop judges from the text, as for servers that do not say).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+from agentdata.engines.base import Engine, Generation, GenerationRequest, cut_at_first_stop, error_generation
+from agentdata.engines.batching import RequestBatcher
+from agentdata.engines.hf_generate import render_prompt
+
+MAX_BATCH_SIZE = 1024
+
+
+def server_client(args: Any) -> Any:
+    """TRL's VLLMClient for the server a GRPOConfig names (base URL, else host and port)."""
+    from trl.generation.vllm_client import VLLMClient
+
+    if args.vllm_server_base_url:
+        return VLLMClient(base_url=args.vllm_server_base_url, connection_timeout=args.vllm_server_timeout)
+    return VLLMClient(host=args.vllm_server_host, server_port=args.vllm_server_port,
+                      connection_timeout=args.vllm_server_timeout)
+
+
+class ServerVLLMEngine(Engine):
+    """The agent loop's engine over TRL's `VLLMClient` (`client.generate(prompts=token ids, ...)`)."""
+
+    def __init__(self, client: Any, tokenizer: Any, *, spec: str = "policy-vllm-server",
+                 max_batch_size: int = MAX_BATCH_SIZE):
+        self.client = client
+        self.tokenizer = tokenizer
+        self.spec = spec
+        self.generation_s = 0.0
+        self.generate_calls = 0
+        self._eos_ids = {tokenizer.eos_token_id} - {None}
+        self._batcher = RequestBatcher(self._run_batch, max_batch_size=max_batch_size)
+
+    @classmethod
+    def for_trainer(cls, trainer: Any) -> "ServerVLLMEngine":
+        """The main process reuses the client TRL syncs weights with; the others open their own."""
+        client = getattr(trainer.vllm_generation, "vllm_client", None) or server_client(trainer.args)
+        return cls(client, trainer.processing_class)
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        return await self._batcher.submit(request)
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        return self._batcher.batch_sizes
+
+    def _run_batch(self, requests: list[GenerationRequest]) -> list[Generation]:
+        started = time.perf_counter()
+        results: dict[int, Generation] = {}
+        try:
+            by_setting = sorted(range(len(requests)), key=lambda i: _setting(requests[i]))
+            for _, group in itertools.groupby(by_setting, key=lambda i: _setting(requests[i])):
+                group = list(group)
+                results.update(zip(group, self._generate_group([requests[i] for i in group])))
+        finally:
+            self.generation_s += time.perf_counter() - started
+        return [results[index] for index in range(len(requests))]
+
+    def _generate_group(self, requests: list[GenerationRequest]) -> list[Generation]:
+        """One `VLLMClient.generate` call for requests that share temperature, top_p and stop strings."""
+        first = requests[0]
+        try:
+            prompts = [self.tokenizer(render_prompt(self.tokenizer, request), add_special_tokens=False)["input_ids"]
+                       for request in requests]
+            self.generate_calls += 1
+            output = self.client.generate(
+                prompts=prompts, n=1, temperature=first.temperature, top_p=first.top_p,
+                max_tokens=max(request.max_new_tokens for request in requests), logprobs=None,
+                generation_kwargs={"stop": list(first.stop)} if first.stop else None,
+            )
+            completions = output["completion_ids"]
+            if len(completions) != len(requests):
+                raise RuntimeError(f"the server returned {len(completions)} completions for {len(requests)} prompts")
+            return [self._row(request, list(ids), len(prompt)) for request, ids, prompt
+                    in zip(requests, completions, prompts)]
+        except Exception as exc:  # a lost server fails this call's requests, not the run
+            return [error_generation(f"{type(exc).__name__}: {exc}") for _ in requests]
+
+    def _row(self, request: GenerationRequest, ids: list[int], prompt_tokens: int) -> Generation:
+        ids = ids[:request.max_new_tokens]
+        text, matched = cut_at_first_stop(self.tokenizer.decode(ids, skip_special_tokens=True), tuple(request.stop))
+        done = dict(stop_reason=matched, prompt_tokens=prompt_tokens, completion_tokens=len(ids))
+        if matched is not None or (ids and ids[-1] in self._eos_ids):
+            return Generation(text=text, finish_reason="stop", **done)
+        if len(ids) >= request.max_new_tokens:
+            return Generation(text=text, finish_reason="length", **done)
+        return Generation(text=text, finish_reason="stop", stop_known=False, **done)
+
+    async def aclose(self) -> None:
+        await self._batcher.aclose()
+
+
+def _setting(request: GenerationRequest) -> tuple:
+    return (float(request.temperature), float(request.top_p), tuple(request.stop))
