@@ -111,9 +111,10 @@ def test_the_engine_follows_the_trainers_vllm_mode(tokenizer, client_factory, mo
     from agentdata.rl.vllm_policy import ColocatedVLLMEngine
 
     with VLLMServerStandIn(tokenizer, lambda prompt: "hi") as server:
-        def trainer(use_vllm, mode, processes=1):
+        def trainer(use_vllm, mode, processes=1, sleep=False):
             args = SimpleNamespace(use_vllm=use_vllm, vllm_mode=mode, vllm_server_base_url=server.base_url,
-                                   vllm_server_timeout=5.0, vllm_server_host="", vllm_server_port=0)
+                                   vllm_server_timeout=5.0, vllm_server_host="", vllm_server_port=0,
+                                   vllm_enable_sleep_mode=sleep)
             return SimpleNamespace(args=args, model=SimpleNamespace(config=None), processing_class=tokenizer,
                                    vllm_generation=SimpleNamespace(llm="LLM"), rollout_func=lambda p, t: {},
                                    accelerator=SimpleNamespace(num_processes=processes))
@@ -123,6 +124,8 @@ def test_the_engine_follows_the_trainers_vllm_mode(tokenizer, client_factory, mo
                           PolicyEngine)
         assert isinstance(rollout_engines.attach_rollout_engine(trainer(True, "colocate"), rollout, tokenizer),
                           ColocatedVLLMEngine) and rollout.engine.llm == "LLM"
+        with pytest.raises(UserError, match="vllm_enable_sleep_mode"):
+            rollout_engines.attach_rollout_engine(trainer(True, "colocate", sleep=True), rollout, tokenizer)
         served = trainer(True, "server", processes=2)
         engine = rollout_engines.attach_rollout_engine(served, rollout, tokenizer)
         assert isinstance(engine, ServerVLLMEngine) and engine.client.base_url == server.base_url

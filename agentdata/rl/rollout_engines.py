@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentdata.errors import UserError
+
 
 class AfterWeightSync:
     """Every process waits for the others before its rollouts: in server mode only the main process
@@ -41,6 +43,10 @@ def attach_rollout_engine(trainer: Any, rollout: Any, tokenizer: Any) -> Any:
             trainer.rollout_func = AfterWeightSync(trainer.rollout_func)
     else:
         from agentdata.rl.vllm_policy import ColocatedVLLMEngine
+
+        if getattr(args, "vllm_enable_sleep_mode", False):
+            raise UserError("vllm_enable_sleep_mode is not supported with agent rollouts: TRL wakes the sleeping "
+                            "vLLM only around its own generate calls; leave it off")
 
         rollout.engine = ColocatedVLLMEngine.for_trainer(trainer)
     return rollout.engine
