@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU paths, run for real on a GPU machine (about 5 minutes on one H200; every check is 2 steps):
+# The GPU paths, run for real on a GPU machine (sized for under 8 minutes on one H200, not
+# yet measured; every check is 2 steps):
 #   1. vllm-engine   the vllm: engine's tests (tests/test_engines_vllm.py)
 #   2. colocated     GRPO, 2 steps, vLLM colocated in the training process (accelerate single_gpu.yaml)
 #   3. server        GRPO, 2 steps, TRL's server mode: `trl vllm-serve` on GPU 1, training on GPU 0
