@@ -25,16 +25,24 @@ def masked_pieces(tokenizer, conversation):
             for mask, run in itertools.groupby(pairs, key=lambda pair: pair[1])]
 
 
+def trained_and_not(tokenizer, conversation) -> tuple[list[str], str]:
+    """The trained runs of text, and all the untrained text joined."""
+    pieces = masked_pieces(tokenizer, conversation)
+    return [text for trained, text in pieces if trained], "".join(text for trained, text in pieces if not trained)
+
+
+# What the model wrote in tool_conversation(), as Qwen-family templates and the hermes protocol show it.
+CALL_THEN_ANSWER = [
+    'Let me compute it.\n<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "print(17 * 23)"}}\n'
+    "</tool_call><|im_end|>",
+    "The product is \\boxed{391}.<|im_end|>",
+]
+
+
 def test_hermes_masking_trains_only_assistant_turns(tokenizer):
     plain = plain_conversation(tool_conversation(), [], "hermes")
-    pieces = masked_pieces(tokenizer, tokenize_conversation(tokenizer, plain))
-    trained = [text for is_trained, text in pieces if is_trained]
-    untrained = "".join(text for is_trained, text in pieces if not is_trained)
-    assert trained == [
-        'Let me compute it.\n<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "print(17 * 23)"}}\n'
-        "</tool_call><|im_end|>",
-        "The product is \\boxed{391}.<|im_end|>",
-    ]
+    trained, untrained = trained_and_not(tokenizer, tokenize_conversation(tokenizer, plain))
+    assert trained == CALL_THEN_ANSWER
     # System prompt, question and tool output are all in the masked part.
     assert "<|im_start|>system\n" in untrained and "What is 17 * 23?" in untrained
     assert "<tool_response>\n391\n</tool_response>" in untrained
@@ -71,14 +79,8 @@ def test_native_sft_trains_on_the_tool_calls_the_template_writes(tmp_path, token
         [row] = tokenize_sft_set(path, tokenizer, "native")
     finally:
         tokenizer.chat_template = original
-    pieces = masked_pieces(tokenizer, TokenizedConversation(row["input_ids"], row["assistant_masks"], "", 0))
-    trained = [text for is_trained, text in pieces if is_trained]
-    untrained = "".join(text for is_trained, text in pieces if not is_trained)
-    assert trained == [
-        'Let me compute it.\n<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "print(17 * 23)"}}\n'
-        "</tool_call><|im_end|>",
-        "The product is \\boxed{391}.<|im_end|>",
-    ]
+    trained, untrained = trained_and_not(tokenizer, TokenizedConversation(row["input_ids"], row["assistant_masks"], "", 0))
+    assert trained == CALL_THEN_ANSWER  # the template wrote the call as the hermes protocol does
     assert "<tools>" in untrained and '"name": "code_interpreter"' in untrained  # the template lists the tools
     assert "<tool_response>\n391\n</tool_response>" in untrained
 
