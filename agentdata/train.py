@@ -7,7 +7,7 @@ SFT runs on an SFT set, then GRPO starts from the SFT model; with `rl_problems` 
 the SFT model is profiled on them between the stages and GRPO trains on its band (train_pool.py).
 With no data at all (stage `all`,
 no SFT set, no pool, no config file) it runs the demonstration: a short SFT on stitched worked
-solutions, then a few GRPO steps on the built-in problems. Notes and progress are
+solutions, then a few GRPO steps on the default problems (synth.builtin.default_problems). Notes and progress are
 `agentdata.events`; nothing is drawn here.
 """
 
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agentdata.engines.defaults import DEFAULT_PROTOCOL
 from agentdata.errors import UserError
 from agentdata.events import Event, emit
 from agentdata.rl.config import GRPOStageConfig
@@ -117,7 +118,7 @@ def train(request: TrainRequest) -> list[tuple[str, Any]]:
                        else (request.out, request.out))
     results: list[tuple[str, Any]] = []
     if demo:
-        _note("demonstration: SFT of SmolLM2 on stitched worked solutions, then GRPO on the built-in problems "
+        _note("demonstration: SFT of SmolLM2 on stitched worked solutions, then GRPO on the default problems "
               "(about ten minutes on two CPU cores; docs/train.md)")
     if request.stage in ("sft", "all"):
         sft_config = sft_stage_config(request, sections["sft"], demo, sft_out, source)
@@ -148,7 +149,7 @@ def sft_stage_config(request: TrainRequest, section: dict[str, Any], demo: bool,
     data = request.sft_data or (Path(section["sft_data"]) if "sft_data" in section else DEFAULT_SFT_SET)
     values = {**section, **request.flags, **request.sft_flags}
     if demo and not data.exists():
-        data = build_demo_sft_set(request.out / "demo_sft.parquet")
+        data = build_demo_sft_set(request.out / "demo_sft.parquet", values.get("protocol", DEFAULT_PROTOCOL))
         values = {**DEMO_SFT, **values}
     if data.exists():
         return make_config(SFTStageConfig, {**values, "sft_data": str(data), "out": str(out)}, source)
@@ -184,11 +185,11 @@ def _default_list(key: str) -> list[str]:
     return list(DEFAULT_REWARDS)
 
 
-def build_demo_sft_set(path: Path) -> Path:
+def build_demo_sft_set(path: Path, protocol: str) -> Path:
     from agentdata.sft.demo import build_demo_sft_set as build_set
 
-    _note(f"stitching {DEMO_SFT_CONVERSATIONS} worked solutions into tool-use conversations")
-    return build_set(path, DEMO_SFT_CONVERSATIONS)
+    _note(f"stitching {DEMO_SFT_CONVERSATIONS} worked solutions into tool-use conversations ({protocol})")
+    return build_set(path, DEMO_SFT_CONVERSATIONS, protocol)
 
 
 def _run_sft(config: SFTStageConfig) -> Any:
@@ -201,7 +202,7 @@ def _run_sft(config: SFTStageConfig) -> Any:
 def _run_grpo(config: GRPOStageConfig) -> Any:
     from agentdata.rl.run import run_grpo
 
-    _note(f"GRPO {config.model} on {config.rl_pool or 'built-in problems'} → {config.out}")
+    _note(f"GRPO {config.model} on {config.rl_pool or 'the default problems'} → {config.out}")
     return run_grpo(config)
 
 

@@ -11,10 +11,17 @@ import pytest
 from agentdata.engines import load_engine
 from agentdata.engines.base import Engine, Generation, GenerationRequest
 from agentdata.engines.defaults import DEFAULT_ENGINE, DEFAULT_PROTOCOL
-from agentdata.engines.demonstrated import DEMONSTRATION, DemonstratedEngine
+from agentdata.agent.config import CollectConfig, LoopConfig
+from agentdata.engines.demonstrated import DEMONSTRATION, DemonstratedEngine, demonstrated_policy
+from agentdata.evaluation.config import EvalConfig
+from agentdata.rl.config import GRPOStageConfig
+from agentdata.rl.run import load_pool
+from agentdata.sft.config import SFTStageConfig
+from agentdata.synth.stitch import StitchConfig
+from agentdata.training.model import resolve_model_dir
 from agentdata.errors import UserError
 from agentdata.formats import get_protocol
-from agentdata.synth.builtin import default_problems
+from agentdata.synth.builtin import DEFAULT_SEED, DEV_SEED, HELD_OUT_SEED, default_problems
 from agentdata.synth.generators import generate_problems
 from agentdata.synth.ladder import LADDER_TEMPLATES
 from agentdata.verify import is_correct
@@ -92,13 +99,62 @@ def _gcd(a: int, b: int) -> int:
     return a if b == 0 else _gcd(b, a % b)
 
 
-def test_default_problems_are_the_ladder_at_every_level_with_a_held_out_seed():
+def test_default_problems_are_the_ladder_at_every_level_apart_from_the_dev_and_held_out_seeds():
     problems = default_problems()
     assert len(problems) == 16 and len({p.id for p in problems}) == 16
     assert {p.metadata["kind"] for p in problems} == {"compute"}
     assert {p.metadata["level"] for p in problems} == set(LADDER_TEMPLATES)
-    # seed 7 (where the example was tried) shares no problem with the default set
-    assert not {p.id for p in problems} & {p.id for p in generate_problems(16, seed=7, kinds=["compute"])}
+    assert len({DEV_SEED, DEFAULT_SEED, HELD_OUT_SEED}) == 3
+    # neither the seed the examples were tried on nor the evaluation seed shares a problem with the defaults
+    for other_seed in (DEV_SEED, HELD_OUT_SEED):
+        assert not {p.id for p in problems} & {p.id for p in generate_problems(64, seed=other_seed, kinds=["compute"])}
+
+
+def test_every_stage_defaults_to_the_tool_using_model_and_its_protocol():
+    assert CollectConfig().teacher == DEFAULT_ENGINE and LoopConfig().protocol == DEFAULT_PROTOCOL
+    assert EvalConfig().loop.protocol == DEFAULT_PROTOCOL and StitchConfig().protocol == DEFAULT_PROTOCOL
+    assert (SFTStageConfig().model, SFTStageConfig().protocol) == (DEFAULT_ENGINE, DEFAULT_PROTOCOL)
+    assert (GRPOStageConfig().model, GRPOStageConfig().loop.protocol) == (DEFAULT_ENGINE, DEFAULT_PROTOCOL)
+    assert load_pool(GRPOStageConfig()) == default_problems()  # GRPO with no pool: the default problems
+
+
+def test_collect_and_filter_with_no_problem_file_run_the_default_problems(tmp_path, monkeypatch):
+    import agentdata.agent.runner as runner
+    import agentdata.pool.run as pool_run
+    from tests.cli_helpers import run_cli
+
+    seen = {}
+
+    def recorder(stage):  # records what the stage was given, then stops the command (exit 2)
+        def record(problems, out, config, *args, **kwargs):
+            seen[stage] = (problems, args[0] if args else config)
+            raise UserError("stopped by the test")
+        return record
+
+    monkeypatch.setattr(runner, "collect", recorder("collect"))
+    monkeypatch.setattr(pool_run, "run_filter", recorder("filter"))  # (problems, out, pool, profiling)
+    assert run_cli(["collect", "--out", str(tmp_path / "run")]) == 2
+    assert run_cli(["filter", "--out", str(tmp_path / "pool.parquet")]) == 2
+    for stage in ("collect", "filter"):
+        problems, config = seen[stage]
+        assert problems == default_problems(), stage
+        assert (config.teacher, config.loop.protocol) == (DEFAULT_ENGINE, DEFAULT_PROTOCOL), stage
+
+
+def test_grpo_from_smollm2_tir_shows_its_rollouts_the_examples_and_trains_the_plain_weights():
+    policy = RecordingEngine()
+    policy.model = "weights"
+    wrapped = demonstrated_policy("smollm2-tir", policy)
+    assert isinstance(wrapped, DemonstratedEngine) and wrapped.model == "weights"
+    wrapped.model = "live policy"  # what GRPO does before each rollout batch
+    assert policy.model == "live policy"
+    asyncio.run(wrapped.generate(_request("codeblock")))
+    assert policy.requests[0].messages[1:-1] == list(DEMONSTRATION)
+    # any other start (the SFT output, the plain model) is not shown them
+    for spec in ("hf:/runs/train/sft", "smollm2"):
+        assert demonstrated_policy(spec, policy) is policy
+    # the weights trained are SmolLM2's own: the saved model needs no example to load
+    assert resolve_model_dir("smollm2-tir") == resolve_model_dir("smollm2")
 
 
 @pytest.mark.slow
@@ -106,8 +162,7 @@ def test_smollm2_tir_runs_code_on_held_out_ladder_problems(tmp_path):
     """The real default model, greedy, on a seed no example was tried on: most answers run code."""
     import polars as pl
 
-    from agentdata.agent.config import LoopConfig
-    from agentdata.agent.runner import CollectConfig, collect
+    from agentdata.agent.runner import collect
 
     problems = generate_problems(8, seed=1, kinds=["compute"], levels=[1, 2])
     loop = LoopConfig(protocol="codeblock", temperature=0.0, max_new_tokens=96, max_tool_calls=2)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentdata.engines.defaults import DEFAULT_ENGINE, DEFAULT_PROTOCOL
 from agentdata.formats.tool_output import DEFAULT_TOOL_OUTPUT_CHARS
 from agentdata.settings import check_fields, flatten
 from agentdata.tools import DEFAULT_TOOLS
@@ -20,7 +21,8 @@ MAX_SAMPLES = 100_000
 
 @dataclass
 class LoopConfig:
-    protocol: str = field(default="hermes", metadata={"help": "Tool-call protocol: hermes, codeblock, qwen3coder or native."})
+    protocol: str = field(default=DEFAULT_PROTOCOL, metadata={
+        "help": "Tool-call protocol: codeblock, hermes, qwen3coder or native."})
     max_tool_calls: int = field(default=4, metadata={
         "help": "Tool calls run per trajectory; one more is refused.", "range": "[0, 1000]"})
     max_turns: int = field(default=8, metadata={
@@ -50,8 +52,9 @@ class LoopConfig:
 
 @dataclass
 class CollectConfig:
-    teacher: str = field(default="smollm2", metadata={
-        "help": "Engine spec: smollm2, hf:PATH, vllm:PATH, openai:URL[,URL]."})
+    teacher: str = field(default=DEFAULT_ENGINE, metadata={
+        "help": "Engine spec: smollm2-tir (SmolLM2 shown worked examples of running code), smollm2 (the plain "
+                "model), hf:PATH, vllm:PATH, openai:URL[,URL]."})
     samples: int = field(default=1, metadata={"help": "Trajectories per problem.", "range": f"[1, {MAX_SAMPLES}]"})
     concurrency: int = field(default=16, metadata={"help": "Trajectories in flight at once.", "range": "[1, 100000]"})
     seed: int = field(default=0, metadata={"help": "Base seed; each trajectory derives its own.", "range": "[0, 4294967295]"})

@@ -16,7 +16,7 @@ from agentdata.cli.options import settings_command
 @settings_command()
 def command(
     problems_file: Annotated[
-        Optional[Path], typer.Argument(help="Problems (JSONL, JSON, Parquet, CSV, dataset dir). Default: 16 built-in.")
+        Optional[Path], typer.Argument(help="Problems (JSONL, JSON, Parquet, CSV, dataset dir). Default: the built-in compute ladder.")
     ] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Run dir; an existing one is resumed.")] = Path("runs/collect"),
     model: ModelName = None,
@@ -31,10 +31,10 @@ def command(
     from agentdata.agent.runner import collect
     from agentdata.cli.views import collect_table
     from agentdata.problems import load_problems
-    from agentdata.synth.builtin import builtin_problems
+    from agentdata.synth.builtin import default_problems
 
     output_dir(out, "--out")
-    problems = load_problems(problems_file, question_field, answer_field) if problems_file else builtin_problems()
+    problems = load_problems(problems_file, question_field, answer_field) if problems_file else default_problems()
     problems = unique_problems(problems, problems_file)  # counted once each; one id with two contents is refused
     config = dataclasses.replace(config, engine_options=with_model(config.engine_options, model))
     source = problems_file or "built-in problems"

@@ -25,7 +25,7 @@ PROFILE_FLAGS = {"teacher": "--student", "samples": "--k"}
 @settings_command(flags=PROFILE_FLAGS, defaults={"samples": 4, "temperature": ROLLOUT_TEMPERATURE})
 def command(
     problems_file: Annotated[
-        Optional[Path], typer.Argument(help="Problems (JSONL, JSON, Parquet, CSV, dataset dir). Default: built-in.")
+        Optional[Path], typer.Argument(help="Problems (JSONL, JSON, Parquet, CSV, dataset dir). Default: the built-in compute ladder.")
     ] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="RL pool to write (Parquet).")] = Path("pool.parquet"),
     model: ModelName = None,
@@ -45,12 +45,12 @@ def command(
     from agentdata.errors import UserError
     from agentdata.pool.run import run_filter
     from agentdata.problems import load_problems
-    from agentdata.synth.builtin import builtin_problems
+    from agentdata.synth.builtin import default_problems
 
     if profile_dir is not None:
         output_dir(profile_dir, "--profile-dir")
     output_file(out, "--out", (".parquet",), "the RL pool")
-    problems = load_problems(problems_file, question_field, answer_field) if problems_file else builtin_problems()
+    problems = load_problems(problems_file, question_field, answer_field) if problems_file else default_problems()
     problems = unique_problems(problems, problems_file)  # counted once each; one id with two contents is refused
     profiling = dataclasses.replace(profiling, engine_options=with_model(profiling.engine_options, model))
     shown = len(problems[: profiling.limit])

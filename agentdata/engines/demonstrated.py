@@ -61,3 +61,28 @@ class DemonstratedEngine(Engine):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+    # GRPO swaps the live policy into its engine before each rollout batch and reads its timings.
+    @property
+    def model(self):
+        return self.inner.model
+
+    @model.setter
+    def model(self, value) -> None:
+        self.inner.model = value
+
+    @property
+    def generation_s(self) -> float:
+        return getattr(self.inner, "generation_s", 0.0)
+
+
+def demonstrated_policy(spec: str, policy: Engine) -> Engine:
+    """GRPO's rollout engine for a start model `spec`: smollm2-tir's rollouts see its worked examples.
+
+    The examples are a prompt, not weights: GRPO from `smollm2-tir` trains SmolLM2's weights,
+    samples its rollouts with the examples shown (as `collect` and `filter` ran it), and takes the
+    loss on the recorded conversation, which has no example (like SFT data and eval prompts). So
+    the saved model is plain SmolLM2 weights meant to run code without being shown how: use it as
+    `hf:OUT`, with no examples. Any other start model (e.g. the SFT output) gets no examples.
+    """
+    return DemonstratedEngine(policy, spec=spec) if spec == "smollm2-tir" else policy

@@ -12,6 +12,7 @@ from typing import Any
 
 from agentdata.agent.config import LoopConfig
 from agentdata.engines.prompt_template import PROMPT_TEMPLATE_HELP, check_prompt_template
+from agentdata.engines.defaults import DEFAULT_ENGINE
 from agentdata.settings import check_fields
 from agentdata.training.trl_settings import check_trl_overrides
 
@@ -33,7 +34,7 @@ def rollout_loop() -> LoopConfig:
 
 @dataclass
 class GRPOStageConfig:
-    model: str = field(default="smollm2", metadata={"help": "Policy to start from: an engine spec (smollm2, hf:DIR) or a model dir (e.g. the SFT output)."})
+    model: str = field(default=DEFAULT_ENGINE, metadata={"help": "Policy to start from: an engine spec (smollm2-tir: SmolLM2 whose rollouts are shown its worked examples; smollm2; hf:DIR) or a model dir (e.g. the SFT output)."})
     rl_pool: str = field(default="", metadata={"help": "RL pool: Parquet/JSONL with `prompt` + `answer` (agentdata filter) or verl's `reward_model.ground_truth`; empty uses the built-in problems."})
     out: str = field(default="runs/train/rl", metadata={"help": "Output dir: checkpoints, metrics.jsonl, plots and the final model."})
     max_steps: int = field(default=20, metadata={"help": "Optimizer steps.", "range": "[1, inf)"})

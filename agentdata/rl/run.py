@@ -10,6 +10,7 @@ from typing import Any
 from transformers import PrinterCallback
 from transformers import TrainerCallback
 
+from agentdata.engines.demonstrated import demonstrated_policy
 from agentdata.errors import UserError
 from agentdata.records import Problem
 from agentdata.rl.config import GRPOStageConfig
@@ -35,18 +36,18 @@ class GRPOResult:
 
 
 def load_pool(config: GRPOStageConfig) -> list[Problem]:
-    """The RL pool's problems (agentdata or verl layout), or the built-in problems."""
+    """The RL pool's problems (agentdata or verl layout), or the default problems (the `compute` ladder)."""
     if config.rl_pool:
         from agentdata.problems import load_problems
 
         problems = load_problems(config.rl_pool)
     else:
-        from agentdata.synth.builtin import builtin_problems
+        from agentdata.synth.builtin import default_problems
 
-        problems = builtin_problems()
+        problems = default_problems()
     problems = problems[: config.limit] if config.limit else problems
     if not problems:
-        raise UserError(f"{config.rl_pool or 'built-in problems'}: the RL pool is empty")
+        raise UserError(f"{config.rl_pool or 'default problems'}: the RL pool is empty")
     return problems
 
 
@@ -150,6 +151,7 @@ def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any):
     )
     trainer.remove_callback(PrinterCallback)  # our callback prints one line per step instead
     attach_rollout_engine(trainer, rollout, tokenizer)
+    rollout.engine = demonstrated_policy(config.model, rollout.engine)
     return trainer, rollout, step_times
 
 

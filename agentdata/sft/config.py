@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentdata.engines.defaults import DEFAULT_ENGINE, DEFAULT_PROTOCOL
 from agentdata.engines.prompt_template import PROMPT_TEMPLATE_HELP, check_prompt_template
 from agentdata.settings import check_fields
 from agentdata.training.trl_settings import check_trl_overrides
@@ -24,10 +25,10 @@ TRL_COMPUTED = {
 
 @dataclass
 class SFTStageConfig:
-    model: str = field(default="smollm2", metadata={"help": "Base model: an engine spec (smollm2, hf:DIR) or a model dir."})
+    model: str = field(default=DEFAULT_ENGINE, metadata={"help": "Base model: an engine spec (smollm2-tir and smollm2 are the same SmolLM2 weights; hf:DIR) or a model dir. The conversations are trained as they are: no worked example is added."})
     sft_data: str = field(default="", metadata={"help": "SFT set: Parquet or JSONL with `messages` and `tools` columns."})
     out: str = field(default="runs/train/sft", metadata={"help": "Output dir: checkpoints, metrics and the final model."})
-    protocol: str = field(default="hermes", metadata={"help": "Tool-call protocol the conversations are rendered in (hermes or codeblock); a `format` column overrides it per row."})
+    protocol: str = field(default=DEFAULT_PROTOCOL, metadata={"help": "Tool-call protocol the conversations are rendered in (codeblock or hermes); a `format` column overrides it per row."})
     prompt_template: str = field(default="auto", metadata={"help": PROMPT_TEMPLATE_HELP})
     max_steps: int = field(default=-1, metadata={"help": "Optimizer steps; -1 runs `epochs` epochs.", "range": "[-1, inf)"})
     epochs: float = field(default=3.0, metadata={"help": "Passes over the data when max_steps is -1.", "range": "(0, 10000]"})

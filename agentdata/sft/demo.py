@@ -5,13 +5,14 @@ tool on its own, so its own rollouts give nothing to imitate. The demo instead s
 the short worked solutions of generated problems (`agentdata.synth.solutions.worked_solution`)
 into tool-use conversations whose code really ran in the sandbox (`agentdata.synth.stitch`),
 the same data `examples/learning/` curates at a larger size. The GRPO part of the demo then
-trains on the built-in problems, which the generators never produce.
+trains on the default problems (the `compute` ladder), a kind these worked solutions never cover.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from agentdata.engines.defaults import DEFAULT_PROTOCOL
 from agentdata.synth.generators import generate_problems
 from agentdata.synth.solutions import worked_solution
 from agentdata.synth.stitch import StitchConfig, stitch_solution
@@ -20,7 +21,7 @@ from agentdata.synth.stitch.files import write_sft
 DEMO_SEED = 1
 
 
-def build_demo_sft_set(out: Path, conversations: int, protocol: str = "hermes", seed: int = DEMO_SEED) -> Path:
+def build_demo_sft_set(out: Path, conversations: int, protocol: str = DEFAULT_PROTOCOL, seed: int = DEMO_SEED) -> Path:
     """Stitch `conversations` worked solutions into an SFT set at `out` (curate's schema)."""
     from agentdata.sandbox import Sandbox
 

@@ -1,9 +1,13 @@
 """Built-in problems: what `collect` and `filter` use when no problem file is given.
 
-`default_problems()` (meant to become their default, issue 14): 16 problems of the `compute` ladder (synth.ladder),
-seed 0, levels 1-3: one line of Python away, so the embedded `smollm2-tir` solves a fair
-share of them when it runs code and few when it does not. The demonstration that
-`smollm2-tir` is shown was tried on other seeds (7), never on these.
+`default_problems()`: what `collect`, `filter` and GRPO run when given no problems — 16
+problems of the `compute` ladder (synth.ladder), levels 1-3: one line of Python away, so the
+embedded `smollm2-tir` solves a fair share of them when it runs code and few when it does not.
+
+The ladder's seeds are split, and nothing is tuned on the held-out one:
+- `DEV_SEED` (7): where `smollm2-tir`'s worked examples were tried out;
+- `DEFAULT_SEED` (0): the default problems (collect, filter, GRPO; the default mix was sized on it);
+- `HELD_OUT_SEED` (1): evaluation only (the quickstart's eval, bench/, the slow tests).
 
 `builtin_problems()`: sixteen fixed mixed problems (arithmetic to probability), mostly
 easy; each answer is written in the form `is_correct` accepts; the tests re-derive every one.
@@ -14,7 +18,9 @@ from __future__ import annotations
 from agentdata.records import Problem
 from agentdata.synth.generators import INSTRUCTION, generate_problems
 
-DEFAULT_SEED = 0  # the ladder seed of the default problems; held-out checks use other seeds
+DEV_SEED = 7       # smollm2-tir's worked examples were tried on this seed
+DEFAULT_SEED = 0   # the default problems of collect, filter and GRPO
+HELD_OUT_SEED = 1  # evaluation only: never used to choose a default
 
 # (kind, level, question, answer)
 _BUILTIN: tuple[tuple[str, int, str, str], ...] = (

@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentdata.engines.defaults import DEFAULT_PROTOCOL
 from agentdata.settings import check_fields
 from agentdata.records import (
     CODE_TOOL,
@@ -28,8 +29,8 @@ from agentdata.synth.stitch.calculations import (
 
 @dataclass
 class StitchConfig:
-    protocol: str = field(default="hermes", metadata={
-        "help": "Tool-call protocol whose system prompt is used: hermes or codeblock."})
+    protocol: str = field(default=DEFAULT_PROTOCOL, metadata={
+        "help": "Tool-call protocol whose system prompt is used: codeblock or hermes."})
     max_cells: int = field(default=8, metadata={"help": "Code cells per solution; later steps stay plain text.",
                                                 "range": "[1, 1000]"})
     tool_timeout: float = field(default=10.0, metadata={"help": "Seconds one code cell may run.",
