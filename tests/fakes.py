@@ -16,6 +16,9 @@ from agentdata.engines.base import Engine, Generation, GenerationRequest
 TOOL_CALL = '<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "print(6 * 7)"}}\n'
 
 
+SCRIPTED_PROTOCOL = "hermes"  # what ScriptedEngine writes (runs that use it must say so: the default is codeblock)
+
+
 class ScriptedEngine(Engine):
     """Hermes-style: calls the tool once, then answers with what the tool printed."""
 

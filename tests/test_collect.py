@@ -11,16 +11,18 @@ import pytest
 
 from agentdata.errors import UserError
 from agentdata.records import Problem
+from agentdata.agent.config import LoopConfig
 from agentdata.agent.runner import CollectConfig, RunBroken, collect
 from agentdata.agent.rundir import RunDir
 from agentdata.settings import build
-from tests.fakes import InProcessSandbox, ScriptedEngine
+from tests.fakes import SCRIPTED_PROTOCOL, InProcessSandbox, ScriptedEngine
 
 PROBLEMS = [Problem(f"What is 6 times 7? (variant {i})", "42", source=f"s{i % 2}") for i in range(6)]
 
 
 def run_collect(out, engine=None, **settings):
-    config = build(CollectConfig, {"teacher": "scripted", "samples": 2, "concurrency": 4, "shard_size": 3, **settings})
+    config = build(CollectConfig, {"teacher": "scripted", "samples": 2, "concurrency": 4, "shard_size": 3,
+                                  "protocol": SCRIPTED_PROTOCOL, **settings})
     return collect(PROBLEMS, out, config, engine=engine or ScriptedEngine(), sandbox=InProcessSandbox())
 
 
@@ -60,7 +62,7 @@ def test_other_settings_are_refused(tmp_path):
 
 def test_one_failure_is_recorded_and_the_run_goes_on(tmp_path):
     problems = PROBLEMS + [Problem("FAIL this one", "1")]
-    config = CollectConfig(teacher="scripted", concurrency=2)
+    config = CollectConfig(teacher="scripted", concurrency=2, loop=LoopConfig(protocol=SCRIPTED_PROTOCOL))
     summary = collect(problems, tmp_path / "run", config, engine=ScriptedEngine(), sandbox=InProcessSandbox())
     assert summary.total == 7 and summary.finish_reasons == {"answer": 6, "error": 1}
     failed = [t for t in RunDir(tmp_path / "run").trajectories() if t.finish_reason == "error"]

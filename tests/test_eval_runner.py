@@ -21,7 +21,9 @@ from agentdata.evaluation.runner import (
     run_eval,
 )
 from tests.cli_helpers import run_cli
-from tests.fakes import InProcessSandbox, ScriptedEngine
+from tests.fakes import SCRIPTED_PROTOCOL, InProcessSandbox, ScriptedEngine
+
+HERMES = LoopConfig(protocol=SCRIPTED_PROTOCOL)  # the scripted engine's protocol
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -52,7 +54,7 @@ def engines(spec: str) -> ScriptedEngine:
 
 
 def test_run_eval_reports_every_model_benchmark_and_budget(tmp_path, benchmarks):
-    config = EvalConfig(samples=2, tool_call_budgets=[1, 0], concurrency=2)
+    config = EvalConfig(samples=2, tool_call_budgets=[1, 0], concurrency=2, loop=HERMES)
     report = run_eval(["base=scripted", "letters"], benchmarks, tmp_path / "report", config,
                       engine_factory=engines, sandbox=InProcessSandbox())
     keys = [(r.model, r.benchmark, r.max_tool_calls) for r in report.results]
@@ -79,7 +81,7 @@ def test_run_eval_reports_every_model_benchmark_and_budget(tmp_path, benchmarks)
 
 
 def test_a_second_run_resumes_without_calling_the_model(tmp_path, benchmarks):
-    config = EvalConfig(samples=2, tool_call_budgets=[1], concurrency=2)
+    config = EvalConfig(samples=2, tool_call_budgets=[1], concurrency=2, loop=HERMES)
     run_eval(["scripted"], benchmarks[:1], tmp_path, config, engine_factory=engines, sandbox=InProcessSandbox())
     engine = ScriptedEngine("scripted")
     report = run_eval(["scripted"], benchmarks[:1], tmp_path, config, engine_factory=lambda spec: engine,
@@ -89,7 +91,7 @@ def test_a_second_run_resumes_without_calling_the_model(tmp_path, benchmarks):
 
 
 def test_a_changed_gold_answer_reruns_that_problem_and_says_so(tmp_path, benchmarks):
-    config = EvalConfig(samples=2, tool_call_budgets=[1], concurrency=2)
+    config = EvalConfig(samples=2, tool_call_budgets=[1], concurrency=2, loop=HERMES)
     first = run_eval(["scripted"], benchmarks[:1], tmp_path / "r", config, engine_factory=engines,
                      sandbox=InProcessSandbox())
     assert first.results[0].metrics.avg_at_k == pytest.approx(2 / 3) and first.results[0].cache["generated"] == 6
@@ -104,7 +106,7 @@ def test_a_changed_gold_answer_reruns_that_problem_and_says_so(tmp_path, benchma
 
 
 def test_other_sampling_settings_get_their_own_run_and_never_reuse(tmp_path, benchmarks):
-    run_eval(["scripted"], benchmarks[:1], tmp_path, EvalConfig(samples=1, concurrency=2), engine_factory=engines,
+    run_eval(["scripted"], benchmarks[:1], tmp_path, EvalConfig(samples=1, concurrency=2, loop=HERMES), engine_factory=engines,
              sandbox=InProcessSandbox())
     engine = ScriptedEngine("scripted")
     report = run_eval(["scripted"], benchmarks[:1], tmp_path, build(EvalConfig, dict(samples=1, concurrency=2, loop=LoopConfig(temperature=0.2))),
@@ -113,9 +115,9 @@ def test_other_sampling_settings_get_their_own_run_and_never_reuse(tmp_path, ben
 
 
 def test_fewer_samples_or_problems_on_rerun_score_only_those(tmp_path, benchmarks):
-    run_eval(["scripted"], benchmarks[:1], tmp_path, EvalConfig(samples=2, concurrency=2), engine_factory=engines,
+    run_eval(["scripted"], benchmarks[:1], tmp_path, EvalConfig(samples=2, concurrency=2, loop=HERMES), engine_factory=engines,
              sandbox=InProcessSandbox())
-    report = run_eval(["scripted"], benchmarks[:1], tmp_path, EvalConfig(samples=1, limit=2, concurrency=2),
+    report = run_eval(["scripted"], benchmarks[:1], tmp_path, EvalConfig(samples=1, limit=2, concurrency=2, loop=HERMES),
                       engine_factory=engines, sandbox=InProcessSandbox())
     metrics = report.results[0].metrics
     assert (metrics.num_problems, metrics.num_responses, metrics.samples) == (2, 2, 1)
@@ -159,7 +161,7 @@ def test_eval_command_with_openai_engine_and_local_sandbox(tmp_path, benchmarks,
     server = load_fake_server().FakeOpenAIServer(script="tool")
     with server:
         code = run_cli(["eval", f"served=openai:{server.url}", str(benchmarks[0]), "--k", "2", "--out",
-                        str(tmp_path / "r"), "--max-tool-calls", "0,1", "--concurrency", "4"])
+                        str(tmp_path / "r"), "--max-tool-calls", "0,1", "--concurrency", "4", "--protocol", "hermes"])
     printed = capsys.readouterr()
     assert code == 0, printed.err
     assert "served" in printed.out  # the per-result lines and the summary table name the model

@@ -102,7 +102,7 @@ def test_collect_runs_code_through_a_remote_sandbox_service(sandbox_service, tmp
     with FakeOpenAIServer(script=teacher_script(service_pid), model="served-teacher") as teacher:
         completed = subprocess.run(
             agentdata_command("collect", str(problems), "--teacher", f"openai:{teacher.url}", "--model",
-                              "served-teacher", "--sandbox", url, "--samples", "2", "--out", str(out)),
+                              "served-teacher", "--sandbox", url, "--samples", "2", "--protocol", "hermes", "--out", str(out)),
             capture_output=True, text=True, cwd=tmp_path, timeout=120,
         )
         assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]

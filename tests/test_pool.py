@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from agentdata.filters.config import DedupConfig
 from agentdata.cli.app import app
+from agentdata.engines.defaults import DEFAULT_ENGINE
 from agentdata.filters.embed import cluster_labels, embed_texts, sentence_transformers_available
 from agentdata.agent.config import CollectConfig
 from agentdata.pool.run import default_profiling, run_filter
@@ -165,7 +166,7 @@ def test_profile_cache_generates_only_what_is_missing(tmp_path, monkeypatch):
     import agentdata.agent.runner as collect_module
     monkeypatch.setattr(collect_module, "collect", fake_collect)
     first = run_filter(problems, tmp_path / "pool.parquet", PoolConfig(embedding="tfidf"), CollectConfig(samples=4))
-    assert calls == [(3, 4, "smollm2")] and first.generated == 4
+    assert calls == [(3, 4, DEFAULT_ENGINE)] and first.generated == 4  # the default student
     # a second run with another band (and another output name) re-uses the profile: no generation
     second = run_filter(problems, tmp_path / "tight.parquet", PoolConfig(band=(0.3, 0.8), embedding="tfidf"), CollectConfig(samples=4))
     assert len(calls) == 1 and second.generated == 0
