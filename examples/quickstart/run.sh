@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The whole agentdata pipeline on the embedded default (SmolLM2-135M-Instruct, local sandbox):
+# The whole agentdata pipeline on the embedded default (`smollm2-tir`: SmolLM2-135M-Instruct shown
+# two worked examples of running code; protocol codeblock; the local sandbox; the compute ladder):
 #   synth problems -> collect -> synth stitch -> curate -> filter -> train (SFT, profile, GRPO) -> eval
-# Sized to finish well under 20 minutes on a 2-core CPU. Everything goes under one folder.
+# Sized to finish, install included, under 15 minutes on a 2-core CPU. Everything goes under one folder.
 #
 #   bash examples/quickstart/run.sh                   # writes runs/quickstart
 #   bash examples/quickstart/run.sh --out /tmp/qs     # or QUICKSTART_OUT=/tmp/qs
@@ -27,14 +28,12 @@ done
 
 # Shared rollout settings: collect's trajectories double as filter's profile (see step 5),
 # so both must use the same limits and sampling.
+PROBLEMS=12         # compute-ladder problems for collect, filter and GRPO
 SAMPLES=4           # trajectories per problem = the student's k for the pass rate
 MAX_NEW_TOKENS=192  # model tokens per trajectory, all turns together
 MAX_TOOL_CALLS=2
 CONCURRENCY=16      # every waiting generation is batched into one forward pass
-# SmolLM2 writes ```python blocks far more readily than hermes' <tool_call> JSON (in our runs
-# 2 of 12 trajectories called the tool with codeblock, 0 of 29 with hermes), so every step
-# uses the codeblock protocol (ZeroTIR's); train.yaml says the same for SFT and GRPO.
-PROTOCOL=codeblock
+# Teacher, student and protocol are the defaults (smollm2-tir, codeblock), so no step names them.
 
 # Written to a file or a pipe, rich would wrap its tables at 80 columns; give them room.
 [ -t 1 ] || export COLUMNS=${COLUMNS:-120}
@@ -65,24 +64,24 @@ fresh() {  # fresh DIR...: remove output that a step refuses to overwrite or tha
   $DRY_RUN || rm -rf "$@"
 }
 
-# 1. Problems whose answers sympy computed: levels 1-2, so a 135M model has some chance.
-step problems agentdata synth problems --n 8 --levels 1,2 --seed 0 --out "$OUT/problems.jsonl"
+# 1. Problems of the compute ladder (one line of Python away; the default problems' seed 0,
+#    never the held-out seed 1 of step 7).
+step problems agentdata synth problems --kinds compute --n "$PROBLEMS" --seed 0 --out "$OUT/problems.jsonl"
 
-# 2. The teacher (here the same tiny SmolLM2) solves each problem with a real Python sandbox.
-step collect agentdata collect "$OUT/problems.jsonl" --out "$OUT/collect" --teacher smollm2 \
-  --protocol "$PROTOCOL" --samples "$SAMPLES" --max-new-tokens "$MAX_NEW_TOKENS" \
-  --max-tool-calls "$MAX_TOOL_CALLS" --concurrency "$CONCURRENCY"
+# 2. The default teacher solves each problem with a real Python sandbox: it writes a ```python
+#    block, reads the real output and boxes an answer (right on a good share of them).
+step collect agentdata collect "$OUT/problems.jsonl" --out "$OUT/collect" --samples "$SAMPLES" \
+  --max-new-tokens "$MAX_NEW_TOKENS" --max-tool-calls "$MAX_TOOL_CALLS" --concurrency "$CONCURRENCY"
 
-# 3. SmolLM2 almost never solves a problem with the tool, so curate's default rules (correct
-#    answer, at least one tool call) would keep little or nothing of step 2. Stitched
-#    trajectories from a few worked solutions (calculations run for real in the sandbox) give
-#    the SFT set something to train on; a real run uses a strong teacher instead.
+# 3. Stitched trajectories from a few worked solutions (calculations run for real in the
+#    sandbox) add other kinds of problems to the SFT set; a real run uses a strong teacher.
 #    (stitch refuses to write into an existing run dir; its output is cheap to remake.)
 fresh "$OUT/stitched"
-step stitch agentdata synth stitch "$HERE/solutions.jsonl" --protocol "$PROTOCOL" \
+step stitch agentdata synth stitch "$HERE/solutions.jsonl" \
   --out "$OUT/stitched_sft.parquet" --trajectories "$OUT/stitched"
 
-# 4. Curate with the default rules over both: the summary shows what was dropped from each.
+# 4. Curate with the default rules (a correct answer, at least one tool call) over both: the
+#    teacher's correct trajectories and the stitched ones; the summary shows what each lost.
 step curate agentdata curate "$OUT/collect" "$OUT/stitched" --out "$OUT/sft.parquet" \
   --rejects "$OUT/sft.rejects.parquet"
 
@@ -93,25 +92,26 @@ step curate agentdata curate "$OUT/collect" "$OUT/stitched" --out "$OUT/sft.parq
 #    SFT model GRPO trains: step 6 makes the pool GRPO uses itself. An empty band is fine here.
 $DRY_RUN || rm -f "$OUT/pool.parquet"  # a pool from an earlier run would be stale
 MAY_WRITE_NOTHING=filter step filter agentdata filter "$OUT/problems.jsonl" --out "$OUT/pool.parquet" \
-  --profile-dir "$OUT/collect" --k "$SAMPLES" --band 0,1 --protocol "$PROTOCOL" --temperature 0.7 \
+  --profile-dir "$OUT/collect" --k "$SAMPLES" --band 0,1 --temperature 0.7 \
   --max-new-tokens "$MAX_NEW_TOKENS" --max-tool-calls "$MAX_TOOL_CALLS"
 
 # 6. The closed loop: SFT on the curated set; then the SFT model is profiled on the problems with
 #    GRPO's own rollout settings (train.yaml's rl: section), the band is kept, and GRPO trains from
 #    the SFT model on that pool (train/pool.parquet, its report and histogram). When the band keeps
-#    nothing (a 135M model often solves no problem), train says so and GRPO uses all the problems.
+#    nothing (e.g. an SFT model that solves none), train says so and GRPO uses all the problems.
 #    A rerun trains again from scratch, so the old model and the eval responses it gave go; the
 #    profile is kept (train/profile/), and reused when SFT gives the same weights again.
 fresh "$OUT/train/sft" "$OUT/train/rl" "$OUT/eval"
 step train agentdata train --sft-data "$OUT/sft.parquet" --rl-problems "$OUT/problems.jsonl" \
   --config "$HERE/train.yaml" --out "$OUT/train"
 
-# 7. Held-out problems (another seed): the base model against the trained one, with the tool.
-step benchmark agentdata synth problems --n 6 --levels 1,2 --seed 1 --out "$OUT/bench.jsonl"
+# 7. Held-out problems (the ladder's seed 1, never used to choose a default): the base model
+#    (smollm2-tir, shown its worked examples) against the trained one (plain weights, no examples).
+step benchmark agentdata synth problems --kinds compute --n 8 --seed 1 --out "$OUT/bench.jsonl"
 # ... and a few built-in code tasks, graded by running the answer's program against their tests.
 step codebench agentdata synth problems --n 4 --kinds code --seed 1 --out "$OUT/code_bench.jsonl"
-step eval agentdata eval base=smollm2 "$OUT/bench.jsonl" "$OUT/code_bench.jsonl" --compare "trained=hf:$OUT/train/rl" \
-  --k 2 --protocol "$PROTOCOL" --max-new-tokens "$MAX_NEW_TOKENS" --max-tool-calls "$MAX_TOOL_CALLS" \
+step eval agentdata eval base=smollm2-tir "$OUT/bench.jsonl" "$OUT/code_bench.jsonl" --compare "trained=hf:$OUT/train/rl" \
+  --k 2 --max-new-tokens "$MAX_NEW_TOKENS" --max-tool-calls "$MAX_TOOL_CALLS" \
   --concurrency "$CONCURRENCY" --out "$OUT/eval"
 
 $DRY_RUN && exit 0
