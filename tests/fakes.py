@@ -16,11 +16,13 @@ from agentdata.engines.base import Engine, Generation, GenerationRequest
 TOOL_CALL = '<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "print(6 * 7)"}}\n'
 
 
-SCRIPTED_PROTOCOL = "hermes"  # what ScriptedEngine writes (runs that use it must say so: the default is codeblock)
+SCRIPTED_PROTOCOL = "hermes"  # the protocol the tests that predate the codeblock default run ScriptedEngine in
+CODEBLOCK_STOP = "\n```\n"     # a request that stops there is in the codeblock protocol
 
 
 class ScriptedEngine(Engine):
-    """Hermes-style: calls the tool once, then answers with what the tool printed."""
+    """Calls the tool once, then answers with what the tool printed: in hermes, or in codeblock when
+    the request stops at the end of a ```python block (the protocol every stage defaults to)."""
 
     def __init__(self, spec: str = "scripted", delay_s: float = 0.0, calls_per_answer: int = 1,
                  fail_on: set[int] | None = None, answer: str | None = None):
@@ -38,10 +40,21 @@ class ScriptedEngine(Engine):
             await asyncio.sleep(self.delay_s)
         if number in self.fail_on or "FAIL" in request.messages[1]["content"]:
             return Generation("", None, "error", 10, 0, error="server said 500")
+        if CODEBLOCK_STOP in request.stop:
+            return self._codeblock(request)
         responses = [m["content"] for m in request.messages if m["role"] == "user" and "<tool_response>" in m["content"]]
         if len(responses) < self.calls_per_answer:
             return Generation(TOOL_CALL, "</tool_call>", "stop", 10, 7)
         seen = responses[-1].split("<tool_response>\n")[1].split("\n</tool_response>")[0] if responses else "?"
+        return Generation(f"The tool printed {seen}, so the answer is \\boxed{{{self.answer or seen}}}.",
+                          None, "stop", 10, 12)
+
+    def _codeblock(self, request: GenerationRequest) -> Generation:
+        outputs = [part.split("\n```")[0] for message in request.messages
+                   for part in (message.get("content") or "").split("```output\n")[1:]]
+        if len(outputs) < self.calls_per_answer:
+            return Generation("```python\nprint(6 * 7)", CODEBLOCK_STOP, "stop", 10, 7)
+        seen = outputs[-1] if outputs else "?"
         return Generation(f"The tool printed {seen}, so the answer is \\boxed{{{self.answer or seen}}}.",
                           None, "stop", 10, 12)
 
