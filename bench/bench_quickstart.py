@@ -5,7 +5,7 @@
 Runs the script from scratch (the output folder is emptied first), samples the 1-minute load
 average every 10 s, and prints a Markdown table of step times plus what each step produced,
 for bench/RESULTS_quickstart.md. The whole log is kept as OUT/quickstart.log.
-The target: the whole pipeline in under 20 minutes on a 2-core CPU.
+The target: the whole pipeline, install included (measured apart), in under 15 minutes on a 2-core CPU.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TARGET_S = 20 * 60
+TARGET_S = 15 * 60  # install included: the run itself must leave room for `bash scripts/install.sh`
 
 
 class LoadSampler(threading.Thread):
@@ -46,6 +46,17 @@ def parquet_rows(path: Path) -> int | None:
     return pl.read_parquet(path).height if path.exists() else None
 
 
+def sft_rows_by_teacher(path: Path) -> dict:
+    """Curated rows per origin: the teacher's real trajectories against the stitched ones."""
+    import polars as pl
+
+    if not path.exists():
+        return {}
+    table = pl.read_parquet(path)
+    column = next((name for name in ("teacher", "source") if name in table.columns), None)
+    return dict(table[column].value_counts().iter_rows()) if column else {}
+
+
 def outcomes(out: Path) -> dict:
     """A few numbers per step, read from what the steps wrote."""
     collect = read_json(out / "collect" / "stats.json")
@@ -56,6 +67,10 @@ def outcomes(out: Path) -> dict:
         "collect": {key: collect.get(key) for key in ("total", "accuracy", "mean_tool_calls", "completion_tokens", "tokens_per_s", "finish_reasons")
                     if key in collect} or collect,
         "sft_rows": parquet_rows(out / "sft.parquet"),
+        "sft_rows_by_teacher": sft_rows_by_teacher(out / "sft.parquet"),
+        # GRPO learns only from groups whose rewards differ: TRL's share of flat groups and the reward spread per step
+        "grpo_groups": [{key: step.get(key) for key in ("step", "frac_reward_zero_std", "reward_std", "reward")}
+                        for step in rl_steps if "reward" in step],
         "pool_rows": parquet_rows(out / "pool.parquet"),
         "grpo_last": {key: value for key, value in next((s for s in reversed(rl_steps) if "accuracy" in s), {}).items()
                       if key in ("step", "reward", "accuracy", "tools/call_frequency", "completions/model_tokens")},
@@ -69,6 +84,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("/tmp/quickstart-bench"))
     parser.add_argument("--threads", type=int, default=None,
                         help="OMP_NUM_THREADS for the run (1 on a machine shared with other heavy jobs)")
+    parser.add_argument("--install-s", type=int, default=210,
+                        help="seconds `bash scripts/install.sh` takes on a fresh clone (CI's log: about 3.5 min), "
+                             "counted against the target")
     args = parser.parse_args()
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)
@@ -98,11 +116,11 @@ def main() -> None:
     print("| step | seconds |\n|---|---:|")
     for name, seconds in result["steps"].items():
         print(f"| {name} | {seconds} |")
-    verdict = "met" if returncode == 0 and total_s < TARGET_S else "NOT met"
+    verdict = "met" if returncode == 0 and total_s + args.install_s < TARGET_S else "NOT met"
     print(f"| **total** (exit {returncode}) | **{result['total_s']}** |")
     print(f"\n{os.cpu_count()} CPUs, OMP_NUM_THREADS={result['omp_num_threads']}, 1-min load during the run: "
           f"min {result['load_1min']['min']:.1f} / mean {result['load_1min']['mean']:.1f} / max {result['load_1min']['max']:.1f}; "
-          f"target under {TARGET_S // 60} min: {verdict}")
+          f"with install ({args.install_s} s) {round(total_s) + args.install_s} s; target under {TARGET_S // 60} min: {verdict}")
     print(json.dumps(result["outcomes"], indent=2))
 
 
