@@ -5,14 +5,19 @@ import pytest
 from agentdata.engines.base import Generation
 from agentdata.records import Problem, message_tool_calls, validate_messages
 from agentdata.agent.loop import TOOL_LIMIT_NOTICE, LoopConfig, solve
-from tests.fakes import InProcessSandbox, ScriptedEngine
+from tests.fakes import SCRIPTED_PROTOCOL, InProcessSandbox, ScriptedEngine
 
 PROBLEM = Problem("What is 6 times 7?", "42", source="demo")
 
 
+def hermes(**settings) -> LoopConfig:
+    """These tests read the hermes rendering (its stop string, <tool_response> turns) and their fakes write it."""
+    return LoopConfig(protocol=SCRIPTED_PROTOCOL, **settings)
+
+
 def run(engine, config=None, sandbox=None, problem=PROBLEM):
     sandbox = sandbox or InProcessSandbox()
-    return asyncio.run(solve(problem, engine, sandbox, config or LoopConfig(), sample_index=0, seed=1)), sandbox
+    return asyncio.run(solve(problem, engine, sandbox, config or hermes(), sample_index=0, seed=1)), sandbox
 
 
 def test_tool_call_runs_in_sandbox_and_real_output_goes_back():
@@ -46,14 +51,14 @@ def test_engine_sees_plain_messages_with_protocol_system_prompt():
 
 
 def test_tool_call_limit_is_told_then_enforced():
-    trajectory, sandbox = run(ScriptedEngine(calls_per_answer=99), LoopConfig(max_tool_calls=2))
+    trajectory, sandbox = run(ScriptedEngine(calls_per_answer=99), hermes(max_tool_calls=2))
     assert trajectory.num_tool_calls == 2 and sandbox.calls == 2
     assert trajectory.finish_reason == "max_tool_calls"
     assert any(m["role"] == "tool" and m["content"] == TOOL_LIMIT_NOTICE for m in trajectory.messages)
 
 
 def test_max_turns():
-    trajectory, _ = run(ScriptedEngine(calls_per_answer=99), LoopConfig(max_turns=2, max_tool_calls=10))
+    trajectory, _ = run(ScriptedEngine(calls_per_answer=99), hermes(max_turns=2, max_tool_calls=10))
     assert trajectory.finish_reason == "max_turns" and trajectory.num_turns == 2
 
 
@@ -69,7 +74,7 @@ class LengthEngine(ScriptedEngine):
 
 
 def test_token_budget():
-    trajectory, _ = run(LengthEngine(), LoopConfig(max_new_tokens=64))
+    trajectory, _ = run(LengthEngine(), hermes(max_new_tokens=64))
     assert trajectory.finish_reason == "max_tokens" and trajectory.completion_tokens == 64
 
 
