@@ -82,8 +82,8 @@ def plugins(tmp_path):
 
 def test_collect_with_an_engine_plugin_and_a_user_tool(tmp_path, plugins):
     problems = [Problem("one two three four", "8", id="p4"), Problem("one two three", "7", id="p3")]
-    config = build(CollectConfig, dict(teacher=f"{plugins / 'engine.py'}:ToolUser", concurrency=2,
-                           tools=["code_interpreter", f"{plugins / 'my_tools.py'}:word_count"]))
+    config = build(CollectConfig, dict(teacher=f"{plugins / 'engine.py'}:ToolUser", concurrency=2, protocol="hermes",
+                           tools=["code_interpreter", f"{plugins / 'my_tools.py'}:word_count"]))  # ToolUser writes hermes
     summary = collect(problems, tmp_path / "run", config, sandbox=InProcessSandbox())
     assert (summary.total, summary.correct, summary.tool_calls, summary.tool_errors) == (2, 1, 4, 0)
     by_problem = {t.problem_id: t for t in RunDir(tmp_path / "run").trajectories()}
@@ -166,7 +166,8 @@ def test_cli_collect_with_teacher_and_tool_plugins_on_the_local_sandbox(tmp_path
     problems = tmp_path / "problems.jsonl"
     problems.write_text(json.dumps({"question": "one two three four", "answer": "8"}) + "\n")
     code = run_cli(["collect", str(problems), "--out", str(tmp_path / "run"), "--teacher",
-                    f"{plugins / 'engine.py'}:ToolUser", "--tool", f"{plugins / 'my_tools.py'}:word_count"])
+                    f"{plugins / 'engine.py'}:ToolUser", "--tool", f"{plugins / 'my_tools.py'}:word_count",
+                    "--protocol", "hermes"])
     assert code == 0, capsys.readouterr()
     [only] = RunDir(tmp_path / "run").trajectories()
     assert only.correct and [m["content"] for m in only.messages if m["role"] == "tool"] == ["4", "8"]

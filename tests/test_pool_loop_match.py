@@ -9,6 +9,7 @@ import os
 import pytest
 
 from agentdata.agent.config import CollectConfig, LoopConfig
+from agentdata.engines.defaults import DEFAULT_ENGINE
 from agentdata.engines.fingerprint import model_fingerprint
 from agentdata.errors import UserError
 from agentdata.pool.build import PoolConfig
@@ -94,7 +95,7 @@ def test_the_pool_records_its_profile_and_warns_when_grpo_samples_otherwise(tmp_
     matched = run_filter(problems, tmp_path / "pool.parquet", PoolConfig(embedding="tfidf"), default_profiling())
     assert matched.warnings == []
     recorded = recorded_profile(matched.output)
-    assert recorded["student"] == "smollm2" and recorded["k"] == 4 and recorded["loop"] == grpo_default_loop()
+    assert recorded["student"] == DEFAULT_ENGINE and recorded["k"] == 4 and recorded["loop"] == grpo_default_loop()
 
     other = CollectConfig(samples=4, loop=LoopConfig(temperature=0.7, max_new_tokens=1024))
     run = run_filter(problems, tmp_path / "cold.parquet", PoolConfig(embedding="tfidf"), other)

@@ -105,7 +105,7 @@ def test_max_cells_limits_the_code_cells():
 
 def test_stitched_trajectory_has_real_outputs(sandbox):
     problem = Problem("What is it?", "9")
-    trajectory = stitch_solution(problem, LATEX_SOLUTION, sandbox, StitchConfig())
+    trajectory = stitch_solution(problem, LATEX_SOLUTION, sandbox, StitchConfig(protocol="hermes"))  # the tool schema in the prompt
     validate_messages(trajectory.messages)
     roles = [m["role"] for m in trajectory.messages]
     assert roles[:2] == ["system", "user"] and roles[-1] == "assistant"
@@ -147,7 +147,7 @@ def test_a_solution_without_calculations_is_dropped_unless_kept(sandbox):
 
 
 def test_codeblock_protocol_gives_its_own_system_prompt(sandbox):
-    hermes = stitch_solution(Problem("q", "2"), "1 + 1 = 2.", sandbox, StitchConfig())
+    hermes = stitch_solution(Problem("q", "2"), "1 + 1 = 2.", sandbox, StitchConfig(protocol="hermes"))
     codeblock = stitch_solution(Problem("q", "2"), "1 + 1 = 2.", sandbox, StitchConfig(protocol="codeblock"))
     assert hermes.messages[0]["content"] != codeblock.messages[0]["content"]
     assert codeblock.format == "codeblock"
@@ -195,7 +195,7 @@ def test_stitch_file_writes_curates_sft_schema(tmp_path, sandbox):
         {"question": "Why?", "solution": "Because. $\\boxed{1}$"},
     ])
     out = tmp_path / "sft.parquet"
-    summary = stitch_file(path, out, trajectories_dir=tmp_path / "traj", sandbox=sandbox)
+    summary = stitch_file(path, out, StitchConfig(protocol="hermes"), trajectories_dir=tmp_path / "traj", sandbox=sandbox)  # hermes rows carry the tool schema
     assert summary.written == 2 and summary.dropped == {"no_answer": 0, "no_calculation": 1}
     table = pq.read_table(out)
     assert table.column_names == list(SFT_COLUMNS)

@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 from agentdata.engines.base import Engine, Generation, GenerationRequest
+from agentdata.engines.defaults import DEFAULT_ENGINE
 from agentdata.events import listening
 from tests.train_fixtures import write_sft_set
 
@@ -136,7 +137,7 @@ def test_a_given_pool_profiled_otherwise_is_trained_on_with_warnings(tmp_path, t
     from agentdata.train import TrainRequest, train
 
     pool = tmp_path / "pool.parquet"
-    profiling = CollectConfig(samples=4, loop=LoopConfig(temperature=0.7))  # filter's student smollm2, at 0.7
+    profiling = CollectConfig(samples=4, loop=LoopConfig(temperature=0.7))  # filter's default student, at 0.7
     run_filter(load_problems(write_problems(tmp_path / "p.jsonl")), pool, PoolConfig(embedding="tfidf"), profiling)
     messages: list[str] = []
     with listening(lambda event: messages.append(event.message)):
@@ -144,7 +145,7 @@ def test_a_given_pool_profiled_otherwise_is_trained_on_with_warnings(tmp_path, t
     warnings = [m for m in messages if m.startswith("warning:")]
     assert len(warnings) == 2 and all("\n" not in w for w in warnings)
     assert "temperature 0.7 (GRPO: 1.0)" in warnings[0]
-    assert "profiled with smollm2, GRPO starts from hf:" in warnings[1] and "--rl-problems" in warnings[1]
+    assert f"profiled with {DEFAULT_ENGINE}, GRPO starts from hf:" in warnings[1] and "--rl-problems" in warnings[1]
     assert grpo_runs[0].rl_pool == str(pool)
 
 
