@@ -205,7 +205,8 @@ class ThinkingEngine(ScriptedEngine):
 
 
 def test_think_spans_go_to_reasoning_content_and_are_counted():
-    trajectory = asyncio.run(solve(Problem("6*7?", "42"), ThinkingEngine(), InProcessSandbox(), LoopConfig(), seed=1))
+    trajectory = asyncio.run(solve(Problem("6*7?", "42"), ThinkingEngine(), InProcessSandbox(),
+                             LoopConfig(protocol="hermes"), seed=1))  # ThinkingEngine writes hermes
     first, last = trajectory.messages[2], trajectory.messages[-1]
     assert (first["reasoning_content"], first["content"]) == ("Use the tool.", "")
     assert (last["reasoning_content"], last["content"]) == ("It printed 42.", "\\boxed{42}")
