@@ -226,7 +226,8 @@ def _set_with_one_long_row(tmp_path):
 
 
 def _longest(tokenizer, data):
-    return max(len(row["input_ids"]) for row in tokenize_sft_set(data, tokenizer, "hermes"))
+    # rendered as SFT renders it by default
+    return max(len(row["input_ids"]) for row in tokenize_sft_set(data, tokenizer, SFTStageConfig().protocol))
 
 
 def test_the_default_max_length_covers_the_longest_row_and_is_reported(tmp_path, tiny_model_dir, tokenizer):
