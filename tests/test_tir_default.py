@@ -172,3 +172,24 @@ def test_smollm2_tir_runs_code_on_held_out_ladder_problems(tmp_path):
     ran = [any(m["role"] == "tool" and "Error" not in (m["content"] or "") for m in row["messages"]) for row in rows]
     assert sum(ran) >= 4, [row["messages"][2:] for row in rows]
     assert sum(row["correct"] for row in rows) >= 2
+
+
+@pytest.mark.slow  # one GRPO step of the real SmolLM2: 1 group of 4 rollouts, then a backward pass
+@pytest.mark.timeout(900)  # minutes on a loaded 2-core machine
+def test_grpo_from_the_default_model_runs_real_code_in_its_rollouts(tmp_path):
+    """GRPO from the default start model: its rollouts see the worked examples, so the policy's code runs."""
+    import json
+
+    from agentdata.records import write_jsonl
+    from agentdata.rl.run import run_grpo
+
+    pool = tmp_path / "pool.jsonl"  # held-out level-1 ladder problems (not the default set)
+    write_jsonl(generate_problems(1, seed=HELD_OUT_SEED, kinds=["compute"], levels=[1]), pool)
+    config = GRPOStageConfig(rl_pool=str(pool), out=str(tmp_path / "rl"), max_steps=1, num_generations=4,
+                             prompts_per_step=1, plots=False, save_steps=1000,
+                             loop=LoopConfig(temperature=1.0, max_new_tokens=64, max_tool_calls=1))
+    assert config.model == DEFAULT_ENGINE
+    result = run_grpo(config)
+    [step] = [json.loads(line) for line in result.metrics_file.read_text().splitlines() if '"reward"' in line]
+    assert step["tools/call_frequency"] > 0, step  # real code ran in the policy's rollouts
+    assert (tmp_path / "rl" / "config.json").is_file()  # plain SmolLM2 weights: loadable as hf:DIR
