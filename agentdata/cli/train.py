@@ -24,6 +24,11 @@ Lora = Annotated[bool, field_option(SFTStageConfig, "lora")]
 Resume = Annotated[Optional[str], field_option(SFTStageConfig, "resume_from_checkpoint", "--resume")]
 # SFT only.
 LongRows = Annotated[Optional[str], field_option(SFTStageConfig, "long_rows")]
+# Validation during training (both stages: GRPO evaluates at step 0, every N steps and at the end; SFT at the end).
+EvalProblems = Annotated[Optional[Path], field_option(GRPOStageConfig, "eval_problems")]
+EvalEvery = Annotated[Optional[int], field_option(GRPOStageConfig, "eval_every",
+                                                  note="This flag sets GRPO's; SFT's is in the file's `sft:` section.")]
+EvalK = Annotated[Optional[int], field_option(GRPOStageConfig, "eval_k")]
 # GRPO only.
 NumGenerations = Annotated[Optional[int], field_option(GRPOStageConfig, "num_generations")]
 MaxNewTokens = Annotated[Optional[int], field_option(GRPOStageConfig, "max_new_tokens")]
@@ -55,15 +60,20 @@ def command(
     long_rows: LongRows = None,
     lora: Lora = False,
     resume: Resume = None,
+    eval_problems: EvalProblems = None,
+    eval_every: EvalEvery = None,
+    eval_k: EvalK = None,
     config: Annotated[Optional[Path], typer.Option("--config", help="YAML/JSON with `sft:` and `rl:` sections for every other setting.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Train: SFT (TRL SFTTrainer, assistant tokens only), then GRPO with real tool calls in the rollouts."""
     flags = {"model": model, "protocol": protocol, "max_steps": max_steps, "lora": lora or None,
-             "resume_from_checkpoint": resume}
+             "resume_from_checkpoint": resume, "eval_problems": str(eval_problems) if eval_problems else None,
+             "eval_k": eval_k}
     output_dir(out, "--out")
     rl_flags = {"num_generations": num_generations, "max_new_tokens": max_new_tokens, "overlong_buffer": overlong_buffer,
-                "code_reward": code_reward, "band": band, "profile_k": profile_k}
+                "code_reward": code_reward, "band": band, "profile_k": profile_k,
+                "eval_every": eval_every}  # SFT evaluates at its end unless its file section sets eval_every
     request = TrainRequest(stage=stage or "all", sft_data=sft_data, rl_pool=rl_pool, out=out, config_file=config,
                            flags=_given(flags), rl_flags=_given(rl_flags), sft_flags=_given({"long_rows": long_rows}),
                            rl_extra=_given({"rewards": reward or None, "tools": tool or None}), rl_problems=rl_problems)

@@ -13,6 +13,7 @@ from typing import Any
 from agentdata.agent.config import LoopConfig
 from agentdata.engines.prompt_template import PROMPT_TEMPLATE_HELP, check_prompt_template
 from agentdata.engines.defaults import DEFAULT_ENGINE
+from agentdata.evaluation.validation import ValidationConfig
 from agentdata.settings import check_fields
 from agentdata.training.trl_settings import check_trl_overrides
 
@@ -62,6 +63,7 @@ class GRPOStageConfig:
     use_vllm: str = field(default="auto", metadata={"help": "auto (on a GPU machine with vLLM installed), yes, or no.", "choices": ("auto", "yes", "no")})
     vllm_server: str = field(default="", metadata={"help": "URL of a `trl vllm-serve` server (e.g. http://gpu2:8000) that generates the rollouts; TRL pushes the weights to it each step (its vllm_mode server). Empty: vLLM colocated in the training process."})
     save_steps: int = field(default=50, metadata={"help": "Save a checkpoint every N steps.", "range": "[1, inf)"})
+    save_total_limit: int | None = field(default=None, metadata={"help": "Checkpoints kept (the oldest are deleted first); unset keeps every one, so each evaluation's checkpoint can be re-evaluated later.", "range": "[1, inf)"})
     resume_from_checkpoint: str | None = field(default=None, metadata={"help": "Checkpoint dir to resume from, or 'last'."})
     gradient_checkpointing: bool = field(default=False, metadata={"help": "Recompute activations to save memory (TRL's default is on; it adds a forward pass per backward)."})
     bf16: bool = field(default=False, metadata={"help": "Train in bfloat16 (GPUs that support it)."})
@@ -70,6 +72,7 @@ class GRPOStageConfig:
     limit: int | None = field(default=None, metadata={"help": "Use only the first N problems of the pool.", "range": "[1, inf)"})
     loop: LoopConfig = field(default_factory=rollout_loop, metadata={"help": "The rollouts' agent-loop settings (temperature 1.0)."})
     trl: dict[str, Any] = field(default_factory=dict, metadata={"cli": False, "help": "Any other field of TRL's GRPOConfig (num_iterations, steps_per_generation, scale_rewards, mask_truncated_completions, max_grad_norm, lr_scheduler_type, top_entropy_quantile, ...); in a config file, written straight in the `rl:` section. Recorded in OUT/trl_config.json."})
+    validation: ValidationConfig = field(default_factory=ValidationConfig, metadata={"help": "Held-out evaluation during training (evaluates with the rollouts' loop settings)."})
 
     def __post_init__(self) -> None:
         self.online_band = parse_band(self.online_band)

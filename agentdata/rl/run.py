@@ -14,11 +14,13 @@ from agentdata.engines.demonstrated import demonstrated_policy
 from agentdata.errors import UserError
 from agentdata.records import Problem
 from agentdata.rl.config import GRPOStageConfig
+from agentdata.evaluation.curves import SCALING_PLOT, scaling_plot
 from agentdata.rl.plots import plot_training_curves
 from agentdata.rl.rollout_engines import attach_rollout_engine
 from agentdata.rl.rewards import reward_functions
 from agentdata.rl.rollout import AgentRollout
 from agentdata.rl.trainer import AgentGRPOTrainer
+from agentdata.rl.validation import validation_callback
 from agentdata.training.trl_settings import trl_arguments, write_trl_settings
 from agentdata.training.metrics import MetricsFileCallback, ProgressCallback, read_metrics
 from agentdata.training.model import load_model, load_tokenizer, lora_config, resolve_model_dir, resume_path, save_trained
@@ -101,7 +103,7 @@ def grpo_arguments(config: GRPOStageConfig, out_dir: Path, use_vllm: bool) -> di
         vllm_server_base_url=config.vllm_server or None,
         logging_steps=1,
         save_steps=config.save_steps,
-        save_total_limit=2,
+        save_total_limit=config.save_total_limit,
         bf16=config.bf16,
         gradient_checkpointing=config.gradient_checkpointing,
         seed=config.seed,
@@ -152,6 +154,9 @@ def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any):
     trainer.remove_callback(PrinterCallback)  # our callback prints one line per step instead
     attach_rollout_engine(trainer, rollout, tokenizer)
     rollout.engine = demonstrated_policy(config.model, rollout.engine)
+    validation = validation_callback(config, trainer, rollout, sandbox)
+    if validation is not None:  # at step 0, every eval_every steps and after the last; saves a checkpoint each time
+        trainer.add_callback(validation)
     return trainer, rollout, step_times
 
 
@@ -173,6 +178,7 @@ def run_grpo(config: GRPOStageConfig) -> GRPOResult:
     finally:
         sandbox.close()
     history = read_metrics(out_dir / "metrics.jsonl")
-    plots = plot_training_curves(history, out_dir / "plots") if config.plots else []
+    plots = plot_training_curves(history, out_dir / "plots") + [scaling_plot(history, out_dir / "plots" / SCALING_PLOT)] \
+        if config.plots else []
     return GRPOResult(out_dir, trainer.state.global_step, time.perf_counter() - started, out_dir / "metrics.jsonl",
                       plots, history, step_times.steps)

@@ -7,6 +7,7 @@ from typing import Any
 
 from agentdata.engines.defaults import DEFAULT_ENGINE, DEFAULT_PROTOCOL
 from agentdata.engines.prompt_template import PROMPT_TEMPLATE_HELP, check_prompt_template
+from agentdata.evaluation.validation import ValidationConfig
 from agentdata.settings import check_fields
 from agentdata.training.trl_settings import check_trl_overrides
 
@@ -47,12 +48,14 @@ class SFTStageConfig:
     lora_target_modules: str = field(default="all-linear", metadata={"help": "Modules LoRA wraps: all-linear or a comma list (q_proj,v_proj)."})
     resume_from_checkpoint: str | None = field(default=None, metadata={"help": "Checkpoint dir to resume from, or 'last' for the newest in --out."})
     save_steps: int = field(default=500, metadata={"help": "Save a checkpoint every N steps.", "range": "[1, inf)"})
+    save_total_limit: int | None = field(default=2, metadata={"help": "Checkpoints kept (the oldest are deleted first); unset (null in the file) keeps every one.", "range": "[1, inf)"})
     logging_steps: int = field(default=1, metadata={"help": "Log metrics every N steps.", "range": "[1, inf)"})
     gradient_checkpointing: bool = field(default=False, metadata={"help": "Recompute activations to save memory."})
     bf16: bool = field(default=False, metadata={"help": "Train in bfloat16 (GPUs that support it)."})
     seed: int = field(default=0, metadata={"help": "Random seed.", "range": "[0, 4294967295]"})
     limit: int | None = field(default=None, metadata={"help": "Use only the first N conversations (smoke runs).", "range": "[1, inf)"})
     trl: dict[str, Any] = field(default_factory=dict, metadata={"cli": False, "help": "Any other field of TRL's SFTConfig (max_grad_norm, lr_scheduler_type, weight_decay, neftune_noise_alpha, ...); in a config file, written straight in the `sft:` section. Recorded in OUT/trl_config.json."})
+    validation: ValidationConfig = field(default_factory=ValidationConfig, metadata={"help": "Held-out evaluation at the end of SFT (agent loop: the loop defaults with this stage's protocol, temperature 1.0)."})
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -19,6 +19,7 @@ from agentdata.events import Event, emit
 from agentdata.sft.config import SFTStageConfig
 from agentdata.training.trl_settings import trl_arguments, write_trl_settings
 from agentdata.sft.data import MAX_LENGTH_CAP, fitting_max_length, handle_long_rows, tokenize_sft_set
+from agentdata.sft.validation import validation_callback
 from agentdata.training.metrics import MetricsFileCallback, ProgressCallback, read_metrics
 from agentdata.training.model import (
     load_model,
@@ -67,7 +68,7 @@ def sft_arguments(config: SFTStageConfig, out_dir: Path) -> dict[str, Any]:
         packing_strategy=config.packing_strategy,
         logging_steps=config.logging_steps,
         save_steps=config.save_steps,
-        save_total_limit=2,
+        save_total_limit=config.save_total_limit,
         gradient_checkpointing=config.gradient_checkpointing,
         bf16=config.bf16,
         seed=config.seed,
@@ -101,6 +102,9 @@ def build_sft_trainer(config: SFTStageConfig) -> Any:
     # Counted for the result: rows longer than max_length, left out or cut.
     trainer.long_rows_dropped = long_rows if config.long_rows == "drop" else 0
     trainer.long_rows_truncated = long_rows if config.long_rows == "truncate" else 0
+    validation = validation_callback(config, trainer)
+    if validation is not None:  # after the last step (and every eval_every steps); saves a checkpoint each time
+        trainer.add_callback(validation)
     return trainer
 
 

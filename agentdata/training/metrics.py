@@ -23,9 +23,7 @@ class MetricsFileCallback(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or not state.is_world_process_zero:
             return
-        record = {"step": state.global_step, **{k: _plain(v) for k, v in logs.items()}}
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
+        record = append_record(self.path, {"step": state.global_step, **logs})
         emit(Event("log", self.task, completed=state.global_step, total=getattr(state, "max_steps", None), stats=record))
 
 
@@ -49,6 +47,14 @@ class ProgressCallback(TrainerCallback):
         if self.started:
             emit(Event("end", self.description, completed=state.global_step, total=state.max_steps))
             self.started = False
+
+
+def append_record(path: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """One JSON line appended to a metrics file (tensors as numbers, NaN and inf as null); returns it."""
+    record = {key: _plain(value) for key, value in record.items()}
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+    return record
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:

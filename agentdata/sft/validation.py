@@ -1,0 +1,28 @@
+"""SFT's validation: the model being fine-tuned answers the held-out problems at the end (and every
+`eval_every` steps when set), through the agent loop with this stage's protocol.
+
+The loop has its defaults otherwise (the SFT stage has no rollouts to copy settings from), at
+temperature 1.0 as the findings evaluate. With `--stage all`, GRPO's step-0 evaluation is the
+same model under GRPO's own loop settings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentdata.agent.config import LoopConfig
+
+EVAL_TEMPERATURE = 1.0
+
+
+def validation_callback(config: Any, trainer: Any) -> Any:
+    """The callback for an SFTStageConfig with eval problems (None without)."""
+    if not config.validation.enabled:
+        return None
+    from agentdata.evaluation.during_training import ValidationCallback, model_engine
+
+    loop = LoopConfig(protocol=config.protocol, temperature=EVAL_TEMPERATURE)
+    return ValidationCallback(config.validation, loop, config.out,
+                              lambda: model_engine(trainer.accelerator.unwrap_model(trainer.model_wrapped),
+                                                   trainer.processing_class),
+                              "SFT", every=config.validation.eval_every, at_start=False, seed=config.seed)
