@@ -14,6 +14,7 @@ from agentdata.agent.config import CollectConfig, LoopConfig
 from agentdata.curate.config import CurateConfig
 from agentdata.evaluation.config import EvalConfig
 from agentdata.filters.config import DedupConfig
+from agentdata.evaluation.validation import ValidationConfig
 from agentdata.pool.config import PoolConfig
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.sandbox.config import SandboxConfig
@@ -38,6 +39,8 @@ DOCUMENTED: list[tuple[type, str]] = [
     (GRPOStageConfig, "`agentdata train`, the `rl:` section of its --config file"),
     (RLProblemsConfig, "`agentdata train` between SFT and GRPO (the closed loop: `--rl-problems`, `--band`, "
                        "`--profile-k`), also keys of the `rl:` section of its --config file"),
+    (ValidationConfig, "`agentdata train`: validation during training, in both the `sft:` and `rl:` sections "
+                       "(`--eval-problems`, `--eval-k` set both stages, `--eval-every` GRPO's); docs/train.md"),
 ]
 
 HEADER = """# Settings
