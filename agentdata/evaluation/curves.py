@@ -42,8 +42,10 @@ def scaling_figure(history: list[dict[str, Any]]) -> Any:
     accuracy_key = next((key for key in map(avg_key, history) if key), None)
     figure, axes = plt.subplots(2, 2, figsize=(10, 7), dpi=100)
     for axis, (title, train_key, eval_key) in zip(axes.flat, PANELS):
-        eval_key = accuracy_key if eval_key == "avg@k" else eval_key
-        lines = ((train_key, "train rollouts", "o-"), (eval_key, f"held-out eval {(eval_key or '').removeprefix(EVAL_PREFIX)}", "s--"))
+        eval_label = "held-out eval"
+        if eval_key == "avg@k":
+            eval_key, eval_label = accuracy_key, f"held-out eval {(accuracy_key or '').removeprefix(EVAL_PREFIX)}"
+        lines = ((train_key, "train rollouts", "o-"), (eval_key, eval_label, "s--"))
         for key, label, style in lines:
             steps, values = series(history, key)
             if steps:
