@@ -46,6 +46,7 @@ def test_train_all_runs_sft_then_grpo_with_the_sandbox(tmp_path, tiny_model_dir)
         "train", "--model", f"hf:{tiny_model_dir}", "--sft-data", str(sft_data), "--rl-pool", str(pool),
         "--out", str(out), "--max-steps", "2", "--num-generations", "2", "--max-new-tokens", "24",
         "--overlong-buffer", "8", "--config", str(config), "--reward", f"{reward_file}:LengthReward",
+        "--eval-problems", str(pool), "--eval-k", "1",
     ])
     assert result.exit_code == 0, result.output
     base, sft, rl = _weights(tiny_model_dir), _weights(out / "sft"), _weights(out / "rl")
@@ -57,7 +58,12 @@ def test_train_all_runs_sft_then_grpo_with_the_sandbox(tmp_path, tiny_model_dir)
     for key in ("accuracy", "tools/call_frequency", "tools/error_rate", "completions/model_tokens", "entropy",
                 "clip_ratio/high_mean", "rewards/correctness/mean", "rewards/overlong/mean", "rewards/length/mean"):
         assert key in step_logs[-1], key
-    assert {path.name for path in (out / "rl" / "plots").iterdir()} == {"accuracy.png", "tool_calls.png", "response_length.png"}
+    assert {path.name for path in (out / "rl" / "plots").iterdir()} == {"accuracy.png", "tool_calls.png",
+                                                                       "response_length.png", "scaling.png"}
+    # --eval-problems reaches both stages: SFT evaluates after its last step, GRPO at step 0 and after its last
+    sft_metrics = [json.loads(line) for line in (out / "sft" / "metrics.jsonl").read_text().splitlines()]
+    assert [entry["step"] for entry in sft_metrics if "eval/avg@1" in entry] == [sft_metrics[-1]["step"]]
+    assert [entry["step"] for entry in rl_metrics if "eval/avg@1" in entry] == [0, 2]
     assert "agentdata train" in result.output
     for stage in ("sft", "rl"):  # the effective TRL settings, every field, in each run dir
         recorded = json.loads((out / stage / "trl_config.json").read_text())
