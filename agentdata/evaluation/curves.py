@@ -17,6 +17,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only: never needs a display
 
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from agentdata.evaluation.validation import EVAL_PREFIX, avg_key  # noqa: E402
 
@@ -52,6 +53,7 @@ def scaling_figure(history: list[dict[str, Any]]) -> Any:
                 axis.plot(steps, values, style, markersize=4, label=label)
         axis.set_title(title)
         axis.set_xlabel("step")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
         axis.grid(alpha=0.3)
         if axis.lines:
             axis.legend(fontsize=8)
