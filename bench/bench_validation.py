@@ -5,10 +5,9 @@
 What it runs (all through the `agentdata` command line, in a fresh process each):
 1. `agentdata synth problems --kinds compute` twice: the training pool (seed 0) and the held-out
    problems (seed 1); any held-out question also in the pool is dropped.
-2. `agentdata train --stage rl` on SmolLM2-135M (the embedded default) with the codeblock protocol
-   and a system prompt that shows one worked example (smollm2-tir's demonstration, as text, so the
-   rollouts, the training tokens and the evaluations all see the same prompt), with
-   `--eval-problems held_out.jsonl --eval-every EVERY --eval-k K`.
+2. `agentdata train --stage rl` from the embedded default, `smollm2-tir` (SmolLM2-135M whose
+   rollouts and evaluations are shown its worked codeblock examples; the weights trained are
+   SmolLM2's), with `--eval-problems held_out.jsonl --eval-every EVERY --eval-k K`.
 The baseline is the same run's step-0 evaluation. It prints the load average before and after,
 wall and CPU time, the evaluation records of metrics.jsonl as a table (bench/RESULTS_train.md), and
 copies `plots/scaling.png` to bench/validation_scaling.png.
@@ -27,11 +26,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SYSTEM_PROMPT = (
-    "Solve the problem with Python. Write the code in a ```python block; it runs and its output is shown in an "
-    "```output block. Then give the final answer in \\boxed{}.\n\nExample.\nQuestion: What is 3817 * 2269?\n"
-    "```python\nprint(3817 * 2269)\n```\n```output\n8660773\n```\nThe answer is \\boxed{8660773}."
-)
 
 
 def agentdata(*args: str) -> None:
@@ -79,9 +73,9 @@ def main() -> None:
     held_out = held_out_problems(args.out, args.eval_problems)
     settings = args.out / "train.json"
     settings.write_text(json.dumps({"rl": {
-        "protocol": "codeblock", "system_prompt": SYSTEM_PROMPT, "prompts_per_step": 1, "max_tool_calls": 1,
+        "protocol": "codeblock", "prompts_per_step": 1, "max_tool_calls": 1,
         "max_turns": 2, "learning_rate": 1e-5}}))
-    agentdata("train", "--stage", "rl", "--model", "smollm2", "--rl-pool", str(args.out / "pool.jsonl"),
+    agentdata("train", "--stage", "rl", "--model", "smollm2-tir", "--rl-pool", str(args.out / "pool.jsonl"),
               "--out", str(args.out / "rl"), "--max-steps", str(args.steps), "--num-generations", "4",
               "--max-new-tokens", "128", "--overlong-buffer", "32", "--eval-problems", str(held_out),
               "--eval-every", str(args.every), "--eval-k", str(args.k), "--config", str(settings))
