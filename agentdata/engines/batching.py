@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-from agentdata.engines.base import Generation, GenerationRequest, error_generation
+from agentdata.engines.base import Engine, Generation, GenerationRequest, error_generation
 
 BatchFunction = Callable[[list[GenerationRequest]], list[Generation]]
 
@@ -120,3 +120,18 @@ def _fail_all(pending: list[_Pending], message: str) -> None:
     for item in pending:
         if not item.future.done():
             item.future.set_result(error_generation(message))
+
+
+class BatchedEngine(Engine):
+    """An engine whose `generate` queues each request for one consumer that runs whole batches:
+    the subclass sets `self._batcher = RequestBatcher(self._run_batch, ...)` and writes `_run_batch`."""
+
+    _batcher: RequestBatcher
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        return await self._batcher.submit(request)
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        """How many requests each batch held: batching at work."""
+        return self._batcher.batch_sizes

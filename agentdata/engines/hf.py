@@ -15,15 +15,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentdata.engines.base import Engine, Generation, GenerationRequest, context_generation, error_generation
-from agentdata.engines.batching import RequestBatcher
+from agentdata.engines.base import Generation, GenerationRequest, context_generation, error_generation
+from agentdata.engines.batching import BatchedEngine, RequestBatcher
 from agentdata.engines.hf_generate import generate_batch, render_prompt, sampling_key
 from agentdata.engines.hf_model import context_length, default_device, load_model_and_tokenizer
 
 __all__ = ["HFEngine", "ModelEngine", "default_device", "load_model_and_tokenizer"]
 
 
-class ModelEngine(Engine):
+class ModelEngine(BatchedEngine):
     """Generates with `model` and `tokenizer`; all requests waiting at a moment go into one `generate` call.
 
     Requests in a batch that differ in temperature/top_p are split into one call per setting.
@@ -40,9 +40,6 @@ class ModelEngine(Engine):
         self._longest_token_chars = _longest_token_chars(tokenizer)
         self._closing = threading.Event()
         self._batcher = RequestBatcher(self._run_batch, max_batch_size=max_batch_size)
-
-    async def generate(self, request: GenerationRequest) -> Generation:
-        return await self._batcher.submit(request)
 
     def _run_batch(self, requests: list[GenerationRequest]) -> list[Generation]:
         started = time.perf_counter()
@@ -103,10 +100,6 @@ class ModelEngine(Engine):
     def _within_context(self, request: GenerationRequest, prompt_tokens: int) -> GenerationRequest:
         room = self.context_tokens - prompt_tokens if self.context_tokens else request.max_new_tokens
         return request if request.max_new_tokens <= room else dataclasses.replace(request, max_new_tokens=room)
-
-    @property
-    def batch_sizes(self) -> list[int]:
-        return self._batcher.batch_sizes
 
     async def aclose(self) -> None:
         self._closing.set()  # a batch still generating stops at its next token (or layer, in a prefill)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from agentdata.engines.base import Engine, Generation, GenerationRequest, cut_at_first_stop, error_generation
-from agentdata.engines.batching import RequestBatcher
+from agentdata.engines.base import Generation, GenerationRequest, cut_at_first_stop, error_generation
+from agentdata.engines.batching import BatchedEngine, RequestBatcher
 from agentdata.engines.hf_generate import render_prompt
 
 MAX_BATCH_SIZE = 1024  # vLLM schedules within a call itself (max_num_seqs); this only bounds one call's list
@@ -30,7 +30,7 @@ def vllm_sampling_params() -> Callable[..., Any]:
     return SamplingParams
 
 
-class ColocatedVLLMEngine(Engine):
+class ColocatedVLLMEngine(BatchedEngine):
     """The agent loop's engine over a `vllm.LLM` (`llm.generate(prompts, sampling_params, use_tqdm=False)`)."""
 
     def __init__(self, llm: Any, tokenizer: Any, *, spec: str = "policy-vllm", max_batch_size: int = MAX_BATCH_SIZE,
@@ -45,13 +45,6 @@ class ColocatedVLLMEngine(Engine):
     @classmethod
     def for_trainer(cls, trainer: Any) -> "ColocatedVLLMEngine":
         return cls(trainer.vllm_generation.llm, trainer.processing_class)
-
-    async def generate(self, request: GenerationRequest) -> Generation:
-        return await self._batcher.submit(request)
-
-    @property
-    def batch_sizes(self) -> list[int]:
-        return self._batcher.batch_sizes
 
     def _run_batch(self, requests: list[GenerationRequest]) -> list[Generation]:
         started = time.perf_counter()

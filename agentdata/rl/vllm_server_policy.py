@@ -26,8 +26,8 @@ import itertools
 import time
 from typing import Any
 
-from agentdata.engines.base import Engine, Generation, GenerationRequest, cut_at_first_stop, error_generation
-from agentdata.engines.batching import RequestBatcher
+from agentdata.engines.base import Generation, GenerationRequest, cut_at_first_stop, error_generation
+from agentdata.engines.batching import BatchedEngine, RequestBatcher
 from agentdata.engines.hf_generate import render_prompt
 
 MAX_BATCH_SIZE = 1024
@@ -43,7 +43,7 @@ def server_client(args: Any) -> Any:
                       connection_timeout=args.vllm_server_timeout)
 
 
-class ServerVLLMEngine(Engine):
+class ServerVLLMEngine(BatchedEngine):
     """The agent loop's engine over TRL's `VLLMClient` (`client.generate(prompts=token ids, ...)`)."""
 
     def __init__(self, client: Any, tokenizer: Any, *, spec: str = "policy-vllm-server",
@@ -61,13 +61,6 @@ class ServerVLLMEngine(Engine):
         """The main process reuses the client TRL syncs weights with; the others open their own."""
         client = getattr(trainer.vllm_generation, "vllm_client", None) or server_client(trainer.args)
         return cls(client, trainer.processing_class)
-
-    async def generate(self, request: GenerationRequest) -> Generation:
-        return await self._batcher.submit(request)
-
-    @property
-    def batch_sizes(self) -> list[int]:
-        return self._batcher.batch_sizes
 
     def _run_batch(self, requests: list[GenerationRequest]) -> list[Generation]:
         started = time.perf_counter()
