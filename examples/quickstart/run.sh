@@ -2,7 +2,8 @@
 # The whole agentdata pipeline on the embedded default (`smollm2-tir`: SmolLM2-135M-Instruct shown
 # two worked examples of running code; protocol codeblock; the local sandbox; the compute ladder):
 #   synth problems -> collect -> synth stitch -> curate -> filter -> train (SFT, profile, GRPO) -> eval
-# Sized to finish, install included, under 15 minutes on a 2-core CPU. Everything goes under one folder.
+# Aimed at 15 minutes with the install on a 2-core CPU; measured at about 30 (bench/RESULTS_quickstart.md).
+# Everything goes under one folder.
 #
 #   bash examples/quickstart/run.sh                   # writes runs/quickstart
 #   bash examples/quickstart/run.sh --out /tmp/qs     # or QUICKSTART_OUT=/tmp/qs
