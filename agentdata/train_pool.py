@@ -107,9 +107,18 @@ def profiled_pool(rl_config: GRPOStageConfig, settings: RLProblemsConfig, out: P
 
 
 def profile_spec(model: str) -> str:
-    """The engine spec of exactly the weights GRPO loads (for `smollm2-tir`: the plain model it trains)."""
+    """The engine spec whose rollouts are GRPO's from start model `model`: the same weights, the same prompt.
+
+    `smollm2-tir` stays itself: GRPO's rollouts from it are shown its worked examples
+    (engines.demonstrated.demonstrated_policy), so its profile must be too; the plain `hf:DIR` of
+    its weights would measure the band without them. Any other start is the `hf:DIR` of exactly the
+    weights GRPO loads, so the profile cache keys on their files.
+    """
+    from agentdata.engines.demonstrated import rollouts_show_examples
     from agentdata.training.model import resolve_model_dir
 
+    if rollouts_show_examples(model):
+        return model
     kind, _, target = model.partition(":")
     if kind == "hf" and target:
         return model

@@ -3,6 +3,7 @@ GRPO's loop settings, keeps the band, caches the profile, and GRPO trains on tha
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -156,3 +157,60 @@ def test_a_pool_and_raw_problems_together_are_refused(tmp_path):
     with pytest.raises(UserError, match="not both"):
         train(TrainRequest(stage="rl", out=tmp_path, rl_pool=tmp_path / "pool.parquet",
                            rl_problems=write_problems(tmp_path / "p.jsonl")))
+
+
+@pytest.fixture
+def embedded_student(monkeypatch, tiny_model_dir):
+    """`smollm2`'s factory answers as a CountingStudent (so `smollm2-tir` is the real DemonstratedEngine
+    around it); the embedded weights are the tiny model, so nothing is converted."""
+    import agentdata.engines as engines
+    import agentdata.engines.smollm2 as smollm2
+
+    made: list[CountingStudent] = []
+
+    def smollm2_engine(target: str = "", *, spec: str = "smollm2", **options):
+        made.append(CountingStudent(spec))
+        return made[-1]
+
+    monkeypatch.setattr(smollm2, "smollm2_engine", smollm2_engine)
+    monkeypatch.setattr(engines, "smollm2_model_dir", lambda: tiny_model_dir)
+    return made
+
+
+def test_stage_rl_from_smollm2_tir_profiles_under_the_worked_examples_grpo_rollouts_see(
+        tmp_path, embedded_student, grpo_runs):
+    from agentdata.engines.demonstrated import DEMONSTRATION, rollouts_show_examples
+    from agentdata.train import TrainRequest, train
+    from agentdata.train_pool import pool_warnings
+
+    out = tmp_path / "rl"
+    train(TrainRequest(stage="rl", out=out, rl_problems=write_problems(tmp_path / "p.jsonl"),
+                       flags={"model": "smollm2-tir", "max_new_tokens": 64}))
+    [engine] = embedded_student
+    # the profile's prompt is GRPO's: the worked examples between the system prompt and the question
+    assert len(engine.requests) == 16
+    assert all(request.messages[1:-1] == list(DEMONSTRATION) for request in engine.requests)
+    [grpo] = grpo_runs
+    assert grpo.model == "smollm2-tir" and rollouts_show_examples(grpo.model)
+    assert sorted(pl.read_parquet(out / "pool.parquet")["pass_rate"].to_list()) == [0.25, 0.5]
+    # the pool records smollm2-tir: right for GRPO from smollm2-tir, not for the plain model
+    assert grpo.rl_pool == str(out / "pool.parquet") and pool_warnings(grpo) == []
+    [warning] = pool_warnings(dataclasses.replace(grpo, model="smollm2"))
+    assert "profiled with smollm2-tir, GRPO starts from smollm2" in warning
+
+
+def test_a_pool_of_the_plain_weights_is_not_taken_for_smollm2_tir(tmp_path, tiny_model_dir, embedded_student, student):
+    """Same weights, other prompt: a pool profiled without the worked examples is measured under another prompt."""
+    from agentdata.agent.config import CollectConfig
+    from agentdata.pool.build import PoolConfig
+    from agentdata.pool.run import run_filter
+    from agentdata.problems import load_problems
+    from agentdata.rl.config import GRPOStageConfig, rollout_loop
+    from agentdata.train_pool import pool_warnings
+
+    pool = tmp_path / "pool.parquet"
+    profiling = CollectConfig(teacher=f"hf:{tiny_model_dir}", samples=4, loop=rollout_loop())
+    run_filter(load_problems(write_problems(tmp_path / "p.jsonl")), pool, PoolConfig(embedding="tfidf"), profiling)
+    [warning] = pool_warnings(GRPOStageConfig(model="smollm2-tir", rl_pool=str(pool)))
+    assert f"profiled with hf:{tiny_model_dir}, GRPO starts from smollm2-tir" in warning
+    assert pool_warnings(GRPOStageConfig(model="smollm2", rl_pool=str(pool))) == []  # the plain weights: same run

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 
 from agentdata.engines.base import Engine, Generation, GenerationRequest
+from agentdata.engines.smollm2 import SMOLLM2_TIR_SPEC
 
 # formats.codeblock's stop string (engines import no protocol): a request that stops there is codeblock.
 CODEBLOCK_STOP = "\n```\n"
@@ -76,6 +77,16 @@ class DemonstratedEngine(Engine):
         return getattr(self.inner, "generation_s", 0.0)
 
 
+def rollouts_show_examples(spec: str) -> bool:
+    """Whether GRPO's rollouts from start model `spec` are shown worked examples (only `smollm2-tir`'s are).
+
+    The one answer to "which prompt do this start model's rollouts get": GRPO's rollout engine
+    (`demonstrated_policy`) and `train --rl-problems`' profile of the start model
+    (`train_pool.profile_spec`) both ask it, so the band is measured under GRPO's own prompt.
+    """
+    return spec == SMOLLM2_TIR_SPEC
+
+
 def demonstrated_policy(spec: str, policy: Engine) -> Engine:
     """GRPO's rollout engine for a start model `spec`: smollm2-tir's rollouts see its worked examples.
 
@@ -85,4 +96,4 @@ def demonstrated_policy(spec: str, policy: Engine) -> Engine:
     the saved model is plain SmolLM2 weights meant to run code without being shown how: use it as
     `hf:OUT`, with no examples. Any other start model (e.g. the SFT output) gets no examples.
     """
-    return DemonstratedEngine(policy, spec=spec) if spec == "smollm2-tir" else policy
+    return DemonstratedEngine(policy, spec=spec) if rollouts_show_examples(spec) else policy

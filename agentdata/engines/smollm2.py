@@ -21,6 +21,8 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # v2: saved without the GGUF quantization_config (v1 dirs could not be fine-tuned)
 CACHE_NAME = "smollm2-v2"
 COMPLETE_MARKER = "agentdata-converted.txt"
+SMOLLM2_SPEC = "smollm2"  # the plain model
+SMOLLM2_TIR_SPEC = "smollm2-tir"  # the same weights, shown worked examples (engines.demonstrated)
 
 
 def cache_root() -> Path:
@@ -61,18 +63,18 @@ def smollm2_model_dir() -> Path:
     return target
 
 
-def smollm2_engine(target: str = "", *, spec: str = "smollm2", **options):
+def smollm2_engine(target: str = "", *, spec: str = SMOLLM2_SPEC, **options):
     """The engine factory of the bare `smollm2` spec: the cached model on the transformers engine."""
     from agentdata.engines.hf import HFEngine
 
-    return HFEngine(smollm2_model_dir(), spec="smollm2", **options)
+    return HFEngine(smollm2_model_dir(), spec=SMOLLM2_SPEC, **options)
 
 
-def smollm2_tir_engine(target: str = "", *, spec: str = "smollm2-tir", **options):
+def smollm2_tir_engine(target: str = "", *, spec: str = SMOLLM2_TIR_SPEC, **options):
     """`smollm2-tir`: the same model shown a worked example of running code (engines.demonstrated)."""
     from agentdata.engines.demonstrated import DemonstratedEngine
 
-    return DemonstratedEngine(smollm2_engine(**options), spec="smollm2-tir")
+    return DemonstratedEngine(smollm2_engine(**options), spec=SMOLLM2_TIR_SPEC)
 
 
 def load_smollm2_tokenizer():

@@ -20,7 +20,9 @@ __all__ = ["last_checkpoint", "load_model", "load_tokenizer", "lora_config", "re
 
 def resolve_model_dir(spec: str) -> Path:
     """A local transformers model dir for an engine spec or a path."""
-    if spec in ("smollm2", "smollm2-tir"):  # smollm2-tir is the same weights, shown an example
+    from agentdata.engines.smollm2 import SMOLLM2_SPEC, SMOLLM2_TIR_SPEC
+
+    if spec in (SMOLLM2_SPEC, SMOLLM2_TIR_SPEC):  # smollm2-tir is the same weights, shown an example
         from agentdata.engines import smollm2_model_dir
 
         return smollm2_model_dir()
