@@ -9,6 +9,8 @@ import shutil
 
 import pytest
 
+from agentdata.engines.base import Engine, Generation, GenerationRequest, cut_at_first_stop
+from agentdata.engines.hf_generate import render_prompt
 from agentdata.engines.prompt_template import PLAIN_PREAMBLE, PLAIN_TEMPLATE, apply_prompt_template
 from agentdata.errors import UserError
 from agentdata.events import listening
@@ -142,3 +144,48 @@ def test_grpo_rollout_prompts_are_the_plain_template(tmp_path, base_model_dir):
     prompt_text = trainer.processing_class.decode(output["prompt_ids"][0])
     assert prompt_text.startswith(PLAIN_PREAMBLE) and prompt_text.endswith(f"User: {question}\nAssistant:")
     assert len(rollout.last_trajectories) == 2
+
+
+class PlainTemplateEngine(Engine):
+    """What the hf engine does with a base model that writes the user's next turn itself: the prompt is
+    rendered with the tokenizer's template, the model's tokens decoded, the text cut at the first stop."""
+
+    SCRIPT = "The product is \\boxed{391}.\nUser: What is 2 + 2?\nAssistant: 4"
+
+    def __init__(self, tokenizer):
+        self.spec, self.tokenizer, self.requests, self.prompts = "plain-base", tokenizer, [], []
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        self.requests.append(request)
+        self.prompts.append(render_prompt(self.tokenizer, request))
+        ids = self.tokenizer(self.SCRIPT, add_special_tokens=False)["input_ids"]
+        text, matched = cut_at_first_stop(self.tokenizer.decode(ids, skip_special_tokens=True), tuple(request.stop))
+        return Generation(text, matched, "stop", 20, len(ids))
+
+
+def _solve_with(tokenizer):
+    from agentdata.agent.loop import LoopConfig, solve
+    from agentdata.records import Problem
+    from tests.fakes import InProcessSandbox
+
+    engine = PlainTemplateEngine(tokenizer)
+    problem = Problem(id="p", question=QUESTION, answer="391")
+    trajectory = asyncio.run(solve(problem, engine, InProcessSandbox(), LoopConfig(protocol="codeblock")))
+    return engine, trajectory
+
+
+def test_a_base_model_on_the_plain_template_stops_where_it_starts_the_users_next_turn(base_tokenizer):
+    apply_prompt_template(base_tokenizer, "plain")
+    engine, trajectory = _solve_with(base_tokenizer)
+    [request] = engine.requests
+    assert engine.prompts[0].endswith(f"User: {QUESTION}\nAssistant:")
+    assert set(get_protocol("codeblock").stop_strings) < set(request.stop) and "\nUser:" in request.stop
+    # the turn ends before the invented user turn: it is the answer, recorded without what followed
+    assert [m["content"] for m in trajectory.messages if m["role"] == "assistant"] == ["The product is \\boxed{391}."]
+    assert trajectory.finish_reason == "answer" and trajectory.correct and trajectory.num_turns == 1
+
+
+def test_a_chat_template_model_is_not_stopped_at_user_lines(tokenizer):
+    engine, trajectory = _solve_with(tokenizer)
+    assert engine.requests[0].stop == tuple(get_protocol("codeblock").stop_strings)
+    assert "User: What is 2 + 2?" in trajectory.messages[-1]["content"]

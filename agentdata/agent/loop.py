@@ -150,6 +150,8 @@ def _read_turn(state: _State, protocol: Protocol, engine: Engine,
         state.continuing = False
     # A server that says "stop" both at a stop string and at the end of a turn leaves it to the text.
     stopped_at = generation.stop_reason if generation.stop_known else protocol.stop_after(text)
+    if stopped_at in engine.turn_stops:  # the model began the user's next turn: its own turn is over
+        stopped_at = None
     if generation.tool_calls:  # the server parsed the calls itself (native tool calling)
         return parse_native_calls(generation.tool_calls, text), None, reasoning
     return protocol.parse(text + (stopped_at or "")), stopped_at, reasoning
@@ -184,7 +186,7 @@ async def _generate(state: _State, protocol: Protocol, engine: Engine, config: L
         max_new_tokens=budget,
         temperature=config.temperature,
         top_p=config.top_p,
-        stop=tuple(protocol.stop_strings),
+        stop=_stop_strings(protocol, engine),
         seed=None if seed is None else seed + state.turns,
     )
     started = time.perf_counter()
@@ -195,6 +197,13 @@ async def _generate(state: _State, protocol: Protocol, engine: Engine, config: L
         state.prompt_tokens = generation.prompt_tokens
     state.completion_tokens += generation.completion_tokens
     return generation
+
+
+def _stop_strings(protocol: Protocol, engine: Engine) -> tuple[str, ...]:
+    """The protocol's (a tool call ends there) and the engine's prompt text's end of turn (the plain
+    template's `\nUser:`: a base model otherwise writes the user's next turn and goes on)."""
+    stops = tuple(protocol.stop_strings)
+    return stops + tuple(stop for stop in engine.turn_stops if stop not in stops)
 
 
 def _request_messages(plain: list[dict[str, Any]]) -> list[dict[str, Any]]:

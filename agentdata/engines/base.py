@@ -80,6 +80,14 @@ class Engine:
     async def generate(self, request: GenerationRequest) -> Generation:
         raise NotImplementedError
 
+    @property
+    def turn_stops(self) -> tuple[str, ...]:
+        """Stop strings that end the assistant's turn in this engine's prompt text, which the agent loop
+        adds to the protocol's: `\nUser:` when the tokenizer has the plain template (engines.prompt_template)."""
+        from agentdata.engines.prompt_template import turn_end_stops
+
+        return turn_end_stops(self.tokenizer)
+
     async def generate_many(self, requests: list[GenerationRequest]) -> list[Generation]:
         """All requests at once, so local engines can batch them; results in request order."""
         return list(await asyncio.gather(*(self.generate(request) for request in requests)))

@@ -15,6 +15,12 @@ same text without knowing about it. An assistant turn ends with the tokenizer's 
 token: that is what the model learns to stop at. Tool results that come back as a new turn
 (hermes) are `User:` turns, as for chat templates (formats.base.results_as_user_turns).
 
+Nothing but that end-of-sequence token ends the assistant's turn, and a base model that has not
+learned it yet writes the next `User:` line itself and goes on with a conversation of its own.
+So an engine rendering with the plain template also stops at a new `User:` line
+(`turn_end_stops`, which the agent loop adds to the protocol's stop strings): the turn ends
+there, and what the model wrote after it is dropped.
+
 `prompt_template` chooses: `auto` (the model's chat template, the plain one when it has none),
 `chat` (the chat template, refused when there is none), `plain` (always the plain one, e.g.
 for a base model that ships a chat template it was never trained on), or a path to a Jinja
@@ -34,6 +40,7 @@ PROMPT_TEMPLATE_HELP = ("How conversations become prompt text: auto (the model's
                         "one gets the plain ZeroTIR-style 'User: ... Assistant:' template), chat (refuse a model "
                         "without a chat template), plain (always the plain template), or a Jinja template file.")
 
+PLAIN_TURN_STOP = "\nUser:"  # the plain template's next user turn: where a base model's own turn must end
 PLAIN_PREAMBLE = "A conversation between User and Assistant. The User asks a question, and the Assistant solves it."
 
 # The assistant's text follows "Assistant:" after one space (none when it starts with whitespace
@@ -90,3 +97,9 @@ def apply_prompt_template(tokenizer: Any, choice: str = "auto", model: str = "th
 
 def uses_plain_template(tokenizer: Any) -> bool:
     return getattr(tokenizer, "chat_template", None) == PLAIN_TEMPLATE
+
+
+def turn_end_stops(tokenizer: Any) -> tuple[str, ...]:
+    """Stop strings that end an assistant turn in the prompt text `tokenizer` renders, beside its EOS
+    token: the plain template's next `User:` line; none for a chat template (its own end-of-turn token)."""
+    return (PLAIN_TURN_STOP,) if uses_plain_template(tokenizer) else ()
