@@ -4,6 +4,11 @@ Each row keeps its own stop strings and token budget: the batch generates up to 
 largest budget, a stopping criterion marks every row done at its own stop string, end
 of turn or budget (transformers then pads that row), and each row's text is cut there.
 
+The prompts of a batch usually begin alike (the system prompt, a tool list, worked
+examples): that shared prefix is run through the model once and its key/value cache is
+given to every row (`shared_prefix`), instead of once per row. On a CPU the prompts' prefill
+is most of the generation time, so this is where batching pays (bench/bench_prefix.py).
+
 A stop check (the engine is closing, or nobody waits for the batch any more: Ctrl-C,
 SIGTERM) ends the call within a token, and within one layer during a long prompt's
 prefill, which is a single forward pass.
@@ -19,12 +24,14 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
-from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers import DynamicCache, StoppingCriteria, StoppingCriteriaList
 
 from agentdata.engines.base import Generation, GenerationRequest, cut_at_first_stop
 
 
 StopCheck = Callable[[], bool]  # called from the generating thread: True means stop now
+# A shorter common start is not worth a separate forward pass.
+MIN_SHARED_PREFIX = 16
 
 
 class GenerationAborted(RuntimeError):
@@ -133,16 +140,53 @@ def generation_seed(requests: list[GenerationRequest]) -> int | None:
     return int.from_bytes(digest[:4], "little")
 
 
-def left_padded(prompt_ids: list[list[int]], pad_token_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """One batch of prompts, padded on the left so every row's last prompt token meets its first new one."""
-    width = max(len(ids) for ids in prompt_ids)
+def shared_prefix_length(prompt_ids: list[list[int]]) -> int:
+    """How many leading tokens every prompt of the batch has in common, leaving each row at least one
+    token of its own (generate needs a new token to start from); 0 when sharing would not pay."""
+    if len(prompt_ids) < 2:
+        return 0
+    first, shortest = prompt_ids[0], min(len(ids) for ids in prompt_ids)
+    length = 0
+    while length < shortest - 1 and all(ids[length] == first[length] for ids in prompt_ids):
+        length += 1
+    return length if length >= MIN_SHARED_PREFIX else 0
+
+
+def padded_batch(prompt_ids: list[list[int]], pad_token_id: int, device,
+                 prefix_length: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """One batch of prompts as [shared prefix][padding][the row's own tokens].
+
+    Padding goes between the prefix and the rest (at the left when there is no prefix), so every
+    row's last prompt token meets its first new one and the prefix's cache fits every row;
+    generate derives each token's position from the attention mask, so the gap changes nothing.
+    """
+    width = prefix_length + max(len(ids) - prefix_length for ids in prompt_ids)
     input_ids = torch.full((len(prompt_ids), width), pad_token_id, dtype=torch.long)
     attention_mask = torch.zeros((len(prompt_ids), width), dtype=torch.long)
     for row, ids in enumerate(prompt_ids):
-        if ids:
-            input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
-            attention_mask[row, width - len(ids):] = 1
+        own = ids[prefix_length:]
+        input_ids[row, :prefix_length] = torch.tensor(ids[:prefix_length], dtype=torch.long)
+        attention_mask[row, :prefix_length] = 1
+        if own:
+            input_ids[row, width - len(own):] = torch.tensor(own, dtype=torch.long)
+            attention_mask[row, width - len(own):] = 1
     return input_ids.to(device), attention_mask.to(device)
+
+
+def prefix_cache(model, prefix: list[int], rows: int) -> DynamicCache:
+    """The key/value cache of `prefix`, computed once and repeated for `rows` rows."""
+    cache = DynamicCache(config=model.config)
+    model(input_ids=torch.tensor([prefix], dtype=torch.long, device=model.device), cache=cache, use_cache=True,
+          logits_to_keep=1)
+    cache.batch_repeat_interleave(rows)
+    return cache
+
+
+def can_share_prefix(model) -> bool:
+    """Models whose generate starts from a plain DynamicCache (decoder-only transformers, not
+    recurrent or custom-cache architectures) can take a precomputed prefix."""
+    supports = getattr(model, "_supports_default_dynamic_cache", None)
+    return bool(supports and supports()) and not getattr(model.config, "is_encoder_decoder", False)
 
 
 @contextmanager
@@ -171,7 +215,8 @@ def generate_batch(model, tokenizer, requests: list[GenerationRequest], prompt_i
                    key: SamplingKey, should_stop: StopCheck | None = None) -> list[Generation]:
     """Run one `generate` call for `requests` (all sharing `key`; prompts already tokenized) and cut each row."""
     pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    input_ids, attention_mask = left_padded(prompt_ids, pad_token_id, model.device)
+    prefix_length = shared_prefix_length(prompt_ids) if can_share_prefix(model) else 0
+    input_ids, attention_mask = padded_batch(prompt_ids, pad_token_id, model.device, prefix_length)
     prompt_length = input_ids.shape[1]
 
     eos_token_ids = _eos_token_ids(model, tokenizer)
@@ -183,6 +228,7 @@ def generate_batch(model, tokenizer, requests: list[GenerationRequest], prompt_i
         temperature=key.temperature if key.do_sample else None,
         top_p=key.top_p if key.do_sample else None,
         top_k=None,
+        use_cache=True,  # a model prepared for training may have turned its cache off
         pad_token_id=pad_token_id,
         eos_token_id=sorted(eos_token_ids),
     )
@@ -190,8 +236,9 @@ def generate_batch(model, tokenizer, requests: list[GenerationRequest], prompt_i
     if seed is not None:
         torch.manual_seed(seed)
     with torch.inference_mode(), stop_between_layers(model, should_stop):
+        shared = {"cache": prefix_cache(model, prompt_ids[0][:prefix_length], len(prompt_ids))} if prefix_length else {}
         output = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=generation_config,
-                                stopping_criteria=StoppingCriteriaList([stopping]))
+                                stopping_criteria=StoppingCriteriaList([stopping]), **shared)
     generated = output[:, prompt_length:]
     return [
         _row_generation(tokenizer, generated[row], request, stopping, row, len(prompt_ids[row]))

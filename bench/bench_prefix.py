@@ -1,0 +1,85 @@
+"""The shared prompt prefix on the embedded default: `collect` with and without it, in one run.
+
+`collect` with its defaults (smollm2-tir: SmolLM2 shown two worked examples before every
+question, protocol codeblock, the built-in problems) except greedy sampling, so both arms
+produce the same tokens and the timings compare the same work. The arms alternate in one
+process (the engine loaded once); the baseline switches the sharing off by raising
+`hf_generate.MIN_SHARED_PREFIX` out of reach, i.e. every row prefills its whole prompt.
+
+    python bench/bench_prefix.py --problems 16 --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agentdata.agent.config import LoopConfig  # noqa: E402
+from agentdata.agent.rundir import RunDir  # noqa: E402
+from agentdata.agent.runner import CollectConfig, collect  # noqa: E402
+from agentdata.engines import hf_generate, load_engine  # noqa: E402
+from agentdata.sandbox import open_sandbox  # noqa: E402
+from agentdata.synth.builtin import default_problems  # noqa: E402
+
+
+def one_collect(problems, config, engine, sandbox, share: bool) -> tuple[float, list[str], object]:
+    hf_generate.MIN_SHARED_PREFIX = SHARED_MIN if share else 10**9
+    with tempfile.TemporaryDirectory() as out:
+        started = time.perf_counter()
+        summary = collect(problems, out, config, engine=engine, sandbox=sandbox)
+        elapsed = time.perf_counter() - started
+        texts = sorted(json.dumps(t.messages, sort_keys=True) for t in RunDir(out).trajectories())
+    return elapsed, texts, summary
+
+
+SHARED_MIN = hf_generate.MIN_SHARED_PREFIX
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--problems", type=int, default=16)
+    parser.add_argument("--samples", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--max-new-tokens", type=int, default=192)
+    args = parser.parse_args()
+    problems = default_problems(args.problems)
+    config = CollectConfig(teacher="smollm2-tir", concurrency=16, samples=args.samples,
+                           loop=LoopConfig(temperature=0.0, max_new_tokens=args.max_new_tokens, max_tool_calls=2,
+                                           protocol="codeblock"))
+    engine = load_engine("smollm2-tir")
+    sandbox = open_sandbox("local")
+    times: dict[bool, list[float]] = {False: [], True: []}
+    texts: dict[bool, list[str]] = {}
+    loads = [os.getloadavg()[0]]
+    try:
+        one_collect(problems[:2], config, engine, sandbox, share=True)  # start-up costs before the clock
+        for _ in range(args.rounds):  # alternate, so both arms see the same machine load
+            for share in (False, True):
+                elapsed, texts[share], summary = one_collect(problems, config, engine, sandbox, share)
+                times[share].append(round(elapsed, 1))
+                loads.append(os.getloadavg()[0])
+    finally:
+        sandbox.close()
+        asyncio.run(engine.aclose())
+    result = {
+        "benchmark": "collect on smollm2-tir (greedy), shared prompt prefix vs every row prefilling its whole prompt",
+        "trajectories": summary.total, "tool_calls": summary.tool_calls, "correct": summary.correct,
+        "completion_tokens": summary.completion_tokens,
+        "baseline_s": times[False], "shared_prefix_s": times[True],
+        "speedup_best": round(min(times[False]) / min(times[True]), 2),
+        "same_trajectories": texts[False] == texts[True],
+        "load_average_1min": [round(load, 2) for load in loads], "threads": os.environ.get("OMP_NUM_THREADS"),
+    }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
