@@ -77,6 +77,56 @@ def test_every_trl_template_renders_a_codeblock_row_as_plain_fenced_text(tokeniz
     assert "<tool_call>" not in text and "code_interpreter" not in text
 
 
+@pytest.fixture(scope="module")
+def codeblock_set(tmp_path_factory) -> Path:
+    """A set in which no row lists a tool: every row codeblock (the default protocol's curate output)."""
+    folder = tmp_path_factory.mktemp("codeblock-set")
+    rows = [crafted("b", "codeblock", problem_id="p2", question="Another, different question about products?"),
+            crafted("c", "codeblock", problem_id="p3", question="A third question, on sums of digits?")]
+    return curated(folder, rows).output
+
+
+FUNCTION_CALL_INSTRUCTIONS = ("Environment: ipython", "function call")  # what Llama 3.1 / 3.2 add for tools=[]
+
+
+def test_a_set_with_no_tool_gives_every_trl_template_no_tools(tokenizer, codeblock_set):
+    """TRL's SFTTrainer passes `example.get("tools")` to the template: with no column, that is None, and no
+    template adds calling instructions (with `tools: []`, Llama 3.1 / 3.2's added theirs)."""
+    import datasets
+
+    dataset = datasets.load_dataset("parquet", data_files=str(codeblock_set), split="train")
+    assert "tools" not in dataset.column_names and len(dataset) == 2
+    rendered = 0
+    for template in trl_templates():
+        if renders_plain_text(tokenizer, template):
+            continue
+        for row in dataset:
+            as_trl_gives_it = render(tokenizer, template, {**row, "tools": row.get("tools")})
+            assert as_trl_gives_it == render(tokenizer, template, {**row, "tools": None}), template.stem
+            assert not any(text in as_trl_gives_it for text in FUNCTION_CALL_INSTRUCTIONS), template.stem
+            rendered += 1
+    assert rendered >= 2 * 60  # nearly every bundled template, Llama 3.1 / 3.2's among them
+
+
+def test_trl_sft_trainer_tokenizes_a_codeblock_set_without_calling_instructions(tmp_path, tiny_model_dir,
+                                                                                 codeblock_set):
+    import datasets
+    import trl
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    args = SFTConfig(output_dir=str(tmp_path / "out"), max_steps=1, report_to=[], save_strategy="no", use_cpu=True,
+                     max_length=None, chat_template_path=str(Path(trl.__file__).parent / "chat_templates" /
+                                                              "llama3_1.jinja"))
+    trainer = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(tiny_model_dir), args=args, processing_class=tokenizer,
+                         train_dataset=datasets.load_dataset("parquet", data_files=str(codeblock_set), split="train"))
+    for example in trainer.train_dataset:
+        text = tokenizer.decode(example["input_ids"])
+        assert f"```python\n{CODE}\n```" in text
+        assert not any(instruction in text for instruction in FUNCTION_CALL_INSTRUCTIONS), text
+
+
 @pytest.mark.parametrize("template", trl_templates(), ids=lambda path: path.stem)
 def test_every_trl_template_renders_the_tool_call_once_decoded(tokenizer, rows, template):
     from trl.chat_template_utils import supports_tool_calling
@@ -157,13 +207,13 @@ VERL_SCRIPT = r'''
 import json, sys
 from omegaconf import OmegaConf
 from transformers import AutoTokenizer
-kind, path, model_dir, template = sys.argv[1:5]
+kind, path, model_dir, template, options = sys.argv[1:6]
 tokenizer = AutoTokenizer.from_pretrained(model_dir)
 tokenizer.chat_template = open(template).read()
 if kind == "sft":
     from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
     config = OmegaConf.create({"messages_key": "messages", "tools_key": "tools", "max_length": 2048,
-                               "truncation": "error"})
+                               "truncation": "error", **json.loads(options)})
     dataset = MultiTurnSFTDataset([path], tokenizer, config)
     out = []
     for index in range(len(dataset)):
@@ -182,7 +232,7 @@ print("RESULT" + json.dumps(out))
 '''
 
 
-def run_verl(kind: str, path: Path, model_dir: Path, template: str) -> list[dict]:
+def run_verl(kind: str, path: Path, model_dir: Path, template: str, **options) -> list[dict]:
     python = verl_python()
     if python is None:
         pytest.skip("verl is not installed: run `bash scripts/peers.sh verl` (or set AGENTDATA_VERL_PYTHON)")
@@ -190,7 +240,8 @@ def run_verl(kind: str, path: Path, model_dir: Path, template: str) -> list[dict
 
     template_path = Path(trl.__file__).parent / "chat_templates" / f"{template}.jinja"
     env = {**os.environ, "PYTHONPATH": "", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    done = subprocess.run([str(python), "-c", VERL_SCRIPT, kind, str(path), str(model_dir), str(template_path)],
+    done = subprocess.run([str(python), "-c", VERL_SCRIPT, kind, str(path), str(model_dir), str(template_path),
+                           json.dumps(options)],
                           capture_output=True, text=True, env=env, timeout=600, cwd=path.parent)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.split("RESULT", 1)[1])
@@ -203,6 +254,17 @@ def test_verl_multiturn_sft_dataset_reads_the_file_unchanged(tiny_model_dir, sft
     for item in items:
         assert code_appears_once_decoded(item["text"]) and item["text"].count(TOOL_OUTPUT) == 1
         assert (CODE in item["trained"] or ENCODED in item["trained"]) and TOOL_OUTPUT not in item["trained"]
+
+
+@pytest.mark.slow
+def test_verl_multiturn_sft_dataset_gives_a_codeblock_set_no_tools(tiny_model_dir, codeblock_set):
+    # Llama 3.1's template renders a turn alone differently from in the whole conversation (its date
+    # header): verl's check of that is not what is tested here
+    items = run_verl("sft", codeblock_set, tiny_model_dir, "llama3_1", ignore_input_ids_mismatch=True)
+    assert len(items) == 2
+    for item in items:
+        assert f"```python\n{CODE}\n```" in item["text"] and CODE in item["trained"]
+        assert not any(instruction in item["text"] for instruction in FUNCTION_CALL_INSTRUCTIONS), item["text"]
 
 
 @pytest.mark.slow

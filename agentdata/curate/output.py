@@ -45,13 +45,33 @@ def canonical_batches(source: Path) -> Iterator[list[dict[str, Any]]]:
         yield rows
 
 
-def hf_row(row: dict[str, Any]) -> dict[str, Any]:
+def hf_row(row: dict[str, Any], with_tools: bool = True) -> dict[str, Any]:
     format = row.get("format")
     try:
         messages = hf_messages(row["messages"], format)
     except json.JSONDecodeError as error:
         raise UserError(f"problem {row.get('problem_id')}: tool-call arguments are not JSON ({error.msg})") from None
-    return {**row, "messages": messages, "tools": consumer_tools(row.get("tools"), format)}
+    converted = {**row, "messages": messages, "tools": consumer_tools(row.get("tools"), format)}
+    if not with_tools:
+        del converted["tools"]
+    return converted
+
+
+def lists_no_tool(schema: pa.Schema) -> bool:
+    """No row of the set lists a tool (e.g. all codeblock): its `tools` column holds only `[]` or nulls.
+
+    Such a set is written without the column, as the openai form leaves the key out: the readers then
+    give the template no tools (TRL's SFTTrainer `example.get("tools")`, verl's MultiTurnSFTDataset
+    when `tools_key` is not a column), whereas `tools=[]` reaches the template as is, and Llama 3.1 /
+    3.2's (`tools is not none`) then add their JSON function-calling instructions to a conversation
+    that calls no function. A null cannot stand in: verl reads it as pandas' NA, which templates
+    cannot iterate.
+    """
+    index = schema.get_field_index("tools")
+    if index < 0:
+        return True
+    data_type = schema.field(index).type
+    return pa.types.is_null(data_type) or (pa.types.is_list(data_type) and pa.types.is_null(data_type.value_type))
 
 
 def _batch_type(rows: list[dict[str, Any]]) -> pa.Schema:
@@ -106,11 +126,14 @@ def _check_lossless(rows: list[dict[str, Any]], table: pa.Table, path: Path) -> 
 
 def write_hf(source: Path, target: Path) -> Path:
     schema = hf_schema(source)
+    with_tools = not lists_no_tool(schema)
+    if "tools" in schema.names and not with_tools:
+        schema = schema.remove(schema.get_field_index("tools"))
 
     def write(tmp: str) -> None:
         with pq.ParquetWriter(tmp, schema) as writer:
             for rows in canonical_batches(source):
-                converted = [hf_row(row) for row in rows]
+                converted = [hf_row(row, with_tools) for row in rows]
                 table = pa.Table.from_pylist(converted, schema=schema)
                 _check_lossless(converted, table, target)
                 writer.write_table(table)

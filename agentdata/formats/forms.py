@@ -12,11 +12,13 @@
 A codeblock trajectory is not a tool-calling conversation for its model: it wrote ```python
 blocks in plain text, as its system prompt asks. In both forms its turns are plain text
 (each assistant turn with its fenced code, each result as a `user` turn holding the
-```output block the model was shown) and its `tools` is empty (`[]`, not null: verl hands a null
-to the template as pandas' NA, which it cannot iterate): a template given tools
-adds its own calling instructions (`<tool_call>` JSON, XML functions) to the system prompt,
-which would contradict the one the model was prompted with. So no template renders it as
-call markup, and the results stay out of the loss of trainers that train on assistant turns.
+```output block the model was shown) and it lists no tools: a template given tools adds its own
+calling instructions (`<tool_call>` JSON, XML functions) to the system prompt, which would
+contradict the one the model was prompted with. So no template renders it as call markup, and
+the results stay out of the loss of trainers that train on assistant turns. Its `tools` is `[]`
+here (not null: verl hands a null to the template as pandas' NA, which it cannot iterate); a
+Parquet set in which no row lists a tool is written without the column (curate.output.
+lists_no_tool), because Llama 3.x templates render tool-calling instructions for `[]`.
 `canonical_messages` turns that back into canonical form for agentdata's own SFT stage.
 """
 
