@@ -79,7 +79,7 @@ def pool_for_grpo(rl_config: GRPOStageConfig, profile_settings: RLProblemsConfig
 
 def profiled_pool(rl_config: GRPOStageConfig, settings: RLProblemsConfig, out: Path) -> Path:
     """Profile GRPO's start model on the raw problems with GRPO's loop, keep the band; the file GRPO reads."""
-    from agentdata.agent.config import CollectConfig
+    from agentdata.agent.config import CollectConfig, all_in_flight
     from agentdata.agent.resume import unique_problems
     from agentdata.pool.build import PoolConfig
     from agentdata.pool.run import run_filter
@@ -88,7 +88,8 @@ def profiled_pool(rl_config: GRPOStageConfig, settings: RLProblemsConfig, out: P
     problems_file = Path(settings.rl_problems)
     problems = unique_problems(load_problems(problems_file), problems_file)
     student = profile_spec(rl_config.model)
-    profiling = CollectConfig(teacher=student, samples=settings.profile_k, loop=rl_config.loop, seed=rl_config.seed)
+    profiling = CollectConfig(teacher=student, samples=settings.profile_k, loop=rl_config.loop, seed=rl_config.seed,
+                              concurrency=all_in_flight(len(problems) * settings.profile_k))
     pool_file = out / POOL_NAME
     _note(f"profiling {student} on {len(problems)} problems of {problems_file} (k={settings.profile_k}, "
           f"GRPO's loop: {rl_config.loop.protocol}, temperature {rl_config.loop.temperature}, "

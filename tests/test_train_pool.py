@@ -110,6 +110,9 @@ def test_stage_rl_profiles_the_start_model_with_the_band_and_k_from_the_config(t
     config.write_text(f"rl:\n  rl_problems: {write_problems(tmp_path / 'p.jsonl')}\n  band: 0.3,1.0\n  profile_k: 2\n")
     train(TrainRequest(stage="rl", out=tmp_path / "rl", config_file=config, flags={"model": f"hf:{tiny_model_dir}"}))
     assert student[0].spec == f"hf:{tiny_model_dir}" and len(student[0].requests) == 8
+    [profile_dir] = [path for path in (tmp_path / "rl" / "profile").iterdir() if path.is_dir()]
+    # all 4 problems × k=2 rollouts in flight at once: one batch for an in-memory engine
+    assert json.loads((profile_dir / "manifest.json").read_text())["settings"]["concurrency"] == 8
     # k=2: pass rates 0, 0.5, 1, 1; the band 0.3-1.0 keeps only the half-solved one
     assert pl.read_parquet(grpo_runs[0].rl_pool)["pass_rate"].to_list() == [0.5]
 

@@ -17,6 +17,14 @@ from agentdata.tools import DEFAULT_TOOLS
 
 # An upper bound that keeps a typo (--samples 10^23) from running until killed; docs/input-files.md.
 MAX_SAMPLES = 100_000
+# An engine over a model in this process batches every waiting request into one generate call,
+# so a run that generates with it keeps all its rollouts in flight (bigger batches, fewer waves).
+MAX_BATCHED_ROLLOUTS = 64
+
+
+def all_in_flight(rollouts: int) -> int:
+    """The concurrency that keeps `rollouts` in flight at once, up to MAX_BATCHED_ROLLOUTS."""
+    return max(1, min(MAX_BATCHED_ROLLOUTS, rollouts))
 
 
 @dataclass

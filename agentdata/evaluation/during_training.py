@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 
 from transformers import TrainerCallback
 
-from agentdata.agent.config import CollectConfig, LoopConfig
+from agentdata.agent.config import CollectConfig, LoopConfig, all_in_flight
 from agentdata.events import Event, emit
 from agentdata.evaluation.metrics import BenchmarkMetrics, benchmark_metrics
 from agentdata.evaluation.runner import run_benchmark
@@ -31,7 +31,6 @@ from agentdata.records import Problem
 from agentdata.training.metrics import append_record
 
 EVAL_DIR = "eval"
-MAX_CONCURRENCY = 64  # responses in flight: the policy engine batches the waiting ones into one generate call
 
 PolicyProvider = Callable[[], AbstractContextManager[Any]]  # yields an engine generating with the current weights
 
@@ -98,7 +97,7 @@ class ValidationCallback(TrainerCallback):
         run_dir = self.out_dir / EVAL_DIR / f"step-{step:06d}"
         shutil.rmtree(run_dir, ignore_errors=True)  # responses of older weights (an earlier run) are no answer now
         config = CollectConfig(teacher=f"policy@step-{step}", samples=self.settings.eval_k, seed=self.seed,
-                               concurrency=max(1, min(MAX_CONCURRENCY, len(self.problems) * self.settings.eval_k)),
+                               concurrency=all_in_flight(len(self.problems) * self.settings.eval_k),
                                loop=self.loop)
         with untouched_training_state(), self.policy() as engine:
             responses, _ = run_benchmark(self.problems, run_dir, config, engine, self.sandbox)
