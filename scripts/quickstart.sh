@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install agentdata into .venv, then run the whole pipeline on the embedded default model
-# (examples/quickstart/run.sh: about 10-15 minutes on a 2-core CPU; see its README).
+# (examples/quickstart/run.sh: about 12 minutes with the install on a 2-core CPU; see its README).
 # Arguments go to the example: --out DIR (default runs/quickstart), --dry-run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
