@@ -106,12 +106,14 @@ fresh "$OUT/train/sft" "$OUT/train/rl" "$OUT/eval"
 step train agentdata train --sft-data "$OUT/sft.parquet" --rl-problems "$OUT/problems.jsonl" \
   --config "$HERE/train.yaml" --out "$OUT/train"
 
-# 7. Held-out problems (the ladder's seed 1, never used to choose a default): the base model
-#    (smollm2-tir, shown its worked examples) against the trained one (plain weights, no examples).
+# 7. Held-out problems (the ladder's seed 1, never used to choose a default): the weights training
+#    started from (plain `smollm2`) against the trained ones, both with the same prompt (no worked
+#    examples): what SFT + GRPO put into the weights. (`--compare teacher=smollm2-tir` adds the
+#    few-shot teacher, for another minute or so.)
 step benchmark agentdata synth problems --kinds compute --n 8 --seed 1 --out "$OUT/bench.jsonl"
 # ... and a few built-in code tasks, graded by running the answer's program against their tests.
 step codebench agentdata synth problems --n 2 --kinds code --seed 1 --out "$OUT/code_bench.jsonl"
-step eval agentdata eval base=smollm2-tir "$OUT/bench.jsonl" "$OUT/code_bench.jsonl" --compare "trained=hf:$OUT/train/rl" \
+step eval agentdata eval base=smollm2 "$OUT/bench.jsonl" "$OUT/code_bench.jsonl" --compare "trained=hf:$OUT/train/rl" \
   --k 2 --max-new-tokens "$MAX_NEW_TOKENS" --max-tool-calls "$MAX_TOOL_CALLS" \
   --concurrency "$CONCURRENCY" --out "$OUT/eval"
 
