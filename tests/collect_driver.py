@@ -80,6 +80,9 @@ def slow_second_shard_write() -> None:
 def main() -> None:
     out, count = sys.argv[1], int(sys.argv[2])
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # as agentdata.cli.app.main does
+    # Ctrl-C as in a run started from a terminal: a test suite started in the background (`cmd &` in a
+    # script, as CI may be) has SIGINT ignored, and this process would inherit that and never stop.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if PHASE == "shard":
         slow_second_shard_write()
     config = CollectConfig(teacher="scripted", concurrency=int(os.environ.get("DRIVER_CONCURRENCY", "1")),
