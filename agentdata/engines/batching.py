@@ -135,3 +135,6 @@ class BatchedEngine(Engine):
     def batch_sizes(self) -> list[int]:
         """How many requests each batch held: batching at work."""
         return self._batcher.batch_sizes
+
+    async def aclose(self) -> None:
+        await self._batcher.aclose()

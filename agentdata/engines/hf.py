@@ -103,7 +103,7 @@ class ModelEngine(BatchedEngine):
 
     async def aclose(self) -> None:
         self._closing.set()  # a batch still generating stops at its next token (or layer, in a prefill)
-        await self._batcher.aclose()
+        await super().aclose()
 
 
 class HFEngine(ModelEngine):

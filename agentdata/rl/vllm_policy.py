@@ -60,9 +60,6 @@ class ColocatedVLLMEngine(BatchedEngine):
         finally:
             self.generation_s += time.perf_counter() - started
 
-    async def aclose(self) -> None:
-        await self._batcher.aclose()
-
 
 def request_output_generation(output: Any, request: GenerationRequest) -> Generation:
     """A vLLM RequestOutput -> Generation (vLLM leaves a matched stop string out of the text and names it)."""

@@ -104,9 +104,6 @@ class ServerVLLMEngine(BatchedEngine):
             return Generation(text=text, finish_reason="length", **done)
         return Generation(text=text, finish_reason="stop", stop_known=False, **done)
 
-    async def aclose(self) -> None:
-        await self._batcher.aclose()
-
 
 def _setting(request: GenerationRequest) -> tuple:
     return (float(request.temperature), float(request.top_p), tuple(request.stop))
