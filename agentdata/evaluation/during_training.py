@@ -118,7 +118,8 @@ def eval_line(record: dict[str, Any]) -> str:
 
 @contextmanager
 def untouched_training_state() -> Iterator[None]:
-    """The global torch RNG (the engine seeds it per batch) and the model's mode are as before."""
+    """The global torch RNG is as before (the engine reseeds it per batch to sample), so a run with
+    validation takes the same training steps as one without; the engine restores the model's mode."""
     import torch
 
     devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
@@ -128,12 +129,8 @@ def untouched_training_state() -> Iterator[None]:
 
 @contextmanager
 def model_engine(model: Any, tokenizer: Any) -> Iterator[Any]:
-    """An hf `ModelEngine` over a live model (SFT's): eval mode while it generates, train mode restored after."""
+    """An hf `ModelEngine` over a live model (SFT's); the engine itself puts the model in eval mode for
+    each batch and back in train mode after it."""
     from agentdata.engines.hf import ModelEngine
 
-    was_training = bool(getattr(model, "training", False))
-    try:
-        yield ModelEngine(model, tokenizer, spec="policy")
-    finally:
-        if was_training:
-            model.train()
+    yield ModelEngine(model, tokenizer, spec="policy")
