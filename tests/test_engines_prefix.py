@@ -1,17 +1,15 @@
 """The shared prompt prefix of a batch: computed once, given to every row, same text as without it.
 
-A tiny random Llama (2 layers, hidden 64) with the real SmolLM2 tokenizer; the prompts share a
-long system prompt, as the prompts of a collect or GRPO batch do.
+The training tests' tiny random Llama (2 layers, hidden 64, tests/train_fixtures.py) with the real
+SmolLM2 tokenizer; the prompts share a long system prompt, as the prompts of a collect or GRPO batch do.
 """
 
 from __future__ import annotations
 
 import pytest
-import torch
 
 from agentdata.engines import GenerationRequest
 from agentdata.engines import hf_generate
-from agentdata.engines import smollm2 as smollm2_module
 from agentdata.engines.hf_generate import generate_batch, padded_batch, render_prompt, sampling_key, shared_prefix_length
 
 SYSTEM = {"role": "system", "content": "Solve the problem. Run Python in a fenced block when it helps; "
@@ -19,25 +17,15 @@ SYSTEM = {"role": "system", "content": "Solve the problem. Run Python in a fence
 QUESTIONS = ["What is 2+2?", "Name a prime number larger than ten, please.", "Hi", "Explain recursion briefly."]
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    return smollm2_module.load_smollm2_tokenizer()
+def tiny_llama(model_dir):
+    from transformers import LlamaForCausalLM
 
-
-def tiny_llama(tokenizer):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id)
-    torch.manual_seed(0)
-    return LlamaForCausalLM(config).eval()
+    return LlamaForCausalLM.from_pretrained(model_dir).eval()
 
 
 @pytest.fixture(scope="module")
-def model(tokenizer):
-    return tiny_llama(tokenizer)
+def model(tiny_model_dir):
+    return tiny_llama(tiny_model_dir)
 
 
 def requests_and_ids(tokenizer, temperature=0.0):
@@ -104,10 +92,10 @@ def test_the_prefix_runs_once_and_each_row_prefills_only_its_own_tokens(model, t
     assert all(shape == (len(ids), 1) for shape in seen[2:])  # then one token per step
 
 
-def test_a_lora_wrapped_policy_shares_the_prefix_too(tokenizer):
+def test_a_lora_wrapped_policy_shares_the_prefix_too(tiny_model_dir, tokenizer):
     from peft import LoraConfig, get_peft_model
 
-    model = get_peft_model(tiny_llama(tokenizer), LoraConfig(r=4, target_modules=["q_proj", "v_proj"])).eval()
+    model = get_peft_model(tiny_llama(tiny_model_dir), LoraConfig(r=4, target_modules=["q_proj", "v_proj"])).eval()
     requests, ids = requests_and_ids(tokenizer)
     seen, handle = forward_lengths(model.get_base_model())
     try:
