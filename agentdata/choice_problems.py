@@ -36,8 +36,9 @@ def choice_layout(columns: set[str]) -> str | None:
     return None
 
 
-def choice_problem(path: Path, number: int, row: dict[str, Any], layout: str, seed: int = DEFAULT_SEED,
-                   **fields: str) -> Problem:
+def choice_problem(
+    path: Path, number: int, row: dict[str, Any], layout: str, seed: int = DEFAULT_SEED, **fields: str
+) -> Problem:
     if layout == "gpqa":
         question, choices, answer = _gpqa(path, number, row, seed)
     else:
@@ -47,9 +48,14 @@ def choice_problem(path: Path, number: int, row: dict[str, Any], layout: str, se
     for key in ("category", "discipline", "field", "subfield", "High-level domain", "Subdomain", "difficulty"):
         if row.get(key) not in (None, ""):
             metadata[key] = row[key]
-    return Problem(question=text, answer=answer, id=fields.get("id") or _choice_id(text, answer),
-                   source=fields.get("source") or path.stem, domain=fields.get("domain") or "science",
-                   metadata=metadata)
+    return Problem(
+        question=text,
+        answer=answer,
+        id=fields.get("id") or _choice_id(text, answer),
+        source=fields.get("source") or path.stem,
+        domain=fields.get("domain") or "science",
+        metadata=metadata,
+    )
 
 
 def lettered_question(question: str, choices: list[str]) -> str:
@@ -57,10 +63,12 @@ def lettered_question(question: str, choices: list[str]) -> str:
     return f"{question.strip()}\n\n{lines}\n\n{INSTRUCTION}"
 
 
-def shuffled_choices(question: str, correct: str, incorrect: list[str], seed: int = DEFAULT_SEED) -> tuple[list[str], str]:
+def shuffled_choices(
+    question: str, correct: str, incorrect: list[str], seed: int = DEFAULT_SEED
+) -> tuple[list[str], str]:
     """The choices in an order fixed by (seed, question), and the letter of the correct one."""
     choices = [correct, *incorrect]
-    key = hashlib.sha256(f"{seed}\0{normalise_question(question)}".encode("utf-8")).hexdigest()
+    key = hashlib.sha256(f"{seed}\0{normalise_question(question)}".encode()).hexdigest()
     random.Random(key).shuffle(choices)
     return choices, LETTERS[choices.index(correct)]
 
@@ -68,8 +76,11 @@ def shuffled_choices(question: str, correct: str, incorrect: list[str], seed: in
 def _gpqa(path: Path, number: int, row: dict[str, Any], seed: int) -> tuple[str, list[str], str]:
     question = _text(path, number, row, "Question")
     correct = _text(path, number, row, "Correct Answer")
-    incorrect = [_text(path, number, row, f"Incorrect Answer {index}")
-                 for index in range(1, 10) if f"Incorrect Answer {index}" in row]
+    incorrect = [
+        _text(path, number, row, f"Incorrect Answer {index}")
+        for index in range(1, 10)
+        if f"Incorrect Answer {index}" in row
+    ]
     choices, letter = shuffled_choices(question, correct, incorrect, seed)
     return question, choices, letter
 
@@ -101,8 +112,12 @@ def _gold_letter(path: Path, number: int, row: dict[str, Any], options: list[str
     answer = str(row.get("answer") or "").strip()
     if answer in options:
         return letters[options.index(answer)]
-    raise InputFileError(path, f"no gold choice: 'answer' / 'answer_letter' must be one of {', '.join(letters)}, "
-                         "'answer_index' an index, or 'answer' an option's text", row=number)
+    raise InputFileError(
+        path,
+        f"no gold choice: 'answer' / 'answer_letter' must be one of {', '.join(letters)}, "
+        "'answer_index' an index, or 'answer' an option's text",
+        row=number,
+    )
 
 
 def _text(path: Path, number: int, row: dict[str, Any], column: str) -> str:
@@ -113,4 +128,4 @@ def _text(path: Path, number: int, row: dict[str, Any], column: str) -> str:
 
 
 def _choice_id(question: str, answer: str) -> str:
-    return hashlib.sha1(f"{normalise_question(question)}\0{answer}".encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha1(f"{normalise_question(question)}\0{answer}".encode()).hexdigest()[:16]

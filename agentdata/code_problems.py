@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentdata.code_tests import CodeTests, BadTestsError, parse_tests
+from agentdata.code_tests import BadTestsError, CodeTests, parse_tests
 from agentdata.errors import InputFileError
 from agentdata.records import Problem, normalise_question
 
@@ -65,8 +65,16 @@ def is_code_row(row: dict[str, Any], gold: Any, domain: Any) -> bool:
     return bool(data) and isinstance(data, list) and all(isinstance(i, dict) and "input" in i for i in data)
 
 
-def code_problem(path: Path, number: int, row: dict[str, Any], layout: str, question: str,
-                 tests_field: str, metadata: dict[str, Any], **fields: str) -> Problem:
+def code_problem(
+    path: Path,
+    number: int,
+    row: dict[str, Any],
+    layout: str,
+    question: str,
+    tests_field: str,
+    metadata: dict[str, Any],
+    **fields: str,
+) -> Problem:
     """A code Problem from one row; a test field that cannot be read is an InputFileError naming it."""
     func_name = _func_name(row, metadata)
     if layout == "livecodebench":
@@ -77,8 +85,14 @@ def code_problem(path: Path, number: int, row: dict[str, Any], layout: str, ques
     text = with_answer_format(question, starter, tests.func_name)
     if tests.func_name:
         metadata = {**metadata, "func_name": tests.func_name}
-    return Problem(question=text, answer=tests.to_answer(), id=fields.get("id") or code_problem_id(text, tests),
-                   source=fields.get("source") or path.stem, domain="code", metadata=metadata)
+    return Problem(
+        question=text,
+        answer=tests.to_answer(),
+        id=fields.get("id") or code_problem_id(text, tests),
+        source=fields.get("source") or path.stem,
+        domain="code",
+        metadata=metadata,
+    )
 
 
 def _livecodebench_tests(path: Path, number: int, row: dict[str, Any], func_name: str | None) -> CodeTests:
@@ -90,8 +104,9 @@ def _livecodebench_tests(path: Path, number: int, row: dict[str, Any], func_name
     return CodeTests(public.tests + private.tests, public.func_name or private.func_name)
 
 
-def _read_field(path: Path, number: int, name: str, value: Any, func_name: str | None,
-                public: bool = False) -> CodeTests:
+def _read_field(
+    path: Path, number: int, name: str, value: Any, func_name: str | None, public: bool = False
+) -> CodeTests:
     if value is None:
         raise InputFileError(path, f"code problem without tests in column {name!r}", row=number)
     try:

@@ -56,6 +56,7 @@ class CodeTests:
 
 # --------------------------------------------------------------------------- reading a test field
 
+
 def parse_tests(value: Any, func_name: str | None = None, public: bool = False) -> CodeTests:
     """Tests from any supported shape (JSON text, compressed text, list or dict); BadTestsError if none."""
     data = _loads(value)
@@ -151,8 +152,14 @@ def _listed_tests(items: list[Any], func_name: str | None, public: bool) -> Code
         if kind in ("functional", "function_call", "call"):
             arguments = item["input"]
             if isinstance(arguments, str):
-                tests.append({"input": arguments, "output": _json_text(item["output"]), "testtype": "functional",
-                              "public": shown})
+                tests.append(
+                    {
+                        "input": arguments,
+                        "output": _json_text(item["output"]),
+                        "testtype": "functional",
+                        "public": shown,
+                    }
+                )
             else:
                 tests.append(_functional(arguments, _unwrap(item["output"]), shown))
         elif kind in ("stdin", "stdin_stdout", "stdio"):
@@ -186,8 +193,12 @@ def _functional(arguments: Any, expected: Any, public: bool) -> dict[str, Any]:
     if not isinstance(arguments, list):
         arguments = [arguments]
     lines = "\n".join(json.dumps(argument, ensure_ascii=False) for argument in arguments)
-    return {"input": lines, "output": json.dumps(expected, ensure_ascii=False), "testtype": "functional",
-            "public": public}
+    return {
+        "input": lines,
+        "output": json.dumps(expected, ensure_ascii=False),
+        "testtype": "functional",
+        "public": public,
+    }
 
 
 def _lines(value: Any) -> str:

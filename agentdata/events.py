@@ -14,9 +14,10 @@ This module imports nothing from the package.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 EVENT_KINDS = ("start", "advance", "log", "end")
 

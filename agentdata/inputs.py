@@ -17,15 +17,20 @@ import csv
 import io
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from agentdata.errors import InputFileError
 
 SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
 UTF8_BOM = b"\xef\xbb\xbf"
-OTHER_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\xff\xfe": "UTF-16",
-              b"\xfe\xff": "UTF-16"}
+OTHER_BOMS = {
+    b"\xff\xfe\x00\x00": "UTF-32",
+    b"\x00\x00\xfe\xff": "UTF-32",
+    b"\xff\xfe": "UTF-16",
+    b"\xfe\xff": "UTF-16",
+}
 SAVE_AS_UTF8 = "save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8 FILE > NEW`)"
 
 
@@ -64,6 +69,7 @@ def first_row(path: str | Path) -> dict[str, Any] | None:
 
 # --------------------------------------------------------------------------- text
 
+
 def read_text(path: Path) -> str:
     """The whole file as text: UTF-8, a leading byte-order mark dropped; anything else is refused."""
     data = _read_bytes(path)
@@ -81,8 +87,9 @@ def _read_bytes(path: Path) -> bytes:
 def _refuse_other_boms(path: Path, data: bytes) -> None:
     for bom, encoding in OTHER_BOMS.items():
         if data.startswith(bom):
-            raise InputFileError(path, f"the file is {encoding} text (it starts with a {encoding} byte-order mark); "
-                                       "save it as UTF-8")
+            raise InputFileError(
+                path, f"the file is {encoding} text (it starts with a {encoding} byte-order mark); save it as UTF-8"
+            )
 
 
 def _decode(path: Path, data: bytes, line_offset: int) -> str:
@@ -91,9 +98,10 @@ def _decode(path: Path, data: bytes, line_offset: int) -> str:
     except UnicodeDecodeError as error:
         line = line_offset + data.count(b"\n", 0, error.start) + 1
         column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
-        byte = data[error.start:error.start + 1].hex().upper()
-        raise InputFileError(path, f"not UTF-8 text (byte 0x{byte} at line {line}, column {column}); "
-                                   f"{SAVE_AS_UTF8}") from None
+        byte = data[error.start : error.start + 1].hex().upper()
+        raise InputFileError(
+            path, f"not UTF-8 text (byte 0x{byte} at line {line}, column {column}); {SAVE_AS_UTF8}"
+        ) from None
 
 
 def _loads(path: Path, text: str, row: int | None = None) -> Any:
@@ -108,12 +116,14 @@ def _loads(path: Path, text: str, row: int | None = None) -> Any:
         try:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:
-            raise InputFileError(path, "a string holds an unpaired UTF-16 surrogate escape (\\uD800-\\uDFFF)",
-                                 row=row) from None
+            raise InputFileError(
+                path, "a string holds an unpaired UTF-16 surrogate escape (\\uD800-\\uDFFF)", row=row
+            ) from None
     return value
 
 
 # --------------------------------------------------------------------------- forms
+
 
 def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     data = _read_bytes(path)
@@ -189,7 +199,8 @@ def _read_dataset_dir(path: Path) -> Iterator[dict[str, Any]]:
 
 def _kind(value: Any) -> str:
     return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number")
+        type(value), "a number"
+    )
 
 
 def _one_line(error: BaseException) -> str:

@@ -9,9 +9,9 @@ nearest existing folder above it must be a folder this user may write in.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from agentdata.errors import UserError
 
@@ -29,8 +29,9 @@ def _check_file(path: Path, flag: str, suffixes: Sequence[str], what: str) -> No
         raise UserError(f"{flag} {path} is a folder; give a file name such as {path / ('out' + suffixes[0])}")
     if path.suffix.lower() not in suffixes:
         forms = " or ".join(suffixes)
-        raise UserError(f"{flag} {path}: expected a file name ending in {forms} ({what}); nothing is written "
-                        "under another suffix")
+        raise UserError(
+            f"{flag} {path}: expected a file name ending in {forms} ({what}); nothing is written under another suffix"
+        )
     if path.exists() and not path.is_file():
         raise UserError(f"{flag} {path} exists and is not a regular file")
     _check_creatable(path.parent, flag, path)

@@ -41,25 +41,37 @@ def load_problems(
 
 
 def problems_from_rows(
-    path: Path, rows: list[dict[str, Any]], question_field: str | None = None, answer_field: str | None = None,
+    path: Path,
+    rows: list[dict[str, Any]],
+    question_field: str | None = None,
+    answer_field: str | None = None,
     require_answer: bool = True,
 ) -> list[Problem]:
     """Problems from rows already read from `path` (named in errors), with the same column rules."""
     columns = columns_of(rows)
     layout = code_layout(columns) if answer_field is None else None
-    question_key = pick_column(path, columns, question_field, ("question_content", *QUESTION_FIELDS) if layout
-                               else QUESTION_FIELDS, "question", "--question-field")
+    question_key = pick_column(
+        path,
+        columns,
+        question_field,
+        ("question_content", *QUESTION_FIELDS) if layout else QUESTION_FIELDS,
+        "question",
+        "--question-field",
+    )
     if layout:
         tests_key = {"taco": "input_output", "tests": "tests"}.get(layout, "public_test_cases")
         return [_to_problem(path, number, row, question_key, tests_key, layout) for number, row in enumerate(rows, 1)]
     choices = choice_layout(columns) if answer_field is None else None
     if choices:
         return [choice_problem(path, number, row, choices, **_given(row)) for number, row in enumerate(rows, 1)]
-    answer_key = pick_column(path, columns, answer_field, ANSWER_FIELDS, "answer", "--answer-field", required=require_answer)
+    answer_key = pick_column(
+        path, columns, answer_field, ANSWER_FIELDS, "answer", "--answer-field", required=require_answer
+    )
     return [_to_problem(path, number, row, question_key, answer_key) for number, row in enumerate(rows, start=1)]
 
 
 # --------------------------------------------------------------------------- columns
+
 
 def get_field(row: dict[str, Any], key: str) -> Any:
     """Look up `key`, reaching into nested dicts for dotted names."""
@@ -84,7 +96,12 @@ def columns_of(rows: list[dict[str, Any]]) -> set[str]:
 
 
 def pick_column(
-    path: Path, columns: set[str], chosen: str | None, candidates: tuple[str, ...], what: str, flag: str,
+    path: Path,
+    columns: set[str],
+    chosen: str | None,
+    candidates: tuple[str, ...],
+    what: str,
+    flag: str,
     required: bool = True,
 ) -> str | None:
     if chosen:
@@ -96,8 +113,10 @@ def pick_column(
             return name
     if not required:
         return None
-    raise InputFileError(path, f"no {what} column (looked for {', '.join(candidates)}); columns are "
-                         f"{sorted(columns)}; name it with {flag}")
+    raise InputFileError(
+        path,
+        f"no {what} column (looked for {', '.join(candidates)}); columns are {sorted(columns)}; name it with {flag}",
+    )
 
 
 def _first(row: dict[str, Any], names: tuple[str, ...]) -> Any:
@@ -118,15 +137,17 @@ def _question_text(value: Any) -> str | None:
     return None
 
 
-def _to_problem(path: Path, number: int, row: dict[str, Any], question_key: str, answer_key: str | None,
-                code: str | None = None) -> Problem:
+def _to_problem(
+    path: Path, number: int, row: dict[str, Any], question_key: str, answer_key: str | None, code: str | None = None
+) -> Problem:
     question = _question_text(get_field(row, question_key))
     if question is None or not str(question).strip():
         raise InputFileError(path, f"empty or missing question in column {question_key!r}", row=number)
     answer = get_field(row, answer_key) if answer_key else ""
     if code or (answer_key and is_code_row(row, answer, _first(row, DOMAIN_FIELDS))):
-        return code_problem(path, number, row, code or "tests", str(question), answer_key or "tests", _metadata(row),
-                            **_given(row))
+        return code_problem(
+            path, number, row, code or "tests", str(question), answer_key or "tests", _metadata(row), **_given(row)
+        )
     if answer is None or str(answer).strip() == "":
         if answer_key:
             raise InputFileError(path, f"empty or missing answer in column {answer_key!r}", row=number)
@@ -143,8 +164,11 @@ def _to_problem(path: Path, number: int, row: dict[str, Any], question_key: str,
 
 def _given(row: dict[str, Any]) -> dict[str, str]:
     """The id, source and domain a row names itself ("" when it does not)."""
-    return {"id": str(_first(row, ID_FIELDS) or ""), "source": str(_first(row, SOURCE_FIELDS) or ""),
-            "domain": str(_first(row, DOMAIN_FIELDS) or "")}
+    return {
+        "id": str(_first(row, ID_FIELDS) or ""),
+        "source": str(_first(row, SOURCE_FIELDS) or ""),
+        "domain": str(_first(row, DOMAIN_FIELDS) or ""),
+    }
 
 
 def _metadata(row: dict[str, Any]) -> dict[str, Any]:

@@ -25,9 +25,10 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -58,6 +59,7 @@ ROLES = ("system", "user", "assistant", "tool")
 
 # --------------------------------------------------------------------------- messages
 
+
 @dataclass(frozen=True, init=False)
 class ToolCall:
     """One tool call as a model made it: the tool's name and its arguments (a JSON object).
@@ -70,8 +72,13 @@ class ToolCall:
     arguments: dict[str, Any]
     id: str
 
-    def __init__(self, code: str | None = None, id: str = "call_0", name: str = TOOL_NAME,
-                 arguments: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        code: str | None = None,
+        id: str = "call_0",
+        name: str = TOOL_NAME,
+        arguments: dict[str, Any] | None = None,
+    ):
         if arguments is not None and code is not None:
             raise TypeError("ToolCall takes code or arguments, not both")
         object.__setattr__(self, "name", name)
@@ -89,7 +96,7 @@ class ToolCall:
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": arguments}}
 
     @classmethod
-    def from_message(cls, call: dict[str, Any]) -> "ToolCall":
+    def from_message(cls, call: dict[str, Any]) -> ToolCall:
         """An OpenAI-form call; its `arguments` may be a JSON string or already a mapping."""
         function = call["function"]
         arguments = function.get("arguments") or {}
@@ -100,8 +107,9 @@ class ToolCall:
         return cls(name=function["name"], arguments=arguments, id=call.get("id", "call_0"))
 
 
-def assistant_message(content: str, tool_calls: Iterable[ToolCall] = (),
-                      reasoning_content: str | None = None) -> dict[str, Any]:
+def assistant_message(
+    content: str, tool_calls: Iterable[ToolCall] = (), reasoning_content: str | None = None
+) -> dict[str, Any]:
     """An assistant message; `reasoning_content` is the model's thinking, where chat templates read it."""
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if reasoning_content:
@@ -133,6 +141,7 @@ def validate_messages(messages: list[dict[str, Any]]) -> None:
 
 
 # --------------------------------------------------------------------------- records
+
 
 def normalise_question(question: str) -> str:
     return re.sub(r"\s+", " ", question).strip().lower()
@@ -257,6 +266,7 @@ def from_row(record_type: type[Record], row: dict[str, Any]) -> Record:
 
 
 # --------------------------------------------------------------------------- file I/O
+
 
 def atomic_write(path: str | os.PathLike, write: Any) -> Path:
     """Call write(tmp_path) then rename into place, so readers never see half a file."""

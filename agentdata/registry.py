@@ -89,7 +89,7 @@ def _load_file(location: str, spec: str) -> Any:
 class Registry(Generic[T]):
     """Named entries of one kind (`kind` is what error messages call them, e.g. "reward")."""
 
-    def __init__(self, kind: str, parent: "Registry[T] | None" = None):
+    def __init__(self, kind: str, parent: Registry[T] | None = None):
         """`parent`: a registry whose entries this one also has, under its own of the same name
         (a stage's built-in filter steps over the shared ones)."""
         self.kind, self.parent = kind, parent
@@ -101,6 +101,7 @@ class Registry(Generic[T]):
         Without `target` it is a decorator: `@REGISTRY.register("name")`.
         """
         if target is None:
+
             def decorate(obj: T) -> T:
                 self._entries[name] = obj
                 return obj
@@ -127,5 +128,7 @@ class Registry(Generic[T]):
             return self.parent.get(name)
         if is_plugin_path(name):
             return load_object(name)
-        raise UserError(f"unknown {self.kind} {name!r}: use one of {', '.join(self.names())} "
-                        f"or a plug-in as module:attr or path/to/file.py:attr")
+        raise UserError(
+            f"unknown {self.kind} {name!r}: use one of {', '.join(self.names())} "
+            f"or a plug-in as module:attr or path/to/file.py:attr"
+        )

@@ -25,9 +25,10 @@ import json
 import math
 import re
 import typing
+from collections.abc import Iterator
 from dataclasses import MISSING, Field, dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from agentdata.errors import UserError
 
@@ -53,7 +54,7 @@ class Range:
     text: str
 
     @classmethod
-    def parse(cls, text: str) -> "Range":
+    def parse(cls, text: str) -> Range:
         match = _INTERVAL.match(text)
         if not match:
             raise ValueError(f"range {text!r} is not an interval like [0, 1] or (0, inf)")
@@ -134,7 +135,9 @@ def check_fields(config: Any) -> None:
         kind, _ = value_type(types[item.name])
         if is_settings(kind) or value is None:
             continue
-        values = list(value.values()) if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else [value]
+        values = (
+            list(value.values()) if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else [value]
+        )
         choices = item.metadata.get("choices")
         for one in values:
             if choices and one not in choices:
@@ -229,7 +232,11 @@ def coerce(name: str, annotation: Any, value: Any) -> Any:
             raise SettingError(name, value, "expected a list")
         inner = typing.get_args(kind)[0] if typing.get_args(kind) else str
         converted = [coerce(name, inner, item) for item in items]
-        if origin is tuple and typing.get_args(kind)[-1] is not Ellipsis and len(converted) != len(typing.get_args(kind)):
+        if (
+            origin is tuple
+            and typing.get_args(kind)[-1] is not Ellipsis
+            and len(converted) != len(typing.get_args(kind))
+        ):
             raise SettingError(name, value, f"expected {len(typing.get_args(kind))} values as A,B")
         return tuple(converted) if origin is tuple else converted
     if kind is bool:
@@ -283,8 +290,12 @@ def read_settings_file(path: str | Path) -> dict[str, Any]:
 
 def unnest(values: dict[str, Any], config_types: list[type]) -> dict[str, Any]:
     """A file's sections named after composed fields (`loop:`) inlined into flat names."""
-    composed = {item.name for kind in config_types for item in dataclasses.fields(kind)
-                if is_settings(field_types(kind)[item.name])}
+    composed = {
+        item.name
+        for kind in config_types
+        for item in dataclasses.fields(kind)
+        if is_settings(field_types(kind)[item.name])
+    }
     flat: dict[str, Any] = {}
     for name, value in values.items():
         if name in composed and isinstance(value, dict):

@@ -25,22 +25,38 @@ from agentdata.settings import build, read_settings_file
 from agentdata.sft.config import SFTStageConfig
 from agentdata.train_pool import RLProblemsConfig, pool_for_grpo, split_profile_settings
 
-DEFAULT_SFT_SET = Path("sft.parquet")    # what `agentdata curate` writes by default
-DEFAULT_RL_POOL = Path("pool.parquet")   # what `agentdata filter` writes by default
+DEFAULT_SFT_SET = Path("sft.parquet")  # what `agentdata curate` writes by default
+DEFAULT_RL_POOL = Path("pool.parquet")  # what `agentdata filter` writes by default
 STAGES = ("sft", "rl", "all")
 # The no-argument demonstration, sized to finish in about ten minutes on two shared CPU cores
 # (timed in bench/RESULTS_train.md): a short SFT that teaches the tool-call format, then a few
 # GRPO steps with real tool calls. Flags and --config still override these.
 DEMO_SFT_CONVERSATIONS = 32
-DEMO_SFT = {"epochs": 1, "batch_size": 8, "max_length": 512, "learning_rate": 1e-4, "warmup_ratio": 0.1,
-            "save_steps": 1000}
-DEMO_RL = {"max_steps": 2, "num_generations": 4, "prompts_per_step": 1, "max_new_tokens": 192,
-           "max_tool_calls": 2, "max_turns": 3, "learning_rate": 1e-5}  # overlong_buffer follows: 192 // 4
+DEMO_SFT = {
+    "epochs": 1,
+    "batch_size": 8,
+    "max_length": 512,
+    "learning_rate": 1e-4,
+    "warmup_ratio": 0.1,
+    "save_steps": 1000,
+}
+DEMO_RL = {
+    "max_steps": 2,
+    "num_generations": 4,
+    "prompts_per_step": 1,
+    "max_new_tokens": 192,
+    "max_tool_calls": 2,
+    "max_turns": 3,
+    "learning_rate": 1e-5,
+}  # overlong_buffer follows: 192 // 4
 
 
 @dataclass
 class TrainRequest:
-    """What the user asked for; `flags` are settings for both stages, `sft_flags` for SFT only, `rl_flags` for GRPO only."""
+    """What the user asked for.
+
+    `flags` are settings for both stages, `sft_flags` for SFT only, `rl_flags` for GRPO only.
+    """
 
     stage: str = "all"
     sft_data: Path | None = None
@@ -67,8 +83,10 @@ def read_config_file(path: Path | None) -> dict[str, dict[str, Any]]:
         if not isinstance(section, dict):
             raise UserError(f"{path}: the `{name}:` section must be a mapping of settings")
     profile, sections["rl"] = split_profile_settings(sections["rl"])  # the closed loop's keys (train_pool.py)
-    return {**{name: section_settings(name, section, f"{path} {name}") for name, section in sections.items()},
-            "rl_profile": profile}
+    return {
+        **{name: section_settings(name, section, f"{path} {name}") for name, section in sections.items()},
+        "rl_profile": profile,
+    }
 
 
 def section_settings(stage: str, section: dict[str, Any], where: str) -> dict[str, Any]:
@@ -103,8 +121,14 @@ def make_config(config_type: type, values: dict[str, Any], source: str) -> Any:
 
 
 def is_demo(request: TrainRequest) -> bool:
-    return (request.stage == "all" and request.sft_data is None and request.rl_pool is None
-            and request.config_file is None and request.rl_problems is None and not DEFAULT_RL_POOL.exists())
+    return (
+        request.stage == "all"
+        and request.sft_data is None
+        and request.rl_pool is None
+        and request.config_file is None
+        and request.rl_problems is None
+        and not DEFAULT_RL_POOL.exists()
+    )
 
 
 def train(request: TrainRequest) -> list[tuple[str, Any]]:
@@ -114,12 +138,15 @@ def train(request: TrainRequest) -> list[tuple[str, Any]]:
     sections = read_config_file(request.config_file)
     demo = is_demo(request)
     source = str(request.config_file or "flags")
-    sft_out, rl_out = ((request.out / "sft", request.out / "rl") if request.stage == "all"
-                       else (request.out, request.out))
+    sft_out, rl_out = (
+        (request.out / "sft", request.out / "rl") if request.stage == "all" else (request.out, request.out)
+    )
     results: list[tuple[str, Any]] = []
     if demo:
-        _note("demonstration: SFT of SmolLM2 on stitched worked solutions, then GRPO on the default problems "
-              "(about ten minutes on two CPU cores; docs/train.md)")
+        _note(
+            "demonstration: SFT of SmolLM2 on stitched worked solutions, then GRPO on the default problems "
+            "(about ten minutes on two CPU cores; docs/train.md)"
+        )
     if request.stage in ("sft", "all"):
         sft_config = sft_stage_config(request, sections["sft"], demo, sft_out, source)
         if sft_config is not None:
@@ -132,19 +159,28 @@ def train(request: TrainRequest) -> list[tuple[str, Any]]:
     return results
 
 
-def grpo_config(request: TrainRequest, sections: dict[str, dict[str, Any]], demo: bool, out: Path, source: str,
-                start_from: Path | None) -> GRPOStageConfig:
+def grpo_config(
+    request: TrainRequest,
+    sections: dict[str, dict[str, Any]],
+    demo: bool,
+    out: Path,
+    source: str,
+    start_from: Path | None,
+) -> GRPOStageConfig:
     """GRPO's settings with its pool: the given one, or one profiled here from --rl-problems (train_pool.py)."""
     profile_section, section = sections.get("rl_profile", {}), sections["rl"]
     profile_flags, rl_flags = split_profile_settings(request.rl_flags)
     rl_config = rl_stage_config(replace(request, rl_flags=rl_flags), section, demo, out, source, start_from)
     given = {"rl_problems": str(request.rl_problems)} if request.rl_problems is not None else {}
     profiling = make_config(RLProblemsConfig, {**profile_section, **profile_flags, **given}, source)
-    return pool_for_grpo(rl_config, profiling, request.out, explicit_pool=bool(request.rl_pool or section.get("rl_pool")))
+    return pool_for_grpo(
+        rl_config, profiling, request.out, explicit_pool=bool(request.rl_pool or section.get("rl_pool"))
+    )
 
 
-def sft_stage_config(request: TrainRequest, section: dict[str, Any], demo: bool, out: Path,
-                     source: str) -> SFTStageConfig | None:
+def sft_stage_config(
+    request: TrainRequest, section: dict[str, Any], demo: bool, out: Path, source: str
+) -> SFTStageConfig | None:
     """The SFT settings, or None when there is no SFT set and SFT may be skipped."""
     data = request.sft_data or (Path(section["sft_data"]) if "sft_data" in section else DEFAULT_SFT_SET)
     values = {**section, **request.flags, **request.sft_flags}
@@ -159,8 +195,9 @@ def sft_stage_config(request: TrainRequest, section: dict[str, Any], demo: bool,
     return None
 
 
-def rl_stage_config(request: TrainRequest, section: dict[str, Any], demo: bool, out: Path, source: str,
-                    start_from: Path | None = None) -> GRPOStageConfig:
+def rl_stage_config(
+    request: TrainRequest, section: dict[str, Any], demo: bool, out: Path, source: str, start_from: Path | None = None
+) -> GRPOStageConfig:
     values = {**section, **request.flags, **request.rl_flags, "out": str(out)}
     for key, extra in request.rl_extra.items():
         base = list(section.get(key) or _default_list(key))

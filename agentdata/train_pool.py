@@ -34,15 +34,25 @@ POOL_NAME = "pool.parquet"
 
 @dataclass
 class RLProblemsConfig:
-    rl_problems: str = field(default="", metadata={
-        "help": "Raw problems (any problems file) for GRPO: between SFT and GRPO the model GRPO starts from "
-                "profiles them with GRPO's own loop settings, the --band is kept, and GRPO trains on that pool "
-                "(written as <out>/pool.parquet)."})
-    band: tuple[float, float] = field(default=DEFAULT_BAND, metadata={
-        "help": "Pass-rate band of the --rl-problems profile, LO,HI, ends exclusive (ZeroTIR's 0.05,0.8).",
-        "range": "[0, 1]"})
-    profile_k: int = field(default=DEFAULT_K, metadata={
-        "help": "Rollouts per problem in the --rl-problems profile.", "range": "[1, 100000]"})
+    rl_problems: str = field(
+        default="",
+        metadata={
+            "help": "Raw problems (any problems file) for GRPO: between SFT and GRPO the model GRPO starts from "
+            "profiles them with GRPO's own loop settings, the --band is kept, and GRPO trains on that pool "
+            "(written as <out>/pool.parquet)."
+        },
+    )
+    band: tuple[float, float] = field(
+        default=DEFAULT_BAND,
+        metadata={
+            "help": "Pass-rate band of the --rl-problems profile, LO,HI, ends exclusive (ZeroTIR's 0.05,0.8).",
+            "range": "[0, 1]",
+        },
+    )
+    profile_k: int = field(
+        default=DEFAULT_K,
+        metadata={"help": "Rollouts per problem in the --rl-problems profile.", "range": "[1, 100000]"},
+    )
 
     def __post_init__(self) -> None:
         from agentdata.settings import check_fields
@@ -58,12 +68,15 @@ PROFILE_KEYS = tuple(item.name for item in dataclasses.fields(RLProblemsConfig))
 
 def split_profile_settings(section: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the closed loop's settings, GRPO's) from one `rl:` section or set of flags."""
-    return ({key: value for key, value in section.items() if key in PROFILE_KEYS},
-            {key: value for key, value in section.items() if key not in PROFILE_KEYS})
+    return (
+        {key: value for key, value in section.items() if key in PROFILE_KEYS},
+        {key: value for key, value in section.items() if key not in PROFILE_KEYS},
+    )
 
 
-def pool_for_grpo(rl_config: GRPOStageConfig, profile_settings: RLProblemsConfig, out: Path,
-                  explicit_pool: bool) -> GRPOStageConfig:
+def pool_for_grpo(
+    rl_config: GRPOStageConfig, profile_settings: RLProblemsConfig, out: Path, explicit_pool: bool
+) -> GRPOStageConfig:
     """`rl_config` with the pool GRPO trains on: profiled here from `rl_problems`, or the given one (checked)."""
     if profile_settings.rl_problems:
         if explicit_pool:
@@ -88,20 +101,33 @@ def profiled_pool(rl_config: GRPOStageConfig, settings: RLProblemsConfig, out: P
     problems_file = Path(settings.rl_problems)
     problems = unique_problems(load_problems(problems_file), problems_file)
     student = profile_spec(rl_config.model)
-    profiling = CollectConfig(teacher=student, samples=settings.profile_k, loop=rl_config.loop, seed=rl_config.seed,
-                              concurrency=all_in_flight(len(problems) * settings.profile_k))
+    profiling = CollectConfig(
+        teacher=student,
+        samples=settings.profile_k,
+        loop=rl_config.loop,
+        seed=rl_config.seed,
+        concurrency=all_in_flight(len(problems) * settings.profile_k),
+    )
     pool_file = out / POOL_NAME
-    _note(f"profiling {student} on {len(problems)} problems of {problems_file} (k={settings.profile_k}, "
-          f"GRPO's loop: {rl_config.loop.protocol}, temperature {rl_config.loop.temperature}, "
-          f"{rl_config.loop.max_new_tokens} tokens, {rl_config.loop.max_tool_calls} tool calls) to keep the band {settings.band}")
+    _note(
+        f"profiling {student} on {len(problems)} problems of {problems_file} (k={settings.profile_k}, "
+        f"GRPO's loop: {rl_config.loop.protocol}, temperature {rl_config.loop.temperature}, "(
+            f"{rl_config.loop.max_new_tokens} tokens, {rl_config.loop.max_tool_calls} tool calls) to "
+            f"keep the band {settings.band}"
+        )
+    )
     run = run_filter(problems, pool_file, PoolConfig(band=settings.band), profiling)
-    _note(f"profile: {run.profile_dir} ({run.generated} rollouts generated now"
-          f"{', cache hit' if not run.generated else ''}); report {run.report}, plot {run.plot}")
+    _note(
+        f"profile: {run.profile_dir} ({run.generated} rollouts generated now"
+        f"{', cache hit' if not run.generated else ''}); report {run.report}, plot {run.plot}"
+    )
     if run.output is None:
         pool_file.unlink(missing_ok=True)  # a pool of an earlier run must not pass for this one
-        _note(f"warning: the band {settings.band} keeps none of the {run.result.profiled.height} problems "
-              f"profiled ({_rates_summary(run.result.profiled)}): GRPO trains on all {len(problems)} problems "
-              "of --rl-problems (groups that all agree give no gradient); widen --band or raise --profile-k")
+        _note(
+            f"warning: the band {settings.band} keeps none of the {run.result.profiled.height} problems "
+            f"profiled ({_rates_summary(run.result.profiled)}): GRPO trains on all {len(problems)} problems "
+            "of --rl-problems (groups that all agree give no gradient); widen --band or raise --profile-k"
+        )
         return problems_file
     _note(f"RL pool: {run.result.pool.height} of {len(problems)} problems in the band → {run.output}")
     return run.output
@@ -136,12 +162,16 @@ def pool_warnings(rl_config: GRPOStageConfig) -> list[str]:
     warnings = []
     differences = loop_differences(recorded.get("loop") or {}, loop_settings(rl_config.loop))
     if differences:
-        warnings.append(f"{rl_config.rl_pool} was profiled with {differences_text(differences)}: its band was "
-                        "measured under other settings than these GRPO rollouts")
+        warnings.append(
+            f"{rl_config.rl_pool} was profiled with {differences_text(differences)}: its band was "
+            "measured under other settings than these GRPO rollouts"
+        )
     student, start = recorded.get("student"), profile_spec(rl_config.model)
     if student not in (start, rl_config.model) and not _same_weights(recorded.get("model_fingerprint"), start):
-        warnings.append(f"{rl_config.rl_pool} was profiled with {student}, GRPO starts from {rl_config.model}: "
-                        "use --rl-problems to profile the model GRPO trains")
+        warnings.append(
+            f"{rl_config.rl_pool} was profiled with {student}, GRPO starts from {rl_config.model}: "
+            "use --rl-problems to profile the model GRPO trains"
+        )
     return warnings
 
 

@@ -39,29 +39,41 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agentdata.agent import journal as journal_module  # noqa: E402
+from agentdata.agent.config import LoopConfig  # noqa: E402
+from agentdata.agent.rundir import RunDir  # noqa: E402
+from agentdata.agent.runner import CollectConfig, collect  # noqa: E402
 from agentdata.engines import load_engine  # noqa: E402
 from agentdata.engines.base import GenerationRequest  # noqa: E402
 from agentdata.records import Problem  # noqa: E402
 from agentdata.sandbox import open_sandbox  # noqa: E402
 from agentdata.synth.builtin import builtin_problems  # noqa: E402
-from agentdata.agent import journal as journal_module  # noqa: E402
-from agentdata.agent.config import LoopConfig  # noqa: E402
-from agentdata.agent.runner import CollectConfig, collect  # noqa: E402
-from agentdata.agent.rundir import RunDir  # noqa: E402
 from agentdata.verify import is_correct  # noqa: E402
 
 
-def efficiency(concurrency: int, latency: float, trajectories: int, sandbox: str = "local",
-               protocol: str = "hermes", server_flags: tuple[str, ...] = ()) -> dict:
+def efficiency(
+    concurrency: int,
+    latency: float,
+    trajectories: int,
+    sandbox: str = "local",
+    protocol: str = "hermes",
+    server_flags: tuple[str, ...] = (),
+) -> dict:
     """The server runs in its own process, as a real one would: in-process it would share our GIL."""
     problems = [Problem(f"What is 6 times 7? (copy {i})", "42") for i in range(trajectories)]
     script = "codeblock" if protocol == "codeblock" else "tool"
-    with _server_process(latency, ("--script", script, *server_flags)) as url, \
-            tempfile.TemporaryDirectory() as out, open_sandbox(sandbox) as box:
+    with (
+        _server_process(latency, ("--script", script, *server_flags)) as url,
+        tempfile.TemporaryDirectory() as out,
+        open_sandbox(sandbox) as box,
+    ):
         box.run("print(1)")  # the sandbox starts (imports numpy, sympy) before the clock does: steady state
-        config = CollectConfig(teacher=f"openai:{url}", concurrency=concurrency,
-                               loop=LoopConfig(temperature=0.0, sandbox=sandbox, protocol=protocol),
-                               engine_options={"model": "fake-model", "concurrency": concurrency})
+        config = CollectConfig(
+            teacher=f"openai:{url}",
+            concurrency=concurrency,
+            loop=LoopConfig(temperature=0.0, sandbox=sandbox, protocol=protocol),
+            engine_options={"model": "fake-model", "concurrency": concurrency},
+        )
         started = time.perf_counter()
         summary = collect(problems, out, config, sandbox=box)
         elapsed = time.perf_counter() - started
@@ -69,22 +81,35 @@ def efficiency(concurrency: int, latency: float, trajectories: int, sandbox: str
     requests = sum(t.num_turns for t in collected)
     ideal = concurrency / latency
     achieved = requests / elapsed
-    return {"benchmark": "collect pipeline efficiency", "concurrency": concurrency, "latency_s": latency,
-            "sandbox": sandbox, "protocol": protocol, "server_flags": " ".join(server_flags),
-            "trajectories": summary.total,
-            "with_tool_calls": sum(t.num_tool_calls > 0 for t in collected), "accuracy": summary.accuracy,
-            "requests": requests, "requests_per_trajectory": round(requests / max(summary.total, 1), 2),
-            "elapsed_s": round(elapsed, 2), "requests_per_s": round(achieved, 1),
-            "ideal_requests_per_s": round(ideal, 1), "efficiency": round(achieved / ideal, 3),
-            "load_average": os.getloadavg()[0]}
+    return {
+        "benchmark": "collect pipeline efficiency",
+        "concurrency": concurrency,
+        "latency_s": latency,
+        "sandbox": sandbox,
+        "protocol": protocol,
+        "server_flags": " ".join(server_flags),
+        "trajectories": summary.total,
+        "with_tool_calls": sum(t.num_tool_calls > 0 for t in collected),
+        "accuracy": summary.accuracy,
+        "requests": requests,
+        "requests_per_trajectory": round(requests / max(summary.total, 1), 2),
+        "elapsed_s": round(elapsed, 2),
+        "requests_per_s": round(achieved, 1),
+        "ideal_requests_per_s": round(ideal, 1),
+        "efficiency": round(achieved / ideal, 3),
+        "load_average": os.getloadavg()[0],
+    }
 
 
 # Server behaviours (bench/fake_openai_server.py flags): the baseline first.
 SERVER_KINDS = {
     "stop_reason (vLLM)": (),
     "no stop_reason (OpenAI API)": ("--no-stop-reason",),
-    "no stop_reason, stop left in text, strict (transformers serve)": ("--no-stop-reason", "--keep-stop-string",
-                                                                      "--strict"),
+    "no stop_reason, stop left in text, strict (transformers serve)": (
+        "--no-stop-reason",
+        "--keep-stop-string",
+        "--strict",
+    ),
 }
 
 
@@ -105,9 +130,19 @@ def _server_process(latency: float, flags: tuple[str, ...] = ()):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("fake_openai_server.py")),
-                               "--port", str(port), "--latency", str(latency), *flags],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("fake_openai_server.py")),
+            "--port",
+            str(port),
+            "--latency",
+            str(latency),
+            *flags,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.time() + 30
@@ -135,10 +170,16 @@ def journal_cost(concurrency: int, latency: float, trajectories: int, rounds: in
             with_journal.append(efficiency(concurrency, latency, trajectories)["efficiency"])
     finally:
         journal_module.Journal.append = real_append
-    return {"benchmark": "journal cost (collect pipeline efficiency)", "concurrency": concurrency,
-            "latency_s": latency, "trajectories": trajectories, "without_journal": without_journal,
-            "with_journal": with_journal, "ratio_of_means": round(sum(with_journal) / sum(without_journal), 3),
-            "load_average": os.getloadavg()[0]}
+    return {
+        "benchmark": "journal cost (collect pipeline efficiency)",
+        "concurrency": concurrency,
+        "latency_s": latency,
+        "trajectories": trajectories,
+        "without_journal": without_journal,
+        "with_journal": with_journal,
+        "ratio_of_means": round(sum(with_journal) / sum(without_journal), 3),
+        "load_average": os.getloadavg()[0],
+    }
 
 
 def overhead(n_problems: int, max_new_tokens: int, rounds: int = 2) -> dict:
@@ -149,9 +190,11 @@ def overhead(n_problems: int, max_new_tokens: int, rounds: int = 2) -> dict:
     parsing, the sandbox, bookkeeping, writing shards.
     """
     problems = builtin_problems()[:n_problems]
-    config = CollectConfig(teacher="smollm2", concurrency=n_problems,
-                           loop=LoopConfig(temperature=0.0, max_new_tokens=max_new_tokens, max_tool_calls=2,
-                                           protocol="codeblock"))
+    config = CollectConfig(
+        teacher="smollm2",
+        concurrency=n_problems,
+        loop=LoopConfig(temperature=0.0, max_new_tokens=max_new_tokens, max_tool_calls=2, protocol="codeblock"),
+    )
     engine = load_engine("smollm2")
     batches: list[list[GenerationRequest]] = []
     run_batch = engine._batcher._run_batch
@@ -178,15 +221,24 @@ def overhead(n_problems: int, max_new_tokens: int, rounds: int = 2) -> dict:
         asyncio.run(engine.aclose())
     collect_s, replay_s = min(collect_times), min(replay_times)
     replay_tokens = sum(g.completion_tokens for g in replayed)
-    return {"benchmark": "agent loop overhead (smollm2, CPU, greedy)", "trajectories": summary.total,
-            "turns": sum(len(batch) for batch in batches), "generate_batches": len(batches),
-            "tool_calls": summary.tool_calls, "collect_tokens": summary.completion_tokens,
-            "collect_s": round(collect_s, 2), "collect_tokens_per_s": round(summary.completion_tokens / collect_s, 1),
-            "collect_trajectories_per_min": round(summary.total / collect_s * 60, 1),
-            "replay_tokens": replay_tokens, "replay_s": round(replay_s, 2),
-            "replay_tokens_per_s": round(replay_tokens / replay_s, 1),
-            "overhead": round(collect_s / replay_s - 1, 3), "collect_times_s": [round(t, 2) for t in collect_times],
-            "replay_times_s": [round(t, 2) for t in replay_times], "load_average": os.getloadavg()[0]}
+    return {
+        "benchmark": "agent loop overhead (smollm2, CPU, greedy)",
+        "trajectories": summary.total,
+        "turns": sum(len(batch) for batch in batches),
+        "generate_batches": len(batches),
+        "tool_calls": summary.tool_calls,
+        "collect_tokens": summary.completion_tokens,
+        "collect_s": round(collect_s, 2),
+        "collect_tokens_per_s": round(summary.completion_tokens / collect_s, 1),
+        "collect_trajectories_per_min": round(summary.total / collect_s * 60, 1),
+        "replay_tokens": replay_tokens,
+        "replay_s": round(replay_s, 2),
+        "replay_tokens_per_s": round(replay_tokens / replay_s, 1),
+        "overhead": round(collect_s / replay_s - 1, 3),
+        "collect_times_s": [round(t, 2) for t in collect_times],
+        "replay_times_s": [round(t, 2) for t in replay_times],
+        "load_average": os.getloadavg()[0],
+    }
 
 
 def main() -> None:

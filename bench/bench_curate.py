@@ -27,8 +27,10 @@ import pyarrow.parquet as pq
 from agentdata.records import CODE_TOOL, MESSAGES_TYPE, Trajectory, arrow_schema
 
 CACHE = Path("/tmp/agentdata-bench-curate")
-WORDS = np.array("the of a to find compute sum prime number area circle radius gas moles triangle side length "
-                 "integer value probability dice two three five seven eleven what how many is are".split())
+WORDS = np.array(
+    "the of a to find compute sum prime number area circle radius gas moles triangle side length "
+    "integer value probability dice two three five seven eleven what how many is are".split()
+)
 
 
 def synthetic_questions(count: int, seed: int = 0) -> list[str]:
@@ -58,34 +60,64 @@ def synthetic_run(rows: int, shard_rows: int = 100_000) -> Path:
         index = np.arange(start, start + count)
         problem = index // 4
         calls = rng.integers(0, 11, count)
-        variant = rng.integers(0, 3, count)   # same variant of the same problem = exact duplicate
+        variant = rng.integers(0, 3, count)  # same variant of the same problem = exact duplicate
         code = [f"x = {p} * {v}\nprint(x)" for p, v in zip(problem, variant)]
         bad = rng.random(count) < 0.02
         arguments = [("{bad" if b else json.dumps({"code": c})) for b, c in zip(bad, code)]
         messages = [
-            [{"role": "user", "content": questions[p], "tool_calls": None, "tool_call_id": None, "name": None},
-             {"role": "assistant", "content": f"Let me compute it, variant {v}.", "tool_call_id": None, "name": None,
-              "tool_calls": [{"id": "call_0", "type": "function",
-                              "function": {"name": "code_interpreter", "arguments": a}}]},
-             {"role": "tool", "content": "42", "tool_calls": None, "tool_call_id": "call_0", "name": "code_interpreter"},
-             {"role": "assistant", "content": f"The answer is \\boxed{{{p % 97}}}.", "tool_calls": None,
-              "tool_call_id": None, "name": None}]
+            [
+                {"role": "user", "content": questions[p], "tool_calls": None, "tool_call_id": None, "name": None},
+                {
+                    "role": "assistant",
+                    "content": f"Let me compute it, variant {v}.",
+                    "tool_call_id": None,
+                    "name": None,
+                    "tool_calls": [
+                        {"id": "call_0", "type": "function", "function": {"name": "code_interpreter", "arguments": a}}
+                    ],
+                },
+                {
+                    "role": "tool",
+                    "content": "42",
+                    "tool_calls": None,
+                    "tool_call_id": "call_0",
+                    "name": "code_interpreter",
+                },
+                {
+                    "role": "assistant",
+                    "content": f"The answer is \\boxed{{{p % 97}}}.",
+                    "tool_calls": None,
+                    "tool_call_id": None,
+                    "name": None,
+                },
+            ]
             for p, v, a in zip(problem, variant, arguments)
         ]
         correct = rng.random(count) < 0.7
         answered = rng.random(count) < 0.95
         columns = {
-            "id": [f"{p}-{i % 4}" for p, i in zip(problem, index)], "problem_id": [f"p{p}" for p in problem],
-            "question": questions[problem].tolist(), "answer": [str(p % 97) for p in problem],
-            "messages": pa.array(messages, type=MESSAGES_TYPE), "source": [f"src{p % 3}" for p in problem],
-            "domain": ["math"] * count, "tools": [json.dumps([CODE_TOOL])] * count,
+            "id": [f"{p}-{i % 4}" for p, i in zip(problem, index)],
+            "problem_id": [f"p{p}" for p in problem],
+            "question": questions[problem].tolist(),
+            "answer": [str(p % 97) for p in problem],
+            "messages": pa.array(messages, type=MESSAGES_TYPE),
+            "source": [f"src{p % 3}" for p in problem],
+            "domain": ["math"] * count,
+            "tools": [json.dumps([CODE_TOOL])] * count,
             "final_answer": [str(p % 97) if a else None for p, a in zip(problem, answered)],
-            "correct": (correct & answered).tolist(), "num_tool_calls": calls.tolist(),
-            "num_tool_errors": rng.integers(0, 3, count).clip(0, calls).tolist(), "num_turns": (calls + 1).tolist(),
-            "finish_reason": ["answer"] * count, "prompt_tokens": rng.integers(50, 400, count).tolist(),
-            "completion_tokens": rng.integers(100, 40_000, count).tolist(), "teacher": ["bench"] * count,
-            "format": ["hermes"] * count, "sampling": ["{}"] * count, "timings": ["{}"] * count,
-            "error": [None] * count, "metadata": ["{}"] * count,
+            "correct": (correct & answered).tolist(),
+            "num_tool_calls": calls.tolist(),
+            "num_tool_errors": rng.integers(0, 3, count).clip(0, calls).tolist(),
+            "num_turns": (calls + 1).tolist(),
+            "finish_reason": ["answer"] * count,
+            "prompt_tokens": rng.integers(50, 400, count).tolist(),
+            "completion_tokens": rng.integers(100, 40_000, count).tolist(),
+            "teacher": ["bench"] * count,
+            "format": ["hermes"] * count,
+            "sampling": ["{}"] * count,
+            "timings": ["{}"] * count,
+            "error": [None] * count,
+            "metadata": ["{}"] * count,
         }
         table = pa.table(columns, schema=arrow_schema(Trajectory))
         (run / "trajectories").mkdir(parents=True, exist_ok=True)
@@ -95,6 +127,7 @@ def synthetic_run(rows: int, shard_rows: int = 100_000) -> Path:
 
 
 # --------------------------------------------------------------------------- pandas baseline
+
 
 def _normalise(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().lower()
@@ -120,8 +153,9 @@ def _text(question: str, messages) -> str:
 
 
 def pandas_rules_and_dedup(run: Path) -> int:
-    frame = pd.concat([pd.read_parquet(path) for path in sorted((run / "trajectories").glob("*.parquet"))],
-                      ignore_index=True)
+    frame = pd.concat(
+        [pd.read_parquet(path) for path in sorted((run / "trajectories").glob("*.parquet"))], ignore_index=True
+    )
     frame = frame[frame["final_answer"].notna() & (frame["final_answer"].str.strip() != "")]
     frame = frame[frame["correct"]]
     frame = frame[frame["messages"].apply(_malformed) == 0]
@@ -136,8 +170,8 @@ def pandas_rules_and_dedup(run: Path) -> int:
 
 def polars_rules_and_dedup(run: Path) -> int:
     from agentdata.curate import CurateConfig
-    from agentdata.filters import DedupConfig
     from agentdata.curate.sft import run_curate_steps
+    from agentdata.filters import DedupConfig
 
     config = CurateConfig(dedup=DedupConfig(near_dup_threshold=None), max_per_problem=None)
     return run_curate_steps(sorted((run / "trajectories").glob("*.parquet")), config)[1].kept.height
@@ -151,11 +185,12 @@ def datasketch_near_dedup(questions: list[str], threshold: float = 0.8, ngram: i
     dropped = 0
     for row, question in enumerate(questions):
         words = re.findall(r"\w+", question.lower())
-        grams = {" ".join(words[i:i + ngram]) for i in range(max(1, len(words) - ngram + 1))}
+        grams = {" ".join(words[i : i + ngram]) for i in range(max(1, len(words) - ngram + 1))}
         sketch = MinHash(num_perm=128)
         sketch.update_batch([gram.encode() for gram in grams])
-        if any(sketch.jaccard(index_sketch) >= threshold for index_sketch in
-               (sketches[key] for key in index.query(sketch))):
+        if any(
+            sketch.jaccard(index_sketch) >= threshold for index_sketch in (sketches[key] for key in index.query(sketch))
+        ):
             dropped += 1
             continue
         sketches[row] = sketch
@@ -189,20 +224,26 @@ def main() -> None:
 
     fast_kept, fast_s = timed(polars_rules_and_dedup, run)
     slow_kept, slow_s = timed(pandas_rules_and_dedup, run)
-    print(f"rules+exact dedup: polars {fast_s:.1f}s, pandas {slow_s:.1f}s, ratio {slow_s / fast_s:.1f}x "
-          f"(kept {fast_kept:,} vs {slow_kept:,})")
+    print(
+        f"rules+exact dedup: polars {fast_s:.1f}s, pandas {slow_s:.1f}s, ratio {slow_s / fast_s:.1f}x "
+        f"(kept {fast_kept:,} vs {slow_kept:,})"
+    )
 
     questions = synthetic_questions(args.questions, seed=3)
     fast_dropped, near_fast_s = timed(polars_near_dedup, questions)
     slow_dropped, near_slow_s = timed(datasketch_near_dedup, questions)
-    print(f"near-dedup {args.questions:,} questions: vectorised {near_fast_s:.1f}s, per-text {near_slow_s:.1f}s, "
-          f"ratio {near_slow_s / near_fast_s:.1f}x (dropped {fast_dropped:,} vs {slow_dropped:,})")
+    print(
+        f"near-dedup {args.questions:,} questions: vectorised {near_fast_s:.1f}s, per-text {near_slow_s:.1f}s, "
+        f"ratio {near_slow_s / near_fast_s:.1f}x (dropped {fast_dropped:,} vs {slow_dropped:,})"
+    )
 
     from agentdata.curate import curate
 
     result, curate_s = timed(curate, [run], CACHE / "sft.parquet")
-    print(f"full curate (default steps) over {args.rows:,} rows: {curate_s:.1f}s, kept {result.kept_rows:,}; "
-          f"dropped {result.counts}")
+    print(
+        f"full curate (default steps) over {args.rows:,} rows: {curate_s:.1f}s, kept {result.kept_rows:,}; "
+        f"dropped {result.counts}"
+    )
 
 
 if __name__ == "__main__":

@@ -31,12 +31,19 @@ from agentdata.verify.code import CodeLimits, grade_code, outputs_match  # noqa:
 
 TEMPLATES = (
     ("n = int(input())\nprint(n * {k} + {c})", lambda n, k, c: n * k + c),
-    ("import sys\nvalues = [int(x) for x in sys.stdin.read().split()]\nprint(sum(values) * {k} - {c})",
-     lambda n, k, c: n * k - c),
-    ("n = int(input())\ntotal = 0\nfor i in range(n % 50 + {k}):\n    total += i\nprint(total + {c})",
-     lambda n, k, c: sum(range(n % 50 + k)) + c),
-    ("def main():\n    n = int(input())\n    print(max(n, {k}) - min(n, {c}))\n\nif __name__ == '__main__':\n    main()",
-     lambda n, k, c: max(n, k) - min(n, c)),
+    (
+        "import sys\nvalues = [int(x) for x in sys.stdin.read().split()]\nprint(sum(values) * {k} - {c})",
+        lambda n, k, c: n * k - c,
+    ),
+    (
+        "n = int(input())\ntotal = 0\nfor i in range(n % 50 + {k}):\n    total += i\nprint(total + {c})",
+        lambda n, k, c: sum(range(n % 50 + k)) + c,
+    ),
+    (
+        "def main():\n    n = int(input())\n    print(max(n, {k}) - min(n, {c}))\n\n"
+        "if __name__ == '__main__':\n    main()",
+        lambda n, k, c: max(n, k) - min(n, c),
+    ),
 )
 
 
@@ -45,8 +52,10 @@ def make_programs(count: int, tests: int) -> list[tuple[str, CodeTests]]:
     for index in range(count):
         source, expected = TEMPLATES[index % len(TEMPLATES)]
         k, c = index // len(TEMPLATES) + 1, index % 7
-        cases = [{"input": f"{n}\n", "output": f"{expected(n, k, c)}\n", "testtype": "stdin", "public": False}
-                 for n in range(1, tests + 1)]
+        cases = [
+            {"input": f"{n}\n", "output": f"{expected(n, k, c)}\n", "testtype": "stdin", "public": False}
+            for n in range(1, tests + 1)
+        ]
         programs.append((source.format(k=k, c=c), CodeTests(cases)))
     return programs
 
@@ -78,8 +87,9 @@ def run_baseline(programs, workers: int, timeout_s: float, python: list[str]) ->
 
 def _one_subprocess(python: list[str], path: Path, test: dict, timeout_s: float) -> bool:
     try:
-        done = subprocess.run([*python, str(path)], input=test["input"], capture_output=True, text=True,
-                              timeout=timeout_s)
+        done = subprocess.run(
+            [*python, str(path)], input=test["input"], capture_output=True, text=True, timeout=timeout_s
+        )
     except subprocess.TimeoutExpired:
         return False
     return done.returncode == 0 and outputs_match(done.stdout, test["output"])
@@ -89,11 +99,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--programs", type=int, default=1000)
     parser.add_argument("--tests", type=int, default=10)
-    parser.add_argument("--baseline-programs", type=int, default=200,
-                        help="Programs the baseline runs (its rate is per test, so a subset measures it).")
+    parser.add_argument(
+        "--baseline-programs",
+        type=int,
+        default=200,
+        help="Programs the baseline runs (its rate is per test, so a subset measures it).",
+    )
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
-    parser.add_argument("--baseline-python", default=sys.executable,
-                        help="The interpreter (and flags) of the baseline, e.g. '/usr/bin/python3 -I -S'.")
+    parser.add_argument(
+        "--baseline-python",
+        default=sys.executable,
+        help="The interpreter (and flags) of the baseline, e.g. '/usr/bin/python3 -I -S'.",
+    )
     args = parser.parse_args()
     limits = CodeLimits(test_timeout_s=6.0, total_timeout_s=120.0)
     programs = make_programs(args.programs, args.tests)
@@ -105,10 +122,15 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.1f}; workers {args.workers}; isolation {isolation}")
     print("| grader | programs x tests | passed | seconds | tests/s |")
     print("|---|---|---|---|---|")
-    print(f"| agentdata sandbox (batched, isolated) | {args.programs} x {args.tests} | {ours_passed} | {ours_s:.1f} | "
-          f"{ours_rate:.0f} |")
-    print(f"| plain `{args.baseline_python}` subprocess per test | {len(base_programs)} x {args.tests} | {base_passed} | {base_s:.1f} | "
-          f"{base_rate:.0f} |")
+    print(
+        f"| agentdata sandbox (batched, isolated) | {args.programs} x {args.tests} | {ours_passed} | {ours_s:.1f} | "
+        f"{ours_rate:.0f} |"
+    )
+    print(
+        f"| plain `{args.baseline_python}` subprocess per test | {len(base_programs)} x "
+        f"{args.tests} | {base_passed} | {base_s:.1f} | "
+        f"{base_rate:.0f} |"
+    )
     print(f"\nratio: {ours_rate / base_rate:.1f}x")
 
 

@@ -50,9 +50,12 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=192)
     args = parser.parse_args()
     problems = default_problems(args.problems)
-    config = CollectConfig(teacher="smollm2-tir", concurrency=16, samples=args.samples,
-                           loop=LoopConfig(temperature=0.0, max_new_tokens=args.max_new_tokens, max_tool_calls=2,
-                                           protocol="codeblock"))
+    config = CollectConfig(
+        teacher="smollm2-tir",
+        concurrency=16,
+        samples=args.samples,
+        loop=LoopConfig(temperature=0.0, max_new_tokens=args.max_new_tokens, max_tool_calls=2, protocol="codeblock"),
+    )
     engine = load_engine("smollm2-tir")
     sandbox = open_sandbox("local")
     times: dict[bool, list[float]] = {False: [], True: []}
@@ -70,12 +73,16 @@ def main() -> None:
         asyncio.run(engine.aclose())
     result = {
         "benchmark": "collect on smollm2-tir (greedy), shared prompt prefix vs every row prefilling its whole prompt",
-        "trajectories": summary.total, "tool_calls": summary.tool_calls, "correct": summary.correct,
+        "trajectories": summary.total,
+        "tool_calls": summary.tool_calls,
+        "correct": summary.correct,
         "completion_tokens": summary.completion_tokens,
-        "baseline_s": times[False], "shared_prefix_s": times[True],
+        "baseline_s": times[False],
+        "shared_prefix_s": times[True],
         "speedup_best": round(min(times[False]) / min(times[True]), 2),
         "same_trajectories": texts[False] == texts[True],
-        "load_average_1min": [round(load, 2) for load in loads], "threads": os.environ.get("OMP_NUM_THREADS"),
+        "load_average_1min": [round(load, 2) for load in loads],
+        "threads": os.environ.get("OMP_NUM_THREADS"),
     }
     print(json.dumps(result, indent=2))
 

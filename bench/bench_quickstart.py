@@ -64,34 +64,60 @@ def outcomes(out: Path) -> dict:
     rl_steps = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.exists() else []
     report = read_json(out / "eval" / "report.json")
     return {
-        "collect": {key: collect.get(key) for key in ("total", "accuracy", "mean_tool_calls", "completion_tokens", "tokens_per_s", "finish_reasons")
-                    if key in collect} or collect,
+        "collect": {
+            key: collect.get(key)
+            for key in ("total", "accuracy", "mean_tool_calls", "completion_tokens", "tokens_per_s", "finish_reasons")
+            if key in collect
+        }
+        or collect,
         "sft_rows": parquet_rows(out / "sft.parquet"),
         "sft_rows_by_teacher": sft_rows_by_teacher(out / "sft.parquet"),
         # GRPO learns only from groups whose rewards differ: TRL's share of flat groups and the reward spread per step
-        "grpo_groups": [{key: step.get(key) for key in ("step", "frac_reward_zero_std", "reward_std", "reward")}
-                        for step in rl_steps if "reward" in step],
+        "grpo_groups": [
+            {key: step.get(key) for key in ("step", "frac_reward_zero_std", "reward_std", "reward")}
+            for step in rl_steps
+            if "reward" in step
+        ],
         "pool_rows": parquet_rows(out / "pool.parquet"),
-        "grpo_last": {key: value for key, value in next((s for s in reversed(rl_steps) if "accuracy" in s), {}).items()
-                      if key in ("step", "reward", "accuracy", "tools/call_frequency", "completions/model_tokens")},
-        "eval": [{key: result.get(key) for key in ("model", "benchmark", "num_responses", "mean_tool_calls")}
-                 | {k: v for k, v in result.items() if k.startswith("avg@")} for result in report.get("results", [])],
+        "grpo_last": {
+            key: value
+            for key, value in next((s for s in reversed(rl_steps) if "accuracy" in s), {}).items()
+            if key in ("step", "reward", "accuracy", "tools/call_frequency", "completions/model_tokens")
+        },
+        "eval": [
+            {key: result.get(key) for key in ("model", "benchmark", "num_responses", "mean_tool_calls")}
+            | {k: v for k, v in result.items() if k.startswith("avg@")}
+            for result in report.get("results", [])
+        ],
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("/tmp/quickstart-bench"))
-    parser.add_argument("--threads", type=int, default=None,
-                        help="OMP_NUM_THREADS for the run (1 on a machine shared with other heavy jobs)")
-    parser.add_argument("--install-s", type=int, default=210,
-                        help="seconds `bash scripts/install.sh` takes on a fresh clone (CI's log: about 3.5 min), "
-                             "counted against the target")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="OMP_NUM_THREADS for the run (1 on a machine shared with other heavy jobs)",
+    )
+    parser.add_argument(
+        "--install-s",
+        type=int,
+        default=210,
+        help="seconds `bash scripts/install.sh` takes on a fresh clone (CI's log: about 3.5 min), "
+        "counted against the target",
+    )
     args = parser.parse_args()
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     if args.threads:
         env["OMP_NUM_THREADS"] = str(args.threads)
     sampler = LoadSampler()
@@ -99,18 +125,29 @@ def main() -> None:
     started = time.monotonic()
     log_path = args.out.parent / f"{args.out.name}.log"
     with open(log_path, "w") as log:
-        returncode = subprocess.call(["bash", str(REPO / "examples/quickstart/run.sh"), "--out", str(args.out)],
-                                     stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        returncode = subprocess.call(
+            ["bash", str(REPO / "examples/quickstart/run.sh"), "--out", str(args.out)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=REPO,
+        )
     total_s = time.monotonic() - started
     sampler.stopped.set()
     shutil.move(log_path, args.out / "quickstart.log")
 
     steps = [line.split("\t") for line in (args.out / "timings.tsv").read_text().splitlines()]
     loads = sampler.samples or [os.getloadavg()[0]]
-    result = {"returncode": returncode, "total_s": round(total_s), "target_s": TARGET_S,
-              "cpus": os.cpu_count(), "omp_num_threads": env.get("OMP_NUM_THREADS"),
-              "load_1min": {"min": min(loads), "mean": round(sum(loads) / len(loads), 2), "max": max(loads)},
-              "steps": {name: int(seconds) for name, seconds in steps}, "outcomes": outcomes(args.out)}
+    result = {
+        "returncode": returncode,
+        "total_s": round(total_s),
+        "target_s": TARGET_S,
+        "cpus": os.cpu_count(),
+        "omp_num_threads": env.get("OMP_NUM_THREADS"),
+        "load_1min": {"min": min(loads), "mean": round(sum(loads) / len(loads), 2), "max": max(loads)},
+        "steps": {name: int(seconds) for name, seconds in steps},
+        "outcomes": outcomes(args.out),
+    }
     (args.out / "bench.json").write_text(json.dumps(result, indent=2))
 
     print("| step | seconds |\n|---|---:|")
@@ -118,9 +155,15 @@ def main() -> None:
         print(f"| {name} | {seconds} |")
     verdict = "met" if returncode == 0 and total_s + args.install_s < TARGET_S else "NOT met"
     print(f"| **total** (exit {returncode}) | **{result['total_s']}** |")
-    print(f"\n{os.cpu_count()} CPUs, OMP_NUM_THREADS={result['omp_num_threads']}, 1-min load during the run: "
-          f"min {result['load_1min']['min']:.1f} / mean {result['load_1min']['mean']:.1f} / max {result['load_1min']['max']:.1f}; "
-          f"with install ({args.install_s} s) {round(total_s) + args.install_s} s; target under {TARGET_S // 60} min: {verdict}")
+    print(
+        f"\n{os.cpu_count()} CPUs, OMP_NUM_THREADS={result['omp_num_threads']}, 1-min load during the run: "(
+            f"min {result['load_1min']['min']:.1f} / mean {result['load_1min']['mean']:.1f} / max "
+            f"{result['load_1min']['max']:.1f}; "
+        )(
+            f"with install ({args.install_s} s) {round(total_s) + args.install_s} s; target under "
+            f"{TARGET_S // 60} min: {verdict}"
+        )
+    )
     print(json.dumps(result["outcomes"], indent=2))
 
 

@@ -55,6 +55,7 @@ def latencies_ms(call, count: int) -> tuple[float, float]:
 
 def baseline(code: str, count: int) -> tuple[float, float, float]:
     """A fresh interpreter per call, the way many RL setups run model code."""
+
     def call():
         subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
 
@@ -85,6 +86,7 @@ def free_port() -> int:
 
 def httpx_throughput(url: str, code: str, calls: int, concurrency: int) -> float:
     """/v1/run with sessions through httpx.AsyncClient: what a Python caller using httpx sees."""
+
     async def scenario():
         limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
         async with httpx.AsyncClient(limits=limits, timeout=60) as client:
@@ -105,8 +107,9 @@ def httpx_throughput(url: str, code: str, calls: int, concurrency: int) -> float
 
 def _post(host: str, path: str, body: dict) -> bytes:
     data = json.dumps(body).encode()
-    return (f"POST {path} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(data)}\r\n\r\n").encode() + data
+    return (
+        f"POST {path} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\ncontent-length: {len(data)}\r\n\r\n"
+    ).encode() + data
 
 
 async def _connection(host: str, port: int, requests: list[bytes]) -> None:
@@ -116,8 +119,11 @@ async def _connection(host: str, port: int, requests: list[bytes]) -> None:
         for request in requests:
             writer.write(request)
             head = await reader.readuntil(b"\r\n\r\n")
-            length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                          if line.lower().startswith(b"content-length:"))
+            length = next(
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
             body = json.loads(await reader.readexactly(length))
             assert head.startswith(b"HTTP/1.1 200") and body["status"] in ("ok", "Success"), (head, body)
     finally:
@@ -147,9 +153,21 @@ def http_throughput(url: str, code: str, calls: int, concurrency: int, sessions:
 def start_service(workers: int, prefork: int) -> tuple[subprocess.Popen, str]:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "agentdata.cli.app", "sandbox", "serve", "--port", str(port), "--workers", str(workers),
-         "--prefork", str(prefork)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "agentdata.cli.app",
+            "sandbox",
+            "serve",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--prefork",
+            str(prefork),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -248,8 +266,10 @@ def main() -> None:
     console.print(table)
 
     verdicts = [
-        f"- warm-session latency p50 ≤ 2 ms and ≥ 20× the baseline: "
-        f"{verdict(session_p50 <= 2 and base_p50 / session_p50 >= 20)} ({session_p50:.2f} ms, {base_p50 / session_p50:.0f}×)",
+        "- warm-session latency p50 ≤ 2 ms and ≥ 20× the baseline: "(
+            f"{verdict(session_p50 <= 2 and base_p50 / session_p50 >= 20)} ({session_p50:.2f} ms, "
+            f"{base_p50 / session_p50:.0f}×)"
+        ),
         f"- ≥ 1,000 trivial calls/s locally: sessions {verdict(session_rate >= 1000)} ({session_rate:.0f}/s); "
         f"fresh stateless calls {verdict(fresh_rate >= 1000)} ({fresh_rate:.0f}/s)",
         f"- ≥ 300 requests/s over HTTP: sessions {verdict(http_session_rate >= 300)} ({http_session_rate:.0f}/s); "
@@ -257,16 +277,20 @@ def main() -> None:
         f"- sympy snippet: {sympy_base_p50 / sympy_p50:.0f}× the baseline's latency, "
         f"{sympy_rate / sympy_base_rate:.0f}× its throughput",
     ]
-    machine = (f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-               f"workers={args.workers}, prefork={args.prefork}")
+    machine = (
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"workers={args.workers}, prefork={args.prefork}"
+    )
     lines = [
-        "# Sandbox benchmark", "",
+        "# Sandbox benchmark",
+        "",
         f"`python bench/bench_sandbox.py{' --quick' if args.quick else ''}` on {machine}; "
         f"isolation: own uid={isolation['own_uid']}, private /tmp={isolation['private_tmp']}, "
         f"network namespace={'yes' if not any('network' in w for w in isolation['warnings']) else 'no'}. "
         f"Load average (1 min) {load_before:.1f} at the start and {load_after:.1f} at the end: the machine is "
         "shared with other work, so figures vary run to run. HTTP load comes from a lean keep-alive client "
-        "(see the script's docstring) except in the httpx row.", "",
+        "(see the script's docstring) except in the httpx row.",
+        "",
         "| measure | agentdata sandbox | baseline (`python -c` per call) | target |",
         "|---|---|---|---|",
         *[f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows],

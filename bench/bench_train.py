@@ -60,17 +60,32 @@ class StepClock(TrainerCallback):
 
 # --------------------------------------------------------------------------- SFT
 
+
 def sft_args(out: Path, steps: int, batch: int, max_length: int) -> dict[str, Any]:
-    return dict(output_dir=str(out), max_steps=steps, per_device_train_batch_size=batch, max_length=max_length,
-                learning_rate=1e-5, logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True,
-                seed=0, dataset_num_proc=None, bf16=False, gradient_checkpointing=False)
+    return dict(
+        output_dir=str(out),
+        max_steps=steps,
+        per_device_train_batch_size=batch,
+        max_length=max_length,
+        learning_rate=1e-5,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        seed=0,
+        dataset_num_proc=None,
+        bf16=False,
+        gradient_checkpointing=False,
+    )
 
 
 def trained_tokens(trainer: Any) -> float:
     return max((entry.get("num_tokens", 0) for entry in trainer.state.log_history), default=0)
 
 
-def run_plain_sft(sft_set: Path, model_dir: Path, out: Path, steps: int, batch: int, max_length: int) -> dict[str, float]:
+def run_plain_sft(
+    sft_set: Path, model_dir: Path, out: Path, steps: int, batch: int, max_length: int
+) -> dict[str, float]:
     import datasets
     import pyarrow.parquet as pq
     from trl import SFTConfig, SFTTrainer
@@ -80,12 +95,21 @@ def run_plain_sft(sft_set: Path, model_dir: Path, out: Path, steps: int, batch: 
 
     started = time.perf_counter()
     rows = pq.read_table(sft_set).to_pylist()
-    conversations = [[{"role": m["role"], "content": m["content"]} for m in
-                      plain_conversation(canonical_messages(r["messages"], sft_set, i), row_tools(r["tools"], sft_set, i), "hermes")]
-                     for i, r in enumerate(rows)]
-    trainer = SFTTrainer(model=load_model(model_dir), args=SFTConfig(**sft_args(out, steps, batch, max_length)),
-                         train_dataset=datasets.Dataset.from_list([{"messages": c} for c in conversations]),
-                         processing_class=load_tokenizer(model_dir))
+    conversations = [
+        [
+            {"role": m["role"], "content": m["content"]}
+            for m in plain_conversation(
+                canonical_messages(r["messages"], sft_set, i), row_tools(r["tools"], sft_set, i), "hermes"
+            )
+        ]
+        for i, r in enumerate(rows)
+    ]
+    trainer = SFTTrainer(
+        model=load_model(model_dir),
+        args=SFTConfig(**sft_args(out, steps, batch, max_length)),
+        train_dataset=datasets.Dataset.from_list([{"messages": c} for c in conversations]),
+        processing_class=load_tokenizer(model_dir),
+    )
     prepared = time.perf_counter()
     trainer.train()
     return timing(trainer, started, prepared)
@@ -96,8 +120,16 @@ def run_our_sft(sft_set: Path, model_dir: Path, out: Path, steps: int, batch: in
     from agentdata.sft.trainer import build_sft_trainer
 
     started = time.perf_counter()
-    config = SFTStageConfig(model=f"hf:{model_dir}", sft_data=str(sft_set), out=str(out), max_steps=steps,
-                            batch_size=batch, max_length=max_length, learning_rate=1e-5, save_steps=10**6)
+    config = SFTStageConfig(
+        model=f"hf:{model_dir}",
+        sft_data=str(sft_set),
+        out=str(out),
+        max_steps=steps,
+        batch_size=batch,
+        max_length=max_length,
+        learning_rate=1e-5,
+        save_steps=10**6,
+    )
     trainer = build_sft_trainer(config)
     trainer.args.save_strategy = "no"
     prepared = time.perf_counter()
@@ -108,9 +140,14 @@ def run_our_sft(sft_set: Path, model_dir: Path, out: Path, steps: int, batch: in
 def timing(trainer: Any, started: float, prepared: float) -> dict[str, float]:
     finished = time.perf_counter()
     tokens = trained_tokens(trainer)
-    return {"tokens": tokens, "prepare_s": prepared - started, "train_s": finished - prepared,
-            "train_tokens_per_s": tokens / (finished - prepared), "end_to_end_tokens_per_s": tokens / (finished - started),
-            "load": load()}
+    return {
+        "tokens": tokens,
+        "prepare_s": prepared - started,
+        "train_s": finished - prepared,
+        "train_tokens_per_s": tokens / (finished - prepared),
+        "end_to_end_tokens_per_s": tokens / (finished - started),
+        "load": load(),
+    }
 
 
 def bench_sft(work: Path, rounds: int, steps: int, batch: int, max_length: int, conversations: int) -> dict[str, Any]:
@@ -129,6 +166,7 @@ def bench_sft(work: Path, rounds: int, steps: int, batch: int, max_length: int, 
 
 
 # --------------------------------------------------------------------------- GRPO
+
 
 def tool_chat_tokenizer() -> Any:
     """SmolLM2's tokenizer (ChatML tokens) with TRL's Qwen2.5 template, which TRL's tool loop can parse."""
@@ -150,30 +188,62 @@ def tool_calling_tiny_model(tokenizer: Any, out: Path, teach_steps: int) -> Path
     from agentdata.formats import get_protocol
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
-                         tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     model = LlamaForCausalLM(config)
     call = {"name": "code_interpreter", "arguments": {"code": TOOL_CODE}}
-    turn = [{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]},
-            {"role": "tool", "name": "code_interpreter", "content": "5\n"},
-            {"role": "assistant", "content": "The answer is \\boxed{5}."}]
+    turn = [
+        {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]},
+        {"role": "tool", "name": "code_interpreter", "content": "5\n"},
+        {"role": "assistant", "content": "The answer is \\boxed{5}."},
+    ]
     ours = get_protocol("hermes").to_plain_messages(
-        [{"role": "system", "content": get_protocol("hermes").system_prompt([CODE_TOOL])},
-         {"role": "user", "content": QUESTION},
-         {"role": "assistant", "content": "", "tool_calls": [{"id": "call_0", "type": "function",
-                                                              "function": {"name": "code_interpreter",
-                                                                           "arguments": json.dumps(call["arguments"])}}]},
-         {"role": "tool", "tool_call_id": "call_0", "content": "5"},
-         {"role": "assistant", "content": "The answer is \\boxed{5}."}])
-    texts = [tokenizer.apply_chat_template([{"role": "user", "content": QUESTION}, *turn], tools=[code_interpreter],
-                                           tokenize=False),
-             tokenizer.apply_chat_template([{"role": m["role"], "content": m["content"]} for m in ours], tokenize=False)]
-    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": QUESTION}], tools=[code_interpreter],
-                                             tokenize=False, add_generation_prompt=True),
-               tokenizer.apply_chat_template([{"role": m["role"], "content": m["content"]} for m in ours[:2]],
-                                             tokenize=False, add_generation_prompt=True)]
+        [
+            {"role": "system", "content": get_protocol("hermes").system_prompt([CODE_TOOL])},
+            {"role": "user", "content": QUESTION},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": "call_0",
+                        "type": "function",
+                        "function": {"name": "code_interpreter", "arguments": json.dumps(call["arguments"])},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_0", "content": "5"},
+            {"role": "assistant", "content": "The answer is \\boxed{5}."},
+        ]
+    )
+    texts = [
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": QUESTION}, *turn], tools=[code_interpreter], tokenize=False
+        ),
+        tokenizer.apply_chat_template([{"role": m["role"], "content": m["content"]} for m in ours], tokenize=False),
+    ]
+    prompts = [
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": QUESTION}],
+            tools=[code_interpreter],
+            tokenize=False,
+            add_generation_prompt=True,
+        ),
+        tokenizer.apply_chat_template(
+            [{"role": m["role"], "content": m["content"]} for m in ours[:2]], tokenize=False, add_generation_prompt=True
+        ),
+    ]
     batch = []
     for text, prompt in zip(texts, prompts):
         ids = torch.tensor([tokenizer(text, add_special_tokens=False)["input_ids"]])
@@ -188,9 +258,14 @@ def tool_calling_tiny_model(tokenizer: Any, out: Path, teach_steps: int) -> Path
         optimizer.step()
         optimizer.zero_grad()
     model.eval()
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": QUESTION}], tools=[code_interpreter],
-                                           add_generation_prompt=True, return_tensors="pt", return_dict=True)
-    sample = model.generate(**prompt, max_new_tokens=40, do_sample=False)[0, prompt["input_ids"].shape[1]:]
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": QUESTION}],
+        tools=[code_interpreter],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )
+    sample = model.generate(**prompt, max_new_tokens=40, do_sample=False)[0, prompt["input_ids"].shape[1] :]
     print(f"taught tiny model, greedy: {tokenizer.decode(sample)!r}", flush=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
@@ -202,8 +277,9 @@ _SANDBOX = None
 
 def plain_tool_system_prompt() -> str:
     """The system message TRL's Qwen2.5 template writes when given the tool (tools + how to call them)."""
-    rendered = tool_chat_tokenizer().apply_chat_template([{"role": "user", "content": "x"}], tools=[code_interpreter],
-                                                         tokenize=False)
+    rendered = tool_chat_tokenizer().apply_chat_template(
+        [{"role": "user", "content": "x"}], tools=[code_interpreter], tokenize=False
+    )
     return rendered.split("<|im_start|>system\n", 1)[1].split("<|im_end|>", 1)[0]
 
 
@@ -220,17 +296,35 @@ def code_interpreter(code: str) -> str:
 def boxed_reward(prompts, completions, answer, **kwargs) -> list[float]:
     from agentdata.verify import correctness_score, is_correct
 
-    texts = [c if isinstance(c, str) else "".join(str(m.get("content") or "") for m in c if m["role"] == "assistant")
-             for c in completions]
+    texts = [
+        c if isinstance(c, str) else "".join(str(m.get("content") or "") for m in c if m["role"] == "assistant")
+        for c in completions
+    ]
     return [correctness_score(is_correct(text, gold)) for text, gold in zip(texts, answer)]
 
 
 def grpo_args(out: Path, steps: int, generations: int, max_new_tokens: int) -> dict[str, Any]:
-    return dict(output_dir=str(out), max_steps=steps, learning_rate=1e-6, per_device_train_batch_size=generations,
-                gradient_accumulation_steps=1, num_generations=generations, max_completion_length=max_new_tokens,
-                temperature=1.0, epsilon=0.2, epsilon_high=0.28, beta=0.0, loss_type="dapo", logging_steps=1,
-                save_strategy="no", report_to="none", disable_tqdm=True, seed=0, bf16=False,
-                gradient_checkpointing=False)
+    return dict(
+        output_dir=str(out),
+        max_steps=steps,
+        learning_rate=1e-6,
+        per_device_train_batch_size=generations,
+        gradient_accumulation_steps=1,
+        num_generations=generations,
+        max_completion_length=max_new_tokens,
+        temperature=1.0,
+        epsilon=0.2,
+        epsilon_high=0.28,
+        beta=0.0,
+        loss_type="dapo",
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        seed=0,
+        bf16=False,
+        gradient_checkpointing=False,
+    )
 
 
 def run_plain_grpo(model_dir: Path, out: Path, steps: int, generations: int, max_new_tokens: int) -> dict[str, Any]:
@@ -240,63 +334,103 @@ def run_plain_grpo(model_dir: Path, out: Path, steps: int, generations: int, max
 
     dataset = datasets.Dataset.from_list([{"prompt": [{"role": "user", "content": QUESTION}], "answer": "5"}] * 8)
     clock = StepClock()
-    trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(model_dir), reward_funcs=[boxed_reward],
-                          args=GRPOConfig(**grpo_args(out, steps, generations, max_new_tokens), max_tool_calling_iterations=4),
-                          train_dataset=dataset, processing_class=AutoTokenizer.from_pretrained(model_dir),
-                          tools=[code_interpreter], callbacks=[clock])
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(model_dir),
+        reward_funcs=[boxed_reward],
+        args=GRPOConfig(**grpo_args(out, steps, generations, max_new_tokens), max_tool_calling_iterations=4),
+        train_dataset=dataset,
+        processing_class=AutoTokenizer.from_pretrained(model_dir),
+        tools=[code_interpreter],
+        callbacks=[clock],
+    )
     trainer.train()
     logs = [entry for entry in trainer.state.log_history if "reward" in entry]
-    return {"step_s": clock.seconds, "num_tokens": [entry.get("num_tokens") for entry in logs],
-            "tool_calls_per_response": [entry.get("tools/call_frequency") for entry in logs],
-            "reward": [entry.get("reward") for entry in logs], "load": load()}
+    return {
+        "step_s": clock.seconds,
+        "num_tokens": [entry.get("num_tokens") for entry in logs],
+        "tool_calls_per_response": [entry.get("tools/call_frequency") for entry in logs],
+        "reward": [entry.get("reward") for entry in logs],
+        "load": load(),
+    }
 
 
-def run_our_grpo(model_dir: Path, pool: Path, out: Path, steps: int, generations: int, max_new_tokens: int) -> dict[str, Any]:
+def run_our_grpo(
+    model_dir: Path, pool: Path, out: Path, steps: int, generations: int, max_new_tokens: int
+) -> dict[str, Any]:
     from agentdata.rl.config import GRPOStageConfig
     from agentdata.rl.run import build_grpo_trainer
     from agentdata.settings import build
 
     # The same system text the plain side's template renders for its tool, so both sides train on
     # token-identical prompts and only the machinery differs.
-    config = build(GRPOStageConfig, dict(model=f"hf:{model_dir}", rl_pool=str(pool), out=str(out), max_steps=steps,
-                                         system_prompt=plain_tool_system_prompt(),
-                                         prompts_per_step=1, num_generations=generations,
-                                         max_new_tokens=max_new_tokens, max_tool_calls=4, max_turns=5,
-                                         overlong_buffer=0, learning_rate=1e-6, use_vllm="no", save_steps=10**6,
-                                         plots=False))
+    config = build(
+        GRPOStageConfig,
+        dict(
+            model=f"hf:{model_dir}",
+            rl_pool=str(pool),
+            out=str(out),
+            max_steps=steps,
+            system_prompt=plain_tool_system_prompt(),
+            prompts_per_step=1,
+            num_generations=generations,
+            max_new_tokens=max_new_tokens,
+            max_tool_calls=4,
+            max_turns=5,
+            overlong_buffer=0,
+            learning_rate=1e-6,
+            use_vllm="no",
+            save_steps=10**6,
+            plots=False,
+        ),
+    )
     trainer, _, step_times = build_grpo_trainer(config, _SANDBOX)
     trainer.args.save_strategy = "no"
     trainer.train()
     logs = [entry for entry in trainer.state.log_history if "reward" in entry]
-    return {"step_s": [s["step_s"] for s in step_times.steps], "breakdown": step_times.steps,
-            "num_tokens": [entry.get("num_tokens") for entry in logs],
-            "tool_calls_per_response": [entry.get("tools/call_frequency") for entry in logs],
-            "reward": [entry.get("reward") for entry in logs], "load": load()}
+    return {
+        "step_s": [s["step_s"] for s in step_times.steps],
+        "breakdown": step_times.steps,
+        "num_tokens": [entry.get("num_tokens") for entry in logs],
+        "tool_calls_per_response": [entry.get("tools/call_frequency") for entry in logs],
+        "reward": [entry.get("reward") for entry in logs],
+        "load": load(),
+    }
 
 
-def bench_grpo(work: Path, rounds: int, steps: int, generations: int, max_new_tokens: int, teach_steps: int) -> dict[str, Any]:
+def bench_grpo(
+    work: Path, rounds: int, steps: int, generations: int, max_new_tokens: int, teach_steps: int
+) -> dict[str, Any]:
     global _SANDBOX
     from agentdata.sandbox import Sandbox
 
     model_dir = tool_calling_tiny_model(tool_chat_tokenizer(), work / "tiny-tool-model", teach_steps)
     pool = work / "pool.jsonl"
-    pool.write_text("".join(json.dumps({"prompt": [{"role": "user", "content": QUESTION}], "answer": "5"}) + "\n"
-                            for _ in range(8)))
+    pool.write_text(
+        "".join(json.dumps({"prompt": [{"role": "user", "content": QUESTION}], "answer": "5"}) + "\n" for _ in range(8))
+    )
     runs: dict[str, list[dict[str, Any]]] = {"plain": [], "ours": []}
     with Sandbox() as sandbox:
         _SANDBOX = sandbox
         for round_index in range(rounds):
-            runs["plain"].append(run_plain_grpo(model_dir, work / f"grpo-plain-{round_index}", steps, generations, max_new_tokens))
+            runs["plain"].append(
+                run_plain_grpo(model_dir, work / f"grpo-plain-{round_index}", steps, generations, max_new_tokens)
+            )
             print(f"grpo plain round {round_index}: {json.dumps(runs['plain'][-1])}", flush=True)
-            runs["ours"].append(run_our_grpo(model_dir, pool, work / f"grpo-ours-{round_index}", steps, generations, max_new_tokens))
+            runs["ours"].append(
+                run_our_grpo(model_dir, pool, work / f"grpo-ours-{round_index}", steps, generations, max_new_tokens)
+            )
             print(f"grpo ours round {round_index}: {json.dumps(runs['ours'][-1])}", flush=True)
     # The first step of a run also warms up the sandbox and the trainer; it is left out of the mean.
     per_step = {name: [s for run in results for s in run["step_s"][1:]] for name, results in runs.items()}
-    summary = {name: {"mean_step_s": statistics.mean(values), "steps_timed": len(values)} for name, values in per_step.items()}
+    summary = {
+        name: {"mean_step_s": statistics.mean(values), "steps_timed": len(values)} for name, values in per_step.items()
+    }
     summary["ratio_plain_over_ours"] = summary["plain"]["mean_step_s"] / summary["ours"]["mean_step_s"]
     breakdown = [b for run in runs["ours"] for b in run["breakdown"][1:]]
-    summary["ours_breakdown_mean_s"] = {key: statistics.mean(b[key] for b in breakdown)
-                                        for key in ("step_s", "generation_s", "sandbox_and_loop_s", "scoring_and_optimisation_s")}
+    summary["ours_breakdown_mean_s"] = {
+        key: statistics.mean(b[key] for b in breakdown)
+        for key in ("step_s", "generation_s", "sandbox_and_loop_s", "scoring_and_optimisation_s")
+    }
     summary["runs"] = runs
     return summary
 
@@ -329,14 +463,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
         work = Path(tmp)
         if args.only in (None, "grpo"):
-            results["grpo"] = bench_grpo(work, args.rounds, args.grpo_steps, args.grpo_generations,
-                                         args.grpo_max_new_tokens, args.teach_steps)
+            results["grpo"] = bench_grpo(
+                work, args.rounds, args.grpo_steps, args.grpo_generations, args.grpo_max_new_tokens, args.teach_steps
+            )
         if args.only in (None, "sft"):
-            results["sft"] = bench_sft(work, args.rounds, args.sft_steps, args.sft_batch, args.sft_max_length,
-                                       args.sft_conversations)
+            results["sft"] = bench_sft(
+                work, args.rounds, args.sft_steps, args.sft_batch, args.sft_max_length, args.sft_conversations
+            )
     results["load_at_end"] = load()
-    brief = {section: {k: v for k, v in values.items() if k != "runs"} for section, values in results.items()
-             if isinstance(values, dict)}
+    brief = {
+        section: {k: v for k, v in values.items() if k != "runs"}
+        for section, values in results.items()
+        if isinstance(values, dict)
+    }
     print(json.dumps(brief, indent=2))
     if args.out:
         args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

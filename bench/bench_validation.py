@@ -40,8 +40,9 @@ def load_average() -> str:
 def held_out_problems(out: Path, count: int) -> Path:
     pool, held_out = out / "pool.jsonl", out / "held_out.jsonl"
     agentdata("synth", "problems", "--kinds", "compute", "--n", "16", "--seed", "0", "--out", str(pool), "--json")
-    agentdata("synth", "problems", "--kinds", "compute", "--n", str(count), "--seed", "1", "--out", str(held_out),
-              "--json")
+    agentdata(
+        "synth", "problems", "--kinds", "compute", "--n", str(count), "--seed", "1", "--out", str(held_out), "--json"
+    )
     seen = {json.loads(line)["question"] for line in pool.read_text().splitlines()}
     rows = [line for line in held_out.read_text().splitlines() if json.loads(line)["question"] not in seen]
     held_out.write_text("".join(row + "\n" for row in rows))
@@ -49,12 +50,16 @@ def held_out_problems(out: Path, count: int) -> Path:
 
 
 def table(records: list[dict], k: int) -> str:
-    lines = [f"| step | avg@{k} | pass@{k} | tool calls / response | model tokens / response | failed | eval s |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| step | avg@{k} | pass@{k} | tool calls / response | model tokens / response | failed | eval s |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in records:
-        lines.append(f"| {r['step']} | {r[f'eval/avg@{k}']:.3f} | {r[f'eval/pass@{k}']:.3f} | "
-                     f"{r['eval/tools/call_frequency']:.2f} | {r['eval/completions/model_tokens']:.0f} | "
-                     f"{r['eval/rollouts/failed']} | {r['eval/seconds']:.0f} |")
+        lines.append(
+            f"| {r['step']} | {r[f'eval/avg@{k}']:.3f} | {r[f'eval/pass@{k}']:.3f} | "
+            f"{r['eval/tools/call_frequency']:.2f} | {r['eval/completions/model_tokens']:.0f} | "
+            f"{r['eval/rollouts/failed']} | {r['eval/seconds']:.0f} |"
+        )
     return "\n".join(lines)
 
 
@@ -72,13 +77,46 @@ def main() -> None:
     started = time.perf_counter()
     held_out = held_out_problems(args.out, args.eval_problems)
     settings = args.out / "train.json"
-    settings.write_text(json.dumps({"rl": {
-        "protocol": "codeblock", "prompts_per_step": 1, "max_tool_calls": 1,
-        "max_turns": 2, "learning_rate": 1e-5}}))
-    agentdata("train", "--stage", "rl", "--model", "smollm2-tir", "--rl-pool", str(args.out / "pool.jsonl"),
-              "--out", str(args.out / "rl"), "--max-steps", str(args.steps), "--num-generations", "4",
-              "--max-new-tokens", "128", "--overlong-buffer", "32", "--eval-problems", str(held_out),
-              "--eval-every", str(args.every), "--eval-k", str(args.k), "--config", str(settings))
+    settings.write_text(
+        json.dumps(
+            {
+                "rl": {
+                    "protocol": "codeblock",
+                    "prompts_per_step": 1,
+                    "max_tool_calls": 1,
+                    "max_turns": 2,
+                    "learning_rate": 1e-5,
+                }
+            }
+        )
+    )
+    agentdata(
+        "train",
+        "--stage",
+        "rl",
+        "--model",
+        "smollm2-tir",
+        "--rl-pool",
+        str(args.out / "pool.jsonl"),
+        "--out",
+        str(args.out / "rl"),
+        "--max-steps",
+        str(args.steps),
+        "--num-generations",
+        "4",
+        "--max-new-tokens",
+        "128",
+        "--overlong-buffer",
+        "32",
+        "--eval-problems",
+        str(held_out),
+        "--eval-every",
+        str(args.every),
+        "--eval-k",
+        str(args.k),
+        "--config",
+        str(settings),
+    )
     wall = time.perf_counter() - started
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     history = [json.loads(line) for line in (args.out / "rl" / "metrics.jsonl").read_text().splitlines()]
@@ -89,10 +127,15 @@ def main() -> None:
     print(f"wall {wall:.0f} s, CPU {usage.ru_utime + usage.ru_stime:.0f} s (user + system, all processes)")
     print(f"held-out problems: {len(held_out.read_text().splitlines())}, k = {args.k}\n")
     print(table(evaluations, args.k))
-    print("\n| step | train accuracy | tool calls / response | model tokens | entropy | reward |\n|---|---|---|---|---|---|")
+    print(
+        "\n| step | train accuracy | tool calls / response | model tokens | entropy | reward "
+        "|\n|---|---|---|---|---|---|"
+    )
     for r in steps:
-        print(f"| {r['step']} | {r['accuracy']:.3f} | {r['tools/call_frequency']:.2f} | "
-              f"{r['completions/model_tokens']:.0f} | {r.get('entropy', float('nan')):.3f} | {r['reward']:.3f} |")
+        print(
+            f"| {r['step']} | {r['accuracy']:.3f} | {r['tools/call_frequency']:.2f} | "
+            f"{r['completions/model_tokens']:.0f} | {r.get('entropy', float('nan')):.3f} | {r['reward']:.3f} |"
+        )
     checkpoints = sorted(p.name for p in (args.out / "rl" / "checkpoints").glob("checkpoint-*"))
     print(f"\ncheckpoints kept: {', '.join(checkpoints)}")
 

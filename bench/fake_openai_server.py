@@ -38,23 +38,49 @@ import argparse
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
-TOOL_CALL_TEXT = (
-    '<tool_call>{"name": "code_interpreter", "arguments": {"code": "print(6*7)"}}</tool_call>'
-)
+TOOL_CALL_TEXT = '<tool_call>{"name": "code_interpreter", "arguments": {"code": "print(6*7)"}}</tool_call>'
 CODEBLOCK_CALL_TEXT = "Let me compute it.\n```python\nprint(6*7)\n```\n"
 FINAL_ANSWER_TEXT = "The answer is \\boxed{42}."
 # Fields of OpenAI's chat-completions request; a strict server refuses any other (`transformers serve`
 # takes these, minus a few it ignores, plus `seed`, `generation_config` and `chat_template_kwargs`).
-OPENAI_FIELDS = frozenset({
-    "messages", "model", "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs",
-    "max_completion_tokens", "max_tokens", "metadata", "modalities", "n", "parallel_tool_calls", "prediction",
-    "presence_penalty", "reasoning_effort", "response_format", "seed", "service_tier", "stop", "store",
-    "stream", "stream_options", "temperature", "tool_choice", "tools", "top_logprobs", "top_p", "user",
-    "web_search_options",
-})
+OPENAI_FIELDS = frozenset(
+    {
+        "messages",
+        "model",
+        "audio",
+        "frequency_penalty",
+        "function_call",
+        "functions",
+        "logit_bias",
+        "logprobs",
+        "max_completion_tokens",
+        "max_tokens",
+        "metadata",
+        "modalities",
+        "n",
+        "parallel_tool_calls",
+        "prediction",
+        "presence_penalty",
+        "reasoning_effort",
+        "response_format",
+        "seed",
+        "service_tier",
+        "stop",
+        "store",
+        "stream",
+        "stream_options",
+        "temperature",
+        "tool_choice",
+        "tools",
+        "top_logprobs",
+        "top_p",
+        "user",
+        "web_search_options",
+    }
+)
 REASONING_MODEL_REFUSES = ("max_tokens", "stop", "temperature", "top_p")
 
 Responder = Callable[[dict], str]
@@ -88,8 +114,12 @@ def echo_script(body: dict) -> str:
     return f"You said: {last.get('content') or ''}"
 
 
-SCRIPTS: dict[str, Responder] = {"tool": tool_script, "codeblock": codeblock_script, "answer": answer_script,
-                                 "echo": echo_script}
+SCRIPTS: dict[str, Responder] = {
+    "tool": tool_script,
+    "codeblock": codeblock_script,
+    "answer": answer_script,
+    "echo": echo_script,
+}
 
 
 def count_tokens(text: str) -> int:
@@ -121,22 +151,34 @@ def prompt_words(body: dict) -> int:
 def vllm_context_error(context: int, prompt: int, max_tokens: int) -> dict:
     """vLLM's 400 bodies (serving_engine.py): the prompt alone, or the prompt with max_tokens."""
     if prompt >= context:
-        message = (f"This model's maximum context length is {context} tokens. However, your request has {prompt} "
-                   "input tokens. Please reduce the length of the input messages.")
+        message = (
+            f"This model's maximum context length is {context} tokens. However, your request has {prompt} "
+            "input tokens. Please reduce the length of the input messages."
+        )
     else:
-        message = (f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's maximum context "
-                   f"length is {context} tokens and your request has {prompt} input tokens "
-                   f"({max_tokens} > {context} - {prompt}).")
+        message = (
+            f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's maximum context "
+            f"length is {context} tokens and your request has {prompt} input tokens "
+            f"({max_tokens} > {context} - {prompt})."
+        )
     return {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
 
 
 def openai_context_error(context: int, prompt: int, max_tokens: int) -> dict:
     """OpenAI's 400 body for a request over the model's context."""
-    message = (f"This model's maximum context length is {context} tokens. However, you requested "
-               f"{prompt + max_tokens} tokens ({prompt} in the messages, {max_tokens} in the completion). "
-               "Please reduce the length of the messages or completion.")
-    return {"error": {"message": message, "type": "invalid_request_error", "param": "messages",
-                      "code": "context_length_exceeded"}}
+    message = (
+        f"This model's maximum context length is {context} tokens. However, you requested "
+        f"{prompt + max_tokens} tokens ({prompt} in the messages, {max_tokens} in the completion). "
+        "Please reduce the length of the messages or completion."
+    )
+    return {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
 
 
 CONTEXT_ERRORS = {"vllm": vllm_context_error, "openai": openai_context_error}
@@ -145,27 +187,39 @@ CONTEXT_ERRORS = {"vllm": vllm_context_error, "openai": openai_context_error}
 class FakeOpenAIServer:
     """The server in a background thread. `port=0` takes a free port; `url` is the /v1 base."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, latency: float = 0.0,
-                 script: str | Responder = "tool", model: str = "fake-model",
-                 fail_first: list[int] | None = None, fail_always: int | None = None,
-                 report_stop_reason: bool = True, keep_stop_string: bool = False, strict: bool = False,
-                 reasoning_model: bool = False, native_tools: bool = True, reasoning: str | None = None,
-                 context_tokens: int | None = None, context_errors: str = "vllm"):
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        latency: float = 0.0,
+        script: str | Responder = "tool",
+        model: str = "fake-model",
+        fail_first: list[int] | None = None,
+        fail_always: int | None = None,
+        report_stop_reason: bool = True,
+        keep_stop_string: bool = False,
+        strict: bool = False,
+        reasoning_model: bool = False,
+        native_tools: bool = True,
+        reasoning: str | None = None,
+        context_tokens: int | None = None,
+        context_errors: str = "vllm",
+    ):
         self.latency = latency
         self.responder = SCRIPTS[script] if isinstance(script, str) else script
         self.model = model
-        self.fail_first = list(fail_first or [])   # statuses returned to the first requests, in order
-        self.fail_always = fail_always             # a status returned to every request
+        self.fail_first = list(fail_first or [])  # statuses returned to the first requests, in order
+        self.fail_always = fail_always  # a status returned to every request
         self.report_stop_reason = report_stop_reason  # vLLM does; OpenAI's own API does not
-        self.keep_stop_string = keep_stop_string      # transformers serve leaves it in the text
-        self.strict = strict                          # transformers serve: 422 on unknown fields
-        self.reasoning_model = reasoning_model        # OpenAI's o-series: 400 on max_tokens, stop, ...
-        self.native_tools = native_tools              # parse calls into message.tool_calls when `tools` is sent
-        self.reasoning = reasoning                    # reasoning_content on every answer
-        self.context_tokens = context_tokens          # the model's context, in words; None: unlimited
+        self.keep_stop_string = keep_stop_string  # transformers serve leaves it in the text
+        self.strict = strict  # transformers serve: 422 on unknown fields
+        self.reasoning_model = reasoning_model  # OpenAI's o-series: 400 on max_tokens, stop, ...
+        self.native_tools = native_tools  # parse calls into message.tool_calls when `tools` is sent
+        self.reasoning = reasoning  # reasoning_content on every answer
+        self.context_tokens = context_tokens  # the model's context, in words; None: unlimited
         self.context_errors = CONTEXT_ERRORS[context_errors]  # how a request over it is refused
-        self.refused = 0                              # requests answered 400/422 for their fields
-        self.requests: list[dict] = []              # every chat request body received
+        self.refused = 0  # requests answered 400/422 for their fields
+        self.requests: list[dict] = []  # every chat request body received
         self.authorizations: list[str | None] = []  # the Authorization header of each chat request
         self.in_flight = 0
         self.max_in_flight = 0
@@ -181,10 +235,9 @@ class FakeOpenAIServer:
     def url(self) -> str:
         return f"http://{self._httpd.server_address[0]}:{self.port}/v1"
 
-    def start(self) -> "FakeOpenAIServer":
+    def start(self) -> FakeOpenAIServer:
         # A short poll interval makes close() quick (it waits for the serving loop to notice).
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         return self
 
@@ -192,7 +245,7 @@ class FakeOpenAIServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def __enter__(self) -> "FakeOpenAIServer":
+    def __enter__(self) -> FakeOpenAIServer:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
@@ -230,8 +283,14 @@ class FakeOpenAIServer:
                 message = f"Unsupported parameter: '{name}' is not supported with this model."
                 if name == "max_tokens":
                     message += " Use 'max_completion_tokens' instead."
-                return 400, {"error": {"message": message, "type": "invalid_request_error", "param": name,
-                                       "code": "unsupported_parameter"}}
+                return 400, {
+                    "error": {
+                        "message": message,
+                        "type": "invalid_request_error",
+                        "param": name,
+                        "code": "unsupported_parameter",
+                    }
+                }
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens")) or 0
         if self.context_tokens is not None and prompt_words(body) + max_tokens > self.context_tokens:
             return 400, self.context_errors(self.context_tokens, prompt_words(body), max_tokens)
@@ -239,12 +298,16 @@ class FakeOpenAIServer:
 
     def _completion(self, body: dict) -> dict:
         prompt_tokens = prompt_words(body)
-        text, finish_reason, stop_reason, completion_tokens = complete(self.responder(body), body,
-                                                                      self.keep_stop_string)
+        text, finish_reason, stop_reason, completion_tokens = complete(
+            self.responder(body), body, self.keep_stop_string
+        )
         message: dict = {"role": "assistant", "content": text}
         if self.native_tools and body.get("tools") and text.startswith("<tool_call>"):
-            message, finish_reason, stop_reason = {"role": "assistant", "content": None,
-                                                   "tool_calls": [native_call(text, len(self.requests))]}, "tool_calls", None
+            message, finish_reason, stop_reason = (
+                {"role": "assistant", "content": None, "tool_calls": [native_call(text, len(self.requests))]},
+                "tool_calls",
+                None,
+            )
         if self.reasoning:
             message["reasoning_content"] = self.reasoning
             completion_tokens += count_tokens(self.reasoning)
@@ -257,9 +320,12 @@ class FakeOpenAIServer:
             "created": int(time.time()),
             "model": body.get("model") or self.model,
             "choices": [choice],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens,
-                      "completion_tokens_details": {"reasoning_tokens": count_tokens(self.reasoning or "")}},
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+                "completion_tokens_details": {"reasoning_tokens": count_tokens(self.reasoning or "")},
+            },
         }
 
 
@@ -267,8 +333,11 @@ def native_call(text: str, number: int) -> dict:
     """A scripted hermes call as the OpenAI API returns it: arguments as a JSON string."""
     body = text.removeprefix("<tool_call>").split("</tool_call>")[0]
     call = json.loads(body)
-    return {"id": f"call_fake{number}", "type": "function",
-            "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])}}
+    return {
+        "id": f"call_fake{number}",
+        "type": "function",
+        "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])},
+    }
 
 
 class _Listener(ThreadingHTTPServer):
@@ -324,21 +393,36 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.2, help="seconds before each response")
     parser.add_argument("--script", choices=sorted(SCRIPTS), default="tool")
     parser.add_argument("--model", default="fake-model")
-    parser.add_argument("--fail-first", default="", help="comma-separated statuses for the first requests, e.g. 429,503")
+    parser.add_argument(
+        "--fail-first", default="", help="comma-separated statuses for the first requests, e.g. 429,503"
+    )
     parser.add_argument("--fail-always", type=int, default=None, help="answer every request with this status")
     parser.add_argument("--no-stop-reason", action="store_true", help="omit stop_reason, as OpenAI's API does")
     parser.add_argument("--keep-stop-string", action="store_true", help="leave the stop string in the text")
     parser.add_argument("--strict", action="store_true", help="HTTP 422 on fields outside the OpenAI schema")
-    parser.add_argument("--context-tokens", type=int, default=None,
-                        help="HTTP 400 when the prompt's words + max_tokens pass this many, as a real server")
-    parser.add_argument("--context-errors", choices=sorted(CONTEXT_ERRORS), default="vllm",
-                        help="whose wording those refusals copy")
+    parser.add_argument(
+        "--context-tokens",
+        type=int,
+        default=None,
+        help="HTTP 400 when the prompt's words + max_tokens pass this many, as a real server",
+    )
+    parser.add_argument(
+        "--context-errors", choices=sorted(CONTEXT_ERRORS), default="vllm", help="whose wording those refusals copy"
+    )
     args = parser.parse_args()
     server = FakeOpenAIServer(
-        host=args.host, port=args.port, latency=args.latency, script=args.script, model=args.model,
-        fail_first=[int(s) for s in args.fail_first.split(",") if s.strip()], fail_always=args.fail_always,
-        report_stop_reason=not args.no_stop_reason, keep_stop_string=args.keep_stop_string, strict=args.strict,
-        context_tokens=args.context_tokens, context_errors=args.context_errors,
+        host=args.host,
+        port=args.port,
+        latency=args.latency,
+        script=args.script,
+        model=args.model,
+        fail_first=[int(s) for s in args.fail_first.split(",") if s.strip()],
+        fail_always=args.fail_always,
+        report_stop_reason=not args.no_stop_reason,
+        keep_stop_string=args.keep_stop_string,
+        strict=args.strict,
+        context_tokens=args.context_tokens,
+        context_errors=args.context_errors,
     )
     print(f"fake OpenAI server on {server.url} (latency {args.latency:g} s, script {args.script})", flush=True)
     try:

@@ -7,4 +7,7 @@ bash scripts/install.sh
 bash scripts/peers.sh
 . .venv/bin/activate
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+# Lint and layout first: a second of work that ends arguments about style (settings in pyproject.toml).
+ruff check .
+ruff format --check .
 python -m pytest -q "$@"

@@ -85,8 +85,11 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     if PHASE == "shard":
         slow_second_shard_write()
-    config = CollectConfig(teacher="scripted", concurrency=int(os.environ.get("DRIVER_CONCURRENCY", "1")),
-                           shard_size=int(os.environ.get("DRIVER_SHARD_SIZE", "3")))
+    config = CollectConfig(
+        teacher="scripted",
+        concurrency=int(os.environ.get("DRIVER_CONCURRENCY", "1")),
+        shard_size=int(os.environ.get("DRIVER_SHARD_SIZE", "3")),
+    )
     engine = DriverEngine(delay_s=float(os.environ.get("DRIVER_DELAY", "0")))
     try:
         collect(driver_problems(count), out, config, engine=engine, sandbox=DriverSandbox())

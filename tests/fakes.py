@@ -17,15 +17,21 @@ TOOL_CALL = '<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "pr
 
 
 SCRIPTED_PROTOCOL = "hermes"  # the protocol the tests that predate the codeblock default run ScriptedEngine in
-CODEBLOCK_STOP = "\n```\n"     # a request that stops there is in the codeblock protocol
+CODEBLOCK_STOP = "\n```\n"  # a request that stops there is in the codeblock protocol
 
 
 class ScriptedEngine(Engine):
     """Calls the tool once, then answers with what the tool printed: in hermes, or in codeblock when
     the request stops at the end of a ```python block (the protocol every stage defaults to)."""
 
-    def __init__(self, spec: str = "scripted", delay_s: float = 0.0, calls_per_answer: int = 1,
-                 fail_on: set[int] | None = None, answer: str | None = None):
+    def __init__(
+        self,
+        spec: str = "scripted",
+        delay_s: float = 0.0,
+        calls_per_answer: int = 1,
+        fail_on: set[int] | None = None,
+        answer: str | None = None,
+    ):
         self.spec = spec
         self.delay_s = delay_s
         self.calls_per_answer = calls_per_answer
@@ -42,21 +48,28 @@ class ScriptedEngine(Engine):
             return Generation("", None, "error", 10, 0, error="server said 500")
         if CODEBLOCK_STOP in request.stop:
             return self._codeblock(request)
-        responses = [m["content"] for m in request.messages if m["role"] == "user" and "<tool_response>" in m["content"]]
+        responses = [
+            m["content"] for m in request.messages if m["role"] == "user" and "<tool_response>" in m["content"]
+        ]
         if len(responses) < self.calls_per_answer:
             return Generation(TOOL_CALL, "</tool_call>", "stop", 10, 7)
         seen = responses[-1].split("<tool_response>\n")[1].split("\n</tool_response>")[0] if responses else "?"
-        return Generation(f"The tool printed {seen}, so the answer is \\boxed{{{self.answer or seen}}}.",
-                          None, "stop", 10, 12)
+        return Generation(
+            f"The tool printed {seen}, so the answer is \\boxed{{{self.answer or seen}}}.", None, "stop", 10, 12
+        )
 
     def _codeblock(self, request: GenerationRequest) -> Generation:
-        outputs = [part.split("\n```")[0] for message in request.messages
-                   for part in (message.get("content") or "").split("```output\n")[1:]]
+        outputs = [
+            part.split("\n```")[0]
+            for message in request.messages
+            for part in (message.get("content") or "").split("```output\n")[1:]
+        ]
         if len(outputs) < self.calls_per_answer:
             return Generation("```python\nprint(6 * 7)", CODEBLOCK_STOP, "stop", 10, 7)
         seen = outputs[-1] if outputs else "?"
-        return Generation(f"The tool printed {seen}, so the answer is \\boxed{{{self.answer or seen}}}.",
-                          None, "stop", 10, 12)
+        return Generation(
+            f"The tool printed {seen}, so the answer is \\boxed{{{self.answer or seen}}}.", None, "stop", 10, 12
+        )
 
 
 @dataclass

@@ -21,12 +21,25 @@ GOOD_ROW = {"question": "What is 6 * 7?", "answer": "42", "solution": "6 * 7 = 4
 LAYOUT_ROWS = (
     GOOD_ROW,
     {"question": "Print n squared.", "input_output": json.dumps({"inputs": ["2\n"], "outputs": ["4\n"]})},
-    {"question_content": "Print n squared.", "starter_code": "", "metadata": "{}", "private_test_cases": "[]",
-     "public_test_cases": json.dumps([{"input": "2\n", "output": "4\n", "testtype": "stdin"}])},
-    {"prompt": "Print n squared.", "ability": "code",
-     "reward_model": {"ground_truth": json.dumps({"inputs": ["2\n"], "outputs": ["4\n"]})}},
-    {"Question": "Which particle carries light?", "Correct Answer": "photon", "Incorrect Answer 1": "gluon",
-     "Incorrect Answer 2": "W boson", "Incorrect Answer 3": "graviton"},
+    {
+        "question_content": "Print n squared.",
+        "starter_code": "",
+        "metadata": "{}",
+        "private_test_cases": "[]",
+        "public_test_cases": json.dumps([{"input": "2\n", "output": "4\n", "testtype": "stdin"}]),
+    },
+    {
+        "prompt": "Print n squared.",
+        "ability": "code",
+        "reward_model": {"ground_truth": json.dumps({"inputs": ["2\n"], "outputs": ["4\n"]})},
+    },
+    {
+        "Question": "Which particle carries light?",
+        "Correct Answer": "photon",
+        "Incorrect Answer 1": "gluon",
+        "Incorrect Answer 2": "W boson",
+        "Incorrect Answer 3": "graviton",
+    },
     {"question": "g in m/s^2?", "options": ["1", "3.7", "9.8", "12"], "answer": "C"},
 )
 
@@ -108,8 +121,21 @@ def wrong_types(draw) -> tuple[list[dict], str]:
 @st.composite
 def broken_files(draw) -> BrokenFile:
     suffix = draw(st.sampled_from(FORMS))
-    damage = draw(st.sampled_from(("random bytes", "truncated", "latin-1", "utf-16", "bom", "wrong types",
-                                   "huge row", "missing column", "empty")))
+    damage = draw(
+        st.sampled_from(
+            (
+                "random bytes",
+                "truncated",
+                "latin-1",
+                "utf-16",
+                "bom",
+                "wrong types",
+                "huge row",
+                "missing column",
+                "empty",
+            )
+        )
+    )
     rows = draw(valid_rows())
     if damage == "random bytes":
         return BrokenFile(suffix, draw(st.binary(max_size=200)), damage)
@@ -122,8 +148,9 @@ def broken_files(draw) -> BrokenFile:
         return BrokenFile(suffix, encode_rows(rows, suffix), damage)
     if damage == "missing column":
         column = draw(st.sampled_from(sorted(rows[0])))
-        return BrokenFile(suffix, encode_rows([{k: v for k, v in r.items() if k != column} for r in rows], suffix),
-                          f"no {column}")
+        return BrokenFile(
+            suffix, encode_rows([{k: v for k, v in r.items() if k != column} for r in rows], suffix), f"no {column}"
+        )
     if damage == "empty":
         return BrokenFile(suffix, b"", damage)
     valid = encode_rows([{**row, "note": "é ü"} for row in rows], suffix)
@@ -131,7 +158,7 @@ def broken_files(draw) -> BrokenFile:
         return BrokenFile(suffix, valid[: draw(st.integers(0, max(len(valid) - 1, 0)))], damage)
     if suffix == ".parquet":  # text encodings do not apply: damage its bytes instead
         cut = draw(st.integers(0, len(valid) - 1))
-        return BrokenFile(suffix, valid[:cut] + draw(st.binary(min_size=1, max_size=8)) + valid[cut + 8:], "bytes")
+        return BrokenFile(suffix, valid[:cut] + draw(st.binary(min_size=1, max_size=8)) + valid[cut + 8 :], "bytes")
     decoded = valid.decode("utf-8")
     if damage == "latin-1":
         return BrokenFile(suffix, decoded.encode("latin-1"), damage)
@@ -140,8 +167,18 @@ def broken_files(draw) -> BrokenFile:
     return BrokenFile(suffix, b"\xef\xbb\xbf" + valid, damage)
 
 
-TRAJECTORY_COLUMNS = ("id", "problem_id", "question", "messages", "tools", "correct", "num_tool_calls",
-                      "finish_reason", "metadata", "prompt_tokens")
+TRAJECTORY_COLUMNS = (
+    "id",
+    "problem_id",
+    "question",
+    "messages",
+    "tools",
+    "correct",
+    "num_tool_calls",
+    "finish_reason",
+    "metadata",
+    "prompt_tokens",
+)
 
 
 @st.composite
@@ -165,7 +202,7 @@ def broken_trajectory_files(draw) -> BrokenFile:
         return BrokenFile(suffix, valid[: draw(st.integers(0, len(valid) - 1))], damage)
     if damage == "bytes":
         cut = draw(st.integers(0, len(valid) - 1))
-        return BrokenFile(suffix, valid[:cut] + draw(st.binary(min_size=1, max_size=8)) + valid[cut + 8:], damage)
+        return BrokenFile(suffix, valid[:cut] + draw(st.binary(min_size=1, max_size=8)) + valid[cut + 8 :], damage)
     rows = [to_row(t) for t in trajectories]
     column = draw(st.sampled_from(TRAJECTORY_COLUMNS))
     if damage == "missing column":

@@ -44,18 +44,33 @@ def run_python(body: dict, folder: str) -> dict:
         handle.write(body["code"])
     started = time.time()
     try:
-        done = subprocess.run([sys.executable, "main.py"], cwd=folder, input=(body.get("stdin") or "").encode(),
-                              capture_output=True, timeout=float(body.get("run_timeout", 10)))
+        done = subprocess.run(
+            [sys.executable, "main.py"],
+            cwd=folder,
+            input=(body.get("stdin") or "").encode(),
+            capture_output=True,
+            timeout=float(body.get("run_timeout", 10)),
+        )
     except subprocess.TimeoutExpired as expired:
-        return {"status": "TimeLimitExceeded", "execution_time": time.time() - started, "return_code": None,
-                "stdout": (expired.stdout or b"").decode(errors="replace"),
-                "stderr": (expired.stderr or b"").decode(errors="replace")}
-    return {"status": "Finished", "execution_time": time.time() - started, "return_code": done.returncode,
-            "stdout": done.stdout.decode(errors="replace"), "stderr": done.stderr.decode(errors="replace")}
+        return {
+            "status": "TimeLimitExceeded",
+            "execution_time": time.time() - started,
+            "return_code": None,
+            "stdout": (expired.stdout or b"").decode(errors="replace"),
+            "stderr": (expired.stderr or b"").decode(errors="replace"),
+        }
+    return {
+        "status": "Finished",
+        "execution_time": time.time() - started,
+        "return_code": done.returncode,
+        "stdout": done.stdout.decode(errors="replace"),
+        "stderr": done.stderr.decode(errors="replace"),
+    }
 
 
 def build_standin(calls: list | None = None) -> Starlette:
     """`calls` (when given) collects every request body, so tests can see what was sent."""
+
     async def run_code(request: Request) -> JSONResponse:
         body = await request.json()
         if "code" not in body or "language" not in body:
@@ -73,8 +88,16 @@ def build_standin(calls: list | None = None) -> Starlette:
                     with open(path, "rb") as handle:
                         fetched[name] = base64.b64encode(handle.read()).decode()
         ok = run["status"] == "Finished" and run["return_code"] == 0
-        return JSONResponse({"status": "Success" if ok else "Failed", "message": "", "compile_result": None,
-                             "run_result": run, "executor_pod_name": None, "files": fetched})
+        return JSONResponse(
+            {
+                "status": "Success" if ok else "Failed",
+                "message": "",
+                "compile_result": None,
+                "run_result": run,
+                "executor_pod_name": None,
+                "files": fetched,
+            }
+        )
 
     async def ping(request: Request) -> JSONResponse:
         return JSONResponse("pong")

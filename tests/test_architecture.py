@@ -97,6 +97,7 @@ ALL_PARTS = sorted({part_of(module_name(path)) for path in source_files()} - {No
 
 # --------------------------------------------------------------------------- the rules
 
+
 def test_the_rules_see_the_parts():
     # A renamed part would silently satisfy every rule below: check they look at the real tree.
     assert {"agent", "cli", "engines", "sandbox", "records", "rl", "sft"} <= set(ALL_PARTS)
@@ -158,14 +159,20 @@ def test_no_import_cycles_between_parts():
 
 
 def test_rich_only_under_cli():
-    offenders = [str(path.relative_to(PACKAGE.parent)) for path, modules in import_graph().items()
-                 if part_of(module_name(path)) != "cli" and any(m == "rich" or m.startswith("rich.") for m in modules)]
+    offenders = [
+        str(path.relative_to(PACKAGE.parent))
+        for path, modules in import_graph().items()
+        if part_of(module_name(path)) != "cli" and any(m == "rich" or m.startswith("rich.") for m in modules)
+    ]
     assert not offenders
 
 
 def test_no_file_over_the_line_limit():
-    long_files = {str(path.relative_to(PACKAGE.parent)): count for path in source_files()
-                  if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    long_files = {
+        str(path.relative_to(PACKAGE.parent)): count
+        for path in source_files()
+        if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
     assert not long_files
 
 
@@ -174,7 +181,9 @@ def test_the_rule_checker_catches_a_violation(tmp_path, monkeypatch):
     fake = tmp_path / "agentdata"
     (fake / "agent").mkdir(parents=True)
     (fake / "agent" / "__init__.py").write_text("")
-    (fake / "agent" / "bad.py").write_text("def f():\n    from agentdata.curate import sft\n    from ..cli import app\n")
+    (fake / "agent" / "bad.py").write_text(
+        "def f():\n    from agentdata.curate import sft\n    from ..cli import app\n"
+    )
     monkeypatch.setitem(globals(), "PACKAGE", fake)
     import_graph.cache_clear()
     try:

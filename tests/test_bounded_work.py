@@ -20,10 +20,10 @@ import psutil
 import pytest
 
 from agentdata.agent.rundir import RunDir
-from agentdata.settings import build
 from agentdata.agent.runner import CollectConfig, collect
 from agentdata.engines import load_engine
 from agentdata.records import Problem
+from agentdata.settings import build
 from tests.fakes import InProcessSandbox
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,9 +52,16 @@ def endless_model_dir(tmp_path_factory, tokenizer) -> Path:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32_768,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32_768,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
     )
     model = LlamaForCausalLM(config)
     with torch.no_grad():
@@ -93,9 +100,23 @@ def test_sigterm_mid_generation_stops_collect_within_seconds_and_keeps_finished_
     rows = [{"question": "What is 2+2? " * 250_000, "answer": "4"}, {"question": "Count to a million.", "answer": "1"}]
     problems.write_text("".join(json.dumps(row) + "\n" for row in rows))
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "agentdata.cli.app", "collect", str(problems), "--out", str(out),
-               "--teacher", f"hf:{endless_model_dir}", "--temperature", "0", "--max-new-tokens", "30000",
-               "--concurrency", "1"]
+    command = [
+        sys.executable,
+        "-m",
+        "agentdata.cli.app",
+        "collect",
+        str(problems),
+        "--out",
+        str(out),
+        "--teacher",
+        f"hf:{endless_model_dir}",
+        "--temperature",
+        "0",
+        "--max-new-tokens",
+        "30000",
+        "--concurrency",
+        "1",
+    ]
     # TTY_COMPATIBLE makes the progress bar draw into the pipe, so the test sees "1/2" done.
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TTY_COMPATIBLE": "1", "COLUMNS": "200"}
     process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

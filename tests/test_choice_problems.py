@@ -16,8 +16,14 @@ def write_jsonl(path, rows):
 
 
 def gpqa_row(question="Which particle mediates the electromagnetic force?"):
-    return {"Question": question, "Correct Answer": "photon", "Incorrect Answer 1": "gluon",
-            "Incorrect Answer 2": "W boson", "Incorrect Answer 3": "graviton", "High-level domain": "Physics"}
+    return {
+        "Question": question,
+        "Correct Answer": "photon",
+        "Incorrect Answer 1": "gluon",
+        "Incorrect Answer 2": "W boson",
+        "Incorrect Answer 3": "graviton",
+        "High-level domain": "Physics",
+    }
 
 
 def test_gpqa_columns_become_lettered_choices_with_the_letter_as_answer(tmp_path):
@@ -38,11 +44,15 @@ def test_gpqa_shuffle_is_deterministic_per_problem_and_seed():
     assert len(seeds) > 1
 
 
-@pytest.mark.parametrize("gold", [{"answer": "C"}, {"answer_index": 2}, {"answer": "9.8", "answer_letter": "C"},
-                                  {"answer": "9.8"}])
+@pytest.mark.parametrize(
+    "gold", [{"answer": "C"}, {"answer_index": 2}, {"answer": "9.8", "answer_letter": "C"}, {"answer": "9.8"}]
+)
 def test_options_layouts_mmlu_pro_and_supergpqa(tmp_path, gold):
-    row = {"question": "g near Earth's surface, in m/s^2?", "options": ["1", "3.7", "9.8", "12"],
-           "category": "physics"} | gold
+    row = {
+        "question": "g near Earth's surface, in m/s^2?",
+        "options": ["1", "3.7", "9.8", "12"],
+        "category": "physics",
+    } | gold
     problem = load_problems(write_jsonl(tmp_path / "mmlu.jsonl", [row]))[0]
     assert problem.answer == "C" and "C) 9.8" in problem.question and problem.metadata["category"] == "physics"
 

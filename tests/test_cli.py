@@ -49,8 +49,16 @@ def test_console_script_runs():
     assert result.returncode == 0 and "collect" in result.stdout
 
 
-@pytest.mark.parametrize("pair,expected", [("a=1", {"a": 1}), ("tensor-parallel-size=2", {"tensor_parallel_size": 2}),
-                                           ("x=true", {"x": True}), ("t=0.5", {"t": 0.5}), ("m=name", {"m": "name"})])
+@pytest.mark.parametrize(
+    "pair,expected",
+    [
+        ("a=1", {"a": 1}),
+        ("tensor-parallel-size=2", {"tensor_parallel_size": 2}),
+        ("x=true", {"x": True}),
+        ("t=0.5", {"t": 0.5}),
+        ("m=name", {"m": "name"}),
+    ],
+)
 def test_parse_options(pair, expected):
     from agentdata.cli.common import parse_options
 

@@ -18,14 +18,25 @@ from agentdata.sandbox import Sandbox
 from agentdata.verify import CodeLimits, CorrectnessReward, final_program, grade, grade_code, outputs_match
 
 LIMITS = CodeLimits(test_timeout_s=1.0, total_timeout_s=20.0, output_limit_mb=1.0)
-SQUARES = parse_tests(json.dumps([
-    {"input": "2\n", "output": "4\n", "testtype": "stdin", "public": True},
-    {"input": "3\n", "output": "9\n", "testtype": "stdin"},
-    {"input": "10\n", "output": "100\n", "testtype": "stdin"},
-]))
+SQUARES = parse_tests(
+    json.dumps(
+        [
+            {"input": "2\n", "output": "4\n", "testtype": "stdin", "public": True},
+            {"input": "3\n", "output": "9\n", "testtype": "stdin"},
+            {"input": "10\n", "output": "100\n", "testtype": "stdin"},
+        ]
+    )
+)
 ONE = parse_tests(json.dumps([{"input": "2\n", "output": "4\n", "testtype": "stdin"}]))
-ADD = parse_tests(json.dumps([{"input": "1\n2", "output": "3", "testtype": "functional", "public": True},
-                              {"input": "[1, 2]\n3", "output": "[4, 5]", "testtype": "functional"}]), "add")
+ADD = parse_tests(
+    json.dumps(
+        [
+            {"input": "1\n2", "output": "3", "testtype": "functional", "public": True},
+            {"input": "[1, 2]\n3", "output": "[4, 5]", "testtype": "functional"},
+        ]
+    ),
+    "add",
+)
 
 
 def answer(code):
@@ -48,8 +59,10 @@ def test_right_program_passes_every_test(sandbox):
 
 
 def test_stdin_readers_and_main_guard(sandbox):
-    code = ("import sys\ndef main():\n    n = int(sys.stdin.buffer.readline())\n    sys.stdout.write(f'{n*n}\\n')\n"
-            "if __name__ == '__main__':\n    main()")
+    code = (
+        "import sys\ndef main():\n    n = int(sys.stdin.buffer.readline())\n    sys.stdout.write(f'{n*n}\\n')\n"
+        "if __name__ == '__main__':\n    main()"
+    )
     assert statuses(answer(code), sandbox) == ["passed"] * 3
     assert statuses(answer("print(int(open(0).read()) ** 2)"), sandbox) == ["passed"] * 3
 
@@ -78,11 +91,14 @@ def test_no_code_fails_without_running(sandbox):
     assert result.reason == "no code" and not result.correct
 
 
-@pytest.mark.parametrize("code", [
-    "while True:\n    pass",
-    "import time\ntime.sleep(60)",
-    "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "while True:\n    pass",
+        "import time\ntime.sleep(60)",
+        "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass",
+    ],
+)
 def test_loops_and_sleeps_time_out(sandbox, code):
     assert statuses(answer(code), sandbox, ONE) == ["timeout"]
 
@@ -110,7 +126,10 @@ def test_network_attempt_fails_and_reaches_nothing(sandbox):
     accepted = []
     thread = threading.Thread(target=lambda: _accept(listener, accepted))
     thread.start()
-    code = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=0.5).sendall(b'x')\nprint(int(input()) ** 2)"
+    code = (
+        f"import socket\nsocket.create_connection(('127.0.0.1', {port}), "
+        f"timeout=0.5).sendall(b'x')\nprint(int(input()) ** 2)"
+    )
     try:
         assert statuses(answer(code), sandbox, ONE) == ["error"]
     finally:
@@ -136,7 +155,9 @@ def test_whitespace_tolerance_like_livecodebench():
 
 
 def test_functional_tests_compare_values(sandbox):
-    method = "class Solution:\n    def add(self, a, b):\n        return [x + b for x in a] if isinstance(a, list) else a + b"
+    method = (
+        "class Solution:\n    def add(self, a, b):\n        return [x + b for x in a] if isinstance(a, list) else a + b"
+    )
     plain = "def add(a, b):\n    return tuple(x + b for x in a) if isinstance(a, list) else a + b"
     assert statuses(answer(method), sandbox, ADD) == ["passed", "passed"]
     assert statuses(answer(plain), sandbox, ADD) == ["passed", "passed"]  # a tuple equals the JSON list
@@ -195,10 +216,10 @@ def test_builtin_code_problems_are_solvable(sandbox):
     solutions = {
         "sum_two": "a, b = map(int, input().split())\nprint(a + b)",
         "fizzbuzz": "n = int(input())\nfor k in range(1, n + 1):\n"
-                    "    print('FizzBuzz' if k % 15 == 0 else 'Fizz' if k % 3 == 0 else 'Buzz' if k % 5 == 0 else k)",
+        "    print('FizzBuzz' if k % 15 == 0 else 'Fizz' if k % 3 == 0 else 'Buzz' if k % 5 == 0 else k)",
         "two_sum": "class Solution:\n    def two_sum(self, nums, target):\n        seen = {}\n"
-                   "        for i, x in enumerate(nums):\n            if target - x in seen:\n"
-                   "                return [seen[target - x], i]\n            seen[x] = i",
+        "        for i, x in enumerate(nums):\n            if target - x in seen:\n"
+        "                return [seen[target - x], i]\n            seen[x] = i",
     }
     for task, code in solutions.items():
         assert grade(problems[task], answer(code), sandbox, LIMITS).correct, task
@@ -208,15 +229,37 @@ def test_eval_scores_code_benchmarks_in_their_layouts_without_flags(sandbox, tmp
     from agentdata.evaluation.runner import EvalConfig, run_eval
 
     lcb = tmp_path / "lcb.jsonl"
-    lcb.write_text(json.dumps({"question_content": "Print n squared.", "starter_code": "", "question_id": "q1",
-                               "public_test_cases": json.dumps([{"input": "2\n", "output": "4\n", "testtype": "stdin"}]),
-                               "private_test_cases": json.dumps([{"input": "5\n", "output": "25\n", "testtype": "stdin"}]),
-                               "metadata": "{}"}) + "\n")
+    lcb.write_text(
+        json.dumps(
+            {
+                "question_content": "Print n squared.",
+                "starter_code": "",
+                "question_id": "q1",
+                "public_test_cases": json.dumps([{"input": "2\n", "output": "4\n", "testtype": "stdin"}]),
+                "private_test_cases": json.dumps([{"input": "5\n", "output": "25\n", "testtype": "stdin"}]),
+                "metadata": "{}",
+            }
+        )
+        + "\n"
+    )
     taco = tmp_path / "taco.jsonl"
-    taco.write_text(json.dumps({"question": "Print n squared.", "input_output": json.dumps(
-        {"inputs": ["3\n", "4\n"], "outputs": ["9\n", "17\n"]})}) + "\n")  # the second test expects a wrong value
-    report = run_eval(["squares"], [lcb, taco], tmp_path / "eval", EvalConfig(samples=2, tool_call_budgets=[0]),
-                      engine_factory=lambda spec: ProgramEngine("print(int(input()) ** 2)"), sandbox=sandbox)
+    taco.write_text(
+        json.dumps(
+            {
+                "question": "Print n squared.",
+                "input_output": json.dumps({"inputs": ["3\n", "4\n"], "outputs": ["9\n", "17\n"]}),
+            }
+        )
+        + "\n"
+    )  # the second test expects a wrong value
+    report = run_eval(
+        ["squares"],
+        [lcb, taco],
+        tmp_path / "eval",
+        EvalConfig(samples=2, tool_call_budgets=[0]),
+        engine_factory=lambda spec: ProgramEngine("print(int(input()) ** 2)"),
+        sandbox=sandbox,
+    )
     by_name = {result.benchmark: result.metrics for result in report.results}
     assert by_name["lcb"].kind == "code" and by_name["lcb"].avg_at_k == 1.0 and by_name["lcb"].maj_at_k == 1.0
     assert by_name["taco"].avg_at_k == 0.0 and by_name["taco"].mean_passed_fraction == 0.5

@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from agentdata.code_tests import BadTestsError, decode_compressed, function_arguments, parse_tests, code_tests_of
+from agentdata.code_tests import BadTestsError, code_tests_of, decode_compressed, function_arguments, parse_tests
 from agentdata.errors import InputFileError
 from agentdata.problems import load_problems
 
@@ -24,11 +24,18 @@ def compressed(value):
 
 
 def lcb_row(**overrides):
-    row = {"question_title": "square", "question_content": "Print n squared.", "platform": "atcoder",
-           "question_id": "abc001_a", "contest_date": "2024-01-01", "starter_code": "", "difficulty": "easy",
-           "public_test_cases": json.dumps([{"input": "2\n", "output": "4\n", "testtype": "stdin"}]),
-           "private_test_cases": compressed(json.dumps([{"input": "3\n", "output": "9\n", "testtype": "stdin"}])),
-           "metadata": "{}"}
+    row = {
+        "question_title": "square",
+        "question_content": "Print n squared.",
+        "platform": "atcoder",
+        "question_id": "abc001_a",
+        "contest_date": "2024-01-01",
+        "starter_code": "",
+        "difficulty": "easy",
+        "public_test_cases": json.dumps([{"input": "2\n", "output": "4\n", "testtype": "stdin"}]),
+        "private_test_cases": compressed(json.dumps([{"input": "3\n", "output": "9\n", "testtype": "stdin"}])),
+        "metadata": "{}",
+    }
     return row | overrides
 
 
@@ -36,15 +43,21 @@ def test_livecodebench_stdin_with_compressed_private_tests(tmp_path):
     problem = load_problems(write_jsonl(tmp_path / "lcb.jsonl", [lcb_row()]))[0]
     tests = code_tests_of(problem.answer)
     assert problem.domain == "code" and problem.id == "abc001_a"
-    assert [(t["input"], t["output"], t["public"]) for t in tests.tests] == [("2\n", "4\n", True), ("3\n", "9\n", False)]
+    assert [(t["input"], t["output"], t["public"]) for t in tests.tests] == [
+        ("2\n", "4\n", True),
+        ("3\n", "9\n", False),
+    ]
     assert "Print n squared." in problem.question and "```python" in problem.question
     assert "9\n" not in problem.question  # private tests never reach the prompt
 
 
 def test_livecodebench_functional_with_starter_code(tmp_path):
-    row = lcb_row(starter_code="class Solution:\n    def add(self, a: int, b: int) -> int:\n        ",
-                  public_test_cases=json.dumps([{"input": "1\n2", "output": "3", "testtype": "functional"}]),
-                  private_test_cases="[]", metadata=json.dumps({"func_name": "add"}))
+    row = lcb_row(
+        starter_code="class Solution:\n    def add(self, a: int, b: int) -> int:\n        ",
+        public_test_cases=json.dumps([{"input": "1\n2", "output": "3", "testtype": "functional"}]),
+        private_test_cases="[]",
+        metadata=json.dumps({"func_name": "add"}),
+    )
     problem = load_problems(write_jsonl(tmp_path / "lcb.jsonl", [row]))[0]
     tests = code_tests_of(problem.answer)
     assert tests.func_name == "add" and tests.functional and "class Solution" in problem.question
@@ -70,9 +83,16 @@ def test_pickle_of_a_non_string_is_refused():
 
 
 def test_taco_stdin_and_call_based(tmp_path):
-    rows = [{"question": "Echo.", "input_output": json.dumps({"inputs": ["1\n", ["2", "3"]], "outputs": ["1\n", ["2", "3"]]})},
-            {"question": "Add.", "input_output": json.dumps({"fn_name": "add", "inputs": [[1, 2], [[1], 2]],
-                                                             "outputs": [[3], [[1, 2]]]})}]
+    rows = [
+        {
+            "question": "Echo.",
+            "input_output": json.dumps({"inputs": ["1\n", ["2", "3"]], "outputs": ["1\n", ["2", "3"]]}),
+        },
+        {
+            "question": "Add.",
+            "input_output": json.dumps({"fn_name": "add", "inputs": [[1, 2], [[1], 2]], "outputs": [[3], [[1, 2]]]}),
+        },
+    ]
     stdin, call = load_problems(write_jsonl(tmp_path / "taco.jsonl", rows))
     assert [t["input"] for t in code_tests_of(stdin.answer).tests] == ["1\n", "2\n3"]
     call_tests = code_tests_of(call.answer)
@@ -91,10 +111,16 @@ def test_deepcoder_tests_column(tmp_path):
 
 def test_verl_mixed_file_code_rows_by_ability_and_by_shape(tmp_path):
     tests = json.dumps({"inputs": ["1\n"], "outputs": ["2\n"]})
-    rows = [{"prompt": [{"role": "user", "content": "Code it."}], "ability": "code",
-             "reward_model": {"ground_truth": tests}, "data_source": "prime"},
-            {"prompt": [{"role": "user", "content": "Also code."}], "reward_model": {"ground_truth": tests}},
-            {"prompt": [{"role": "user", "content": "2+2?"}], "ability": "math", "reward_model": {"ground_truth": "4"}}]
+    rows = [
+        {
+            "prompt": [{"role": "user", "content": "Code it."}],
+            "ability": "code",
+            "reward_model": {"ground_truth": tests},
+            "data_source": "prime",
+        },
+        {"prompt": [{"role": "user", "content": "Also code."}], "reward_model": {"ground_truth": tests}},
+        {"prompt": [{"role": "user", "content": "2+2?"}], "ability": "math", "reward_model": {"ground_truth": "4"}},
+    ]
     problems = load_problems(write_jsonl(tmp_path / "verl.jsonl", rows))
     assert [p.domain for p in problems] == ["code", "code", "math"]
     assert problems[0].source == "prime" and problems[2].answer == "4"
@@ -107,14 +133,19 @@ def test_code_problem_read_back_from_its_own_answer(tmp_path):
     assert again.answer == original.answer and again.question == original.question
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("input_output", "{not json", "neither JSON nor"),
-    ("input_output", json.dumps({"inputs": ["1"], "outputs": []}), "same length"),
-    ("input_output", json.dumps({"fn_name": "f", "inputs": [["x"]], "outputs": [[1]]}) , None),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("input_output", "{not json", "neither JSON nor"),
+        ("input_output", json.dumps({"inputs": ["1"], "outputs": []}), "same length"),
+        ("input_output", json.dumps({"fn_name": "f", "inputs": [["x"]], "outputs": [[1]]}), None),
+    ],
+)
 def test_bad_test_field_is_one_line_naming_file_row_field(tmp_path, field, value, message):
-    rows = [{"question": "ok", "input_output": json.dumps({"inputs": ["1"], "outputs": ["1"]})},
-            {"question": "bad", field: value}]
+    rows = [
+        {"question": "ok", "input_output": json.dumps({"inputs": ["1"], "outputs": ["1"]})},
+        {"question": "bad", field: value},
+    ]
     path = write_jsonl(tmp_path / "taco.jsonl", rows)
     if message is None:
         assert len(load_problems(path)) == 2

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from agentdata.agent.config import LoopConfig
+from agentdata.agent.rundir import RunDir
+from agentdata.agent.runner import CollectConfig, RunBroken, collect
 from agentdata.errors import UserError
 from agentdata.records import Problem
-from agentdata.agent.config import LoopConfig
-from agentdata.agent.runner import CollectConfig, RunBroken, collect
-from agentdata.agent.rundir import RunDir
 from agentdata.settings import build
 from tests.fakes import SCRIPTED_PROTOCOL, InProcessSandbox, ScriptedEngine
 
@@ -21,8 +21,17 @@ PROBLEMS = [Problem(f"What is 6 times 7? (variant {i})", "42", source=f"s{i % 2}
 
 
 def run_collect(out, engine=None, **settings):
-    config = build(CollectConfig, {"teacher": "scripted", "samples": 2, "concurrency": 4, "shard_size": 3,
-                                  "protocol": SCRIPTED_PROTOCOL, **settings})
+    config = build(
+        CollectConfig,
+        {
+            "teacher": "scripted",
+            "samples": 2,
+            "concurrency": 4,
+            "shard_size": 3,
+            "protocol": SCRIPTED_PROTOCOL,
+            **settings,
+        },
+    )
     return collect(PROBLEMS, out, config, engine=engine or ScriptedEngine(), sandbox=InProcessSandbox())
 
 
@@ -73,14 +82,24 @@ def test_everything_failing_stops_with_a_clear_message_and_writes_nothing(tmp_pa
     problems = [Problem(f"FAIL {i}", "1") for i in range(20)]
     engine = ScriptedEngine()
     with pytest.raises(RunBroken, match="all failed; first error: server said 500"):
-        collect(problems, tmp_path / "run", CollectConfig(teacher="x", concurrency=2), engine=engine,
-                sandbox=InProcessSandbox())
+        collect(
+            problems,
+            tmp_path / "run",
+            CollectConfig(teacher="x", concurrency=2),
+            engine=engine,
+            sandbox=InProcessSandbox(),
+        )
     assert len(engine.requests) < 20 and RunDir(tmp_path / "run").done_ids() == set()
 
 
 def test_limit_and_duplicate_problems(tmp_path):
-    summary = collect(PROBLEMS + PROBLEMS, tmp_path / "run", CollectConfig(teacher="x", limit=4),
-                      engine=ScriptedEngine(), sandbox=InProcessSandbox())
+    summary = collect(
+        PROBLEMS + PROBLEMS,
+        tmp_path / "run",
+        CollectConfig(teacher="x", limit=4),
+        engine=ScriptedEngine(),
+        sandbox=InProcessSandbox(),
+    )
     assert summary.total == 4
 
 
@@ -117,20 +136,37 @@ def test_kill_9_then_resume_loses_nothing_and_duplicates_nothing(tmp_path):
 
 
 def _collect_cli(out, url, *extra):
-    return [sys.executable, "-m", "agentdata.cli.app", "collect", "--out", str(out), "--teacher", f"openai:{url}",
-            "--model", "fake-model", "--temperature", "0", "--protocol", "hermes", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "agentdata.cli.app",
+        "collect",
+        "--out",
+        str(out),
+        "--teacher",
+        f"openai:{url}",
+        "--model",
+        "fake-model",
+        "--temperature",
+        "0",
+        "--protocol",
+        "hermes",
+        *extra,
+    ]
 
 
 def test_cli_collect_against_openai_server_runs_real_code(tmp_path):
     from bench.fake_openai_server import FakeOpenAIServer
 
     problems = tmp_path / "problems.jsonl"
-    problems.write_text("".join(json.dumps({"question": f"6 times 7, take {i}?", "answer": "42"}) + "\n"
-                                for i in range(5)))
+    problems.write_text(
+        "".join(json.dumps({"question": f"6 times 7, take {i}?", "answer": "42"}) + "\n" for i in range(5))
+    )
     with FakeOpenAIServer(latency=0.0) as server:
         command = _collect_cli(tmp_path / "run", server.url, "--limit", "3", "--samples", "2")
-        result = subprocess.run([*command[:4], str(problems), *command[4:]], capture_output=True, text=True,
-                                timeout=240)
+        result = subprocess.run(
+            [*command[:4], str(problems), *command[4:]], capture_output=True, text=True, timeout=240
+        )
     assert result.returncode == 0, result.stderr
     trajectories = RunDir(tmp_path / "run").trajectories()
     assert len(trajectories) == 6 and all(t.correct for t in trajectories)
@@ -143,8 +179,9 @@ def test_cli_collect_sigterm_keeps_finished_trajectories(tmp_path):
 
     out = tmp_path / "run"
     with FakeOpenAIServer(latency=0.3) as server:
-        process = subprocess.Popen(_collect_cli(out, server.url, "--concurrency", "2"), stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            _collect_cli(out, server.url, "--concurrency", "2"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         deadline = time.time() + 120
         while sum("<tool_response>" in json.dumps(r) for r in server.requests) < 4 and time.time() < deadline:
             time.sleep(0.05)  # at least two trajectories are past their tool call: some will have finished

@@ -36,8 +36,14 @@ PROBLEM = Problem("What is 6 times 7?", "42", source="conformance")
 START_TIMEOUT_S = 600  # a loaded 2-core machine; ~40 s on a quiet one
 CALL = ToolCall("print(6 * 7)", id="call_0")
 FIRST_TURNS = {  # what a teacher would write first, in each protocol's form (the stop string already cut)
-    "hermes": Generation('Let me compute it.\n<tool_call>\n{"name": "code_interpreter", "arguments": '
-                         '{"code": "print(6 * 7)"}}\n', None, "stop", 0, 20, stop_known=False),
+    "hermes": Generation(
+        'Let me compute it.\n<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "print(6 * 7)"}}\n',
+        None,
+        "stop",
+        0,
+        20,
+        stop_known=False,
+    ),
     "codeblock": Generation("Let me compute it.\n```python\nprint(6 * 7)", None, "stop", 0, 12, stop_known=False),
     "native": Generation("", None, "stop", 0, 12, tool_calls=[CALL.to_message()]),
 }
@@ -46,8 +52,11 @@ FIRST_TURNS = {  # what a teacher would write first, in each protocol's form (th
 def serve_executable() -> Path | None:
     """$AGENTDATA_SERVE_BIN, else .peers/serve of this checkout or of the main checkout beside it."""
     given = os.environ.get("AGENTDATA_SERVE_BIN")
-    candidates = [Path(given)] if given else [ROOT / ".peers/serve/bin/transformers",
-                                              ROOT.parent.parent / "main/.peers/serve/bin/transformers"]
+    candidates = (
+        [Path(given)]
+        if given
+        else [ROOT / ".peers/serve/bin/transformers", ROOT.parent.parent / "main/.peers/serve/bin/transformers"]
+    )
     return next((path for path in candidates if path.is_file()), None)
 
 
@@ -55,15 +64,29 @@ def serve_executable() -> Path | None:
 def serve_url():
     executable = serve_executable()
     if executable is None:
-        pytest.skip("transformers serve is not installed: run `bash scripts/peers.sh serve` "
-                    "(or set AGENTDATA_SERVE_BIN)")
+        pytest.skip(
+            "transformers serve is not installed: run `bash scripts/peers.sh serve` (or set AGENTDATA_SERVE_BIN)"
+        )
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    process = subprocess.Popen([str(executable), "serve", str(smollm2_model_dir()), "--host", "127.0.0.1",
-                                "--port", str(port), "--device", "cpu"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    process = subprocess.Popen(
+        [
+            str(executable),
+            "serve",
+            str(smollm2_model_dir()),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--device",
+            "cpu",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     url = f"http://127.0.0.1:{port}/v1"
     try:
         _wait_until_up(url, process)
@@ -125,8 +148,9 @@ def test_stop_string_is_left_in_the_text_and_named(serve_url):
         try:
             free = await engine.generate(GenerationRequest(messages=question, max_new_tokens=8, temperature=0.0))
             stop = free.text.split()[2]  # its first occurrence is where the server must stop
-            cut = await engine.generate(GenerationRequest(messages=question, max_new_tokens=8, temperature=0.0,
-                                                          stop=(stop,)))
+            cut = await engine.generate(
+                GenerationRequest(messages=question, max_new_tokens=8, temperature=0.0, stop=(stop,))
+            )
             return free, stop, cut
         finally:
             await engine.aclose()
@@ -164,5 +188,9 @@ def test_loop_after_a_tool_call_on_the_real_server(serve_url, protocol):
         assert trajectory.messages[4]["role"] == "assistant"
     if protocol == "native":
         assert engine.requests[1].tools == [CODE_TOOL]
-        assert engine.requests[1].messages[3] == {"role": "tool", "tool_call_id": "call_0",
-                                                   "name": "code_interpreter", "content": "42"}
+        assert engine.requests[1].messages[3] == {
+            "role": "tool",
+            "tool_call_id": "call_0",
+            "name": "code_interpreter",
+            "content": "42",
+        }

@@ -8,12 +8,12 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from agentdata.settings import build
 from agentdata.cli.app import app
 from agentdata.curate import CurateConfig, curate
 from agentdata.curate.sft import SFT_COLUMNS
 from agentdata.errors import InputFileError
 from agentdata.records import CODE_TOOL, Trajectory, write_records
+from agentdata.settings import build
 from tests.curate_fixtures import trajectory, write_run
 
 CODE = "print(sum([2,3,5,7,11,13,17,19,23,29]))"  # the crafted trajectories' call
@@ -22,8 +22,12 @@ OTHER_QUESTION = "Find the area of a triangle whose sides measure 3, 4 and 5 uni
 
 def run_curate(tmp_path, trajectories, **settings):
     config = build(CurateConfig, settings)  # flat names, as on the command line
-    result = curate([write_run(tmp_path / "run", trajectories)], tmp_path / "sft.parquet", config,
-                    rejects=tmp_path / "rejects.parquet")
+    result = curate(
+        [write_run(tmp_path / "run", trajectories)],
+        tmp_path / "sft.parquet",
+        config,
+        rejects=tmp_path / "rejects.parquet",
+    )
     rejects = pl.read_parquet(tmp_path / "rejects.parquet")
     return result, dict(rejects.select("id", "drop_reason").iter_rows())
 
@@ -70,20 +74,25 @@ def test_duplicate_on_normalised_text(tmp_path):
 
 def test_near_duplicate_problem_dropped_whole(tmp_path):
     question = "A farmer has a rectangular field whose length is three times its width; the perimeter is 200 m."
-    copies = [trajectory("a", problem_id="p1", question=question),
-              trajectory("b", problem_id="p2", question=question.replace("200 m.", "200 metres.")),
-              trajectory("c", problem_id="p2", question=question.replace("200 m.", "200 metres."),
-                         code=["print(129)"])]
+    copies = [
+        trajectory("a", problem_id="p1", question=question),
+        trajectory("b", problem_id="p2", question=question.replace("200 m.", "200 metres.")),
+        trajectory("c", problem_id="p2", question=question.replace("200 m.", "200 metres."), code=["print(129)"]),
+    ]
     _, rejects = run_curate(tmp_path, copies, near_dup_threshold=0.7)
     assert rejects == {"b": "near_duplicate", "c": "near_duplicate"}
 
 
 def test_near_duplicate_on_solution_text(tmp_path):
-    long_answer = "We add the primes two three five seven eleven thirteen seventeen nineteen twenty-three " \
-                  "and twenty-nine to get one hundred and twenty-nine, so the answer is \\boxed{129}."
-    rows = [trajectory("a", answer_text=long_answer),
-            trajectory("b", answer_text=long_answer.replace("We add", "Let us add")),
-            trajectory("c", problem_id="p2", question=OTHER_QUESTION, answer_text="Area is \\boxed{6}.")]
+    long_answer = (
+        "We add the primes two three five seven eleven thirteen seventeen nineteen twenty-three "
+        "and twenty-nine to get one hundred and twenty-nine, so the answer is \\boxed{129}."
+    )
+    rows = [
+        trajectory("a", answer_text=long_answer),
+        trajectory("b", answer_text=long_answer.replace("We add", "Let us add")),
+        trajectory("c", problem_id="p2", question=OTHER_QUESTION, answer_text="Area is \\boxed{6}."),
+    ]
     _, rejects = run_curate(tmp_path, rows, near_dup_field="solution", near_dup_threshold=0.7)
     assert rejects == {"b": "near_duplicate"}
 
@@ -100,7 +109,7 @@ def test_max_per_problem_prefers_distinct_solutions_and_fewer_calls(tmp_path):
     rows = [
         trajectory("three_calls", code=["a = 1", "b = 2", "print(129)"]),
         trajectory("one_call"),
-        trajectory("same_code_again", answer_text="So: \\boxed{129}."),   # same code as one_call
+        trajectory("same_code_again", answer_text="So: \\boxed{129}."),  # same code as one_call
         trajectory("two_calls", code=["x = 129", "print(x)"]),
     ]
     result, rejects = run_curate(tmp_path, rows, max_per_problem=2)
@@ -110,10 +119,14 @@ def test_max_per_problem_prefers_distinct_solutions_and_fewer_calls(tmp_path):
 
 
 def test_balance_sources_caps_share(tmp_path):
-    rows = [trajectory(f"m{i}", problem_id=f"m{i}", question=f"Math question number {i} about primes.",
-                       source="math") for i in range(6)]
-    rows += [trajectory(f"s{i}", problem_id=f"s{i}", question=f"Science question {i} about gases.",
-                        source="science") for i in range(2)]
+    rows = [
+        trajectory(f"m{i}", problem_id=f"m{i}", question=f"Math question number {i} about primes.", source="math")
+        for i in range(6)
+    ]
+    rows += [
+        trajectory(f"s{i}", problem_id=f"s{i}", question=f"Science question {i} about gases.", source="science")
+        for i in range(2)
+    ]
     result, rejects = run_curate(tmp_path, rows, balance_sources=0.5, near_dup_threshold=None)
     kept = pl.read_parquet(tmp_path / "sft.parquet")
     assert kept["source"].value_counts().sort("source").rows() == [("math", 2), ("science", 2)]
@@ -169,8 +182,9 @@ def test_trajectory_file_input(tmp_path):
 def test_cli_curate_prints_reason_table(tmp_path):
     run = write_run(tmp_path / "run", [trajectory("a"), trajectory("b", correct=False)])
     out = tmp_path / "sft.parquet"
-    result = CliRunner().invoke(app, ["curate", str(run), "--out", str(out), "--rejects", str(tmp_path / "r.parquet"),
-                                      "--tool-calls", "1,4"])
+    result = CliRunner().invoke(
+        app, ["curate", str(run), "--out", str(out), "--rejects", str(tmp_path / "r.parquet"), "--tool-calls", "1,4"]
+    )
     assert result.exit_code == 0, result.output
     assert "dropped_incorrect" in result.output and out.exists()
 

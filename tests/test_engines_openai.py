@@ -52,7 +52,13 @@ def test_normal_completion_text_and_token_counts(server):
     assert (generation.finish_reason, generation.stop_reason, generation.error) == ("stop", None, None)
     assert generation.prompt_tokens == 2 and generation.completion_tokens == 5
     body = server.requests[0]
-    assert (body["model"], body["max_tokens"], body["temperature"], body["top_p"], body["seed"]) == ("m", 50, 0.3, 0.9, 7)
+    assert (body["model"], body["max_tokens"], body["temperature"], body["top_p"], body["seed"]) == (
+        "m",
+        50,
+        0.3,
+        0.9,
+        7,
+    )
     assert "continue_final_message" not in body
 
 
@@ -106,10 +112,17 @@ def test_stop_string_left_in_the_text_is_cut_and_named():
 @pytest.mark.parametrize(
     ("status", "text", "refused"),
     [
-        (422, "{\"detail\": \"Unexpected fields in the request: {'continue_final_message', 'add_generation_prompt'}\"}",
-         ["continue_final_message", "add_generation_prompt"]),
-        (400, '{"error": {"message": "Unsupported parameter: \'max_tokens\' is not supported with this model. '
-              'Use \'max_completion_tokens\' instead.", "param": "max_tokens"}}', ["max_tokens"]),
+        (
+            422,
+            "{\"detail\": \"Unexpected fields in the request: {'continue_final_message', 'add_generation_prompt'}\"}",
+            ["continue_final_message", "add_generation_prompt"],
+        ),
+        (
+            400,
+            '{"error": {"message": "Unsupported parameter: \'max_tokens\' is not supported with this model. '
+            'Use \'max_completion_tokens\' instead.", "param": "max_tokens"}}',
+            ["max_tokens"],
+        ),
         (400, '{"error": {"message": "Unsupported value: temperature", "param": "temperature"}}', ["temperature"]),
         (400, '{"error": {"message": "messages: stop before you send garbage"}}', []),
         (500, "'stop'", []),
@@ -118,8 +131,15 @@ def test_stop_string_left_in_the_text_is_cut_and_named():
 def test_refused_fields_are_read_from_the_answer(status, text, refused):
     from agentdata.engines.openai_wire import refused_fields
 
-    body = {"model": "m", "messages": [], "max_tokens": 5, "stop": ["x"], "temperature": 0.7,
-            "continue_final_message": True, "add_generation_prompt": False}
+    body = {
+        "model": "m",
+        "messages": [],
+        "max_tokens": 5,
+        "stop": ["x"],
+        "temperature": 0.7,
+        "continue_final_message": True,
+        "add_generation_prompt": False,
+    }
     assert refused_fields(status, text, body) == refused
 
 
@@ -151,27 +171,55 @@ def test_a_prompt_that_fits_is_asked_again_for_what_is_left_of_the_context(wordi
     assert engine.adaptations == []
 
 
-@pytest.mark.parametrize(("text", "context", "prompt"), [
-    # vLLM before its errors were nested under "error"
-    ('{"object":"error","message":"This model\'s maximum context length is 8192 tokens. However, you requested '
-     '9100 tokens (8100 in the messages, 1000 in the completion). Please reduce the length of the messages or '
-     'completion.","type":"BadRequestError","param":null,"code":400}', 8192, 8100),
-    # vLLM's newest wording
-    ('{"error":{"message":"This model\'s maximum context length is 131072 tokens. However, you requested 4096 output '
-     'tokens and your prompt contains at least 126977 input tokens, for a total of at least 131073 tokens. Please '
-     'reduce the length of the input prompt or the number of requested output tokens. (parameter=input_tokens, '
-     'value=126977)","type":"BadRequestError","param":"input_tokens","code":400}}', 131072, 126977),
-    # OpenAI
-    ('{"error":{"message":"This model\'s maximum context length is 128000 tokens. However, your messages resulted in '
-     '130000 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages",'
-     '"code":"context_length_exceeded"}}', 128000, 130000),
-    ('{"error":{"message":"Your input exceeds the context window of this model. Please adjust your input and try '
-     'again.","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}', None, None),
-    # vLLM in process (the vllm: engine), the prompt exactly as long as the context
-    ("The decoder prompt (length 1024) plus the number of requested output tokens (at least 1) is longer than the "
-     "maximum model length of 1024. Make sure that `max_model_len` is no smaller than the number of text tokens.",
-     1024, 1024),
-])
+@pytest.mark.parametrize(
+    ("text", "context", "prompt"),
+    [
+        # vLLM before its errors were nested under "error"
+        (
+            '{"object":"error","message":"This model\'s maximum context length is 8192 tokens. However, you requested '
+            "9100 tokens (8100 in the messages, 1000 in the completion). Please reduce the length of the messages or "
+            'completion.","type":"BadRequestError","param":null,"code":400}',
+            8192,
+            8100,
+        ),
+        # vLLM's newest wording
+        (
+            '{"error":{"message":"This model\'s maximum context length is 131072 tokens. However, you '
+            "requested 4096 output "
+            "tokens and your prompt contains at least 126977 input tokens, for a total of at least "
+            "131073 tokens. Please "
+            "reduce the length of the input prompt or the number of requested output tokens. (parameter=input_tokens, "
+            'value=126977)","type":"BadRequestError","param":"input_tokens","code":400}}',
+            131072,
+            126977,
+        ),
+        # OpenAI
+        (
+            '{"error":{"message":"This model\'s maximum context length is 128000 tokens. However, your '
+            "messages resulted in "
+            "130000 tokens. Please reduce the length of the "
+            'messages.","type":"invalid_request_error","param":"messages",'
+            '"code":"context_length_exceeded"}}',
+            128000,
+            130000,
+        ),
+        (
+            '{"error":{"message":"Your input exceeds the context window of this model. Please adjust '
+            "your input and try "
+            'again.","type":"invalid_request_error","param":"input","code":"context_length_exceeded"}}',
+            None,
+            None,
+        ),
+        # vLLM in process (the vllm: engine), the prompt exactly as long as the context
+        (
+            "The decoder prompt (length 1024) plus the number of requested output tokens (at least 1) "
+            "is longer than the maximum model length of 1024. "
+            "Make sure that `max_model_len` is no smaller than the number of text tokens.",
+            1024,
+            1024,
+        ),
+    ],
+)
 def test_context_overflows_are_read_from_the_real_wordings(text, context, prompt):
     from agentdata.engines.overflow import context_overflow
 
@@ -181,8 +229,9 @@ def test_context_overflows_are_read_from_the_real_wordings(text, context, prompt
     assert not overflow.message.startswith("{")
 
 
-@pytest.mark.parametrize("text", ['{"error": {"message": "Unsupported parameter: \'max_tokens\'"}}',
-                                  "injected failure 400", ""])
+@pytest.mark.parametrize(
+    "text", ['{"error": {"message": "Unsupported parameter: \'max_tokens\'"}}', "injected failure 400", ""]
+)
 def test_other_refusals_are_no_context_overflow(text):
     from agentdata.engines.overflow import context_overflow
 
@@ -266,8 +315,10 @@ def test_connection_refused_becomes_error_generation():
 
 
 def test_several_urls_share_the_load():
-    with fake.FakeOpenAIServer(script="echo", latency=0.1) as first, \
-            fake.FakeOpenAIServer(script="echo", latency=0.1) as second:
+    with (
+        fake.FakeOpenAIServer(script="echo", latency=0.1) as first,
+        fake.FakeOpenAIServer(script="echo", latency=0.1) as second,
+    ):
         engine = load_engine(f"openai:{first.url},{second.url}", model="m")
         generations = run_all(engine, [ask(f"q{i}") for i in range(8)])
     assert [g.text for g in generations] == [f"You said: q{i}" for i in range(8)]

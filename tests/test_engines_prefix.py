@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import pytest
 
-from agentdata.engines import GenerationRequest
-from agentdata.engines import hf_generate
-from agentdata.engines.hf_generate import generate_batch, padded_batch, render_prompt, sampling_key, shared_prefix_length
+from agentdata.engines import GenerationRequest, hf_generate
+from agentdata.engines.hf_generate import (
+    generate_batch,
+    padded_batch,
+    render_prompt,
+    sampling_key,
+    shared_prefix_length,
+)
 
-SYSTEM = {"role": "system", "content": "Solve the problem. Run Python in a fenced block when it helps; "
-                                       "its output comes back in an output block. " * 3}
+SYSTEM = {
+    "role": "system",
+    "content": "Solve the problem. Run Python in a fenced block when it helps; "
+    "its output comes back in an output block. " * 3,
+}
 QUESTIONS = ["What is 2+2?", "Name a prime number larger than ten, please.", "Hi", "Explain recursion briefly."]
 
 
@@ -29,8 +37,15 @@ def model(tiny_model_dir):
 
 
 def requests_and_ids(tokenizer, temperature=0.0):
-    requests = [GenerationRequest(messages=[SYSTEM, {"role": "user", "content": question}], max_new_tokens=10 + row,
-                                  temperature=temperature, seed=row) for row, question in enumerate(QUESTIONS)]
+    requests = [
+        GenerationRequest(
+            messages=[SYSTEM, {"role": "user", "content": question}],
+            max_new_tokens=10 + row,
+            temperature=temperature,
+            seed=row,
+        )
+        for row, question in enumerate(QUESTIONS)
+    ]
     ids = [tokenizer(render_prompt(tokenizer, request), add_special_tokens=False)["input_ids"] for request in requests]
     return requests, ids
 
@@ -103,6 +118,8 @@ def test_a_lora_wrapped_policy_shares_the_prefix_too(tiny_model_dir, tokenizer):
     finally:
         handle.remove()
     assert seen[0] == (1, shared_prefix_length(ids))
-    single = [generate_batch(model, tokenizer, [request], [row], sampling_key(request))[0]
-              for request, row in zip(requests, ids)]
+    single = [
+        generate_batch(model, tokenizer, [request], [row], sampling_key(request))[0]
+        for request, row in zip(requests, ids)
+    ]
     assert [g.text for g in generations] == [g.text for g in single]

@@ -46,9 +46,15 @@ def model_dir(tmp_path_factory):
 
     tokenizer = smollm2_module.load_smollm2_tokenizer()
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=1024,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
     torch.manual_seed(0)
@@ -66,8 +72,7 @@ def run_session(model_dir, body):
     """Start the engine, run `body(engine)` in one event loop, shut it down."""
 
     async def go():
-        engine = load_engine(f"vllm:{model_dir}", gpu_memory_utilization=0.2, max_model_len=1024,
-                             enforce_eager=True)
+        engine = load_engine(f"vllm:{model_dir}", gpu_memory_utilization=0.2, max_model_len=1024, enforce_eager=True)
         try:
             return await body(engine)
         finally:
@@ -80,13 +85,13 @@ def test_vllm_engine_end_to_end(model_dir):
     async def body(engine):
         free = await engine.generate_many([ask(text, max_new_tokens=16, **GREEDY) for text in PROMPTS])
         stop = free[0].text[4:7]
-        stopped, budget = await engine.generate_many([
-            ask(PROMPTS[0], max_new_tokens=16, stop=(stop,), **GREEDY),
-            ask(PROMPTS[1], max_new_tokens=5, **GREEDY),
-        ])
+        stopped, budget = await engine.generate_many(
+            [ask(PROMPTS[0], max_new_tokens=16, stop=(stop,), **GREEDY), ask(PROMPTS[1], max_new_tokens=5, **GREEDY)]
+        )
         messages = [{"role": "user", "content": "Say something."}, {"role": "assistant", "content": "Sure, here"}]
-        continued = await engine.generate(GenerationRequest(messages=messages, continue_final=True,
-                                                            max_new_tokens=4, **GREEDY))
+        continued = await engine.generate(
+            GenerationRequest(messages=messages, continue_final=True, max_new_tokens=4, **GREEDY)
+        )
         many = await engine.generate_many([ask(f"question {i}", max_new_tokens=8, **GREEDY) for i in range(32)])
         too_long = await engine.generate(ask("word " * 1100, max_new_tokens=4))  # max_model_len is 1024
         return engine, free, stop, stopped, budget, continued, many, messages, too_long

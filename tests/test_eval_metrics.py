@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agentdata.cli.views import results_table
 from agentdata.evaluation.metrics import (
     benchmark_metrics,
     majority_vote,
@@ -17,22 +18,41 @@ from agentdata.evaluation.metrics import (
     pass_k_values,
     response_chars,
 )
-from agentdata.cli.views import results_table
 from agentdata.evaluation.report import EvalReport, EvalResult
 from agentdata.records import ToolCall, Trajectory, assistant_message, tool_message
 
 
-def response(problem_id: str, index: int, answer: str | None, correct: bool, *, calls: int = 0, errors: int = 0,
-             tokens: int = 10, finish: str = "answer", text: str = "") -> Trajectory:
+def response(
+    problem_id: str,
+    index: int,
+    answer: str | None,
+    correct: bool,
+    *,
+    calls: int = 0,
+    errors: int = 0,
+    tokens: int = 10,
+    finish: str = "answer",
+    text: str = "",
+) -> Trajectory:
     messages = [{"role": "user", "content": f"question {problem_id}"}]
     for number in range(calls):
         call = ToolCall(code="print(1)", id=f"call_{number}")
         messages += [assistant_message("", [call]), tool_message(call.id, "1")]
     messages.append(assistant_message(text or (f"\\boxed{{{answer}}}" if answer is not None else "no idea")))
-    return Trajectory(id=f"{problem_id}-{index}", problem_id=problem_id, question=f"question {problem_id}",
-                      answer="gold", messages=messages, final_answer=answer, correct=correct, num_tool_calls=calls,
-                      num_tool_errors=errors, completion_tokens=tokens, finish_reason=finish,
-                      sampling={"sample_index": index})
+    return Trajectory(
+        id=f"{problem_id}-{index}",
+        problem_id=problem_id,
+        question=f"question {problem_id}",
+        answer="gold",
+        messages=messages,
+        final_answer=answer,
+        correct=correct,
+        num_tool_calls=calls,
+        num_tool_errors=errors,
+        completion_tokens=tokens,
+        finish_reason=finish,
+        sampling={"sample_index": index},
+    )
 
 
 def string_equivalence(first: str, second: str) -> bool:
@@ -40,6 +60,7 @@ def string_equivalence(first: str, second: str) -> bool:
 
 
 # --------------------------------------------------------------------------- pass@k
+
 
 def brute_force_pass_at_k(n: int, c: int, k: int) -> float:
     """Fraction of k-subsets of n samples that hold at least one of the c correct ones."""
@@ -83,6 +104,7 @@ def test_pass_k_values_are_powers_of_two_then_n():
 
 # --------------------------------------------------------------------------- majority vote
 
+
 def test_majority_vote_picks_the_most_common_answer():
     responses = [response("p", 0, "7", False), response("p", 1, "12", True), response("p", 2, " 12 ", True)]
     assert majority_vote(responses, string_equivalence).final_answer == "12"
@@ -116,6 +138,7 @@ def test_normalise_answer_drops_wrappers_and_spacing():
 
 # --------------------------------------------------------------------------- per benchmark
 
+
 def test_benchmark_metrics_on_two_problems():
     trajectories = [
         # problem a: 2 of 4 correct; the majority answer (5, three votes) is wrong
@@ -148,8 +171,12 @@ def test_benchmark_metrics_with_uneven_sample_counts():
 
 
 def test_failed_responses_are_no_wrong_answers_and_are_counted_apart(tmp_path):
-    trajectories = [response("a", 0, "1", True), response("a", 1, None, False, finish="error"),
-                    response("a", 2, "2", False), response("b", 0, None, False, finish="error")]
+    trajectories = [
+        response("a", 0, "1", True),
+        response("a", 1, None, False, finish="error"),
+        response("a", 2, "2", False),
+        response("b", 0, None, False, finish="error"),
+    ]
     metrics = benchmark_metrics(trajectories, string_equivalence)
     assert metrics.avg_at_k == pytest.approx(0.5)  # a: 1 of its 2 valid responses; b has none and is not scored
     assert metrics.pass_at_k[1] == pytest.approx(0.5) and metrics.num_problems == 1 and metrics.num_responses == 2
@@ -162,7 +189,12 @@ def test_failed_responses_are_no_wrong_answers_and_are_counted_apart(tmp_path):
 
 def test_a_benchmark_whose_every_response_failed_scores_nothing_instead_of_zero():
     metrics = benchmark_metrics([response("a", 0, None, False, finish="error")], string_equivalence)
-    assert (metrics.num_problems, metrics.failed_responses, metrics.unscored_problems, metrics.pass_at_k) == (0, 1, 1, {})
+    assert (metrics.num_problems, metrics.failed_responses, metrics.unscored_problems, metrics.pass_at_k) == (
+        0,
+        1,
+        1,
+        {},
+    )
 
 
 def test_benchmark_metrics_with_no_tool_calls_has_zero_error_rate():
@@ -182,6 +214,7 @@ def test_response_chars_counts_text_and_code():
 
 
 # --------------------------------------------------------------------------- report
+
 
 def test_report_round_trips_through_json(tmp_path):
     metrics = benchmark_metrics([response("a", 0, "1", True), response("a", 1, "2", False)], string_equivalence)

@@ -10,10 +10,19 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def result(model: str, bench: str, budget: int, accuracy: float) -> EvalResult:
-    metrics = BenchmarkMetrics(num_problems=3, num_responses=12, samples=4, avg_at_k=accuracy,
-                               pass_at_k={1: accuracy, 2: accuracy, 4: min(1.0, accuracy * 2)}, maj_at_k=accuracy,
-                               mean_tool_calls=1.0, tool_error_rate=0.1, mean_response_tokens=100,
-                               mean_response_chars=400, finish_reasons={"answer": 12})
+    metrics = BenchmarkMetrics(
+        num_problems=3,
+        num_responses=12,
+        samples=4,
+        avg_at_k=accuracy,
+        pass_at_k={1: accuracy, 2: accuracy, 4: min(1.0, accuracy * 2)},
+        maj_at_k=accuracy,
+        mean_tool_calls=1.0,
+        tool_error_rate=0.1,
+        mean_response_tokens=100,
+        mean_response_chars=400,
+        finish_reasons={"answer": 12},
+    )
     return EvalResult(model, f"hf:{model}", bench, budget, "runs", metrics)
 
 

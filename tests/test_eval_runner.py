@@ -9,17 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from agentdata.errors import UserError
-from agentdata.settings import build
-from agentdata.evaluation.report import EvalReport
 from agentdata.agent.config import LoopConfig
-from agentdata.evaluation.runner import (
-    EvalConfig,
-    benchmark_names,
-    default_label,
-    parse_model_specs,
-    run_eval,
-)
+from agentdata.errors import UserError
+from agentdata.evaluation.report import EvalReport
+from agentdata.evaluation.runner import EvalConfig, benchmark_names, default_label, parse_model_specs, run_eval
+from agentdata.settings import build
 from tests.cli_helpers import run_cli
 from tests.fakes import SCRIPTED_PROTOCOL, InProcessSandbox, ScriptedEngine
 
@@ -36,15 +30,21 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 @pytest.fixture
 def benchmarks(tmp_path):
-    aime = write_jsonl(tmp_path / "aime.jsonl", [
-        {"Problem": "What is 6*7?", "Answer": "42"},
-        {"Problem": "What is 40+2?", "Answer": "42"},
-        {"Problem": "What is 3+4?", "Answer": "7"},
-    ])
-    gpqa = write_jsonl(tmp_path / "gpqa.jsonl", [
-        {"question": "Which is 42? (A) 41 (B) 42", "answer": "B"},
-        {"question": "Which is 7? (A) 7 (B) 8", "answer": "A"},
-    ])
+    aime = write_jsonl(
+        tmp_path / "aime.jsonl",
+        [
+            {"Problem": "What is 6*7?", "Answer": "42"},
+            {"Problem": "What is 40+2?", "Answer": "42"},
+            {"Problem": "What is 3+4?", "Answer": "7"},
+        ],
+    )
+    gpqa = write_jsonl(
+        tmp_path / "gpqa.jsonl",
+        [
+            {"question": "Which is 42? (A) 41 (B) 42", "answer": "B"},
+            {"question": "Which is 7? (A) 7 (B) 8", "answer": "A"},
+        ],
+    )
     return [aime, gpqa]
 
 
@@ -55,8 +55,14 @@ def engines(spec: str) -> ScriptedEngine:
 
 def test_run_eval_reports_every_model_benchmark_and_budget(tmp_path, benchmarks):
     config = EvalConfig(samples=2, tool_call_budgets=[1, 0], concurrency=2, loop=HERMES)
-    report = run_eval(["base=scripted", "letters"], benchmarks, tmp_path / "report", config,
-                      engine_factory=engines, sandbox=InProcessSandbox())
+    report = run_eval(
+        ["base=scripted", "letters"],
+        benchmarks,
+        tmp_path / "report",
+        config,
+        engine_factory=engines,
+        sandbox=InProcessSandbox(),
+    )
     keys = [(r.model, r.benchmark, r.max_tool_calls) for r in report.results]
     assert keys == [(m, b, n) for m in ("base", "letters") for b in ("aime", "gpqa") for n in (0, 1)]
     by_key = {(r.model, r.benchmark, r.max_tool_calls): r.metrics for r in report.results}
@@ -84,41 +90,79 @@ def test_a_second_run_resumes_without_calling_the_model(tmp_path, benchmarks):
     config = EvalConfig(samples=2, tool_call_budgets=[1], concurrency=2, loop=HERMES)
     run_eval(["scripted"], benchmarks[:1], tmp_path, config, engine_factory=engines, sandbox=InProcessSandbox())
     engine = ScriptedEngine("scripted")
-    report = run_eval(["scripted"], benchmarks[:1], tmp_path, config, engine_factory=lambda spec: engine,
-                      sandbox=InProcessSandbox())
+    report = run_eval(
+        ["scripted"], benchmarks[:1], tmp_path, config, engine_factory=lambda spec: engine, sandbox=InProcessSandbox()
+    )
     assert engine.requests == []
     assert report.results[0].metrics.num_responses == 6
 
 
 def test_a_changed_gold_answer_reruns_that_problem_and_says_so(tmp_path, benchmarks):
     config = EvalConfig(samples=2, tool_call_budgets=[1], concurrency=2, loop=HERMES)
-    first = run_eval(["scripted"], benchmarks[:1], tmp_path / "r", config, engine_factory=engines,
-                     sandbox=InProcessSandbox())
+    first = run_eval(
+        ["scripted"], benchmarks[:1], tmp_path / "r", config, engine_factory=engines, sandbox=InProcessSandbox()
+    )
     assert first.results[0].metrics.avg_at_k == pytest.approx(2 / 3) and first.results[0].cache["generated"] == 6
-    write_jsonl(benchmarks[0], [{"Problem": "What is 6*7?", "Answer": "999"}, {"Problem": "What is 40+2?", "Answer": "42"},
-                                {"Problem": "What is 3+4?", "Answer": "7"}])
+    write_jsonl(
+        benchmarks[0],
+        [
+            {"Problem": "What is 6*7?", "Answer": "999"},
+            {"Problem": "What is 40+2?", "Answer": "42"},
+            {"Problem": "What is 3+4?", "Answer": "7"},
+        ],
+    )
     engine = ScriptedEngine("scripted")
-    again = run_eval(["scripted"], benchmarks[:1], tmp_path / "r", config, engine_factory=lambda spec: engine,
-                     sandbox=InProcessSandbox())
+    again = run_eval(
+        ["scripted"],
+        benchmarks[:1],
+        tmp_path / "r",
+        config,
+        engine_factory=lambda spec: engine,
+        sandbox=InProcessSandbox(),
+    )
     assert {r.messages[1]["content"] for r in engine.requests} == {"What is 6*7?"}
     assert again.results[0].metrics.avg_at_k == pytest.approx(1 / 3)
     assert again.results[0].cache == {"generated": 2, "redone_problem_changed": 2, "redone_error": 0}
 
 
 def test_other_sampling_settings_get_their_own_run_and_never_reuse(tmp_path, benchmarks):
-    run_eval(["scripted"], benchmarks[:1], tmp_path, EvalConfig(samples=1, concurrency=2, loop=HERMES), engine_factory=engines,
-             sandbox=InProcessSandbox())
+    run_eval(
+        ["scripted"],
+        benchmarks[:1],
+        tmp_path,
+        EvalConfig(samples=1, concurrency=2, loop=HERMES),
+        engine_factory=engines,
+        sandbox=InProcessSandbox(),
+    )
     engine = ScriptedEngine("scripted")
-    report = run_eval(["scripted"], benchmarks[:1], tmp_path, build(EvalConfig, dict(samples=1, concurrency=2, loop=LoopConfig(temperature=0.2))),
-                      engine_factory=lambda spec: engine, sandbox=InProcessSandbox())
+    report = run_eval(
+        ["scripted"],
+        benchmarks[:1],
+        tmp_path,
+        build(EvalConfig, dict(samples=1, concurrency=2, loop=LoopConfig(temperature=0.2))),
+        engine_factory=lambda spec: engine,
+        sandbox=InProcessSandbox(),
+    )
     assert len(engine.requests) == 6 and report.results[0].cache["generated"] == 3
 
 
 def test_fewer_samples_or_problems_on_rerun_score_only_those(tmp_path, benchmarks):
-    run_eval(["scripted"], benchmarks[:1], tmp_path, EvalConfig(samples=2, concurrency=2, loop=HERMES), engine_factory=engines,
-             sandbox=InProcessSandbox())
-    report = run_eval(["scripted"], benchmarks[:1], tmp_path, EvalConfig(samples=1, limit=2, concurrency=2, loop=HERMES),
-                      engine_factory=engines, sandbox=InProcessSandbox())
+    run_eval(
+        ["scripted"],
+        benchmarks[:1],
+        tmp_path,
+        EvalConfig(samples=2, concurrency=2, loop=HERMES),
+        engine_factory=engines,
+        sandbox=InProcessSandbox(),
+    )
+    report = run_eval(
+        ["scripted"],
+        benchmarks[:1],
+        tmp_path,
+        EvalConfig(samples=1, limit=2, concurrency=2, loop=HERMES),
+        engine_factory=engines,
+        sandbox=InProcessSandbox(),
+    )
     metrics = report.results[0].metrics
     assert (metrics.num_problems, metrics.num_responses, metrics.samples) == (2, 2, 1)
 
@@ -147,6 +191,7 @@ def test_config_rejects_bad_values():
 
 # --------------------------------------------------------------------------- CLI, real engine and sandbox
 
+
 def load_fake_server():
     path = Path(__file__).resolve().parents[1] / "bench" / "fake_openai_server.py"
     spec = importlib.util.spec_from_file_location("fake_openai_server", path)
@@ -160,8 +205,23 @@ def test_eval_command_with_openai_engine_and_local_sandbox(tmp_path, benchmarks,
     """The fake server calls print(6*7) through the real local sandbox, then answers 42."""
     server = load_fake_server().FakeOpenAIServer(script="tool")
     with server:
-        code = run_cli(["eval", f"served=openai:{server.url}", str(benchmarks[0]), "--k", "2", "--out",
-                        str(tmp_path / "r"), "--max-tool-calls", "0,1", "--concurrency", "4", "--protocol", "hermes"])
+        code = run_cli(
+            [
+                "eval",
+                f"served=openai:{server.url}",
+                str(benchmarks[0]),
+                "--k",
+                "2",
+                "--out",
+                str(tmp_path / "r"),
+                "--max-tool-calls",
+                "0,1",
+                "--concurrency",
+                "4",
+                "--protocol",
+                "hermes",
+            ]
+        )
     printed = capsys.readouterr()
     assert code == 0, printed.err
     assert "served" in printed.out  # the per-result lines and the summary table name the model
@@ -175,10 +235,7 @@ def test_eval_command_with_openai_engine_and_local_sandbox(tmp_path, benchmarks,
     assert with_tool["finish_reasons"] == {"answer": 6}
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--max-tool-calls", "1,x"], "--max-tool-calls"),
-    (["--k", "0"], "--k 0"),
-])
+@pytest.mark.parametrize("args,message", [(["--max-tool-calls", "1,x"], "--max-tool-calls"), (["--k", "0"], "--k 0")])
 def test_eval_command_reports_bad_flags(tmp_path, benchmarks, capsys, args, message):
     code = run_cli(["eval", "smollm2", str(benchmarks[0]), "--out", str(tmp_path), *args])
     assert code == 2 and message in capsys.readouterr().err

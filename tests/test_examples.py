@@ -20,10 +20,10 @@ import pytest
 import typer
 
 from agentdata.cli.app import app
+from agentdata.records import Trajectory, read_records
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.sft.config import SFTStageConfig
 from agentdata.train import make_config, read_config_file
-from agentdata.records import Trajectory, read_records
 
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "examples" / "quickstart" / "run.sh"
@@ -42,6 +42,7 @@ def agentdata_command(*args: str) -> list[str]:
 
 
 # ------------------------------------------------------------------ examples/remote on one machine
+
 
 def ancestry_probe(service_pid: int) -> str:
     """Code that prints whether it runs in a process below the sandbox service's, then 6*7."""
@@ -73,9 +74,14 @@ def teacher_script(service_pid: int):
 def sandbox_service():
     """`agentdata sandbox serve` in its own process, as on machine B."""
     port = free_port()
-    process = subprocess.Popen(agentdata_command("sandbox", "serve", "--host", "127.0.0.1", "--port", str(port),
-                                                 "--workers", "2", "--prefork", "1"),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO)
+    process = subprocess.Popen(
+        agentdata_command(
+            "sandbox", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "2", "--prefork", "1"
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -96,19 +102,40 @@ def sandbox_service():
 def test_collect_runs_code_through_a_remote_sandbox_service(sandbox_service, tmp_path):
     url, service_pid = sandbox_service
     problems = tmp_path / "problems.jsonl"
-    problems.write_text("".join(json.dumps({"question": f"What is 6 times 7? ({i})", "answer": "42"}) + "\n"
-                                for i in range(3)))
+    problems.write_text(
+        "".join(json.dumps({"question": f"What is 6 times 7? ({i})", "answer": "42"}) + "\n" for i in range(3))
+    )
     out = tmp_path / "run"
     with FakeOpenAIServer(script=teacher_script(service_pid), model="served-teacher") as teacher:
         completed = subprocess.run(
-            agentdata_command("collect", str(problems), "--teacher", f"openai:{teacher.url}", "--model",
-                              "served-teacher", "--sandbox", url, "--samples", "2", "--protocol", "hermes", "--out", str(out)),
-            capture_output=True, text=True, cwd=tmp_path, timeout=120,
+            agentdata_command(
+                "collect",
+                str(problems),
+                "--teacher",
+                f"openai:{teacher.url}",
+                "--model",
+                "served-teacher",
+                "--sandbox",
+                url,
+                "--samples",
+                "2",
+                "--protocol",
+                "hermes",
+                "--out",
+                str(out),
+            ),
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=120,
         )
         assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
         assert {request["model"] for request in teacher.requests} == {"served-teacher"}
-    trajectories = [trajectory for shard in sorted((out / "trajectories").glob("*.parquet"))
-                    for trajectory in read_records(shard, Trajectory)]
+    trajectories = [
+        trajectory
+        for shard in sorted((out / "trajectories").glob("*.parquet"))
+        for trajectory in read_records(shard, Trajectory)
+    ]
     assert len(trajectories) == 6
     for trajectory in trajectories:
         tool_outputs = [m["content"] for m in trajectory.messages if m["role"] == "tool"]
@@ -129,9 +156,11 @@ def test_the_probe_tells_a_local_sandbox_apart(tmp_path):
 
 # ------------------------------------------------------------------ examples/quickstart
 
+
 def printed_commands(*args: str, env: dict | None = None, script: Path = QUICKSTART) -> list[list[str]]:
-    completed = subprocess.run(["bash", str(script), "--dry-run", *args], capture_output=True, text=True,
-                               check=True, env=env)
+    completed = subprocess.run(
+        ["bash", str(script), "--dry-run", *args], capture_output=True, text=True, check=True, env=env
+    )
     return [shlex.split(line[2:].removesuffix("&")) for line in completed.stdout.splitlines() if line.startswith("$ ")]
 
 
@@ -153,8 +182,11 @@ def parse_with_the_cli(argv: list[str]):
 def test_parse_with_the_cli_catches_bad_commands():
     assert parse_with_the_cli(["agentdata", "collect", "p.jsonl", "--samples", "2"])["samples"] == 2
     assert parse_with_the_cli(["agentdata", "synth", "problems", "--n", "3"])["n"] == 3
-    for bad in (["agentdata", "collect", "--no-such-flag"], ["agentdata", "synth", "problems", "--n", "many"],
-                ["agentdata", "curate", "run", "--tool-calls"]):
+    for bad in (
+        ["agentdata", "collect", "--no-such-flag"],
+        ["agentdata", "synth", "problems", "--n", "many"],
+        ["agentdata", "curate", "run", "--tool-calls"],
+    ):
         with pytest.raises(Exception, match="(?i)option|valid|requires|argument"):
             parse_with_the_cli(bad)
 
@@ -166,8 +198,17 @@ def test_quickstart_dry_run_prints_every_step_and_each_parses(tmp_path):
     assert removals and all(path.startswith(str(out) + "/") for argv in removals for path in argv[2:])
     commands = [argv for argv in commands if argv[0] != "rm"]
     steps = [" ".join(c[1:3]) if c[1] in ("synth", "sandbox") else c[1] for c in commands]
-    assert steps == ["synth problems", "collect", "synth stitch", "curate", "filter", "train",
-                     "synth problems", "synth problems", "eval"]
+    assert steps == [
+        "synth problems",
+        "collect",
+        "synth stitch",
+        "curate",
+        "filter",
+        "train",
+        "synth problems",
+        "synth problems",
+        "eval",
+    ]
     for argv in commands:
         assert argv[0] == "agentdata"
         parse_with_the_cli(argv)
@@ -197,8 +238,9 @@ def test_quickstart_stops_at_the_first_failing_step(tmp_path):
     fake.write_text(f'#!/usr/bin/env bash\necho "$1" >> {calls}\n[ "$1" != collect ]\n')
     fake.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    completed = subprocess.run(["bash", str(QUICKSTART), "--out", str(tmp_path / "qs")], capture_output=True,
-                               text=True, env=env)
+    completed = subprocess.run(
+        ["bash", str(QUICKSTART), "--out", str(tmp_path / "qs")], capture_output=True, text=True, env=env
+    )
     assert completed.returncode == 1
     assert "step 'collect' failed" in completed.stderr
     assert calls.read_text().split() == ["synth", "collect"]
@@ -206,8 +248,11 @@ def test_quickstart_stops_at_the_first_failing_step(tmp_path):
 
 
 def test_scripts_quickstart_installs_then_runs_the_example():
-    lines = [line.strip() for line in (REPO / "scripts" / "quickstart.sh").read_text().splitlines()
-             if line.strip() and not line.lstrip().startswith("#")]
+    lines = [
+        line.strip()
+        for line in (REPO / "scripts" / "quickstart.sh").read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
     install = next(i for i, line in enumerate(lines) if line.startswith("bash scripts/install.sh"))
     example = next(i for i, line in enumerate(lines) if "examples/quickstart/run.sh" in line)
     assert "set -euo pipefail" in lines and install < example
@@ -215,12 +260,15 @@ def test_scripts_quickstart_installs_then_runs_the_example():
 
 # ------------------------------------------------------------------ examples/gpu
 
+
 def test_gpu_recipe_dry_run_commands_parse(tmp_path):
-    commands = printed_commands(env={**os.environ, "GPU_OUT": str(tmp_path / "gpu")}, script=REPO / "examples/gpu/run.sh")
+    commands = printed_commands(
+        env={**os.environ, "GPU_OUT": str(tmp_path / "gpu")}, script=REPO / "examples/gpu/run.sh"
+    )
     ours = []
     for argv in commands:
         if argv[:2] == ["accelerate", "launch"]:  # accelerate launch ... -m agentdata.cli.app ARGS
-            argv = ["agentdata", *argv[argv.index("agentdata.cli.app") + 1:]]
+            argv = ["agentdata", *argv[argv.index("agentdata.cli.app") + 1 :]]
         if argv[0] == "agentdata":
             ours.append(argv)
             parse_with_the_cli(argv)
@@ -228,7 +276,9 @@ def test_gpu_recipe_dry_run_commands_parse(tmp_path):
     assert not (tmp_path / "gpu").exists(), "a dry run writes nothing"
 
 
-@pytest.mark.parametrize("config_file", sorted((REPO / "examples").glob("*/train*.yaml")), ids=lambda p: str(p.parent.name))
+@pytest.mark.parametrize(
+    "config_file", sorted((REPO / "examples").glob("*/train*.yaml")), ids=lambda p: str(p.parent.name)
+)
 def test_example_train_configs_are_valid(config_file):
     sections = read_config_file(config_file)
     assert sections["sft"] or sections["rl"]

@@ -9,14 +9,26 @@ import pytest
 
 from agentdata.errors import InputFileError
 from agentdata.filters import (
-    BenchmarkNgrams, ContaminationFilter, ExactDuplicateFilter, IncorrectFilter, MalformedToolCallFilter,
-    NearDuplicateFilter, NoAnswerFilter, ToolCallBandFilter, ToolErrorRatioFilter, TooLongFilter,
-    find_near_duplicates, minhash_signatures, run_steps,
+    BenchmarkNgrams,
+    ContaminationFilter,
+    ExactDuplicateFilter,
+    IncorrectFilter,
+    MalformedToolCallFilter,
+    NearDuplicateFilter,
+    NoAnswerFilter,
+    ToolCallBandFilter,
+    ToolErrorRatioFilter,
+    TooLongFilter,
+    find_near_duplicates,
+    minhash_signatures,
+    run_steps,
 )
 from agentdata.filters.text import ngram_hashes
 
-LONG_QUESTION = ("A farmer has a rectangular field whose length is three times its width and whose perimeter is "
-                 "two hundred metres; find the area of the field in square metres.")
+LONG_QUESTION = (
+    "A farmer has a rectangular field whose length is three times its width and whose perimeter is "
+    "two hundred metres; find the area of the field in square metres."
+)
 
 
 def reasons(frame: pl.DataFrame, steps) -> dict[str, str]:
@@ -25,19 +37,32 @@ def reasons(frame: pl.DataFrame, steps) -> dict[str, str]:
 
 
 def test_rule_steps_drop_with_their_reason():
-    frame = pl.DataFrame({
-        "final_answer": ["1", None, " ", "1", "1", "1", "1", "1"],
-        "correct": [True, False, False, False, True, True, True, True],
-        "malformed_tool_calls": [0, 0, 0, 0, 1, 0, 0, 0],
-        "num_tool_calls": [2, 2, 2, 2, 2, 4, 0, 9],
-        "num_tool_errors": [1, 0, 0, 0, 0, 3, 0, 0],
-        "total_tokens": [10, 10, 10, 10, 10, 10, 10, 10],
-    })
-    steps = [NoAnswerFilter(), IncorrectFilter(), MalformedToolCallFilter(), ToolErrorRatioFilter(0.5),
-             ToolCallBandFilter(1, 8), TooLongFilter(100)]
+    frame = pl.DataFrame(
+        {
+            "final_answer": ["1", None, " ", "1", "1", "1", "1", "1"],
+            "correct": [True, False, False, False, True, True, True, True],
+            "malformed_tool_calls": [0, 0, 0, 0, 1, 0, 0, 0],
+            "num_tool_calls": [2, 2, 2, 2, 2, 4, 0, 9],
+            "num_tool_errors": [1, 0, 0, 0, 0, 3, 0, 0],
+            "total_tokens": [10, 10, 10, 10, 10, 10, 10, 10],
+        }
+    )
+    steps = [
+        NoAnswerFilter(),
+        IncorrectFilter(),
+        MalformedToolCallFilter(),
+        ToolErrorRatioFilter(0.5),
+        ToolCallBandFilter(1, 8),
+        TooLongFilter(100),
+    ]
     assert reasons(frame, steps) == {
-        "1": "no_answer", "2": "no_answer", "3": "incorrect", "4": "malformed_tool_call",
-        "5": "tool_error_ratio", "6": "no_tool_call", "7": "too_many_tool_calls",
+        "1": "no_answer",
+        "2": "no_answer",
+        "3": "incorrect",
+        "4": "malformed_tool_call",
+        "5": "tool_error_ratio",
+        "6": "no_tool_call",
+        "7": "too_many_tool_calls",
     }
 
 
@@ -56,8 +81,13 @@ def test_exact_duplicate_keeps_first():
 
 
 def test_minhash_signatures_agree_with_jaccard():
-    texts = pl.Series([LONG_QUESTION, LONG_QUESTION.replace("two hundred", "two hundred and forty"),
-                       "An entirely different question about the probability of rolling two sixes with dice."])
+    texts = pl.Series(
+        [
+            LONG_QUESTION,
+            LONG_QUESTION.replace("two hundred", "two hundred and forty"),
+            "An entirely different question about the probability of rolling two sixes with dice.",
+        ]
+    )
     signatures = minhash_signatures(texts, num_perm=256)
     same = (signatures[0] == signatures[1]).mean()
     different = (signatures[0] == signatures[2]).mean()
@@ -73,10 +103,12 @@ def test_near_duplicate_drops_reworded_copy_but_not_changed_numbers():
 
 
 def test_near_duplicate_by_group_drops_whole_group_and_ignores_own_group():
-    frame = pl.DataFrame({
-        "problem_id": ["p1", "p1", "p2", "p2", "p3"],
-        "question": [LONG_QUESTION, LONG_QUESTION, LONG_QUESTION + " ", LONG_QUESTION, "Something else entirely."],
-    })
+    frame = pl.DataFrame(
+        {
+            "problem_id": ["p1", "p1", "p2", "p2", "p3"],
+            "question": [LONG_QUESTION, LONG_QUESTION, LONG_QUESTION + " ", LONG_QUESTION, "Something else entirely."],
+        }
+    )
     keep = NearDuplicateFilter(group="problem_id").keep(frame)
     assert keep.to_list() == [True, True, False, False, True]
 
@@ -94,11 +126,13 @@ def test_ngrams_of_short_text_are_one_gram():
 
 def test_contamination_on_13_grams_and_short_benchmark_questions():
     benchmark = BenchmarkNgrams.from_questions([LONG_QUESTION, "What is 2 + 2?"])
-    texts = pl.Series([
-        "Warm-up. " + LONG_QUESTION[:120] + " Then something new.",   # shares a 13-gram
-        "What is 2 + 2?",                                            # short question copied verbatim
-        "A farmer has a field.",                                     # shares words, no 13-gram
-    ])
+    texts = pl.Series(
+        [
+            "Warm-up. " + LONG_QUESTION[:120] + " Then something new.",  # shares a 13-gram
+            "What is 2 + 2?",  # short question copied verbatim
+            "A farmer has a field.",  # shares words, no 13-gram
+        ]
+    )
     assert benchmark.contaminated(texts).to_list() == [True, True, False]
     frame = pl.DataFrame({"question": texts})
     result = run_steps(frame, [ContaminationFilter(benchmark)])
@@ -121,6 +155,7 @@ def test_benchmark_missing_file_is_a_user_error(tmp_path):
 
 
 # --------------------------------------------------------------------------- the stages' built-in steps by name
+
 
 def test_curate_settings_produce_its_named_steps_in_order(tmp_path):
     from agentdata.curate.config import CurateConfig
@@ -145,16 +180,16 @@ def test_pool_settings_produce_its_named_steps_in_order():
     from agentdata.pool.steps import POOL_STEP_NAMES, pool_steps
 
     steps = pool_steps(PoolConfig(band=(0.2, 0.8), dedup=DedupConfig(near_dup_threshold=0)))
-    assert [step.reason for step in steps] == [name for name in POOL_STEP_NAMES
-                                               if name not in ("contaminated", "near_duplicate")]
+    assert [step.reason for step in steps] == [
+        name for name in POOL_STEP_NAMES if name not in ("contaminated", "near_duplicate")
+    ]
     assert (steps[2].low, steps[2].high) == (0.2, 0.8)
 
 
 def test_an_unknown_step_lists_the_stage_built_ins():
     from agentdata.curate.config import CurateConfig
-    from agentdata.errors import UserError
-
     from agentdata.curate.steps import curate_steps
+    from agentdata.errors import UserError
 
     with pytest.raises(UserError, match=r"unknown filter step 'nope': use one of .*too_long.*malformed_tool_call"):
         curate_steps(CurateConfig(extra_steps=["nope"]))

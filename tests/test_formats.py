@@ -11,13 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentdata.errors import UserError
-from agentdata.formats import (
-    PROTOCOLS,
-    ParsedTurn,
-    get_protocol,
-    tool_output_text,
-    truncate_middle,
-)
+from agentdata.formats import PROTOCOLS, ParsedTurn, get_protocol, tool_output_text, truncate_middle
 from agentdata.formats.codeblock import CLOSE_FENCE, OPEN_FENCE
 from agentdata.formats.hermes import CLOSE_TAG, OPEN_TAG
 from agentdata.records import CODE_TOOL, ToolCall, assistant_message, tool_message
@@ -28,14 +22,38 @@ FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 
 # Fragments that stress each protocol's markup, mixed into arbitrary unicode text.
 TRICKY = [
-    "```", "```python\n", "```py", "\n```\n", "```output\n", "`", "``", "\n", "\r\n", "\t", " ",
-    "{", "}", '"', "'", "\\", "\\n", "<tool_call>", "</tool_call>", "<tool_response>", "{\"name\": ",
-    "é", "∑", "😀", "\u2028", "\x00",
+    "```",
+    "```python\n",
+    "```py",
+    "\n```\n",
+    "```output\n",
+    "`",
+    "``",
+    "\n",
+    "\r\n",
+    "\t",
+    " ",
+    "{",
+    "}",
+    '"',
+    "'",
+    "\\",
+    "\\n",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    '{"name": ',
+    "é",
+    "∑",
+    "😀",
+    "\u2028",
+    "\x00",
 ]
 texts = st.lists(st.one_of(st.text(max_size=12), st.sampled_from(TRICKY)), max_size=8).map("".join)
 
 
 # --------------------------------------------------------------------------- what cannot round-trip
+
 
 def hermes_content_ok(content: str) -> bool:
     return OPEN_TAG not in content and CLOSE_TAG not in content
@@ -60,7 +78,9 @@ def message_strategy(protocol_name: str, min_calls: int = 0, max_calls: int = 3)
     contents = texts.filter(content_ok)
     codes = st.lists(texts.filter(code_ok), min_size=min_calls, max_size=max_calls)
     return st.builds(
-        lambda content, codes: assistant_message(content, [ToolCall(code, id=f"call_{i}") for i, code in enumerate(codes)]),
+        lambda content, codes: assistant_message(
+            content, [ToolCall(code, id=f"call_{i}") for i, code in enumerate(codes)]
+        ),
         contents,
         codes,
     )
@@ -71,6 +91,7 @@ def message_from(turn: ParsedTurn) -> dict:
 
 
 # --------------------------------------------------------------------------- registry
+
 
 def test_protocols_are_registered_by_name():
     assert PROTOCOLS == ("hermes", "codeblock", "qwen3coder", "native")
@@ -83,6 +104,7 @@ def test_unknown_protocol_is_a_user_error():
 
 
 # --------------------------------------------------------------------------- round trips
+
 
 @FAST
 @given(message=message_strategy("hermes"))
@@ -133,6 +155,7 @@ def test_codeblock_code_with_inline_backticks_round_trips():
 
 # --------------------------------------------------------------------------- literal renderings
 
+
 def test_hermes_renders_like_qwens_template():
     message = assistant_message("Let me check.", [ToolCall("print(1)"), ToolCall('x = "é"', id="call_1")])
     assert HERMES.render_assistant(message) == (
@@ -166,16 +189,22 @@ def test_hermes_plain_messages_literal():
     assert HERMES.to_plain_messages(conversation()) == [
         {"role": "system", "content": "SYS"},
         {"role": "user", "content": "What is 2+3 and 4*5?"},
-        {"role": "assistant", "content": (
-            "Compute both.\n"
-            '<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "print(2+3)"}}\n</tool_call>\n'
-            '<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "print(4*5)"}}\n</tool_call>'
-        )},
+        {
+            "role": "assistant",
+            "content": (
+                "Compute both.\n"
+                '<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "print(2+3)"}}\n</tool_call>\n'
+                '<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "print(4*5)"}}\n</tool_call>'
+            ),
+        },
         {"role": "user", "content": "<tool_response>\n5\n</tool_response>\n<tool_response>\n20\n</tool_response>"},
-        {"role": "assistant", "content": (
-            "\nCheck the product once more.\n"
-            '<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "4*5"}}\n</tool_call>'
-        )},
+        {
+            "role": "assistant",
+            "content": (
+                "\nCheck the product once more.\n"
+                '<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "4*5"}}\n</tool_call>'
+            ),
+        },
         {"role": "user", "content": "<tool_response>\n20\n</tool_response>"},
         {"role": "assistant", "content": "\nSo the answers are \\boxed{5} and \\boxed{20}."},
     ]
@@ -225,7 +254,9 @@ def test_codeblock_tool_message_without_assistant_is_rejected():
 
 
 rounds = st.lists(
-    st.tuples(texts.filter(codeblock_content_ok), st.lists(texts.filter(codeblock_code_ok), min_size=1, max_size=2), texts),
+    st.tuples(
+        texts.filter(codeblock_content_ok), st.lists(texts.filter(codeblock_code_ok), min_size=1, max_size=2), texts
+    ),
     min_size=1,
     max_size=3,
 )
@@ -249,11 +280,14 @@ def test_env_spans_cover_exactly_the_tool_output(rounds, final):
     for (start, end), expected in zip(spans, expected_outputs):
         # the span is the rendered output, plus the newline added when the model's text is glued on
         assert text[start:end] in (expected, expected + "\n")
-    model_text = "".join(text[end:next_start] for (_, end), (next_start, _) in zip([(0, 0)] + spans, spans + [(len(text), 0)]))
+    model_text = "".join(
+        text[end:next_start] for (_, end), (next_start, _) in zip([(0, 0)] + spans, spans + [(len(text), 0)])
+    )
     assert model_text == "".join(CODEBLOCK.render_assistant(m) for m in messages if m["role"] == "assistant")
 
 
 # --------------------------------------------------------------------------- accepted variants
+
 
 @pytest.mark.parametrize(
     "text",
@@ -290,7 +324,10 @@ def test_codeblock_accepts_common_variants(text):
 
 def test_text_after_a_call_joins_the_content():
     assert CODEBLOCK.parse("A:\n```python\n1\n```\nB").content == "A:\nB"
-    assert HERMES.parse('A:\n<tool_call>{"name": "code_interpreter", "arguments": {"code": "1"}}</tool_call>B').content == "A:\nB"
+    assert (
+        HERMES.parse('A:\n<tool_call>{"name": "code_interpreter", "arguments": {"code": "1"}}</tool_call>B').content
+        == "A:\nB"
+    )
 
 
 def test_other_fenced_blocks_are_plain_text():
@@ -338,8 +375,7 @@ def test_hermes_keeps_good_calls_next_to_a_broken_one():
 
 
 @pytest.mark.parametrize(
-    "text",
-    ["Try:\n```python\nprint(1)", "Try:\n```python\nprint(1)\n``", "Try:\n```python\nprint('```')"],
+    "text", ["Try:\n```python\nprint(1)", "Try:\n```python\nprint(1)\n``", "Try:\n```python\nprint('```')"]
 )
 def test_codeblock_reports_unclosed_fences(text):
     turn = CODEBLOCK.parse(text)
@@ -357,6 +393,7 @@ def test_parse_never_raises(text):
 
 
 # --------------------------------------------------------------------------- stop strings
+
 
 def engine_cut(model_output: str, stop_strings: tuple[str, ...]) -> tuple[str, str | None]:
     """What an engine returns: text up to the earliest stop string (excluded) and that string."""
@@ -411,6 +448,7 @@ def test_engine_hit_max_tokens_mid_call():
 
 # --------------------------------------------------------------------------- system prompts
 
+
 @pytest.mark.parametrize("name", [name for name in PROTOCOLS if not get_protocol(name).native_tools])
 def test_system_prompt_teaches_a_call_the_protocol_parses(name):
     protocol = get_protocol(name)
@@ -444,6 +482,7 @@ def test_system_prompts_are_unchanged(name):
 
 # --------------------------------------------------------------------------- tool output
 
+
 def marker_count(text: str) -> int:
     return int(re.search(r"\[\.\.\. (\d+) characters cut \.\.\.\]", text).group(1))
 
@@ -471,7 +510,10 @@ def test_tool_output_for_each_status():
     assert tool_output_text("4\n") == "4"
     assert tool_output_text("") == "(no output)"
     assert tool_output_text("", "", "error") == "Execution failed without a message."
-    assert tool_output_text("partial\n", "Traceback ...\nNameError: x\n", "error") == "partial\nTraceback ...\nNameError: x"
+    assert (
+        tool_output_text("partial\n", "Traceback ...\nNameError: x\n", "error")
+        == "partial\nTraceback ...\nNameError: x"
+    )
     assert tool_output_text("", "", "timeout") == "Execution timed out."
     assert tool_output_text("1\n2\n", "", "oom") == "1\n2\nExecution ran out of memory."
 

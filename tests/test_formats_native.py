@@ -27,6 +27,7 @@ TRL_TEMPLATES = Path(__import__("trl").__file__).parent / "chat_templates"
 
 # --------------------------------------------------------------------------- qwen3coder
 
+
 def qwen3coder_content_ok(content: str) -> bool:
     return OPEN_TAG not in content and CLOSE_TAG not in content
 
@@ -40,8 +41,12 @@ def qwen3coder_messages(min_calls: int = 0, code_ok=qwen3coder_code_ok):
 
     codes = st.lists(texts.filter(code_ok), min_size=min_calls, max_size=3)
     return st.builds(
-        lambda content, codes: assistant_message(content, [ToolCall(code, id=f"call_{i}") for i, code in enumerate(codes)]),
-        texts.filter(qwen3coder_content_ok), codes)
+        lambda content, codes: assistant_message(
+            content, [ToolCall(code, id=f"call_{i}") for i, code in enumerate(codes)]
+        ),
+        texts.filter(qwen3coder_content_ok),
+        codes,
+    )
 
 
 @FAST
@@ -53,13 +58,17 @@ def test_qwen3coder_parse_of_render_is_identity(message):
 
 
 @FAST
-@given(message=qwen3coder_messages(min_calls=1, code_ok=lambda code: qwen3coder_code_ok(code) and CLOSE_TAG not in code))
+@given(
+    message=qwen3coder_messages(min_calls=1, code_ok=lambda code: qwen3coder_code_ok(code) and CLOSE_TAG not in code)
+)
 def test_qwen3coder_stops_at_the_close_tag_and_is_judged_open_without_it(message):
     text = QWEN3CODER.render_assistant(message)
     before_stop = text[: text.index(CLOSE_TAG)]
     assert QWEN3CODER.stop_after(before_stop) == CLOSE_TAG
-    assert QWEN3CODER.parse(before_stop + CLOSE_TAG).tool_calls[0].code == ToolCall.from_message(
-        message["tool_calls"][0]).code
+    assert (
+        QWEN3CODER.parse(before_stop + CLOSE_TAG).tool_calls[0].code
+        == ToolCall.from_message(message["tool_calls"][0]).code
+    )
 
 
 def test_qwen3coder_renders_as_qwen3_coder_templates_do():
@@ -75,8 +84,10 @@ def test_qwen3coder_renders_as_qwen3_coder_templates_do():
 @pytest.mark.parametrize(
     ("text", "error"),
     [
-        ("<tool_call>\n<function=code_interpreter>\n<parameter=code>\nprint(1)\n</parameter>\n</tool_call>",
-         "unclosed <function"),
+        (
+            "<tool_call>\n<function=code_interpreter>\n<parameter=code>\nprint(1)\n</parameter>\n</tool_call>",
+            "unclosed <function",
+        ),
         ("<tool_call>\nprint(1)\n</tool_call>", "no <function=NAME>"),
         ("<tool_call>\n<function=code_interpreter>\n<parameter=code>\nx", "unclosed <tool_call>"),
     ],
@@ -94,13 +105,16 @@ def test_calls_to_any_tool_are_read_and_the_loop_decides_if_it_exists():
 
 
 def test_qwen3coder_reads_other_parameters_as_json_when_they_are():
-    text = ("<tool_call>\n<function=code_interpreter>\n<parameter=code>\n1\n</parameter>\n"
-            "<parameter=timeout>\n5\n</parameter>\n</function>\n</tool_call>")
+    text = (
+        "<tool_call>\n<function=code_interpreter>\n<parameter=code>\n1\n</parameter>\n"
+        "<parameter=timeout>\n5\n</parameter>\n</function>\n</tool_call>"
+    )
     [call] = QWEN3CODER.parse(text).tool_calls
     assert call.arguments == {"code": "1", "timeout": 5}
 
 
 # --------------------------------------------------------------------------- native
+
 
 @pytest.mark.parametrize("arguments", ['{"code": "print(1)"}', {"code": "print(1)"}], ids=["json-string", "object"])
 def test_native_calls_take_arguments_as_string_or_object(arguments):
@@ -111,9 +125,11 @@ def test_native_calls_take_arguments_as_string_or_object(arguments):
 
 @pytest.mark.parametrize(
     ("function", "error"),
-    [({"name": "code_interpreter", "arguments": "{not json"}, "not a JSON object"),
-     ({"name": "", "arguments": "{}"}, "unknown tool ''"),
-     ({"name": "code_interpreter", "arguments": "{}"}, 'no "code" string')],
+    [
+        ({"name": "code_interpreter", "arguments": "{not json"}, "not a JSON object"),
+        ({"name": "", "arguments": "{}"}, "unknown tool ''"),
+        ({"name": "code_interpreter", "arguments": "{}"}, 'no "code" string'),
+    ],
 )
 def test_native_calls_that_cannot_run_are_errors(function, error):
     turn = parse_native_calls([{"id": "c", "function": function}], "text")
@@ -121,9 +137,11 @@ def test_native_calls_that_cannot_run_are_errors(function, error):
 
 
 def test_native_messages_stay_canonical_for_the_template():
-    messages = [{"role": "user", "content": "q"},
-                assistant_message("", [ToolCall("print(1)")], reasoning_content="think"),
-                tool_message("call_0", "1")]
+    messages = [
+        {"role": "user", "content": "q"},
+        assistant_message("", [ToolCall("print(1)")], reasoning_content="think"),
+        tool_message("call_0", "1"),
+    ]
     plain = NATIVE.to_plain_messages(messages)
     assert plain[1] == {"role": "assistant", "content": "", "tool_calls": messages[1]["tool_calls"]}
     assert plain[2] == messages[2] and NATIVE.stop_strings == () and NATIVE.native_tools
@@ -142,8 +160,9 @@ def test_local_engine_renders_tools_and_mapping_arguments_through_the_template()
 
     tokenizer = smollm2_module.load_smollm2_tokenizer()
     tokenizer.chat_template = (TRL_TEMPLATES / "qwen3.jinja").read_text()
-    messages = NATIVE.to_plain_messages([{"role": "user", "content": "q"},
-                                         assistant_message("", [ToolCall('print("é")')]), tool_message("call_0", "é")])
+    messages = NATIVE.to_plain_messages(
+        [{"role": "user", "content": "q"}, assistant_message("", [ToolCall('print("é")')]), tool_message("call_0", "é")]
+    )
     prompt = render_prompt(tokenizer, GenerationRequest(messages=messages, tools=[CODE_TOOL]))
     assert CODE_TOOL["function"]["description"] in prompt  # the schema reached the template
     assert '{"name": "code_interpreter", "arguments": {"code": "print(\\"é\\")"}}' in prompt  # decoded, once
@@ -151,12 +170,17 @@ def test_local_engine_renders_tools_and_mapping_arguments_through_the_template()
 
 # --------------------------------------------------------------------------- stop strings judged from the text
 
+
 @pytest.mark.parametrize(
     ("protocol", "text", "stop"),
     [
         (HERMES, 'Check.\n<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "1"}}\n', "</tool_call>"),
         (HERMES, "The answer is \\boxed{42}.", None),
-        (HERMES, 'x <tool_call>{"name": "code_interpreter", "arguments": {"code": "1"}}</tool_call> so \\boxed{1}', None),
+        (
+            HERMES,
+            'x <tool_call>{"name": "code_interpreter", "arguments": {"code": "1"}}</tool_call> so \\boxed{1}',
+            None,
+        ),
         (CODEBLOCK, "Let me compute.\n```python\nprint(6*7)", STOP_STRING),
         (CODEBLOCK, "Run this:\n```bash\nls", STOP_STRING),
         (CODEBLOCK, "```python\nprint(1)\n```\n```output\n1\n```\nSo \\boxed{1}.", None),
@@ -168,9 +192,13 @@ def test_stop_after_reads_what_the_text_left_open(protocol, text, stop):
 
 
 def test_codeblock_turn_form_puts_output_in_its_own_user_turn():
-    messages = [{"role": "user", "content": "q"},
-                assistant_message("Compute.", [ToolCall("print(1)"), ToolCall("print(2)", id="call_1")]),
-                tool_message("call_0", "1"), tool_message("call_1", "2"), assistant_message("\nSo 3.")]
+    messages = [
+        {"role": "user", "content": "q"},
+        assistant_message("Compute.", [ToolCall("print(1)"), ToolCall("print(2)", id="call_1")]),
+        tool_message("call_0", "1"),
+        tool_message("call_1", "2"),
+        assistant_message("\nSo 3."),
+    ]
     assert CODEBLOCK.to_plain_messages(messages, tool_turns=True) == [
         {"role": "user", "content": "q"},
         {"role": "assistant", "content": "Compute.\n```python\nprint(1)\n```\n```python\nprint(2)\n```\n"},
@@ -180,6 +208,7 @@ def test_codeblock_turn_form_puts_output_in_its_own_user_turn():
 
 
 # --------------------------------------------------------------------------- reasoning
+
 
 @pytest.mark.parametrize(
     ("text", "reasoning", "rest"),
@@ -199,14 +228,21 @@ class ThinkingEngine(ScriptedEngine):
     async def generate(self, request):
         self.requests.append(request)
         if len(self.requests) == 1:
-            return Generation('<think>\nUse the tool.\n</think>\n\n<tool_call>\n{"name": "code_interpreter", '
-                              '"arguments": {"code": "print(6 * 7)"}}\n', "</tool_call>", "stop", 5, 20)
+            return Generation(
+                '<think>\nUse the tool.\n</think>\n\n<tool_call>\n{"name": "code_interpreter", '
+                '"arguments": {"code": "print(6 * 7)"}}\n',
+                "</tool_call>",
+                "stop",
+                5,
+                20,
+            )
         return Generation("<think>\nIt printed 42.\n</think>\n\\boxed{42}", None, "stop", 5, 10)
 
 
 def test_think_spans_go_to_reasoning_content_and_are_counted():
-    trajectory = asyncio.run(solve(Problem("6*7?", "42"), ThinkingEngine(), InProcessSandbox(),
-                             LoopConfig(protocol="hermes"), seed=1))  # ThinkingEngine writes hermes
+    trajectory = asyncio.run(
+        solve(Problem("6*7?", "42"), ThinkingEngine(), InProcessSandbox(), LoopConfig(protocol="hermes"), seed=1)
+    )  # ThinkingEngine writes hermes
     first, last = trajectory.messages[2], trajectory.messages[-1]
     assert (first["reasoning_content"], first["content"]) == ("Use the tool.", "")
     assert (last["reasoning_content"], last["content"]) == ("It printed 42.", "\\boxed{42}")

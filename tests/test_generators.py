@@ -17,8 +17,8 @@ from agentdata.synth.builtin import builtin_problems
 from agentdata.synth.generators import KINDS, TEMPLATES, generate_problems, make_problem
 from agentdata.verify import is_correct
 
-
 # --------------------------------------------------------------------------- independent answers
+
 
 def _digit_sum_count(digits: int, target: int) -> int:
     counts = {0: 1}  # sum -> how many digit prefixes reach it
@@ -81,11 +81,13 @@ BRUTE_FORCE = {
     "nt_big_power_mod": lambda p: _power_mod(p["b"], p["e"], p["m"]),
     "nt_prime_sum": lambda p: sum(_primes_between(p["low"], p["high"])),
     "nt_coprime_count": lambda p: sum(1 for n in range(1, p["limit"] + 1) if math.gcd(n, p["m"]) == 1),
-    "comb_choose": lambda p: sum(1 for _ in itertools.combinations(range(p["n"]), p["k"])) if p["n"] <= 22
-    else math.comb(p["n"], p["k"]),
+    "comb_choose": lambda p: (
+        sum(1 for _ in itertools.combinations(range(p["n"]), p["k"])) if p["n"] <= 22 else math.comb(p["n"], p["k"])
+    ),
     "comb_ordered_roles": lambda p: math.prod(range(p["n"] - p["k"] + 1, p["n"] + 1)),
-    "comb_word_arrangements": lambda p: math.factorial(len(p["word"]))
-    // math.prod(math.factorial(c) for c in Counter(p["word"]).values()),
+    "comb_word_arrangements": lambda p: (
+        math.factorial(len(p["word"])) // math.prod(math.factorial(c) for c in Counter(p["word"]).values())
+    ),
     "comb_digit_sum": lambda p: _digit_sum_count(p["digits"], p["target"]),
     "comb_inclusion_exclusion": lambda p: sum(
         1 for n in range(1, p["limit"] + 1) if (n % p["a"] == 0 or n % p["b"] == 0) and n % p["c"]
@@ -125,8 +127,9 @@ def generated():
 
 def test_every_template_is_exercised(generated):
     used = {problem.metadata["template"] for problem in generated}
-    every = {template.__name__.lstrip("_") for kind in KINDS for group in TEMPLATES[kind].values()
-             for template in group}
+    every = {
+        template.__name__.lstrip("_") for kind in KINDS for group in TEMPLATES[kind].values() for template in group
+    }
     assert used == every
     assert every - {"alg_expand", "alg_recurrence"} <= set(BRUTE_FORCE)
 
@@ -186,7 +189,12 @@ def test_kinds_and_levels_filter():
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"kinds": ["geometry"]}, "unknown problem kind"), ({"levels": [4]}, "unknown level"), ({"n": 0}, "from 1 to"), ({"n": 10**8}, "from 1 to 1,000,000")],
+    [
+        ({"kinds": ["geometry"]}, "unknown problem kind"),
+        ({"levels": [4]}, "unknown level"),
+        ({"n": 0}, "from 1 to"),
+        ({"n": 10**8}, "from 1 to 1,000,000"),
+    ],
 )
 def test_bad_choices_are_user_errors(kwargs, message):
     with pytest.raises(UserError, match=message):
@@ -243,13 +251,28 @@ def test_builtin_answers_match_an_independent_computation(index):
 
 # --------------------------------------------------------------------------- CLI
 
+
 @pytest.mark.parametrize("suffix", ["jsonl", "parquet"])
 def test_cli_writes_a_file_the_loader_reads_back(tmp_path, suffix):
     out = tmp_path / f"problems.{suffix}"
     result = CliRunner().invoke(
         app,
-        ["synth", "problems", "--n", "12", "--seed", "4", "--out", str(out),
-         "--kinds", "algebra,probability", "--levels", "1", "--levels", "3"],
+        [
+            "synth",
+            "problems",
+            "--n",
+            "12",
+            "--seed",
+            "4",
+            "--out",
+            str(out),
+            "--kinds",
+            "algebra,probability",
+            "--levels",
+            "1",
+            "--levels",
+            "3",
+        ],
     )
     assert result.exit_code == 0, result.output
     loaded = load_problems(out)
@@ -259,6 +282,7 @@ def test_cli_writes_a_file_the_loader_reads_back(tmp_path, suffix):
 
 
 # --------------------------------------------------------------------------- worked solutions
+
 
 def test_worked_solutions_cover_their_templates_and_none_elsewhere(generated):
     from agentdata.synth.solutions import SOLUTIONS, worked_solution

@@ -20,8 +20,13 @@ ACCELERATE_CONFIGS = ["single_gpu", "multi_gpu", "zero2", "zero3", "fsdp"]
 
 
 def test_the_dry_run_prints_every_check_and_runs_nothing(tmp_path):
-    result = subprocess.run(["bash", str(SCRIPT), "--dry-run"], capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "GPU_CHECK_OUT": str(tmp_path / "out")})
+    result = subprocess.run(
+        ["bash", str(SCRIPT), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "GPU_CHECK_OUT": str(tmp_path / "out")},
+    )
     assert result.returncode == 0, result.stderr
     for name in ("vllm-engine", "colocated", "server", "ddp", "zero2"):
         assert f"check {name}" in result.stdout
@@ -47,9 +52,19 @@ def test_the_accelerate_configs_load(name):
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="gpu_check.sh needs a CUDA GPU (torch.cuda.is_available() is false)")
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="gpu_check.sh needs vLLM (pip install agentdata[vllm])")
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="gpu_check.sh needs a CUDA GPU (torch.cuda.is_available() is false)"
+)
+@pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None, reason="gpu_check.sh needs vLLM (pip install agentdata[vllm])"
+)
 def test_the_gpu_check_passes(tmp_path):
-    result = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=900, cwd=REPO,
-                            env={**os.environ, "GPU_CHECK_OUT": str(tmp_path)})
+    result = subprocess.run(
+        ["bash", str(SCRIPT)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+        env={**os.environ, "GPU_CHECK_OUT": str(tmp_path)},
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

@@ -25,8 +25,13 @@ from tests.hostile_files import GOOD_ROW, broken_files, broken_trajectory_files
 
 # Few examples per command, derandomized: the suite stays fast and CI sees the same files every run.
 EXAMPLES = int(os.environ.get("AGENTDATA_HOSTILE_EXAMPLES", "12"))
-HOSTILE = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+HOSTILE = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 class NothingRunSandbox(InProcessSandbox):
@@ -90,11 +95,25 @@ PROBLEM_COMMANDS = {
     "inspect": lambda file, out, run: ["inspect", str(file)],
     "collect": lambda file, out, run: ["collect", str(file), "--out", str(out / "run"), "--concurrency", "2"],
     "eval": lambda file, out, run: ["eval", "scripted", str(file), "--k", "1", "--out", str(out / "eval")],
-    "filter": lambda file, out, run: ["filter", str(file), "--k", "2", "--embedding", "tfidf",
-                                      "--out", str(out / "pool.parquet")],
+    "filter": lambda file, out, run: [
+        "filter",
+        str(file),
+        "--k",
+        "2",
+        "--embedding",
+        "tfidf",
+        "--out",
+        str(out / "pool.parquet"),
+    ],
     "synth stitch": lambda file, out, run: ["synth", "stitch", str(file), "--out", str(out / "sft.parquet")],
-    "curate --decontam": lambda file, out, run: ["curate", str(run), "--decontam", str(file),
-                                                 "--out", str(out / "sft.parquet")],
+    "curate --decontam": lambda file, out, run: [
+        "curate",
+        str(run),
+        "--decontam",
+        str(file),
+        "--out",
+        str(out / "sft.parquet"),
+    ],
 }
 
 

@@ -17,8 +17,11 @@ from agentdata.records import Trajectory, to_row, write_records
 from tests.cli_helpers import run_cli
 from tests.test_records import make_trajectory
 
-TEXT = {".jsonl": '{"question": "Qu\'est-ce que é?", "answer": "1"}\n', ".json": '[{"question": "é?", "answer": "1"}]',
-        ".csv": "question,answer\né?,1\n"}
+TEXT = {
+    ".jsonl": '{"question": "Qu\'est-ce que é?", "answer": "1"}\n',
+    ".json": '[{"question": "é?", "answer": "1"}]',
+    ".csv": "question,answer\né?,1\n",
+}
 
 
 @pytest.mark.parametrize("suffix", sorted(TEXT))
@@ -72,12 +75,15 @@ def test_json_nested_too_deeply(tmp_path):
         load_problems(path)
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("num_tool_calls", "three", "row 2: field 'num_tool_calls' should be int, got str"),
-    ("messages", ["not a message"], "row 2: field 'messages' should be a list of message objects"),
-    ("metadata", "{not json", "row 2: field 'metadata' is not valid JSON"),
-    ("finish_reason", "exploded", "row 2: not a trajectory: finish_reason"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("num_tool_calls", "three", "row 2: field 'num_tool_calls' should be int, got str"),
+        ("messages", ["not a message"], "row 2: field 'messages' should be a list of message objects"),
+        ("metadata", "{not json", "row 2: field 'metadata' is not valid JSON"),
+        ("finish_reason", "exploded", "row 2: not a trajectory: finish_reason"),
+    ],
+)
 def test_inspect_names_the_row_and_field_of_a_bad_trajectory(tmp_path, capsys, field, value, message):
     rows = [to_row(make_trajectory(0)), {**to_row(make_trajectory(1)), field: value}]
     path = tmp_path / "t.jsonl"
@@ -115,6 +121,7 @@ def test_curate_refuses_a_shard_with_a_column_of_another_type(tmp_path, capsys):
 
 # --------------------------------------------------------------------------- outputs
 
+
 def test_output_file_checks(tmp_path):
     (tmp_path / "folder").mkdir()
     (tmp_path / "file").write_text("x")
@@ -134,15 +141,18 @@ def test_output_dir_checks(tmp_path):
     assert check_output_dir(tmp_path / "a" / "b", "--out") == tmp_path / "a" / "b"
 
 
-@pytest.mark.parametrize("args", [
-    ["curate", "RUN", "--out", "{tmp}"],
-    ["synth", "problems", "--out", "{tmp}"],
-    ["synth", "problems", "--out", "{tmp}/x.csv"],
-    ["synth", "stitch", "S.jsonl", "--out", "{tmp}"],
-    ["synth", "stitch", "S.jsonl", "--trajectories", "{tmp}/afile"],
-    ["collect", "--out", "{tmp}/afile"],
-    ["eval", "smollm2", "B.jsonl", "--out", "{tmp}/afile/x"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["curate", "RUN", "--out", "{tmp}"],
+        ["synth", "problems", "--out", "{tmp}"],
+        ["synth", "problems", "--out", "{tmp}/x.csv"],
+        ["synth", "stitch", "S.jsonl", "--out", "{tmp}"],
+        ["synth", "stitch", "S.jsonl", "--trajectories", "{tmp}/afile"],
+        ["collect", "--out", "{tmp}/afile"],
+        ["eval", "smollm2", "B.jsonl", "--out", "{tmp}/afile/x"],
+    ],
+)
 def test_every_command_checks_its_output_path_first(tmp_path, capsys, args):
     (tmp_path / "afile").write_text("x")
     assert run_cli([arg.format(tmp=tmp_path) for arg in args]) == 2
@@ -157,6 +167,7 @@ def test_synth_problems_json_output_is_a_json_list_that_loads(tmp_path):
 
 
 # --------------------------------------------------------------------------- CLI error mapping
+
 
 def test_unexpected_error_is_one_line_naming_a_log_in_the_output_folder(tmp_path, capsys, monkeypatch):
     def broken(*args, **kwargs):
@@ -186,6 +197,7 @@ def test_rich_markup_in_a_message_is_printed_as_is(tmp_path, capsys):
 
 # --------------------------------------------------------------------------- services and bounds
 
+
 def test_dead_sandbox_url_is_refused_before_the_model_loads(tmp_path, capsys, monkeypatch):
     def no_engine(*args, **kwargs):
         raise AssertionError("the engine was loaded before the sandbox was checked")
@@ -201,16 +213,20 @@ def test_dead_sandbox_url_is_refused_before_the_model_loads(tmp_path, capsys, mo
 def test_stitch_with_a_dead_sandbox_url_is_one_line(tmp_path, capsys):
     solutions = tmp_path / "s.jsonl"
     solutions.write_text(json.dumps({"question": "Q?", "solution": "1 + 1 = 2", "answer": "2"}) + "\n")
-    code = run_cli(["synth", "stitch", str(solutions), "--sandbox", "http://127.0.0.1:9",
-                    "--out", str(tmp_path / "s.parquet")])
+    code = run_cli(
+        ["synth", "stitch", str(solutions), "--sandbox", "http://127.0.0.1:9", "--out", str(tmp_path / "s.parquet")]
+    )
     assert code == 2 and "cannot be reached" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("args,message", [
-    (["collect", "--samples", str(10**23)], f"--samples {10**23}: must be in [1, 100000]"),
-    (["synth", "problems", "--n", "100000000"], "--n 100000000: must be in [1, 1000000]"),
-    (["eval", "smollm2", "B.jsonl", "--k", str(10**9)], f"--k {10**9}: must be in [1, 100000]"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["collect", "--samples", str(10**23)], f"--samples {10**23}: must be in [1, 100000]"),
+        (["synth", "problems", "--n", "100000000"], "--n 100000000: must be in [1, 1000000]"),
+        (["eval", "smollm2", "B.jsonl", "--k", str(10**9)], f"--k {10**9}: must be in [1, 100000]"),
+    ],
+)
 def test_work_that_cannot_finish_is_refused(tmp_path, capsys, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)
     assert run_cli(args) == 2

@@ -2,9 +2,9 @@ import asyncio
 
 import pytest
 
+from agentdata.agent.loop import TOOL_LIMIT_NOTICE, LoopConfig, solve
 from agentdata.engines.base import Generation
 from agentdata.records import Problem, message_tool_calls, validate_messages
-from agentdata.agent.loop import TOOL_LIMIT_NOTICE, LoopConfig, solve
 from tests.fakes import SCRIPTED_PROTOCOL, InProcessSandbox, ScriptedEngine
 
 PROBLEM = Problem("What is 6 times 7?", "42", source="demo")
@@ -82,8 +82,9 @@ class BrokenCallEngine(ScriptedEngine):
     async def generate(self, request):
         self.requests.append(request)
         if len(self.requests) == 1:
-            return Generation('<tool_call>\n{"name": "code_interpreter", "arguments": {"code": ', "</tool_call>",
-                              "stop", 5, 5)
+            return Generation(
+                '<tool_call>\n{"name": "code_interpreter", "arguments": {"code": ', "</tool_call>", "stop", 5, 5
+            )
         return Generation("Fine: \\boxed{42}", None, "stop", 5, 5)
 
 
@@ -97,8 +98,13 @@ class ErrorCodeEngine(ScriptedEngine):
     async def generate(self, request):
         self.requests.append(request)
         if len(self.requests) == 1:
-            return Generation('<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "1/0"}}\n',
-                              "</tool_call>", "stop", 5, 5)
+            return Generation(
+                '<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "1/0"}}\n',
+                "</tool_call>",
+                "stop",
+                5,
+                5,
+            )
         return Generation("\\boxed{42}", None, "stop", 5, 5)
 
 

@@ -22,6 +22,7 @@ from tests.test_pool import crafted_problems
 def fake_collect_writing(problems, correct_per_problem: int, calls: list):
     """A stand-in for the collect runner: k rollouts per problem (of these very problems, so a rerun finds
     them in the cache), the first `correct_per_problem` correct."""
+
     def fake_collect(problem_list, out_dir, config, engine=None):
         from dataclasses import replace
 
@@ -29,9 +30,16 @@ def fake_collect_writing(problems, correct_per_problem: int, calls: list):
         from tests.curate_fixtures import trajectory
 
         calls.append((out_dir, config.teacher))
-        rows = [replace(trajectory(f"{p.id}-{i}", problem_id=p.id, question=p.question, correct=i < correct_per_problem),
-                        answer=p.answer) for p in problem_list for i in range(config.samples)]
+        rows = [
+            replace(
+                trajectory(f"{p.id}-{i}", problem_id=p.id, question=p.question, correct=i < correct_per_problem),
+                answer=p.answer,
+            )
+            for p in problem_list
+            for i in range(config.samples)
+        ]
         write_records(rows, out_dir / "trajectories" / f"part-{len(calls):05d}.parquet", Trajectory)
+
     return fake_collect
 
 
@@ -130,8 +138,17 @@ def test_a_given_profile_dir_made_with_other_settings_is_refused_even_when_nothi
     write_profile(profile_dir, problems, 4, [1, 2, 3])
     RunDir(profile_dir).write_manifest({"settings": CollectConfig(loop=LoopConfig(temperature=0.7)).settings()})
     with pytest.raises(UserError, match=r"other settings \(temperature 0.7 → 1.0\)"):
-        run_filter(problems, tmp_path / "pool.parquet", PoolConfig(embedding="tfidf"), default_profiling(),
-                   profile_dir=profile_dir)
+        run_filter(
+            problems,
+            tmp_path / "pool.parquet",
+            PoolConfig(embedding="tfidf"),
+            default_profiling(),
+            profile_dir=profile_dir,
+        )
     same = CollectConfig(samples=4, loop=LoopConfig(temperature=0.7))
-    assert run_filter(problems, tmp_path / "pool.parquet", PoolConfig(embedding="tfidf"), same,
-                      profile_dir=profile_dir).generated == 0
+    assert (
+        run_filter(
+            problems, tmp_path / "pool.parquet", PoolConfig(embedding="tfidf"), same, profile_dir=profile_dir
+        ).generated
+        == 0
+    )

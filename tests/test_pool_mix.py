@@ -7,24 +7,29 @@ import json
 import polars as pl
 import pytest
 
-from agentdata.filters.config import DedupConfig
-from agentdata.errors import UserError
 from agentdata.agent.config import CollectConfig
+from agentdata.errors import UserError
+from agentdata.filters.config import DedupConfig
 from agentdata.pool.build import PoolConfig, build_pool, problems_table
 from agentdata.pool.mix import domain_quotas, parse_domain_mix
-from agentdata.pool.run import default_profiling, run_filter
 from agentdata.pool.profile import profile_dir_for
+from agentdata.pool.run import default_profiling, run_filter
 from agentdata.records import Problem
 from tests.test_pool import write_profile
 
 
 def mixed_problems(counts: dict[str, int]) -> list[Problem]:
-    return [Problem(f"{domain} problem number {index} about topic {index * 7 % 5}", "1", source="s", domain=domain)
-            for domain, count in counts.items() for index in range(count)]
+    return [
+        Problem(f"{domain} problem number {index} about topic {index * 7 % 5}", "1", source="s", domain=domain)
+        for domain, count in counts.items()
+        for index in range(count)
+    ]
 
 
 def test_parse_domain_mix_normalises_and_refuses_nonsense():
-    assert parse_domain_mix("math=0.5,code=0.3,science=0.2") == pytest.approx({"math": 0.5, "code": 0.3, "science": 0.2})
+    assert parse_domain_mix("math=0.5,code=0.3,science=0.2") == pytest.approx(
+        {"math": 0.5, "code": 0.3, "science": 0.2}
+    )
     assert parse_domain_mix("math=2,code=2") == {"math": 0.5, "code": 0.5}
     for bad in ("math", "math=x", "math=-1", "math=0"):
         with pytest.raises(UserError, match="--domain-mix"):
@@ -32,8 +37,9 @@ def test_parse_domain_mix_normalises_and_refuses_nonsense():
 
 
 def test_quotas_hit_the_shares_when_there_is_enough():
-    assert domain_quotas({"math": 100, "code": 100, "science": 100}, {"math": 0.5, "code": 0.3, "science": 0.2}, 10) \
-        == {"math": 5, "code": 3, "science": 2}
+    assert domain_quotas(
+        {"math": 100, "code": 100, "science": 100}, {"math": 0.5, "code": 0.3, "science": 0.2}, 10
+    ) == {"math": 5, "code": 3, "science": 2}
 
 
 def test_a_short_domain_gives_what_it_lacks_to_the_others():
@@ -48,10 +54,16 @@ def test_without_size_the_largest_pool_that_holds_the_shares():
 
 def test_build_pool_selects_toward_the_mix_after_the_band():
     problems = mixed_problems({"math": 12, "code": 6, "science": 6})  # the last science one is out of band
-    rates = pl.DataFrame({"problem_id": [p.id for p in problems], "pass_rate": [0.5] * 23 + [1.0],
-                          "n_rollouts": [4] * 24})
-    config = PoolConfig(size=10, embedding="tfidf", dedup=DedupConfig(near_dup_threshold=None),
-                        domain_mix=parse_domain_mix("math=0.5,code=0.3,science=0.2"), band=(0.0, 1.0))
+    rates = pl.DataFrame(
+        {"problem_id": [p.id for p in problems], "pass_rate": [0.5] * 23 + [1.0], "n_rollouts": [4] * 24}
+    )
+    config = PoolConfig(
+        size=10,
+        embedding="tfidf",
+        dedup=DedupConfig(near_dup_threshold=None),
+        domain_mix=parse_domain_mix("math=0.5,code=0.3,science=0.2"),
+        band=(0.0, 1.0),
+    )
     result = build_pool(problems_table(problems), rates, config)
     shares = dict(result.pool.group_by("domain").len().iter_rows())
     assert shares == {"math": 5, "code": 3, "science": 2}
@@ -62,7 +74,9 @@ def test_report_has_per_domain_rows_and_histograms(tmp_path):
     problems = mixed_problems({"math": 4, "code": 4})
     out = tmp_path / "pool.parquet"
     write_profile(profile_dir_for(out, CollectConfig()), problems, 4, [1, 2, 3, 2, 1, 1, 2, 3])
-    config = PoolConfig(embedding="tfidf", dedup=DedupConfig(near_dup_threshold=None), domain_mix={"math": 0.75, "code": 0.25})
+    config = PoolConfig(
+        embedding="tfidf", dedup=DedupConfig(near_dup_threshold=None), domain_mix={"math": 0.75, "code": 0.25}
+    )
     run = run_filter(problems, out, config, CollectConfig(samples=4))
     report = json.loads(run.report.read_text())
     by_domain = {row["domain"]: row for row in report["per_domain"]}
@@ -76,12 +90,30 @@ def test_cli_filter_domain_mix(tmp_path, capsys):
 
     problems = mixed_problems({"math": 4, "science": 4})
     problems_file = tmp_path / "problems.jsonl"
-    problems_file.write_text("".join(json.dumps({"id": p.id, "question": p.question, "answer": p.answer,
-                                                 "domain": p.domain}) + "\n" for p in problems))
+    problems_file.write_text(
+        "".join(
+            json.dumps({"id": p.id, "question": p.question, "answer": p.answer, "domain": p.domain}) + "\n"
+            for p in problems
+        )
+    )
     out = tmp_path / "pool.parquet"
     write_profile(profile_dir_for(out, default_profiling()), problems, 4, [1, 2, 3, 2, 1, 1, 2, 3])
-    code = run_cli(["filter", str(problems_file), "--out", str(out), "--k", "4", "--embedding", "tfidf",
-                    "--domain-mix", "math=3,science=1", "--near-dup-threshold", "0"])
+    code = run_cli(
+        [
+            "filter",
+            str(problems_file),
+            "--out",
+            str(out),
+            "--k",
+            "4",
+            "--embedding",
+            "tfidf",
+            "--domain-mix",
+            "math=3,science=1",
+            "--near-dup-threshold",
+            "0",
+        ]
+    )
     output = capsys.readouterr().out
     assert code == 0, output
     assert "per domain" in output and "domain_mix" in output

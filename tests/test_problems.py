@@ -20,8 +20,16 @@ LAYOUTS = [
     ({"Problem": "Q?", "Answer": 1}, "Q?", "1"),  # AIME style, numeric answer
     ({"prompt": "Q?", "solution": "1"}, "Q?", "1"),
     ({"question": "Q?", "ground_truth": "1"}, "Q?", "1"),
-    ({"prompt": [{"role": "system", "content": "s"}, {"role": "user", "content": "Q?"}],
-      "reward_model": {"ground_truth": "1", "style": "rule"}, "data_source": "aime", "ability": "math"}, "Q?", "1"),
+    (
+        {
+            "prompt": [{"role": "system", "content": "s"}, {"role": "user", "content": "Q?"}],
+            "reward_model": {"ground_truth": "1", "style": "rule"},
+            "data_source": "aime",
+            "ability": "math",
+        },
+        "Q?",
+        "1",
+    ),
 ]
 
 
@@ -37,13 +45,16 @@ def test_verl_layout_fields(tmp_path):
 
 
 def test_id_and_source_columns(tmp_path):
-    problems = load_problems(write_jsonl(tmp_path / "p.jsonl", [{"id": 7, "question": "Q", "answer": "A",
-                                                                 "source": "gsm"}]))
+    problems = load_problems(
+        write_jsonl(tmp_path / "p.jsonl", [{"id": 7, "question": "Q", "answer": "A", "source": "gsm"}])
+    )
     assert problems[0].id == "7" and problems[0].source == "gsm"
 
 
 def test_source_defaults_to_file_stem(tmp_path):
-    assert load_problems(write_jsonl(tmp_path / "aime24.jsonl", [{"question": "Q", "answer": "A"}]))[0].source == "aime24"
+    assert (
+        load_problems(write_jsonl(tmp_path / "aime24.jsonl", [{"question": "Q", "answer": "A"}]))[0].source == "aime24"
+    )
 
 
 def test_json_list_and_data_wrapper(tmp_path):
@@ -54,8 +65,9 @@ def test_json_list_and_data_wrapper(tmp_path):
 
 
 def test_parquet_with_nested_reward_model(tmp_path):
-    table = pa.Table.from_pylist([{"prompt": [{"role": "user", "content": "Q?"}],
-                                   "reward_model": {"ground_truth": "42"}, "data_source": "x"}])
+    table = pa.Table.from_pylist(
+        [{"prompt": [{"role": "user", "content": "Q?"}], "reward_model": {"ground_truth": "42"}, "data_source": "x"}]
+    )
     pq.write_table(table, tmp_path / "p.parquet")
     problem = load_problems(tmp_path / "p.parquet")[0]
     assert (problem.question, problem.answer, problem.source) == ("Q?", "42", "x")
@@ -85,11 +97,21 @@ def test_field_overrides(tmp_path):
 BAD_INPUTS = [
     ("empty.jsonl", "", None, "no rows"),
     ("broken.jsonl", '{"question": "Q", "answer": "1"}\n{"question": \n', 2, "not valid JSON"),
-    ("nolist.jsonl", '[1, 2]\n', 1, "expected a JSON object"),
+    ("nolist.jsonl", "[1, 2]\n", 1, "expected a JSON object"),
     ("noq.jsonl", '{"text": "Q", "answer": "1"}\n', None, "no question column"),
     ("noa.jsonl", '{"question": "Q", "label": "1"}\n', None, "no answer column"),
-    ("emptyq.jsonl", '{"question": "Q", "answer": "1"}\n{"question": "  ", "answer": "1"}\n', 2, "empty or missing question"),
-    ("emptya.jsonl", '{"question": "Q", "answer": "1"}\n{"question": "Q2", "answer": null}\n', 2, "empty or missing answer"),
+    (
+        "emptyq.jsonl",
+        '{"question": "Q", "answer": "1"}\n{"question": "  ", "answer": "1"}\n',
+        2,
+        "empty or missing question",
+    ),
+    (
+        "emptya.jsonl",
+        '{"question": "Q", "answer": "1"}\n{"question": "Q2", "answer": null}\n',
+        2,
+        "empty or missing answer",
+    ),
     ("bad.json", "{not json", None, "not valid JSON"),
     ("bad.parquet", "not parquet", None, "not a readable Parquet file"),
     ("p.txt", "hello", None, "unknown file type"),

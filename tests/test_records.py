@@ -29,10 +29,22 @@ def make_trajectory(index: int = 0) -> Trajectory:
         assistant_message("So $360 = 2^3 3^2 5$, \\boxed{2^3 \\cdot 3^2 \\cdot 5}."),
     ]
     return Trajectory(
-        id=f"p{index}-0", problem_id=f"p{index}", question="Factor 360.", answer="2^3 3^2 5", messages=messages,
-        final_answer="2^3 \\cdot 3^2 \\cdot 5", correct=True, num_tool_calls=1, num_tool_errors=0, num_turns=2,
-        prompt_tokens=40, completion_tokens=55, teacher="smollm2", format="hermes",
-        sampling={"temperature": 0.7, "seed": 3}, timings={"total_s": 1.25, "tool_s": 0.001},
+        id=f"p{index}-0",
+        problem_id=f"p{index}",
+        question="Factor 360.",
+        answer="2^3 3^2 5",
+        messages=messages,
+        final_answer="2^3 \\cdot 3^2 \\cdot 5",
+        correct=True,
+        num_tool_calls=1,
+        num_tool_errors=0,
+        num_turns=2,
+        prompt_tokens=40,
+        completion_tokens=55,
+        teacher="smollm2",
+        format="hermes",
+        sampling={"temperature": 0.7, "seed": 3},
+        timings={"total_s": 1.25, "tool_s": 0.001},
         metadata={"nested": {"list": [1, 2.5, None, "x"]}},
     )
 
@@ -46,8 +58,10 @@ def test_trajectory_round_trip_is_exact(tmp_path, suffix):
 
 @pytest.mark.parametrize("suffix", [".parquet", ".jsonl"])
 def test_problem_round_trip_is_exact(tmp_path, suffix):
-    problems = [Problem("What is 1/2 + 1/3?", "\\frac{5}{6}", source="s", metadata={"level": 2}),
-                Problem("Empty metadata", "0", id="given-id")]
+    problems = [
+        Problem("What is 1/2 + 1/3?", "\\frac{5}{6}", source="s", metadata={"level": 2}),
+        Problem("Empty metadata", "0", id="given-id"),
+    ]
     path = write_records(problems, tmp_path / f"p{suffix}", Problem)
     assert read_records(path, Problem) == problems
 
@@ -61,7 +75,7 @@ def test_failed_write_keeps_old_file_and_no_temp(tmp_path):
     path = write_records([make_trajectory()], tmp_path / "out.parquet", Trajectory)
     broken = make_trajectory()
     broken.num_tool_calls = "not a number"
-    with pytest.raises(Exception):
+    with pytest.raises((TypeError, ValueError)):
         write_records([broken], path, Trajectory)
     assert read_records(path, Trajectory) == [make_trajectory()]
     assert [p.name for p in tmp_path.iterdir()] == ["out.parquet"]
@@ -104,8 +118,9 @@ def test_tool_call_arguments_that_are_not_an_object_are_refused():
 @pytest.mark.parametrize("suffix", [".parquet", ".jsonl"])
 def test_reasoning_content_round_trips(tmp_path, suffix):
     trajectory = make_trajectory()
-    trajectory.messages[2] = assistant_message("Let me compute.", [ToolCall("print(1)")],
-                                               reasoning_content="360 = 8 * 45, check it.")
+    trajectory.messages[2] = assistant_message(
+        "Let me compute.", [ToolCall("print(1)")], reasoning_content="360 = 8 * 45, check it."
+    )
     validate_messages(trajectory.messages)
     path = write_records([trajectory], tmp_path / f"t{suffix}", Trajectory)
     assert read_records(path, Trajectory) == [trajectory]

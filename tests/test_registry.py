@@ -57,10 +57,18 @@ def test_a_lazy_entry_is_imported_on_first_use():
     assert registry.get("loads") is json.loads
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("mypkg.rewards:brevity", True), ("plugins/my.py:brevity", True), ("my.py:brevity", True),
-    ("hf:/models/qwen", False), ("openai:http://host:8000/v1", False), ("smollm2", False), ("mod:", False),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("mypkg.rewards:brevity", True),
+        ("plugins/my.py:brevity", True),
+        ("my.py:brevity", True),
+        ("hf:/models/qwen", False),
+        ("openai:http://host:8000/v1", False),
+        ("smollm2", False),
+        ("mod:", False),
+    ],
+)
 def test_what_counts_as_a_plugin_path(name, expected):
     assert is_plugin_path(name) is expected
 
@@ -74,11 +82,14 @@ def test_plugins_load_from_a_module_or_a_file(tmp_path, monkeypatch):
     sys.modules.pop("my_plugins", None)
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("no_such_module_here.sub:thing", "no module named"),
-    ("/nowhere/at/all.py:thing", "no file"),
-    ("json:no_such_attr", "has no attribute 'no_such_attr'"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("no_such_module_here.sub:thing", "no module named"),
+        ("/nowhere/at/all.py:thing", "no file"),
+        ("json:no_such_attr", "has no attribute 'no_such_attr'"),
+    ],
+)
 def test_broken_plugins_are_user_errors(spec, message):
     with pytest.raises(UserError, match=message):
         load_object(spec)
@@ -108,8 +119,9 @@ def test_an_engine_plugin_from_a_file_generates(tmp_path):
 
 def test_a_protocol_plugin_is_found_by_path(tmp_path):
     plugin = tmp_path / "my_protocol.py"
-    plugin.write_text("from agentdata.formats.hermes import HermesProtocol\n\n"
-                      "class LoudHermes(HermesProtocol):\n    name = 'loud'\n")
+    plugin.write_text(
+        "from agentdata.formats.hermes import HermesProtocol\n\nclass LoudHermes(HermesProtocol):\n    name = 'loud'\n"
+    )
     assert get_protocol(f"{plugin}:LoudHermes").name == "loud"
     assert "hermes" in PROTOCOL_REGISTRY
     (tmp_path / "not_protocol.py").write_text("THING = 3\n")

@@ -9,12 +9,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from agentdata.agent.journal import Journal
-from agentdata.settings import build
 from agentdata.agent.resume import unique_problems
 from agentdata.agent.rundir import IDENTITY_KEYS, RunDir
 from agentdata.agent.runner import CollectConfig, RunBroken, collect
 from agentdata.errors import UserError
 from agentdata.records import Problem
+from agentdata.settings import build
 from tests.fakes import InProcessSandbox, ScriptedEngine
 
 PROBLEMS = [Problem(f"What is 6 times 7? (variant {i})", "42", id=f"q{i}") for i in range(4)]
@@ -128,8 +128,10 @@ def test_cli_refuses_a_file_with_two_problems_under_one_id(tmp_path, capsys):
     from tests.cli_helpers import run_cli
 
     problems = tmp_path / "problems.jsonl"
-    problems.write_text('{"id": "x", "question": "What is 1+1?", "answer": "2"}\n'
-                        '{"id": "x", "question": "What is 2+2?", "answer": "4"}\n')
+    problems.write_text(
+        '{"id": "x", "question": "What is 1+1?", "answer": "2"}\n'
+        '{"id": "x", "question": "What is 2+2?", "answer": "4"}\n'
+    )
     code = run_cli(["collect", str(problems), "--out", str(tmp_path / "run"), "--teacher", "openai:http://127.0.0.1:9"])
     error = capsys.readouterr().err
     assert code == 2 and "rows 1 and 2 share the id 'x'" in " ".join(error.split())

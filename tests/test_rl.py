@@ -2,27 +2,34 @@
 
 from __future__ import annotations
 
-
 import json
 
 import pytest
 import torch
 
+from agentdata.errors import UserError
 from agentdata.records import Trajectory
 from agentdata.rl.config import GRPOStageConfig
-from agentdata.errors import UserError
 from agentdata.rl.rewards import reward_functions
-from agentdata.verify import CorrectnessReward, OverlongReward
-from agentdata.settings import build
 from agentdata.rl.rollout import trajectory_tokens
 from agentdata.rl.trainer import drop_flat_groups
+from agentdata.settings import build
+from agentdata.verify import CorrectnessReward, OverlongReward
 from tests.train_fixtures import tool_conversation
 
 
 def crafted_trajectory(finish_reason: str = "answer") -> Trajectory:
     messages = [{"role": "system", "content": "Use the tool."}, *tool_conversation()]
-    return Trajectory(id="t", problem_id="p", question="What is 17 * 23?", answer="391", messages=messages,
-                      correct=True, num_tool_calls=1, finish_reason=finish_reason)
+    return Trajectory(
+        id="t",
+        problem_id="p",
+        question="What is 17 * 23?",
+        answer="391",
+        messages=messages,
+        correct=True,
+        num_tool_calls=1,
+        finish_reason=finish_reason,
+    )
 
 
 @pytest.mark.parametrize("protocol", ["hermes", "codeblock", "qwen3coder"])
@@ -47,7 +54,9 @@ def test_rewards_follow_the_findings():
     plain = CorrectnessReward()
     assert plain([], [None] * 2, correct=[True, False], num_tool_calls=[3, 3]) == [1.0, -1.0]
     tcr = CorrectnessReward(use_tool_call_reward=True)
-    assert tcr([], [None] * 3, correct=[False, False, True], num_tool_calls=[2, 6, 2]) == pytest.approx([-0.8, -0.6, 1.0])
+    assert tcr([], [None] * 3, correct=[False, False, True], num_tool_calls=[2, 6, 2]) == pytest.approx(
+        [-0.8, -0.6, 1.0]
+    )
     penalised = CorrectnessReward(penalty_per_extra_call=0.1, free_calls=1)
     assert penalised([], [None], correct=[True], num_tool_calls=[3]) == pytest.approx([0.8])
     overlong = OverlongReward(max_len=100, buffer=20)
@@ -55,7 +64,9 @@ def test_rewards_follow_the_findings():
 
 
 def test_the_stage_builds_its_rewards_from_the_settings():
-    rewards = reward_functions(build(GRPOStageConfig, {"tool_call_reward": True, "max_new_tokens": 100, "overlong_buffer": 20}))
+    rewards = reward_functions(
+        build(GRPOStageConfig, {"tool_call_reward": True, "max_new_tokens": 100, "overlong_buffer": 20})
+    )
     assert [reward.__name__ for reward in rewards] == ["correctness", "overlong"]
     assert rewards[0]([], [None], correct=[False], num_tool_calls=[2]) == pytest.approx([-0.8])
     assert rewards[1]([], [None], model_token_counts=[90]) == pytest.approx([-0.5])
@@ -67,8 +78,10 @@ def test_the_stage_builds_its_rewards_from_the_settings():
 
 def test_a_reward_plugin_from_a_file(tmp_path):
     plugin = tmp_path / "my_rewards.py"
-    plugin.write_text("def brevity(prompts, completions, model_token_counts, **kwargs):\n"
-                      "    return [-count / 100 for count in model_token_counts]\n")
+    plugin.write_text(
+        "def brevity(prompts, completions, model_token_counts, **kwargs):\n"
+        "    return [-count / 100 for count in model_token_counts]\n"
+    )
     rewards = reward_functions(GRPOStageConfig(rewards=["correctness", f"{plugin}:brevity"]))
     assert [reward.__name__ for reward in rewards] == ["correctness", "brevity"]
     assert rewards[1]([], [None], model_token_counts=[30]) == pytest.approx([-0.3])
@@ -95,9 +108,19 @@ def test_config_explains_bad_combinations():
 def test_rollouts_use_the_configured_system_prompt(tmp_path, tiny_model_dir):
     from agentdata.rl.run import build_grpo_trainer
 
-    config = build(GRPOStageConfig, dict(model=f"hf:{tiny_model_dir}", out=str(tmp_path), max_steps=1,
-                                         num_generations=2, max_new_tokens=16, overlong_buffer=0, use_vllm="no",
-                                         system_prompt="Use the tool."))
+    config = build(
+        GRPOStageConfig,
+        dict(
+            model=f"hf:{tiny_model_dir}",
+            out=str(tmp_path),
+            max_steps=1,
+            num_generations=2,
+            max_new_tokens=16,
+            overlong_buffer=0,
+            use_vllm="no",
+            system_prompt="Use the tool.",
+        ),
+    )
     _, rollout, _ = build_grpo_trainer(config, sandbox=None)
     assert rollout.loop_config.system_prompt == "Use the tool."
 
@@ -109,13 +132,25 @@ def test_a_failed_rollout_is_masked_out_of_its_group_not_scored_wrong(tmp_path, 
 
     from agentdata.rl.run import build_grpo_trainer
 
-    config = build(GRPOStageConfig, dict(model=f"hf:{tiny_model_dir}", out=str(tmp_path), max_steps=1, num_generations=3,
-                             max_new_tokens=16, overlong_buffer=0, use_vllm="no", rewards=["correctness"]))
+    config = build(
+        GRPOStageConfig,
+        dict(
+            model=f"hf:{tiny_model_dir}",
+            out=str(tmp_path),
+            max_steps=1,
+            num_generations=3,
+            max_new_tokens=16,
+            overlong_buffer=0,
+            use_vllm="no",
+            rewards=["correctness"],
+        ),
+    )
     trainer, rollout, _ = build_grpo_trainer(config, sandbox=None)
     outcomes = ["right", "wrong", "failed", "right", "wrong", "wrong"]
     rollout._run = lambda prompts, trainer: [
         replace(crafted_trajectory("error" if outcome == "failed" else "answer"), correct=outcome == "right")
-        for outcome in outcomes]
+        for outcome in outcomes
+    ]
     trainer.model.train()
     inputs = [dict(trainer.train_dataset[index]) for index in (0, 0, 0, 1, 1, 1)]
     output = trainer._generate_and_score_completions(inputs)
@@ -145,21 +180,46 @@ def test_the_online_band_replaces_groups_outside_it_with_fresh_prompts(tmp_path,
     from agentdata.rl.rollout import question_of
     from agentdata.rl.run import build_grpo_trainer
 
-    config = build(GRPOStageConfig, dict(model=f"hf:{tiny_model_dir}", out=str(tmp_path), max_steps=1, num_generations=2,
-                             max_new_tokens=16, overlong_buffer=0, use_vllm="no", rewards=["correctness"],
-                             online_band="0.05,0.8", limit=4))
+    config = build(
+        GRPOStageConfig,
+        dict(
+            model=f"hf:{tiny_model_dir}",
+            out=str(tmp_path),
+            max_steps=1,
+            num_generations=2,
+            max_new_tokens=16,
+            overlong_buffer=0,
+            use_vllm="no",
+            rewards=["correctness"],
+            online_band="0.05,0.8",
+            limit=4,
+        ),
+    )
     trainer, rollout, _ = build_grpo_trainer(config, sandbox=None)
     questions = [problem.question for problem in rollout.problems]
-    solved = {questions[0]: lambda i: False, questions[1]: lambda i: True,
-              questions[2]: lambda i: i % 2 == 0, questions[3]: lambda i: i % 2 == 1}
+    solved = {
+        questions[0]: lambda i: False,
+        questions[1]: lambda i: True,
+        questions[2]: lambda i: i % 2 == 0,
+        questions[3]: lambda i: i % 2 == 1,
+    }
     runs = []
 
     def fake_run(prompts, trainer):
         runs.append([question_of(prompt) for prompt in prompts])
         problems = [rollout.problem_for(prompt) for prompt in prompts]
-        return [replace(crafted_trajectory(), id=f"{problem.id}-{i}", problem_id=problem.id, question=problem.question,
-                        answer=problem.answer, messages=tool_conversation(problem.question, problem.answer),
-                        correct=solved[problem.question](i)) for i, problem in enumerate(problems)]
+        return [
+            replace(
+                crafted_trajectory(),
+                id=f"{problem.id}-{i}",
+                problem_id=problem.id,
+                question=problem.question,
+                answer=problem.answer,
+                messages=tool_conversation(problem.question, problem.answer),
+                correct=solved[problem.question](i),
+            )
+            for i, problem in enumerate(problems)
+        ]
 
     rollout._run = fake_run
     trainer.model.train()
@@ -179,8 +239,9 @@ def test_a_section_key_that_is_neither_ours_nor_trls_is_refused_with_the_closest
 
     from agentdata.training.trl_settings import split_section
 
-    stage, trl = split_section({"max_steps": 3, "num_iterations": 2, "scale_rewards": "batch"}, GRPOStageConfig,
-                               GRPOConfig, "cfg.yaml rl")
+    stage, trl = split_section(
+        {"max_steps": 3, "num_iterations": 2, "scale_rewards": "batch"}, GRPOStageConfig, GRPOConfig, "cfg.yaml rl"
+    )
     assert stage == {"max_steps": 3} and trl == {"num_iterations": 2, "scale_rewards": "batch"}
     with pytest.raises(UserError, match=r"cfg.yaml rl: unknown setting 'num_iteration'; did you mean num_iterations"):
         split_section({"num_iteration": 2}, GRPOStageConfig, GRPOConfig, "cfg.yaml rl")
@@ -193,8 +254,11 @@ def test_a_trl_only_field_reaches_the_trl_config_and_a_bad_value_is_a_user_error
     from agentdata.training.trl_settings import trl_arguments, write_trl_settings
 
     computed = trl_grpo_config(GRPOStageConfig(), tmp_path, use_vllm=False).to_dict()
-    computed = {key: value for key, value in computed.items() if key in {"output_dir", "per_device_train_batch_size",
-                                                                          "num_generations", "use_cpu", "report_to", "bf16"}}
+    computed = {
+        key: value
+        for key, value in computed.items()
+        if key in {"output_dir", "per_device_train_batch_size", "num_generations", "use_cpu", "report_to", "bf16"}
+    }
     arguments = trl_arguments(GRPOConfig, computed, {"num_iterations": 3, "max_grad_norm": 0.5})
     assert (arguments.num_iterations, arguments.max_grad_norm, arguments.num_generations) == (3, 0.5, 8)
     recorded = json.loads(write_trl_settings(arguments, tmp_path).read_text())
@@ -207,11 +271,23 @@ def test_a_trl_only_field_reaches_the_grpo_trainer(tmp_path, tiny_model_dir):
     from agentdata.rl.run import build_grpo_trainer
     from agentdata.train import section_settings
 
-    section = section_settings("rl", {"num_generations": 2, "num_iterations": 2, "max_grad_norm": 0.5,
-                                      "scale_rewards": "batch", "max_new_tokens": 16, "overlong_buffer": 0}, "cfg.yaml rl")
+    section = section_settings(
+        "rl",
+        {
+            "num_generations": 2,
+            "num_iterations": 2,
+            "max_grad_norm": 0.5,
+            "scale_rewards": "batch",
+            "max_new_tokens": 16,
+            "overlong_buffer": 0,
+        },
+        "cfg.yaml rl",
+    )
     assert section["trl"] == {"num_iterations": 2, "max_grad_norm": 0.5, "scale_rewards": "batch"}
-    config = build(GRPOStageConfig, {**section, "model": f"hf:{tiny_model_dir}", "out": str(tmp_path), "max_steps": 1,
-                                     "use_vllm": "no"})
+    config = build(
+        GRPOStageConfig,
+        {**section, "model": f"hf:{tiny_model_dir}", "out": str(tmp_path), "max_steps": 1, "use_vllm": "no"},
+    )
     trainer, _, _ = build_grpo_trainer(config, sandbox=None)
     assert (trainer.args.num_iterations, trainer.args.max_grad_norm, trainer.args.scale_rewards) == (2, 0.5, "batch")
     assert trainer.num_iterations == 2  # what the trainer itself runs with, not only its args
@@ -246,18 +322,36 @@ def test_train_with_a_small_max_new_tokens_scales_the_buffer_and_refuses_an_expl
 
     request = TrainRequest(stage="rl", rl_flags={"max_new_tokens": 128})
     assert rl_stage_config(request, {}, False, tmp_path, "flags").overlong_buffer == 32
-    assert run_cli(["train", "--stage", "rl", "--max-new-tokens", "64", "--overlong-buffer", "64",
-                    "--out", str(tmp_path / "out")]) == 2
+    assert (
+        run_cli(
+            [
+                "train",
+                "--stage",
+                "rl",
+                "--max-new-tokens",
+                "64",
+                "--overlong-buffer",
+                "64",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
     assert "overlong_buffer 64 must be below max_new_tokens 64" in capsys.readouterr().err
 
 
 def test_grpo_takes_every_text_protocol_the_registry_knows_and_refuses_native_naming_those(tmp_path):
     assert build(GRPOStageConfig, {"protocol": "qwen3coder"}).loop.protocol == "qwen3coder"
     plugin = tmp_path / "protocols.py"
-    plugin.write_text("from agentdata.formats.hermes import HermesProtocol\n\n"
-                      "class Shouting(HermesProtocol):\n    name = 'shouting'\n")
+    plugin.write_text(
+        "from agentdata.formats.hermes import HermesProtocol\n\n"
+        "class Shouting(HermesProtocol):\n    name = 'shouting'\n"
+    )
     assert build(GRPOStageConfig, {"protocol": f"{plugin}:Shouting"}).loop.protocol.endswith(":Shouting")
-    with pytest.raises(UserError, match="protocol native cannot drive GRPO rollouts.*use one of hermes, codeblock, qwen3coder"):
+    with pytest.raises(
+        UserError, match="protocol native cannot drive GRPO rollouts.*use one of hermes, codeblock, qwen3coder"
+    ):
         build(GRPOStageConfig, {"protocol": "native"})
     with pytest.raises(UserError, match="hermez.*hermes, codeblock, qwen3coder, native"):
         build(GRPOStageConfig, {"protocol": "hermez"})

@@ -65,8 +65,12 @@ def damage(path: Path, how: str, fraction: float, noise: bytes) -> None:
     elif how == "other_parquet":
         pq.write_table(pa.table({"x": [1, 2]}), path)
     else:
-        content = {"truncate": data[: int(len(data) * fraction)], "empty": b"", "random_bytes": noise,
-                   "json_list": b"[1, 2, 3]"}[how]
+        content = {
+            "truncate": data[: int(len(data) * fraction)],
+            "empty": b"",
+            "random_bytes": noise,
+            "json_list": b"[1, 2, 3]",
+        }[how]
         path.write_bytes(content)
 
 
@@ -79,10 +83,12 @@ def targets(out: Path) -> list[Path]:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(target=st.integers(0, 20), how=st.sampled_from(DAMAGES), fraction=st.floats(0, 0.99),
-       noise=st.binary(max_size=64))
-def test_a_damaged_run_dir_resumes_or_is_refused_with_one_line_and_nothing_lost(killed_run, target, how,
-                                                                                   fraction, noise):
+@given(
+    target=st.integers(0, 20), how=st.sampled_from(DAMAGES), fraction=st.floats(0, 0.99), noise=st.binary(max_size=64)
+)
+def test_a_damaged_run_dir_resumes_or_is_refused_with_one_line_and_nothing_lost(
+    killed_run, target, how, fraction, noise
+):
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "run"
         shutil.copytree(killed_run, out)
@@ -112,8 +118,9 @@ def test_cli_refuses_a_damaged_manifest_in_one_line(killed_run, tmp_path, capsys
     shutil.copytree(killed_run, out)
     damage(out / "manifest.json", how, 0.5, b"\x00garbage")
     problems = tmp_path / "problems.jsonl"
-    problems.write_text("".join(json.dumps({"id": p.id, "question": p.question, "answer": p.answer}) + "\n"
-                                for p in PROBLEMS))
+    problems.write_text(
+        "".join(json.dumps({"id": p.id, "question": p.question, "answer": p.answer}) + "\n" for p in PROBLEMS)
+    )
     code = run_cli(["collect", str(problems), "--out", str(out), "--teacher", "openai:http://127.0.0.1:9"])
     error = capsys.readouterr().err
     assert code == 2 and "Traceback" not in error and "manifest.json" in error and "move it aside" in error

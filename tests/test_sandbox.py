@@ -19,14 +19,22 @@ from agentdata.sandbox import ExecResult, Sandbox, SandboxConfig
 from agentdata.sandbox.config import MAX_EXECUTORS
 from agentdata.sandbox.pool import UID_BASE
 
-
 # Without root the sandbox still runs (in a user namespace where the kernel allows one), but
 # executors keep the caller's uid: the per-sandbox process limit and the refusal to signal
 # the host's processes need the executors' own uid, so only those tests need root.
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: executors get their own uid only as root")
 
-LIMITS = dict(workers=4, timeout_s=5.0, memory_mb=768, max_processes=24, disk_mb=32, max_file_mb=8,
-              max_output_bytes=4096, prefork=1, interrupt_grace_s=0.3)
+LIMITS = dict(
+    workers=4,
+    timeout_s=5.0,
+    memory_mb=768,
+    max_processes=24,
+    disk_mb=32,
+    max_file_mb=8,
+    max_output_bytes=4096,
+    prefork=1,
+    interrupt_grace_s=0.3,
+)
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +100,7 @@ def assert_still_serving(box: Sandbox) -> None:
 
 
 # --------------------------------------------------------------------------- API and sessions
+
 
 def test_fresh_call_prints_and_reports(sandbox):
     result = sandbox.run("print('hello')")
@@ -175,6 +184,7 @@ def test_many_concurrent_calls_queue_instead_of_failing(sandbox):
 
 # --------------------------------------------------------------------------- hostile code
 
+
 @needs_root
 def test_process_limit_holds_for_a_harmless_count_first(sandbox):
     code = (
@@ -199,11 +209,14 @@ def test_fork_bomb_is_contained(sandbox):
     assert_still_serving(sandbox)
 
 
-@pytest.mark.parametrize("code", [
-    "x = bytearray(4 * 1024 ** 3)",
-    "chunks = []\nwhile True:\n    chunks.append(bytearray(50 * 1024 ** 2))",
-    "import numpy\nnumpy.ones((1024, 1024, 1024))",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "x = bytearray(4 * 1024 ** 3)",
+        "chunks = []\nwhile True:\n    chunks.append(bytearray(50 * 1024 ** 2))",
+        "import numpy\nnumpy.ones((1024, 1024, 1024))",
+    ],
+)
 def test_memory_bomb_is_an_oom_result(sandbox, code):
     result = sandbox.run(code)
     assert result.status == "oom", result
@@ -262,9 +275,16 @@ def test_no_network_even_to_the_hosts_loopback(sandbox):
             listener.accept()
 
 
-@pytest.mark.parametrize("path", ["/etc/agentdata-sandbox-test", "/root/agentdata-sandbox-test",
-                                  "/var/tmp/agentdata-sandbox-test", "/run/lock/agentdata-sandbox-test",
-                                  "/work/agentdata-sandbox-test"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/etc/agentdata-sandbox-test",
+        "/root/agentdata-sandbox-test",
+        "/var/tmp/agentdata-sandbox-test",
+        "/run/lock/agentdata-sandbox-test",
+        "/work/agentdata-sandbox-test",
+    ],
+)
 def test_cannot_write_outside_the_working_dir(sandbox, path):
     result = sandbox.run(f"open({path!r}, 'w').write('x')")
     assert result.status == "error"
@@ -276,8 +296,9 @@ def python_skeleton() -> list[str]:
     (a virtualenv in a checkout under /tmp is bound back in, or its lazy imports would fail)."""
     from agentdata.sandbox.worker_executor import python_paths
 
-    return sorted({p.split("/")[2] for p in map(os.path.abspath, python_paths()) if p.startswith("/tmp/")
-                   and os.path.exists(p)})
+    return sorted(
+        {p.split("/")[2] for p in map(os.path.abspath, python_paths()) if p.startswith("/tmp/") and os.path.exists(p)}
+    )
 
 
 def test_working_dir_is_private_and_temporary(sandbox, tmp_path):
@@ -308,12 +329,15 @@ def test_killing_the_parent_or_host_is_refused(sandbox):
     assert_still_serving(sandbox)
 
 
-@pytest.mark.parametrize("code, status, exit_code", [
-    ("import sys\nsys.exit(0)", "ok", 0),
-    ("import sys\nsys.exit(3)", "error", 3),
-    ("import os\nos._exit(4)", "error", 4),
-    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "killed", -9),
-])
+@pytest.mark.parametrize(
+    "code, status, exit_code",
+    [
+        ("import sys\nsys.exit(0)", "ok", 0),
+        ("import sys\nsys.exit(3)", "error", 3),
+        ("import os\nos._exit(4)", "error", 4),
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "killed", -9),
+    ],
+)
 def test_exits_are_results(sandbox, code, status, exit_code):
     result = sandbox.run(code)
     assert (result.status, result.exit_code) == (status, exit_code), result
@@ -330,13 +354,17 @@ def test_sys_exit_keeps_a_session_and_os_exit_replaces_it(sandbox):
     sandbox.close_session("exits")
 
 
-@pytest.mark.parametrize("spawn", [
-    "import subprocess\nsubprocess.Popen(['sleep', '60'])",
-    # Without an own uid, leftovers are found by session id: a new session escapes that.
-    pytest.param("import os\nos.system('setsid sleep 60 > /dev/null 2>&1 &')", marks=needs_root),
-    pytest.param("import os\nif os.fork() == 0:\n    os.setsid()\n    import time\n    time.sleep(60)",
-                 marks=needs_root),
-])
+@pytest.mark.parametrize(
+    "spawn",
+    [
+        "import subprocess\nsubprocess.Popen(['sleep', '60'])",
+        # Without an own uid, leftovers are found by session id: a new session escapes that.
+        pytest.param("import os\nos.system('setsid sleep 60 > /dev/null 2>&1 &')", marks=needs_root),
+        pytest.param(
+            "import os\nif os.fork() == 0:\n    os.setsid()\n    import time\n    time.sleep(60)", marks=needs_root
+        ),
+    ],
+)
 def test_spawned_processes_do_not_outlive_the_call(sandbox, spawn):
     assert sandbox.run(spawn).status == "ok"
     assert leftover_processes(sandbox) == []
@@ -356,7 +384,8 @@ def test_filling_the_disk_is_stopped(sandbox):
     one_big_file = sandbox.run("open('big', 'wb').write(b'0' * 64 * 1024 ** 2)")
     assert one_big_file.status == "error" and "File too large" in one_big_file.stderr
     many_files = sandbox.run(
-        "for i in range(100):\n    open(f'part{i}', 'wb').write(b'0' * 4 * 1024 ** 2)", session_id="disk")
+        "for i in range(100):\n    open(f'part{i}', 'wb').write(b'0' * 4 * 1024 ** 2)", session_id="disk"
+    )
     assert many_files.status == "error" and "No space left" in many_files.stderr
     sandbox.close_session("disk")
     assert_still_serving(sandbox)
@@ -404,6 +433,7 @@ def test_reply_is_read_even_when_the_exit_notice_comes_first(monkeypatch):
 
 
 # --------------------------------------------------------------------------- without privileges
+
 
 def test_runs_without_uid_isolation(tmp_path):
     with Sandbox(workers=1, prefork=0, drop_privileges=False, timeout_s=5) as box:

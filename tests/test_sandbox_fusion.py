@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from agentdata.errors import UserError
-from agentdata.settings import build
 from agentdata.sandbox import RemoteSandbox, Sandbox, open_sandbox
 from agentdata.sandbox.fusion import FusionSandbox
 from agentdata.sandbox.remote import RemoteSandboxError
 from agentdata.sandbox.service import build_app
 from agentdata.sandbox.spread import SpreadEndpoints, SpreadSandboxes
+from agentdata.settings import build
 from tests.sandboxfusion_standin import ServedApp, build_standin, free_port
 
 
@@ -151,13 +151,17 @@ def test_collect_runs_on_a_stock_sandboxfusion(fusion, tmp_path):
     from agentdata.records import Problem
     from tests.fakes import ScriptedEngine
 
-    summary = collect([Problem("What is 6 times 7?", "42")], tmp_path / "run",
-                      build(CollectConfig, dict(teacher="x", sandbox=f"{fusion[0].url},{fusion[1].url}")),
-                      engine=ScriptedEngine())
+    summary = collect(
+        [Problem("What is 6 times 7?", "42")],
+        tmp_path / "run",
+        build(CollectConfig, dict(teacher="x", sandbox=f"{fusion[0].url},{fusion[1].url}")),
+        engine=ScriptedEngine(),
+    )
     assert summary.correct == 1
 
 
 # --------------------------------------------------------------------------- the real client package
+
 
 def sfclient_python() -> Path | None:
     """The `sandbox-fusion` client's venv from scripts/peers.sh ($AGENTDATA_SFCLIENT_PYTHON overrides)."""
@@ -170,7 +174,7 @@ def sfclient_python() -> Path | None:
     return None
 
 
-CLIENT_SCRIPT = r'''
+CLIENT_SCRIPT = r"""
 import base64, json, sys
 from sandbox_fusion import RunCodeRequest, RunStatus, run_code
 endpoint = sys.argv[1]
@@ -188,19 +192,31 @@ print("RESULT" + json.dumps({
     "files": call(code="text = open('in.txt').read()\nopen('out.txt', 'w').write(text.upper())",
                   files={"in.txt": data}, fetch_files=["out.txt", "missing.txt"]),
 }))
-'''
+"""
 
 
 def test_sandboxfusion_client_parses_agentdata_sandbox_serve(service):
     python = sfclient_python()
     if python is None:
         pytest.skip("the sandbox-fusion client is not installed: run `bash scripts/peers.sh sfclient`")
-    done = subprocess.run([str(python), "-c", CLIENT_SCRIPT, service.url], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "PYTHONPATH": ""})
+    done = subprocess.run(
+        [str(python), "-c", CLIENT_SCRIPT, service.url],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     replies = json.loads(done.stdout.split("RESULT", 1)[1])
-    assert replies["success"] == {"status": "Success", "message": "", "run_status": "Finished", "return_code": 0,
-                                  "stdout": "45\n", "stderr": "", "files": {}}
+    assert replies["success"] == {
+        "status": "Success",
+        "message": "",
+        "run_status": "Finished",
+        "return_code": 0,
+        "stdout": "45\n",
+        "stderr": "",
+        "files": {},
+    }
     assert replies["stdin"]["stdout"] == "hello\n"
     error = replies["error"]
     assert (error["status"], error["run_status"], error["return_code"]) == ("Failed", "Finished", 1)
@@ -211,4 +227,5 @@ def test_sandboxfusion_client_parses_agentdata_sandbox_serve(service):
 
     assert replies["files"]["status"] == "Success"
     assert {name: base64.b64decode(value) for name, value in replies["files"]["files"].items()} == {
-        "out.txt": b"NUMBERS 1 2 3"}
+        "out.txt": b"NUMBERS 1 2 3"
+    }

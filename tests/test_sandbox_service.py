@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
 import socket
 import threading
 import time
@@ -19,7 +18,6 @@ from agentdata.errors import UserError
 from agentdata.sandbox import RemoteSandbox, Sandbox, open_sandbox
 from agentdata.sandbox.remote import RemoteSandboxError
 from agentdata.sandbox.service import build_app
-
 
 
 def free_port() -> int:
@@ -46,15 +44,22 @@ def service_url():
 
 
 def test_run_code_speaks_sandboxfusion(service_url):
-    body = {"code": "print(input() * 2)", "language": "python", "run_timeout": 5, "memory_limit_MB": 512,
-            "stdin": "ab\n", "files": {"f.txt": base64.b64encode(b"data").decode()}}
+    body = {
+        "code": "print(input() * 2)",
+        "language": "python",
+        "run_timeout": 5,
+        "memory_limit_MB": 512,
+        "stdin": "ab\n",
+        "files": {"f.txt": base64.b64encode(b"data").decode()},
+    }
     reply = httpx.post(f"{service_url}/run_code", json=body).json()
     assert reply["status"] == "Success"
     run = reply["run_result"]
     assert (run["status"], run["stdout"], run["return_code"]) == ("Finished", "abab\n", 0)
     assert set(run) >= {"status", "stdout", "stderr", "return_code", "execution_time"}
-    files = httpx.post(f"{service_url}/run_code", json={"code": "print(open('f.txt').read())", **{
-        "files": body["files"]}}).json()
+    files = httpx.post(
+        f"{service_url}/run_code", json={"code": "print(open('f.txt').read())", **{"files": body["files"]}}
+    ).json()
     assert files["run_result"]["stdout"] == "data\n"
 
 
@@ -171,14 +176,19 @@ def test_collect_through_the_service_leaves_no_open_http_session(service_url, tm
     """The async client belongs to collect's event loop: collect releases it before the loop ends."""
     import gc
 
+    from agentdata.agent.runner import CollectConfig, collect
     from agentdata.records import Problem
     from agentdata.sandbox.remote import RemoteSandbox
-    from agentdata.agent.runner import CollectConfig, collect
     from tests.fakes import ScriptedEngine
 
     sandbox = RemoteSandbox(service_url)
-    summary = collect([Problem("What is 6 times 7?", "42")], tmp_path / "run", CollectConfig(teacher="x"),
-                      engine=ScriptedEngine(), sandbox=sandbox)
+    summary = collect(
+        [Problem("What is 6 times 7?", "42")],
+        tmp_path / "run",
+        CollectConfig(teacher="x"),
+        engine=ScriptedEngine(),
+        sandbox=sandbox,
+    )
     gc.collect()
     assert summary.correct == 1 and sandbox._async_sessions == {}
     assert not [w for w in recwarn if "Unclosed" in str(w.message)]

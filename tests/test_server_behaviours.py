@@ -88,9 +88,14 @@ def test_strict_server_gets_the_turn_continued_as_a_new_message():
         closed, engine = solve_on(strict, "codeblock")
     assert strict.refused == 1 and engine.adaptations == ["continue turns as new messages (no continue_final_message)"]
     resent = strict.requests[-1]
-    assert "continue_final_message" not in resent and resent["messages"][-1] == {"role": "user",
-                                                                                 "content": "```output\n42\n```"}
-    assert resent["messages"][-2]["role"] == "assistant" and "```python\nprint(6*7)\n```" in resent["messages"][-2]["content"]
+    assert "continue_final_message" not in resent and resent["messages"][-1] == {
+        "role": "user",
+        "content": "```output\n42\n```",
+    }
+    assert (
+        resent["messages"][-2]["role"] == "assistant"
+        and "```python\nprint(6*7)\n```" in resent["messages"][-2]["content"]
+    )
     # the stored trajectory is the same canonical one either way
     strip = [{**m, "content": m["content"].strip()} for m in continued.messages]
     assert [{**m, "content": m["content"].strip()} for m in closed.messages] == strip
@@ -107,8 +112,9 @@ def test_reasoning_model_refusals_are_learned_once():
     with fake.FakeOpenAIServer(script="tool", reasoning_model=True, report_stop_reason=False) as server:
         first, engine = solve_on(server, "hermes")
         refused_in_first = server.refused
-        trajectory, _ = solve_on(server, "hermes", max_tokens_field="max_completion_tokens",
-                                 drop_fields=["stop", "temperature", "top_p"])
+        trajectory, _ = solve_on(
+            server, "hermes", max_tokens_field="max_completion_tokens", drop_fields=["stop", "temperature", "top_p"]
+        )
     assert refused_in_first == 4 and len(engine.adaptations) == 4
     assert first.correct and first.num_turns == 2 and "malformed_tool_calls" not in first.metadata
     assert server.refused == 4 and trajectory.correct  # set up front: nothing refused
@@ -123,8 +129,12 @@ def test_native_tool_calls_go_out_and_come_back_in_openai_form():
     assert first["tools"] == [CODE_TOOL] and "stop" not in first
     call = trajectory.messages[2]["tool_calls"][0]
     assert message_tool_calls(trajectory.messages[2])[0].code == "print(6*7)"
-    assert trajectory.messages[3] == {"role": "tool", "tool_call_id": call["id"], "name": "code_interpreter",
-                                      "content": "42"}
+    assert trajectory.messages[3] == {
+        "role": "tool",
+        "tool_call_id": call["id"],
+        "name": "code_interpreter",
+        "content": "42",
+    }
     sent_call, sent_result = second["messages"][2], second["messages"][3]
     assert sent_call["tool_calls"] == [call] and isinstance(call["function"]["arguments"], str)
     assert sent_result == {"role": "tool", "tool_call_id": call["id"], "content": "42"}
@@ -140,9 +150,10 @@ def test_reasoning_content_is_kept_counted_and_not_sent_back():
     assert not any("reasoning_content" in m for body in server.requests for m in body["messages"])
 
 
-@pytest.mark.parametrize(("protocol", "options"), [("codeblock", ["continue_final_message=false"]),
-                                                   ("native", []),
-                                                   ("hermes", ['drop_fields=["stop", "top_p"]'])])
+@pytest.mark.parametrize(
+    ("protocol", "options"),
+    [("codeblock", ["continue_final_message=false"]), ("native", []), ("hermes", ['drop_fields=["stop", "top_p"]'])],
+)
 def test_cli_collect_against_a_strict_server(tmp_path, protocol, options):
     from agentdata.agent.rundir import RunDir
     from tests.cli_helpers import run_cli
@@ -150,13 +161,30 @@ def test_cli_collect_against_a_strict_server(tmp_path, protocol, options):
     script = "codeblock" if protocol == "codeblock" else "tool"
     with fake.FakeOpenAIServer(script=script, **TRANSFORMERS_SERVE) as server:
         flags = [flag for option in options for flag in ("--engine-option", option)]
-        code = run_cli(["collect", "--out", str(tmp_path / "run"), "--teacher", f"openai:{server.url}",
-                        "--model", "m", "--protocol", protocol, "--limit", "2", "--temperature", "0", *flags])
+        code = run_cli(
+            [
+                "collect",
+                "--out",
+                str(tmp_path / "run"),
+                "--teacher",
+                f"openai:{server.url}",
+                "--model",
+                "m",
+                "--protocol",
+                protocol,
+                "--limit",
+                "2",
+                "--temperature",
+                "0",
+                *flags,
+            ]
+        )
     assert code == 0 and server.refused == 0
     trajectories = RunDir(tmp_path / "run").trajectories()
     assert len(trajectories) == 2  # built-in problems: the script answers 42, so only the shape is checked
-    assert all((t.num_turns, t.num_tool_calls, t.finish_reason, t.format) == (2, 1, "answer", protocol)
-               for t in trajectories)
+    assert all(
+        (t.num_turns, t.num_tool_calls, t.finish_reason, t.format) == (2, 1, "answer", protocol) for t in trajectories
+    )
     if options and options[0].startswith("drop_fields"):
         assert not any({"stop", "top_p"} & set(body) for body in server.requests)
 

@@ -16,12 +16,12 @@ from agentdata.agent.config import CollectConfig, LoopConfig
 from agentdata.cli.app import app
 from agentdata.cli.options import parse_key_values, settings_command
 from agentdata.cli.settings_docs import DOCUMENTED, settings_markdown
-from agentdata.errors import UserError
 from agentdata.curate.config import CurateConfig
+from agentdata.errors import UserError
 from agentdata.evaluation.config import EvalConfig
+from agentdata.events import listening
 from agentdata.filters.config import DedupConfig
 from agentdata.pool.config import PoolConfig
-from agentdata.events import listening
 from agentdata.records import Problem
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.settings import Range, SettingError, build, flatten, is_settings, leaf_fields
@@ -31,8 +31,12 @@ from tests.fakes import InProcessSandbox, ScriptedEngine
 
 REPO = Path(__file__).resolve().parents[1]
 # Positional arguments a command needs before its settings are read (none of them is opened before).
-REQUIRED_ARGS = {("eval",): ["smollm2", "bench.jsonl"], ("curate",): ["run_dir"], ("synth", "stitch"): ["s.jsonl"],
-                 ("sandbox", "run"): ["-c", "print(1)"]}
+REQUIRED_ARGS = {
+    ("eval",): ["smollm2", "bench.jsonl"],
+    ("curate",): ["run_dir"],
+    ("synth", "stitch"): ["s.jsonl"],
+    ("sandbox", "run"): ["-c", "print(1)"],
+}
 
 
 def settings_commands(typer_app: typer.Typer = app, prefix: tuple[str, ...] = ()):
@@ -61,8 +65,16 @@ def click_options(path: tuple[str, ...]) -> set[str]:
 
 def test_every_command_that_prints_a_summary_has_config_and_json():
     names = {path for path, _ in COMMANDS}
-    assert {("collect",), ("curate",), ("filter",), ("eval",), ("inspect",), ("synth", "problems"),
-            ("synth", "stitch"), ("sandbox", "run")} <= names
+    assert {
+        ("collect",),
+        ("curate",),
+        ("filter",),
+        ("eval",),
+        ("inspect",),
+        ("synth", "problems"),
+        ("synth", "stitch"),
+        ("sandbox", "run"),
+    } <= names
     for path, _ in COMMANDS:
         assert {"--config", "--json"} <= click_options(path), path
     assert "--json" in click_options(("train",))
@@ -88,8 +100,9 @@ def documented_fields():
             yield config_type, item
 
 
-@pytest.mark.parametrize("config_type,item", list(documented_fields()),
-                         ids=lambda v: v.__name__ if isinstance(v, type) else v.name)
+@pytest.mark.parametrize(
+    "config_type,item", list(documented_fields()), ids=lambda v: v.__name__ if isinstance(v, type) else v.name
+)
 def test_every_setting_has_help_and_every_number_a_range(config_type, item):
     assert item.metadata.get("help"), f"{config_type.__name__}.{item.name} has no help"
     annotation = [a for p, i, a in leaf_fields(config_type) if i is item]
@@ -97,14 +110,17 @@ def test_every_setting_has_help_and_every_number_a_range(config_type, item):
         return
     text = str(annotation[0])
     if any(kind in text for kind in ("int", "float")) and "bool" not in text:
-        assert item.metadata.get("range"), (f"{config_type.__name__}.{item.name}: add metadata range "
-                                             "(an interval such as [1, inf)) — see agentdata/settings.py")
+        assert item.metadata.get("range"), (
+            f"{config_type.__name__}.{item.name}: add metadata range "
+            "(an interval such as [1, inf)) — see agentdata/settings.py"
+        )
         Range.parse(item.metadata["range"])
 
 
 def test_docs_settings_table_is_up_to_date():
-    assert (REPO / "docs" / "settings.md").read_text(encoding="utf-8") == settings_markdown(), \
+    assert (REPO / "docs" / "settings.md").read_text(encoding="utf-8") == settings_markdown(), (
         "regenerate: python -m agentdata.cli.settings_docs > docs/settings.md"
+    )
 
 
 # ------------------------------------------------------------------ one LoopConfig, composed
@@ -168,7 +184,9 @@ def range_cases():
                     yield path, option.flag, value
 
 
-@pytest.mark.parametrize("path,flag,value", list(range_cases()), ids=lambda v: " ".join(v) if isinstance(v, tuple) else str(v))
+@pytest.mark.parametrize(
+    "path,flag,value", list(range_cases()), ids=lambda v: " ".join(v) if isinstance(v, tuple) else str(v)
+)
 def test_out_of_range_values_are_refused_in_one_line_naming_the_flag(path, flag, value, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     code = run_cli([*path, *REQUIRED_ARGS.get(path, []), flag, value])
@@ -205,7 +223,12 @@ def test_flags_override_the_file_which_overrides_the_defaults(tmp_path):
     code, output = run_probe(["--config", str(path), "--temperature", "0.2"])
     assert code == 0, output
     settings = json.loads(output)
-    assert (settings["max_turns"], settings["temperature"], settings["top_p"], settings["teacher"]) == (3, 0.2, 0.9, "hf:/m")
+    assert (settings["max_turns"], settings["temperature"], settings["top_p"], settings["teacher"]) == (
+        3,
+        0.2,
+        0.9,
+        "hf:/m",
+    )
     assert settings["samples"] == 3 and settings["max_new_tokens"] == LoopConfig().max_new_tokens
 
 
@@ -214,8 +237,12 @@ def test_json_config_files_and_their_mistakes(tmp_path):
     good.write_text(json.dumps({"samples": 5, "engine_options": {"dtype": "float32"}}))
     code, output = run_probe(["--config", str(good)])
     assert code == 0 and json.loads(output)["samples"] == 5
-    for text, message in [("max_turn: 3\n", "unknown setting(s) max_turn"), ("top_p: 2\n", "top_p 2: must be in (0, 1]"),
-                          ("max_turns: [1\n", "not valid YAML"), ("- 1\n", "expected a mapping")]:
+    for text, message in [
+        ("max_turn: 3\n", "unknown setting(s) max_turn"),
+        ("top_p: 2\n", "top_p 2: must be in (0, 1]"),
+        ("max_turns: [1\n", "not valid YAML"),
+        ("- 1\n", "expected a mapping"),
+    ]:
         bad = tmp_path / "bad.yaml"
         bad.write_text(text)
         code, output = run_probe(["--config", str(bad)])
@@ -261,10 +288,17 @@ def test_collect_prints_json_and_records_the_effective_settings(tmp_path, monkey
 
 
 # ------------------------------------------------------------------ engine options
-@pytest.mark.parametrize("pair,expected", [
-    ('extra_body={"a": 1}', {"extra_body": {"a": 1}}), ("n=2", {"n": 2}), ("x=True", {"x": True}),
-    ("dtype=bfloat16", {"dtype": "bfloat16"}), ("stop=[\"a\"]", {"stop": ["a"]}), ("t=0.5", {"t": 0.5}),
-])
+@pytest.mark.parametrize(
+    "pair,expected",
+    [
+        ('extra_body={"a": 1}', {"extra_body": {"a": 1}}),
+        ("n=2", {"n": 2}),
+        ("x=True", {"x": True}),
+        ("dtype=bfloat16", {"dtype": "bfloat16"}),
+        ('stop=["a"]', {"stop": ["a"]}),
+        ("t=0.5", {"t": 0.5}),
+    ],
+)
 def test_engine_options_take_json_values(pair, expected):
     assert parse_key_values([pair]) == expected
 
@@ -292,10 +326,20 @@ def test_a_library_collect_draws_nothing_and_reports_events(tmp_path, capfd):
     events = []
     problems = [Problem(f"What is 6 times 7? ({i})", "42") for i in range(3)]
     with listening(events.append):
-        collect(problems, tmp_path / "run", CollectConfig(teacher="scripted", concurrency=2),
-                engine=ScriptedEngine(), sandbox=InProcessSandbox())
-    collect(problems, tmp_path / "run2", CollectConfig(teacher="scripted"), engine=ScriptedEngine(),
-            sandbox=InProcessSandbox())
+        collect(
+            problems,
+            tmp_path / "run",
+            CollectConfig(teacher="scripted", concurrency=2),
+            engine=ScriptedEngine(),
+            sandbox=InProcessSandbox(),
+        )
+    collect(
+        problems,
+        tmp_path / "run2",
+        CollectConfig(teacher="scripted"),
+        engine=ScriptedEngine(),
+        sandbox=InProcessSandbox(),
+    )
     captured = capfd.readouterr()
     assert captured.out == "" and captured.err == ""
     kinds = [event.kind for event in events]
@@ -304,6 +348,9 @@ def test_a_library_collect_draws_nothing_and_reports_events(tmp_path, capfd):
 
 
 def test_only_cli_imports_rich():
-    offenders = [str(path.relative_to(REPO)) for path in (REPO / "agentdata").rglob("*.py")
-                 if "cli" not in path.parts and ("import rich" in path.read_text() or "from rich" in path.read_text())]
+    offenders = [
+        str(path.relative_to(REPO))
+        for path in (REPO / "agentdata").rglob("*.py")
+        if "cli" not in path.parts and ("import rich" in path.read_text() or "from rich" in path.read_text())
+    ]
     assert offenders == []

@@ -10,19 +10,21 @@ import pytest
 import torch
 
 from agentdata.errors import InputFileError
+from agentdata.records import CODE_TOOL
 from agentdata.sft.config import SFTStageConfig
 from agentdata.sft.data import plain_conversation, tokenize_sft_set
-from agentdata.records import CODE_TOOL
-from agentdata.training.masking import TokenizedConversation, tokenize_conversation
 from agentdata.sft.trainer import run_sft
+from agentdata.training.masking import TokenizedConversation, tokenize_conversation
 from tests.train_fixtures import tool_conversation, write_sft_set
 
 
 def masked_pieces(tokenizer, conversation):
     """(trained?, decoded text) for each run of equally-masked tokens."""
     pairs = zip(conversation.input_ids, conversation.assistant_masks)
-    return [(bool(mask), tokenizer.decode([token for token, _ in run]))
-            for mask, run in itertools.groupby(pairs, key=lambda pair: pair[1])]
+    return [
+        (bool(mask), tokenizer.decode([token for token, _ in run]))
+        for mask, run in itertools.groupby(pairs, key=lambda pair: pair[1])
+    ]
 
 
 def trained_and_not(tokenizer, conversation) -> tuple[list[str], str]:
@@ -60,8 +62,12 @@ def test_codeblock_masking_cuts_tool_output_out_of_the_assistant_turn(tokenizer)
 def test_masking_works_for_a_template_without_generation_markers(tokenizer):
     # SmolLM2's template has no {% generation %} markers; TRL's own assistant_only_loss would need them.
     assert "{% generation %}" not in tokenizer.chat_template
-    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
-                {"role": "user", "content": "again"}, {"role": "assistant", "content": "hello again"}]
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "again"},
+        {"role": "assistant", "content": "hello again"},
+    ]
     pieces = masked_pieces(tokenizer, tokenize_conversation(tokenizer, messages))
     assert [text for trained, text in pieces if trained] == ["hello<|im_end|>", "hello again<|im_end|>"]
 
@@ -71,15 +77,19 @@ def test_native_sft_trains_on_the_tool_calls_the_template_writes(tmp_path, token
     import trl
 
     path = tmp_path / "native.jsonl"
-    path.write_text(json.dumps({"messages": tool_conversation(), "tools": json.dumps([CODE_TOOL]),
-                                "format": "native"}) + "\n", encoding="utf-8")
+    path.write_text(
+        json.dumps({"messages": tool_conversation(), "tools": json.dumps([CODE_TOOL]), "format": "native"}) + "\n",
+        encoding="utf-8",
+    )
     original = tokenizer.chat_template
     tokenizer.chat_template = (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text()
     try:
         [row] = tokenize_sft_set(path, tokenizer, "native")
     finally:
         tokenizer.chat_template = original
-    trained, untrained = trained_and_not(tokenizer, TokenizedConversation(row["input_ids"], row["assistant_masks"], "", 0))
+    trained, untrained = trained_and_not(
+        tokenizer, TokenizedConversation(row["input_ids"], row["assistant_masks"], "", 0)
+    )
     assert trained == CALL_THEN_ANSWER  # the template wrote the call as the hermes protocol does
     assert "<tools>" in untrained and '"name": "code_interpreter"' in untrained  # the template lists the tools
     assert "<tool_response>\n391\n</tool_response>" in untrained
@@ -109,8 +119,17 @@ def _weights(model_dir):
 @pytest.mark.parametrize("lora", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_sft_trains_saves_and_resumes(tmp_path, tiny_model_dir, lora):
     data = write_sft_set(tmp_path / "sft.jsonl", count=6)
-    config = SFTStageConfig(model=f"hf:{tiny_model_dir}", sft_data=str(data), out=str(tmp_path / "out"),
-                            max_steps=2, batch_size=2, learning_rate=1e-2, save_steps=2, lora=lora, max_length=512)
+    config = SFTStageConfig(
+        model=f"hf:{tiny_model_dir}",
+        sft_data=str(data),
+        out=str(tmp_path / "out"),
+        max_steps=2,
+        batch_size=2,
+        learning_rate=1e-2,
+        save_steps=2,
+        lora=lora,
+        max_length=512,
+    )
     result = run_sft(config)
     assert result.steps == 2 and result.final_loss is not None
     before, after = _weights(tiny_model_dir), _weights(result.model_dir)
@@ -199,12 +218,23 @@ def test_a_trl_only_field_reaches_the_sft_trainer(tmp_path, tiny_model_dir):
     from agentdata.sft.trainer import build_sft_trainer
     from agentdata.train import section_settings
 
-    section = section_settings("sft", {"max_length": 512, "max_grad_norm": 0.25, "lr_scheduler_type": "constant",
-                                       "weight_decay": 0.1}, "cfg.yaml sft")
-    config = SFTStageConfig(model=f"hf:{tiny_model_dir}", sft_data=str(write_sft_set(tmp_path / "sft.jsonl", count=2)),
-                            out=str(tmp_path / "out"), **section)
+    section = section_settings(
+        "sft",
+        {"max_length": 512, "max_grad_norm": 0.25, "lr_scheduler_type": "constant", "weight_decay": 0.1},
+        "cfg.yaml sft",
+    )
+    config = SFTStageConfig(
+        model=f"hf:{tiny_model_dir}",
+        sft_data=str(write_sft_set(tmp_path / "sft.jsonl", count=2)),
+        out=str(tmp_path / "out"),
+        **section,
+    )
     trainer = build_sft_trainer(config)
-    assert (trainer.args.max_grad_norm, trainer.args.lr_scheduler_type, trainer.args.weight_decay) == (0.25, "constant", 0.1)
+    assert (trainer.args.max_grad_norm, trainer.args.lr_scheduler_type, trainer.args.weight_decay) == (
+        0.25,
+        "constant",
+        0.1,
+    )
     assert (trainer.args.max_length, trainer.args.per_device_train_batch_size) == (512, 4)  # the stage's own still set
     with pytest.raises(ValueError, match="set batch_size instead"):
         SFTStageConfig(trl={"per_device_train_batch_size": 8})
@@ -213,8 +243,10 @@ def test_a_trl_only_field_reaches_the_sft_trainer(tmp_path, tiny_model_dir):
 def test_lora_settings_follow_the_rank_and_the_learning_rate_follows_lora_unless_set():
     assert (SFTStageConfig().learning_rate, SFTStageConfig(lora=True).learning_rate) == (2e-5, 2e-4)
     assert SFTStageConfig(lora=True, lora_r=64).lora_alpha == 128
-    assert (SFTStageConfig(lora=True, lora_r=64, lora_alpha=16, learning_rate=1e-4).lora_alpha,
-            SFTStageConfig(lora=True, learning_rate=1e-4).learning_rate) == (16, 1e-4)
+    assert (
+        SFTStageConfig(lora=True, lora_r=64, lora_alpha=16, learning_rate=1e-4).lora_alpha,
+        SFTStageConfig(lora=True, learning_rate=1e-4).learning_rate,
+    ) == (16, 1e-4)
 
 
 def _set_with_one_long_row(tmp_path):
@@ -237,12 +269,16 @@ def test_the_default_max_length_covers_the_longest_row_and_is_reported(tmp_path,
     data = _set_with_one_long_row(tmp_path)
     events = []
     with listening(events.append):
-        trainer = build_sft_trainer(SFTStageConfig(model=f"hf:{tiny_model_dir}", sft_data=str(data), out=str(tmp_path / "o")))
+        trainer = build_sft_trainer(
+            SFTStageConfig(model=f"hf:{tiny_model_dir}", sft_data=str(data), out=str(tmp_path / "o"))
+        )
     longest = _longest(tokenizer, data)
     assert 512 < longest < 4096 and trainer.args.max_length == longest
     assert len(trainer.train_dataset) == 4 and trainer.long_rows_dropped == 0  # the long answer is kept whole
     assert max(len(ids) for ids in trainer.train_dataset["input_ids"]) == longest
-    assert any(f"max_length {longest} tokens (unset: the longest of 4 conversations)" in event.message for event in events)
+    assert any(
+        f"max_length {longest} tokens (unset: the longest of 4 conversations)" in event.message for event in events
+    )
 
 
 def test_the_default_max_length_stops_at_the_cap():
@@ -259,8 +295,15 @@ def test_long_rows_truncate_cuts_them_with_a_warning_that_counts_them(tmp_path, 
     data = _set_with_one_long_row(tmp_path)
     events = []
     with listening(events.append):
-        trainer = build_sft_trainer(SFTStageConfig(model=f"hf:{tiny_model_dir}", sft_data=str(data),
-                                                   out=str(tmp_path / "o"), max_length=512, long_rows="truncate"))
+        trainer = build_sft_trainer(
+            SFTStageConfig(
+                model=f"hf:{tiny_model_dir}",
+                sft_data=str(data),
+                out=str(tmp_path / "o"),
+                max_length=512,
+                long_rows="truncate",
+            )
+        )
     assert len(trainer.train_dataset) == 4 and trainer.long_rows_truncated == 1 and trainer.long_rows_dropped == 0
     assert max(len(ids) for ids in trainer.train_dataset["input_ids"]) == 512  # cut at max_length
     assert any("warning: 1 of 4 conversations are longer than max_length 512" in event.message for event in events)
@@ -272,8 +315,19 @@ def test_long_rows_error_stops_naming_the_first_long_row_exit_2(tmp_path, tiny_m
     data = _set_with_one_long_row(tmp_path)
     config = tmp_path / "c.yaml"
     config.write_text("sft:\n  max_length: 512\n")
-    args = ["train", "--stage", "sft", "--model", f"hf:{tiny_model_dir}", "--sft-data", str(data),
-            "--out", str(tmp_path / "out"), "--config", str(config)]
+    args = [
+        "train",
+        "--stage",
+        "sft",
+        "--model",
+        f"hf:{tiny_model_dir}",
+        "--sft-data",
+        str(data),
+        "--out",
+        str(tmp_path / "out"),
+        "--config",
+        str(config),
+    ]
     assert run_cli([*args, "--long-rows", "error"]) == 2
     assert f"{data}, row 4: {_longest(tokenizer, data)} tokens, over max_length 512" in capsys.readouterr().err
     assert run_cli([*args, "--long-rows", "cut"]) == 2

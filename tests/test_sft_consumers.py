@@ -16,8 +16,8 @@ import pytest
 from tests.test_sft_forms import CODE, crafted, curated
 
 TOOL_OUTPUT = "6 * 7 = 42"
-ENCODED = json.dumps(CODE)[1:-1]                 # the code inside a JSON string: what a model writes in a call
-PYTHON_ENCODED = repr(CODE)[1:-1]              # inside a Python string literal (LFM2's pythonic calls)
+ENCODED = json.dumps(CODE)[1:-1]  # the code inside a JSON string: what a model writes in a call
+PYTHON_ENCODED = repr(CODE)[1:-1]  # inside a Python string literal (LFM2's pythonic calls)
 DOUBLE_ENCODED = json.dumps(json.dumps(CODE))[1:-1]  # arguments rendered as a JSON string of a JSON string
 
 
@@ -44,14 +44,18 @@ def rows(sft_set):
 
 
 def render(tokenizer, template: Path, row: dict) -> str:
-    return tokenizer.apply_chat_template(row["messages"], tools=row["tools"], chat_template=template.read_text(),
-                                         tokenize=False)
+    return tokenizer.apply_chat_template(
+        row["messages"], tools=row["tools"], chat_template=template.read_text(), tokenize=False
+    )
 
 
 def renders_plain_text(tokenizer, template: Path) -> str | None:
     """Why the template cannot render a plain system/user/assistant conversation of strings (None: it can)."""
-    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"},
-                {"role": "assistant", "content": CODE}]
+    messages = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": CODE},
+    ]
     try:
         text = tokenizer.apply_chat_template(messages, chat_template=template.read_text(), tokenize=False)
     except Exception as error:  # noqa: BLE001 - jinja raises TemplateError or UndefinedError
@@ -81,8 +85,10 @@ def test_every_trl_template_renders_a_codeblock_row_as_plain_fenced_text(tokeniz
 def codeblock_set(tmp_path_factory) -> Path:
     """A set in which no row lists a tool: every row codeblock (the default protocol's curate output)."""
     folder = tmp_path_factory.mktemp("codeblock-set")
-    rows = [crafted("b", "codeblock", problem_id="p2", question="Another, different question about products?"),
-            crafted("c", "codeblock", problem_id="p3", question="A third question, on sums of digits?")]
+    rows = [
+        crafted("b", "codeblock", problem_id="p2", question="Another, different question about products?"),
+        crafted("c", "codeblock", problem_id="p3", question="A third question, on sums of digits?"),
+    ]
     return curated(folder, rows).output
 
 
@@ -108,19 +114,30 @@ def test_a_set_with_no_tool_gives_every_trl_template_no_tools(tokenizer, codeblo
     assert rendered >= 2 * 60  # nearly every bundled template, Llama 3.1 / 3.2's among them
 
 
-def test_trl_sft_trainer_tokenizes_a_codeblock_set_without_calling_instructions(tmp_path, tiny_model_dir,
-                                                                                 codeblock_set):
+def test_trl_sft_trainer_tokenizes_a_codeblock_set_without_calling_instructions(
+    tmp_path, tiny_model_dir, codeblock_set
+):
     import datasets
     import trl
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    args = SFTConfig(output_dir=str(tmp_path / "out"), max_steps=1, report_to=[], save_strategy="no", use_cpu=True,
-                     max_length=None, chat_template_path=str(Path(trl.__file__).parent / "chat_templates" /
-                                                              "llama3_1.jinja"))
-    trainer = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(tiny_model_dir), args=args, processing_class=tokenizer,
-                         train_dataset=datasets.load_dataset("parquet", data_files=str(codeblock_set), split="train"))
+    args = SFTConfig(
+        output_dir=str(tmp_path / "out"),
+        max_steps=1,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        max_length=None,
+        chat_template_path=str(Path(trl.__file__).parent / "chat_templates" / "llama3_1.jinja"),
+    )
+    trainer = SFTTrainer(
+        model=AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+        args=args,
+        processing_class=tokenizer,
+        train_dataset=datasets.load_dataset("parquet", data_files=str(codeblock_set), split="train"),
+    )
     for example in trainer.train_dataset:
         text = tokenizer.decode(example["input_ids"])
         assert f"```python\n{CODE}\n```" in text
@@ -167,7 +184,7 @@ def test_the_check_catches_arguments_stored_as_a_json_string(tokenizer, rows):
 
 @pytest.mark.parametrize("template_name", ["qwen3_training", pytest.param("qwen2_5_training", marks=pytest.mark.slow)])
 def test_trl_sft_trainer_trains_on_the_file_unchanged_with_assistant_only_loss(
-    tmp_path, tiny_model_dir, sft_set, template_name,
+    tmp_path, tiny_model_dir, sft_set, template_name
 ):
     import datasets
     import trl
@@ -177,12 +194,22 @@ def test_trl_sft_trainer_trains_on_the_file_unchanged_with_assistant_only_loss(
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     dataset = datasets.load_dataset("parquet", data_files=str(sft_set), split="train")
     args = SFTConfig(
-        output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=2, report_to=[],
-        assistant_only_loss=True, save_strategy="no", use_cpu=True, max_length=None,
+        output_dir=str(tmp_path / "out"),
+        max_steps=1,
+        per_device_train_batch_size=2,
+        report_to=[],
+        assistant_only_loss=True,
+        save_strategy="no",
+        use_cpu=True,
+        max_length=None,
         chat_template_path=str(Path(trl.__file__).parent / "chat_templates" / f"{template_name}.jinja"),
     )
-    trainer = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(tiny_model_dir), args=args,
-                         train_dataset=dataset, processing_class=tokenizer)
+    trainer = SFTTrainer(
+        model=AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+    )
     for example in trainer.train_dataset:
         trained = tokenizer.decode([label for label in example["labels"] if label != -100])  # the loss mask
         assert (CODE in trained or ENCODED in trained) and "boxed{42}" in trained
@@ -191,6 +218,7 @@ def test_trl_sft_trainer_trains_on_the_file_unchanged_with_assistant_only_loss(
 
 
 # --------------------------------------------------------------------------- verl, in its own venv
+
 
 def verl_python() -> Path | None:
     """verl's venv from scripts/peers.sh: $AGENTDATA_VERL_PYTHON, else .peers/verl of this checkout or of /work/main."""
@@ -203,7 +231,7 @@ def verl_python() -> Path | None:
     return None
 
 
-VERL_SCRIPT = r'''
+VERL_SCRIPT = r"""
 import json, sys
 from omegaconf import OmegaConf
 from transformers import AutoTokenizer
@@ -229,7 +257,7 @@ else:
     out = [{"raw_prompt": dataset[i]["raw_prompt"], "ground_truth": dataset[i]["reward_model"]["ground_truth"],
             "data_source": dataset[i]["data_source"]} for i in range(len(dataset))]
 print("RESULT" + json.dumps(out))
-'''
+"""
 
 
 def run_verl(kind: str, path: Path, model_dir: Path, template: str, **options) -> list[dict]:
@@ -240,9 +268,14 @@ def run_verl(kind: str, path: Path, model_dir: Path, template: str, **options) -
 
     template_path = Path(trl.__file__).parent / "chat_templates" / f"{template}.jinja"
     env = {**os.environ, "PYTHONPATH": "", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    done = subprocess.run([str(python), "-c", VERL_SCRIPT, kind, str(path), str(model_dir), str(template_path),
-                           json.dumps(options)],
-                          capture_output=True, text=True, env=env, timeout=600, cwd=path.parent)
+    done = subprocess.run(
+        [str(python), "-c", VERL_SCRIPT, kind, str(path), str(model_dir), str(template_path), json.dumps(options)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=path.parent,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.split("RESULT", 1)[1])
 
@@ -273,9 +306,13 @@ def test_verl_rlhf_dataset_reads_the_rl_pool_export(tmp_path, tiny_model_dir):
     from tests.test_pool import crafted_problems, rates_for
 
     problems = crafted_problems(1)
-    result = build_pool(problems_table(problems), rates_for(problems, [0.25, 0.5, 0.75]),
-                        PoolConfig(embedding="tfidf", format="verl"))
+    result = build_pool(
+        problems_table(problems), rates_for(problems, [0.25, 0.5, 0.75]), PoolConfig(embedding="tfidf", format="verl")
+    )
     pool = write_pool(result, tmp_path / "pool.parquet", "verl")
     items = run_verl("rl", pool, tiny_model_dir, "qwen2_5")
     assert sorted(item["raw_prompt"][0]["content"] for item in items) == sorted(p.question for p in problems)
-    assert {item["ground_truth"] for item in items} == {"1"} and {item["data_source"] for item in items} <= {"src0", "src1"}
+    assert {item["ground_truth"] for item in items} == {"1"} and {item["data_source"] for item in items} <= {
+        "src0",
+        "src1",
+    }

@@ -8,9 +8,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from agentdata.filters.config import DedupConfig
 from agentdata.curate import CurateConfig, curate
 from agentdata.errors import UserError
+from agentdata.filters.config import DedupConfig
 from agentdata.formats.forms import canonical_messages, codeblock_turns, hf_messages, openai_messages
 from agentdata.records import CODE_TOOL, ToolCall, Trajectory, assistant_message, tool_message
 from tests.cli_helpers import run_cli
@@ -37,8 +37,11 @@ def crafted(id: str, format: str = "hermes", **settings) -> Trajectory:
 
 def curated(tmp_path, rows, target="hf", name="sft.parquet"):
     run = write_run(tmp_path / f"run-{target}", rows)
-    return curate([run], tmp_path / name, CurateConfig(target=target, dedup=DedupConfig(near_dup_threshold=None),
-                                                       max_per_problem=None))
+    return curate(
+        [run],
+        tmp_path / name,
+        CurateConfig(target=target, dedup=DedupConfig(near_dup_threshold=None), max_per_problem=None),
+    )
 
 
 def test_hf_form_holds_arguments_and_tools_as_structures(tmp_path):
@@ -65,9 +68,13 @@ def test_codeblock_turns_are_plain_text_with_fences():
 
 
 def test_codeblock_outputs_of_one_turn_share_one_user_turn():
-    messages = [{"role": "user", "content": "q"},
-                assistant_message("", [ToolCall("print(1)", id="call_0"), ToolCall("print(2)", id="call_1")]),
-                tool_message("call_0", "1"), tool_message("call_1", "2"), assistant_message("\\boxed{3}")]
+    messages = [
+        {"role": "user", "content": "q"},
+        assistant_message("", [ToolCall("print(1)", id="call_0"), ToolCall("print(2)", id="call_1")]),
+        tool_message("call_0", "1"),
+        tool_message("call_1", "2"),
+        assistant_message("\\boxed{3}"),
+    ]
     turns = codeblock_turns(messages)
     assert [t["role"] for t in turns] == ["user", "assistant", "user", "assistant"]
     assert turns[2]["content"] == "```output\n1\n```\n```output\n2\n```"

@@ -30,8 +30,13 @@ FINISHED_AT_BLOCK = {"generation": 4, "tool": 4, "shard": 6}
 
 def start_driver(out: Path, problems: int, **env: str) -> subprocess.Popen:
     environment = {**os.environ, **{f"DRIVER_{key.upper()}": str(value) for key, value in env.items()}}
-    return subprocess.Popen([sys.executable, str(DRIVER), str(out), str(problems)], env=environment,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(DRIVER), str(out), str(problems)],
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def run_driver(out: Path, problems: int, **env: str) -> None:
@@ -69,8 +74,7 @@ def uninterrupted(tmp_path_factory) -> list[dict]:
 
 @pytest.mark.parametrize("phase", ["generation", "tool", "shard"])
 @pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_signal_stops_keeps_what_finished_and_resumes_to_the_same_result(tmp_path, uninterrupted, phase,
-                                                                          signal_number):
+def test_signal_stops_keeps_what_finished_and_resumes_to_the_same_result(tmp_path, uninterrupted, phase, signal_number):
     out, marker = tmp_path / "run", tmp_path / "reached"
     process = start_driver(out, SIGNAL_PROBLEMS, phase=phase, mark=marker)
     wait_for(marker.exists, process)

@@ -42,6 +42,7 @@ def sandbox():
 
 # --------------------------------------------------------------------------- finding calculations
 
+
 def test_split_steps_keeps_display_math_whole_and_loses_no_text():
     solution = "First line.\n$$a =\n 1 + 2 = 3$$\nLast."
     steps = split_steps(solution)
@@ -57,7 +58,9 @@ def test_equals_inside_braces_is_not_a_split():
 def test_plain_arithmetic_chains_become_python():
     calculations = find_calculations("So (3 + 4) * 2 = 14 and 2^10 = 1024, then total = 5 × 6 = 30.", set())
     assert [c.code() for c in calculations] == [
-        ["print((3 + 4) * 2)"], ["print(2**10)"], ["total = 5 * 6", "print(total)"],
+        ["print((3 + 4) * 2)"],
+        ["print(2**10)"],
+        ["total = 5 * 6", "print(total)"],
     ]
     assert [c.claimed for c in calculations] == ["14", "1024", "30"]
 
@@ -103,9 +106,12 @@ def test_max_cells_limits_the_code_cells():
 
 # --------------------------------------------------------------------------- trajectories (real sandbox)
 
+
 def test_stitched_trajectory_has_real_outputs(sandbox):
     problem = Problem("What is it?", "9")
-    trajectory = stitch_solution(problem, LATEX_SOLUTION, sandbox, StitchConfig(protocol="hermes"))  # the tool schema in the prompt
+    trajectory = stitch_solution(
+        problem, LATEX_SOLUTION, sandbox, StitchConfig(protocol="hermes")
+    )  # the tool schema in the prompt
     validate_messages(trajectory.messages)
     roles = [m["role"] for m in trajectory.messages]
     assert roles[:2] == ["system", "user"] and roles[-1] == "assistant"
@@ -120,14 +126,16 @@ def test_stitched_trajectory_has_real_outputs(sandbox):
 
 
 def test_cells_of_one_solution_share_state(sandbox):
-    trajectory = stitch_solution(Problem("q", "13"), "Let $a = 3 \\cdot 4 = 12$.\nThen $a + 1 = 13$.",
-                                 sandbox, StitchConfig())
+    trajectory = stitch_solution(
+        Problem("q", "13"), "Let $a = 3 \\cdot 4 = 12$.\nThen $a + 1 = 13$.", sandbox, StitchConfig()
+    )
     assert [m["content"] for m in trajectory.messages if m["role"] == "tool"] == ["12", "13"]
 
 
 def test_a_wrong_claim_keeps_the_real_output(sandbox):
-    trajectory = stitch_solution(Problem("q", "15"), "So 7 * 2 = 15.\nThe answer is $\\boxed{15}$.", sandbox,
-                                 StitchConfig())
+    trajectory = stitch_solution(
+        Problem("q", "15"), "So 7 * 2 = 15.\nThe answer is $\\boxed{15}$.", sandbox, StitchConfig()
+    )
     assert [m["content"] for m in trajectory.messages if m["role"] == "tool"] == ["14"]
     assert trajectory.metadata["calculations_matching_text"] == 0
 
@@ -156,17 +164,21 @@ def test_codeblock_protocol_gives_its_own_system_prompt(sandbox):
 
 # --------------------------------------------------------------------------- files
 
+
 def write_jsonl(path, rows):
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
 
 
 def test_load_solutions_default_layout_and_answers(tmp_path):
-    path = write_jsonl(tmp_path / "s.jsonl", [
-        {"problem": "p1", "solution": "1 + 1 = 2, so $\\boxed{2}$.", "answer": "2"},
-        {"problem": "p2", "solution": "2 + 2 = 4, so $\\boxed{4}$."},  # no answer: from the box
-        {"problem": "p3", "solution": "No idea."},  # no answer anywhere: dropped, counted
-    ])
+    path = write_jsonl(
+        tmp_path / "s.jsonl",
+        [
+            {"problem": "p1", "solution": "1 + 1 = 2, so $\\boxed{2}$.", "answer": "2"},
+            {"problem": "p2", "solution": "2 + 2 = 4, so $\\boxed{4}$."},  # no answer: from the box
+            {"problem": "p3", "solution": "No idea."},  # no answer anywhere: dropped, counted
+        ],
+    )
     rows, no_answer = load_solutions(path)
     assert [(r.problem.question, r.problem.answer) for r in rows] == [("p1", "2"), ("p2", "4")]
     assert no_answer == 1
@@ -189,13 +201,18 @@ def test_load_solutions_names_a_missing_solution_column(tmp_path):
 def test_stitch_file_writes_curates_sft_schema(tmp_path, sandbox):
     from agentdata.curate.sft import SFT_COLUMNS
 
-    path = write_jsonl(tmp_path / "s.jsonl", [
-        {"question": "Natalia?", "solution": GSM8K_SOLUTION},
-        {"question": "Sum?", "solution": LATEX_SOLUTION, "answer": "9"},
-        {"question": "Why?", "solution": "Because. $\\boxed{1}$"},
-    ])
+    path = write_jsonl(
+        tmp_path / "s.jsonl",
+        [
+            {"question": "Natalia?", "solution": GSM8K_SOLUTION},
+            {"question": "Sum?", "solution": LATEX_SOLUTION, "answer": "9"},
+            {"question": "Why?", "solution": "Because. $\\boxed{1}$"},
+        ],
+    )
     out = tmp_path / "sft.parquet"
-    summary = stitch_file(path, out, StitchConfig(protocol="hermes"), trajectories_dir=tmp_path / "traj", sandbox=sandbox)  # hermes rows carry the tool schema
+    summary = stitch_file(
+        path, out, StitchConfig(protocol="hermes"), trajectories_dir=tmp_path / "traj", sandbox=sandbox
+    )  # hermes rows carry the tool schema
     assert summary.written == 2 and summary.dropped == {"no_answer": 0, "no_calculation": 1}
     table = pq.read_table(out)
     assert table.column_names == list(SFT_COLUMNS)

@@ -14,8 +14,21 @@ def test_stitch_command_writes_an_sft_set(tmp_path, capsys):
     solutions = tmp_path / "gsm.jsonl"
     solutions.write_text(json.dumps({"question": "Q?", "answer": "3*4 = <<3*4=12>>12 apples.\n#### 12"}) + "\n")
     out = tmp_path / "sft.parquet"
-    code = run_cli(["synth", "stitch", str(solutions), "--solution-field", "answer", "--out", str(out),
-                    "--protocol", "codeblock", "--trajectories", str(tmp_path / "traj")])
+    code = run_cli(
+        [
+            "synth",
+            "stitch",
+            str(solutions),
+            "--solution-field",
+            "answer",
+            "--out",
+            str(out),
+            "--protocol",
+            "codeblock",
+            "--trajectories",
+            str(tmp_path / "traj"),
+        ]
+    )
     assert code == 0
     assert "stitched trajectories written" in capsys.readouterr().out
     row = pq.read_table(out).to_pylist()[0]
@@ -25,10 +38,9 @@ def test_stitch_command_writes_an_sft_set(tmp_path, capsys):
     assert "```output\n12\n```" in [m["content"] for m in row["messages"] if m["role"] == "user"]
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--solution-field", "nope"], "no column 'nope'"),
-    (["--max-cells", "0"], "--max-cells 0"),
-])
+@pytest.mark.parametrize(
+    "args,message", [(["--solution-field", "nope"], "no column 'nope'"), (["--max-cells", "0"], "--max-cells 0")]
+)
 def test_stitch_command_reports_mistakes_in_one_line(tmp_path, capsys, args, message):
     solutions = tmp_path / "s.jsonl"
     solutions.write_text(json.dumps({"question": "Q?", "solution": "1 + 1 = 2", "answer": "2"}) + "\n")

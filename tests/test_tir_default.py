@@ -8,22 +8,22 @@ import re
 
 import pytest
 
+from agentdata.agent.config import CollectConfig, LoopConfig
 from agentdata.engines import load_engine
 from agentdata.engines.base import Engine, Generation, GenerationRequest
 from agentdata.engines.defaults import DEFAULT_ENGINE, DEFAULT_PROTOCOL
-from agentdata.agent.config import CollectConfig, LoopConfig
 from agentdata.engines.demonstrated import DEMONSTRATION, DemonstratedEngine, demonstrated_policy
+from agentdata.errors import UserError
 from agentdata.evaluation.config import EvalConfig
+from agentdata.formats import get_protocol
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.rl.run import load_pool
 from agentdata.sft.config import SFTStageConfig
-from agentdata.synth.stitch import StitchConfig
-from agentdata.training.model import resolve_model_dir
-from agentdata.errors import UserError
-from agentdata.formats import get_protocol
 from agentdata.synth.builtin import DEFAULT_SEED, DEV_SEED, HELD_OUT_SEED, default_problems
 from agentdata.synth.generators import generate_problems
 from agentdata.synth.ladder import LADDER_TEMPLATES
+from agentdata.synth.stitch import StitchConfig
+from agentdata.training.model import resolve_model_dir
 from agentdata.verify import is_correct
 
 
@@ -38,8 +38,9 @@ class RecordingEngine(Engine):
 
 def _request(protocol: str) -> GenerationRequest:
     messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"}]
-    return GenerationRequest(messages=messages, turn_messages=list(messages),
-                             stop=tuple(get_protocol(protocol).stop_strings))
+    return GenerationRequest(
+        messages=messages, turn_messages=list(messages), stop=tuple(get_protocol(protocol).stop_strings)
+    )
 
 
 def test_codeblock_requests_get_the_example_between_system_prompt_and_question():
@@ -88,8 +89,9 @@ def test_ladder_answers_match_an_independent_computation():
             "digit_sum_of_power": lambda p: sum(map(int, str(pow(p["base"], p["exponent"])))),
             "remainder": lambda p: p["a"] - p["m"] * (p["a"] // p["m"]),
             "sum_of_squares": lambda p: p["n"] * (p["n"] + 1) * (2 * p["n"] + 1) // 6,
-            "count_multiples": lambda p: (p["n"] // p["a"] + p["n"] // p["b"]
-                                          - p["n"] // (p["a"] * p["b"] // _gcd(p["a"], p["b"]))),
+            "count_multiples": lambda p: (
+                p["n"] // p["a"] + p["n"] // p["b"] - p["n"] // (p["a"] * p["b"] // _gcd(p["a"], p["b"]))
+            ),
             "count_digit": lambda p: len([k for k in range(1, p["n"] + 1) if str(p["digit"]) in str(k)]),
         }[template](params)
         assert problem.answer == str(expected), problem.question
@@ -129,6 +131,7 @@ def test_collect_and_filter_with_no_problem_file_run_the_default_problems(tmp_pa
         def record(problems, out, config, *args, **kwargs):
             seen[stage] = (problems, args[0] if args else config)
             raise UserError("stopped by the test")
+
         return record
 
     monkeypatch.setattr(runner, "collect", recorder("collect"))
@@ -185,9 +188,16 @@ def test_grpo_from_the_default_model_runs_real_code_in_its_rollouts(tmp_path):
 
     pool = tmp_path / "pool.jsonl"  # held-out level-1 ladder problems (not the default set)
     write_jsonl(generate_problems(1, seed=HELD_OUT_SEED, kinds=["compute"], levels=[1]), pool)
-    config = GRPOStageConfig(rl_pool=str(pool), out=str(tmp_path / "rl"), max_steps=1, num_generations=4,
-                             prompts_per_step=1, plots=False, save_steps=1000,
-                             loop=LoopConfig(temperature=1.0, max_new_tokens=64, max_tool_calls=1))
+    config = GRPOStageConfig(
+        rl_pool=str(pool),
+        out=str(tmp_path / "rl"),
+        max_steps=1,
+        num_generations=4,
+        prompts_per_step=1,
+        plots=False,
+        save_steps=1000,
+        loop=LoopConfig(temperature=1.0, max_new_tokens=64, max_tool_calls=1),
+    )
     assert config.model == DEFAULT_ENGINE
     result = run_grpo(config)
     [step] = [json.loads(line) for line in result.metrics_file.read_text().splitlines() if '"reward"' in line]

@@ -13,7 +13,14 @@ from agentdata.errors import UserError
 from agentdata.records import CODE_TOOL
 from agentdata.sandbox.base import CodeSandbox
 from agentdata.tools import (
-    CodeInterpreter, FunctionTool, Tool, ToolContext, argument_problem, call_tool, load_tool, load_tools,
+    CodeInterpreter,
+    FunctionTool,
+    Tool,
+    ToolContext,
+    argument_problem,
+    call_tool,
+    load_tool,
+    load_tools,
 )
 from tests.fakes import InProcessSandbox
 
@@ -126,8 +133,14 @@ def test_two_tools_with_one_name_are_refused(word_tools, tmp_path):
 
 
 def test_argument_checks_follow_json_schema_types():
-    parameters = {"properties": {"n": {"type": "integer"}, "x": {"type": ["number", "null"]},
-                                 "mode": {"type": "string", "enum": ["a", "b"]}}, "required": ["n"]}
+    parameters = {
+        "properties": {
+            "n": {"type": "integer"},
+            "x": {"type": ["number", "null"]},
+            "mode": {"type": "string", "enum": ["a", "b"]},
+        },
+        "required": ["n"],
+    }
     assert argument_problem({"n": 1, "x": None, "mode": "a"}, parameters) is None
     assert argument_problem({"n": 1.5}, parameters) == "argument 'n' should be integer, got float"
     assert argument_problem({"n": True}, parameters) == "argument 'n' should be integer, got bool"
@@ -151,7 +164,9 @@ def test_every_sandbox_has_the_whole_protocol(sandbox_class):
     from agentdata.sandbox.remote import RemoteSandbox
 
     cls = {"local": Sandbox, "remote": RemoteSandbox, "fusion": FusionSandbox, "fake": InProcessSandbox}[sandbox_class]
-    members = [name for name, value in vars(CodeSandbox).items() if inspect.isfunction(value) and not name.startswith("_")]
+    members = [
+        name for name, value in vars(CodeSandbox).items() if inspect.isfunction(value) and not name.startswith("_")
+    ]
     assert set(members) == {"run", "arun", "close_session", "aclose_session", "arelease", "close"}
     for name in members:
         method = getattr(cls, name)

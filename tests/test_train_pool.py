@@ -66,21 +66,38 @@ def grpo_runs(monkeypatch):
 
 
 def write_problems(path: Path) -> Path:
-    path.write_text("".join(json.dumps({"question": q, "answer": str(int(q.split()[2]) + 1)}) + "\n"
-                            for q in CORRECT_OF_FOUR))
+    path.write_text(
+        "".join(json.dumps({"question": q, "answer": str(int(q.split()[2]) + 1)}) + "\n" for q in CORRECT_OF_FOUR)
+    )
     return path
 
 
 def test_train_profiles_the_sft_model_with_grpos_loop_and_trains_grpo_on_the_band(
-        tmp_path, tiny_model_dir, student, grpo_runs):
+    tmp_path, tiny_model_dir, student, grpo_runs
+):
     from tests.cli_helpers import run_cli
 
     sft_data, problems = write_sft_set(tmp_path / "sft.jsonl", count=4), write_problems(tmp_path / "problems.jsonl")
     config = tmp_path / "train.yaml"
     config.write_text("sft:\n  batch_size: 2\n  max_length: 512\n  max_steps: 1\nrl:\n  max_tool_calls: 1\n")
     out = tmp_path / "out"
-    command = ["train", "--model", f"hf:{tiny_model_dir}", "--sft-data", str(sft_data), "--rl-problems", str(problems),
-               "--out", str(out), "--max-new-tokens", "64", "--overlong-buffer", "8", "--config", str(config)]
+    command = [
+        "train",
+        "--model",
+        f"hf:{tiny_model_dir}",
+        "--sft-data",
+        str(sft_data),
+        "--rl-problems",
+        str(problems),
+        "--out",
+        str(out),
+        "--max-new-tokens",
+        "64",
+        "--overlong-buffer",
+        "8",
+        "--config",
+        str(config),
+    ]
     assert run_cli(command) == 0
     [engine] = student
     assert engine.spec == f"hf:{out / 'sft'}"  # the SFT output, not the base model
@@ -89,7 +106,11 @@ def test_train_profiles_the_sft_model_with_grpos_loop_and_trains_grpo_on_the_ban
     [profile_dir] = [path for path in (out / "profile").iterdir() if path.is_dir()]
     settings = json.loads((profile_dir / "manifest.json").read_text())["settings"]
     assert (settings["teacher"], settings["temperature"], settings["max_new_tokens"], settings["max_tool_calls"]) == (
-        f"hf:{out / 'sft'}", 1.0, 64, 1)
+        f"hf:{out / 'sft'}",
+        1.0,
+        64,
+        1,
+    )
     pool = pl.read_parquet(out / "pool.parquet")  # the default band 0.05-0.8 keeps 1/4 and 2/4, not 0/4 or 4/4
     assert sorted(pool["pass_rate"].to_list()) == [0.25, 0.5]
     assert (out / "pool.report.json").is_file() and (out / "pool.pass_rate.png").is_file()
@@ -102,8 +123,9 @@ def test_train_profiles_the_sft_model_with_grpos_loop_and_trains_grpo_on_the_ban
     assert json.loads((out / "pool.report.json").read_text())["generated_rollouts"] == 0
 
 
-def test_stage_rl_profiles_the_start_model_with_the_band_and_k_from_the_config(tmp_path, tiny_model_dir, student,
-                                                                               grpo_runs):
+def test_stage_rl_profiles_the_start_model_with_the_band_and_k_from_the_config(
+    tmp_path, tiny_model_dir, student, grpo_runs
+):
     from agentdata.train import TrainRequest, train
 
     config = tmp_path / "train.yaml"
@@ -126,8 +148,15 @@ def test_an_empty_band_trains_on_all_problems_with_a_warning(tmp_path, tiny_mode
     (out / "pool.parquet").write_bytes(b"an earlier run's pool")
     messages: list[str] = []
     with listening(lambda event: messages.append(event.message)):
-        train(TrainRequest(stage="rl", out=out, rl_problems=problems,
-                           flags={"model": f"hf:{tiny_model_dir}"}, rl_flags={"band": "0.6,0.7"}))
+        train(
+            TrainRequest(
+                stage="rl",
+                out=out,
+                rl_problems=problems,
+                flags={"model": f"hf:{tiny_model_dir}"},
+                rl_flags={"band": "0.6,0.7"},
+            )
+        )
     [warning] = [m for m in messages if m.startswith("warning:")]
     assert "keeps none of the 4 problems" in warning and "1 never solved, 1 always solved" in warning
     assert grpo_runs[0].rl_pool == str(problems) and not (out / "pool.parquet").exists()
@@ -158,8 +187,14 @@ def test_a_pool_and_raw_problems_together_are_refused(tmp_path):
     from agentdata.train import TrainRequest, train
 
     with pytest.raises(UserError, match="not both"):
-        train(TrainRequest(stage="rl", out=tmp_path, rl_pool=tmp_path / "pool.parquet",
-                           rl_problems=write_problems(tmp_path / "p.jsonl")))
+        train(
+            TrainRequest(
+                stage="rl",
+                out=tmp_path,
+                rl_pool=tmp_path / "pool.parquet",
+                rl_problems=write_problems(tmp_path / "p.jsonl"),
+            )
+        )
 
 
 @pytest.fixture
@@ -181,14 +216,21 @@ def embedded_student(monkeypatch, tiny_model_dir):
 
 
 def test_stage_rl_from_smollm2_tir_profiles_under_the_worked_examples_grpo_rollouts_see(
-        tmp_path, embedded_student, grpo_runs):
+    tmp_path, embedded_student, grpo_runs
+):
     from agentdata.engines.demonstrated import DEMONSTRATION, rollouts_show_examples
     from agentdata.train import TrainRequest, train
     from agentdata.train_pool import pool_warnings
 
     out = tmp_path / "rl"
-    train(TrainRequest(stage="rl", out=out, rl_problems=write_problems(tmp_path / "p.jsonl"),
-                       flags={"model": "smollm2-tir", "max_new_tokens": 64}))
+    train(
+        TrainRequest(
+            stage="rl",
+            out=out,
+            rl_problems=write_problems(tmp_path / "p.jsonl"),
+            flags={"model": "smollm2-tir", "max_new_tokens": 64},
+        )
+    )
     [engine] = embedded_student
     # the profile's prompt is GRPO's: the worked examples between the system prompt and the question
     assert len(engine.requests) == 16

@@ -31,15 +31,35 @@ def test_grpo_evaluates_at_step_0_every_step_and_keeps_each_checkpoint(tmp_path,
     from agentdata.rl import GRPOStageConfig, run_grpo
 
     out = tmp_path / "rl"
-    config = build(GRPOStageConfig, dict(
-        model=f"hf:{tiny_model_dir}", out=str(out), max_steps=2, num_generations=2, prompts_per_step=1,
-        max_new_tokens=16, overlong_buffer=0, use_vllm="no", limit=2, learning_rate=1e-3,
-        eval_problems=str(write_eval_problems(tmp_path / "held_out.jsonl")), eval_every=1, eval_k=2))
+    config = build(
+        GRPOStageConfig,
+        dict(
+            model=f"hf:{tiny_model_dir}",
+            out=str(out),
+            max_steps=2,
+            num_generations=2,
+            prompts_per_step=1,
+            max_new_tokens=16,
+            overlong_buffer=0,
+            use_vllm="no",
+            limit=2,
+            learning_rate=1e-3,
+            eval_problems=str(write_eval_problems(tmp_path / "held_out.jsonl")),
+            eval_every=1,
+            eval_k=2,
+        ),
+    )
     result = run_grpo(config)
     records = eval_records(out)
     assert [entry["step"] for entry in records] == [0, 1, 2]
-    for key in ("eval/avg@2", "eval/pass@2", "eval/maj@2", "eval/tools/call_frequency",
-                "eval/completions/model_tokens", "eval/rollouts/failed"):
+    for key in (
+        "eval/avg@2",
+        "eval/pass@2",
+        "eval/maj@2",
+        "eval/tools/call_frequency",
+        "eval/completions/model_tokens",
+        "eval/rollouts/failed",
+    ):
         assert all(isinstance(entry[key], (int, float)) for entry in records), key
     assert all(0 <= entry["eval/avg@2"] <= entry["eval/pass@2"] <= 1 for entry in records)
     assert all(entry["eval/completions/model_tokens"] > 0 for entry in records)
@@ -58,8 +78,15 @@ def test_sft_evaluates_after_its_last_step_and_save_total_limit_is_honored(tmp_p
     from tests.train_fixtures import write_sft_set
 
     held_out = write_eval_problems(tmp_path / "held_out.jsonl")
-    common = dict(model=f"hf:{tiny_model_dir}", sft_data=str(write_sft_set(tmp_path / "sft.jsonl", count=6)),
-                  max_steps=3, batch_size=2, max_length=512, eval_problems=str(held_out), eval_k=2)
+    common = dict(
+        model=f"hf:{tiny_model_dir}",
+        sft_data=str(write_sft_set(tmp_path / "sft.jsonl", count=6)),
+        max_steps=3,
+        batch_size=2,
+        max_length=512,
+        eval_problems=str(held_out),
+        eval_k=2,
+    )
     at_end = tmp_path / "at_end"
     run_sft(build(SFTStageConfig, {**common, "out": str(at_end)}))
     assert [entry["step"] for entry in eval_records(at_end)] == [3]
@@ -83,8 +110,15 @@ def test_an_evaluation_leaves_the_training_state_as_it_was(tmp_path, tiny_model_
     model, tokenizer = load_model(tiny_model_dir), load_tokenizer(tiny_model_dir)
     model.train()
     settings = ValidationConfig(eval_problems=str(write_eval_problems(tmp_path / "p.jsonl")), eval_k=1)
-    callback = ValidationCallback(settings, LoopConfig(max_new_tokens=8), tmp_path, lambda: model_engine(model, tokenizer),
-                                  "SFT", every=None, at_start=False)
+    callback = ValidationCallback(
+        settings,
+        LoopConfig(max_new_tokens=8),
+        tmp_path,
+        lambda: model_engine(model, tokenizer),
+        "SFT",
+        every=None,
+        at_start=False,
+    )
     rng = torch.get_rng_state()
     record = callback.evaluate(5)
     assert model.training and torch.equal(torch.get_rng_state(), rng)
@@ -101,10 +135,12 @@ def test_a_missing_eval_file_is_refused_before_training(tmp_path):
 
 
 def test_the_scaling_plot_has_its_four_panels_with_train_and_eval_lines():
-    history = [{"step": 0, "eval/avg@4": 0.1, "eval/tools/call_frequency": 0.5, "eval/completions/model_tokens": 90.0},
-               {"step": 1, "accuracy": 0.2, "tools/call_frequency": 0.6, "completions/model_tokens": 80.0, "entropy": 1.5},
-               {"step": 2, "accuracy": 0.4, "tools/call_frequency": 0.9, "completions/model_tokens": 70.0, "entropy": 1.2},
-               {"step": 2, "eval/avg@4": 0.3, "eval/tools/call_frequency": 0.8, "eval/completions/model_tokens": 60.0}]
+    history = [
+        {"step": 0, "eval/avg@4": 0.1, "eval/tools/call_frequency": 0.5, "eval/completions/model_tokens": 90.0},
+        {"step": 1, "accuracy": 0.2, "tools/call_frequency": 0.6, "completions/model_tokens": 80.0, "entropy": 1.5},
+        {"step": 2, "accuracy": 0.4, "tools/call_frequency": 0.9, "completions/model_tokens": 70.0, "entropy": 1.2},
+        {"step": 2, "eval/avg@4": 0.3, "eval/tools/call_frequency": 0.8, "eval/completions/model_tokens": 60.0},
+    ]
     figure = scaling_figure(history)
     assert [axis.get_title() for axis in figure.axes] == [title for title, _, _ in PANELS]
     accuracy = figure.axes[0]

@@ -183,6 +183,7 @@ def test_quick_path_is_fast():
 
 # --------------------------------------------------------------------------- robustness
 
+
 def test_checks_from_many_threads_agree_with_serial_results():
     cases = [(gold, response, True) for gold, response in CORRECT] + [(g, r, False) for g, r in WRONG]
     cases = cases * 4
@@ -226,7 +227,9 @@ def test_checks_from_worker_processes(start_method):
         assert pool.map(_check_in_child, cases) == [True, False, True]
 
 
-@pytest.mark.parametrize("response", [r"\boxed{\frac{1}{", r"\boxed{)(}", r"\boxed{\\\\}", "\\boxed{\x00}", r"\boxed{" + "(" * 500 + "}"])
+@pytest.mark.parametrize(
+    "response", [r"\boxed{\frac{1}{", r"\boxed{)(}", r"\boxed{\\\\}", "\\boxed{\x00}", r"\boxed{" + "(" * 500 + "}"]
+)
 def test_malformed_answers_are_wrong_not_errors(response):
     start = time.perf_counter()
     assert is_correct(response, r"x^2+1", timeout_s=2.0) is False
@@ -235,9 +238,9 @@ def test_malformed_answers_are_wrong_not_errors(response):
 
 # --------------------------------------------------------------------------- rewards
 
+
 @pytest.mark.parametrize(
-    ("rounds", "expected"),
-    [(0, -1.0), (1, -0.9), (2, -0.8), (3, -0.7), (4, -0.6), (5, -0.6), (20, -0.6)],
+    ("rounds", "expected"), [(0, -1.0), (1, -0.9), (2, -0.8), (3, -0.7), (4, -0.6), (5, -0.6), (20, -0.6)]
 )
 def test_tool_call_reward_for_wrong_answers(rounds, expected):
     assert tool_call_reward(False, rounds) == pytest.approx(expected)
@@ -253,8 +256,7 @@ def test_extra_call_penalty():
 
 
 @pytest.mark.parametrize(
-    ("length", "expected"),
-    [(0, 0.0), (6000, 0.0), (6001, -0.25 / 1000), (6500, -0.125), (7000, -0.25), (8000, -0.25)],
+    ("length", "expected"), [(0, 0.0), (6000, 0.0), (6001, -0.25 / 1000), (6500, -0.125), (7000, -0.25), (8000, -0.25)]
 )
 def test_overlong_penalty_dapo_formula(length, expected):
     # max_len 7000, buffer 1000 -> penalty ramps from 0 at 6000 to -0.25 at 7000
@@ -264,9 +266,13 @@ def test_overlong_penalty_dapo_formula(length, expected):
 def test_correctness_reward_trl_signature_with_strings_and_messages():
     reward = CorrectnessReward()
     conversational = [
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "c0", "type": "function",
-                                                            "function": {"name": "code_interpreter",
-                                                                         "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "c0", "type": "function", "function": {"name": "code_interpreter", "arguments": "{}"}}
+            ],
+        },
         {"role": "tool", "content": r"\boxed{5}"},  # tool output is never read as the answer
         {"role": "assistant", "content": r"So \boxed{4}."},
     ]

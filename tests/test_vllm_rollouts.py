@@ -74,8 +74,13 @@ class FakeLLM:
             outputs = []
             for prompt in prompts:
                 text, finish, stop = self.respond(prompt)
-                outputs.append(RequestOutput(prompt, list(range(len(prompt.split()))),
-                                             [CompletionOutput(text, list(range(len(text.split()) + 1)), finish, stop)]))
+                outputs.append(
+                    RequestOutput(
+                        prompt,
+                        list(range(len(prompt.split()))),
+                        [CompletionOutput(text, list(range(len(text.split()) + 1)), finish, stop)],
+                    )
+                )
             return outputs
         finally:
             self._busy.release()
@@ -93,8 +98,9 @@ def test_requests_that_arrive_during_a_call_wait_and_form_the_next_one(tokenizer
         first = [asyncio.create_task(engine.generate(ask(f"q{i} ?", max_new_tokens=10 + i, seed=i))) for i in range(3)]
         while not llm.in_call.is_set():
             await asyncio.sleep(0.01)
-        second = [asyncio.create_task(engine.generate(ask(f"q{i} ?", max_new_tokens=10 + i, seed=i)))
-                  for i in range(3, 8)]
+        second = [
+            asyncio.create_task(engine.generate(ask(f"q{i} ?", max_new_tokens=10 + i, seed=i))) for i in range(3, 8)
+        ]
         for _ in range(5):  # let the second wave reach the queue while the first call is still held
             await asyncio.sleep(0)
         llm.release.set()
@@ -125,8 +131,9 @@ def test_agent_rollouts_in_flight_never_call_generate_at_once(tokenizer):
 
     async def go(sandbox):
         try:
-            return await asyncio.gather(*(solve(problem, engine, sandbox, config, sample_index=0, seed=i)
-                                          for i, problem in enumerate(problems)))
+            return await asyncio.gather(
+                *(solve(problem, engine, sandbox, config, sample_index=0, seed=i) for i, problem in enumerate(problems))
+            )
         finally:
             await engine.aclose()
 
@@ -147,8 +154,9 @@ def test_a_failing_generate_call_fails_its_requests_not_the_engine(tokenizer):
                 raise RuntimeError("CUDA out of memory")
             return super().generate(prompts, sampling_params, use_tqdm=use_tqdm)
 
-    engine = ColocatedVLLMEngine(BrokenOnce(lambda prompt: ("ok", "length", None)), tokenizer,
-                                 sampling_params=SamplingParams)
+    engine = ColocatedVLLMEngine(
+        BrokenOnce(lambda prompt: ("ok", "length", None)), tokenizer, sampling_params=SamplingParams
+    )
 
     async def go():
         failed = await engine.generate(ask("a ?"))
@@ -164,8 +172,9 @@ def test_a_failing_generate_call_fails_its_requests_not_the_engine(tokenizer):
 @pytest.mark.parametrize("stop_reason", ["\n```\n", None])
 def test_the_stop_string_is_named_whether_vllm_reports_it_or_leaves_it_in_the_text(tokenizer, stop_reason):
     text = "print(1)" if stop_reason else "print(1)\n```\nmore"
-    engine = ColocatedVLLMEngine(FakeLLM(lambda prompt: (text, "stop", stop_reason)), tokenizer,
-                                 sampling_params=SamplingParams)
+    engine = ColocatedVLLMEngine(
+        FakeLLM(lambda prompt: (text, "stop", stop_reason)), tokenizer, sampling_params=SamplingParams
+    )
 
     async def go():
         result = await engine.generate(ask("x ?", stop=("\n```\n",)))

@@ -26,8 +26,9 @@ def client_factory(monkeypatch):
     import trl.generation.vllm_client as vllm_client
 
     monkeypatch.setattr(vllm_client, "is_vllm_available", lambda *args, **kwargs: True)
-    return lambda url: server_client(SimpleNamespace(vllm_server_base_url=url, vllm_server_timeout=5.0,
-                                                     vllm_server_host="", vllm_server_port=0))
+    return lambda url: server_client(
+        SimpleNamespace(vllm_server_base_url=url, vllm_server_timeout=5.0, vllm_server_host="", vllm_server_port=0)
+    )
 
 
 def ask(text: str, **fields) -> GenerationRequest:
@@ -47,13 +48,19 @@ def run(engine, coroutine_factory):
 def test_rollouts_go_through_trls_client_one_call_per_setting_each_row_cut_to_its_budget(tokenizer, client_factory):
     with VLLMServerStandIn(tokenizer, lambda prompt: "one two three four five six seven eight nine ten") as server:
         engine = ServerVLLMEngine(client_factory(server.base_url), tokenizer)
-        requests = [ask("a", max_new_tokens=3), ask("b", max_new_tokens=40), ask("c", max_new_tokens=40, temperature=0.0)]
+        requests = [
+            ask("a", max_new_tokens=3),
+            ask("b", max_new_tokens=40),
+            ask("c", max_new_tokens=40, temperature=0.0),
+        ]
         results = run(engine, lambda: asyncio.gather(*(engine.generate(r) for r in requests)))
     assert len(server.requests) == 2  # temperature 0.7 (two rows) and 0.0: one HTTP call each
     warm = next(body for body in server.requests if body["temperature"] == 0.7)
     assert warm["max_tokens"] == 40 and len(warm["prompt"]) == 2 and "seed" not in warm
-    expected_prompt = tokenizer(tokenizer.apply_chat_template([{"role": "user", "content": "a"}], tokenize=False,
-                                                              add_generation_prompt=True), add_special_tokens=False)
+    expected_prompt = tokenizer(
+        tokenizer.apply_chat_template([{"role": "user", "content": "a"}], tokenize=False, add_generation_prompt=True),
+        add_special_tokens=False,
+    )
     assert warm["prompt"][0] == expected_prompt["input_ids"]  # rendered here, sent as token ids
     assert (results[0].finish_reason, results[0].completion_tokens) == ("length", 3)
     assert results[1].finish_reason == "stop" and results[1].text == "one two three four five six seven eight nine ten"
@@ -70,8 +77,12 @@ def test_agent_rollouts_against_the_server_run_code_and_finish(tokenizer, client
     problems = [Problem(question=f"What is 6 * 7? ({i})", answer="42") for i in range(4)]
     with VLLMServerStandIn(tokenizer, respond) as server, Sandbox(workers=2, prefork=1) as sandbox:
         engine = ServerVLLMEngine(client_factory(server.base_url), tokenizer)
-        trajectories = run(engine, lambda: asyncio.gather(
-            *(solve(problem, engine, sandbox, config, sample_index=0, seed=i) for i, problem in enumerate(problems))))
+        trajectories = run(
+            engine,
+            lambda: asyncio.gather(
+                *(solve(problem, engine, sandbox, config, sample_index=0, seed=i) for i, problem in enumerate(problems))
+            ),
+        )
     assert all(t.correct and t.num_tool_calls == 1 and t.finish_reason == "answer" for t in trajectories)
     assert server.most_active == 1  # one consumer: never two HTTP calls at once
     assert sum(len(body["prompt"]) for body in server.requests) == 8 and len(server.requests) < 8
@@ -94,7 +105,11 @@ def test_vllm_server_selects_trls_server_mode(tmp_path):
 
     config = GRPOStageConfig(vllm_server="http://gpu2:8000")
     arguments = trl_grpo_config(config, tmp_path, use_vllm=True)
-    assert (arguments.use_vllm, arguments.vllm_mode, arguments.vllm_server_base_url) == (True, "server", "http://gpu2:8000")
+    assert (arguments.use_vllm, arguments.vllm_mode, arguments.vllm_server_base_url) == (
+        True,
+        "server",
+        "http://gpu2:8000",
+    )
     assert trl_grpo_config(GRPOStageConfig(), tmp_path, use_vllm=True).vllm_mode == "colocate"
     with pytest.raises(ValueError, match="use_vllm"):
         GRPOStageConfig(vllm_server="http://gpu2:8000", use_vllm="no")
@@ -111,19 +126,37 @@ def test_the_engine_follows_the_trainers_vllm_mode(tokenizer, client_factory, mo
     from agentdata.rl.vllm_policy import ColocatedVLLMEngine
 
     with VLLMServerStandIn(tokenizer, lambda prompt: "hi") as server:
+
         def trainer(use_vllm, mode, processes=1, sleep=False):
-            args = SimpleNamespace(use_vllm=use_vllm, vllm_mode=mode, vllm_server_base_url=server.base_url,
-                                   vllm_server_timeout=5.0, vllm_server_host="", vllm_server_port=0,
-                                   vllm_enable_sleep_mode=sleep)
-            return SimpleNamespace(args=args, model=SimpleNamespace(config=None), processing_class=tokenizer,
-                                   vllm_generation=SimpleNamespace(llm="LLM"), rollout_func=lambda p, t: {},
-                                   accelerator=SimpleNamespace(num_processes=processes))
+            args = SimpleNamespace(
+                use_vllm=use_vllm,
+                vllm_mode=mode,
+                vllm_server_base_url=server.base_url,
+                vllm_server_timeout=5.0,
+                vllm_server_host="",
+                vllm_server_port=0,
+                vllm_enable_sleep_mode=sleep,
+            )
+            return SimpleNamespace(
+                args=args,
+                model=SimpleNamespace(config=None),
+                processing_class=tokenizer,
+                vllm_generation=SimpleNamespace(llm="LLM"),
+                rollout_func=lambda p, t: {},
+                accelerator=SimpleNamespace(num_processes=processes),
+            )
 
         rollout = SimpleNamespace(engine=None)
-        assert isinstance(rollout_engines.attach_rollout_engine(trainer(False, "colocate"), rollout, tokenizer),
-                          PolicyEngine)
-        assert isinstance(rollout_engines.attach_rollout_engine(trainer(True, "colocate"), rollout, tokenizer),
-                          ColocatedVLLMEngine) and rollout.engine.llm == "LLM"
+        assert isinstance(
+            rollout_engines.attach_rollout_engine(trainer(False, "colocate"), rollout, tokenizer), PolicyEngine
+        )
+        assert (
+            isinstance(
+                rollout_engines.attach_rollout_engine(trainer(True, "colocate"), rollout, tokenizer),
+                ColocatedVLLMEngine,
+            )
+            and rollout.engine.llm == "LLM"
+        )
         with pytest.raises(UserError, match="vllm_enable_sleep_mode"):
             rollout_engines.attach_rollout_engine(trainer(True, "colocate", sleep=True), rollout, tokenizer)
         served = trainer(True, "server", processes=2)

@@ -60,9 +60,11 @@ def test_auto_gives_a_base_model_the_plain_template_and_says_so(base_tokenizer):
     with listening(events.append):
         assert apply_prompt_template(base_tokenizer, "auto", model="base") == "plain"
     assert [event.kind for event in events] == ["log"] and "plain-text template" in events[0].message
-    text = base_tokenizer.apply_chat_template([{"role": "system", "content": "Use Python."},
-                                               {"role": "user", "content": QUESTION}],
-                                              tokenize=False, add_generation_prompt=True)
+    text = base_tokenizer.apply_chat_template(
+        [{"role": "system", "content": "Use Python."}, {"role": "user", "content": QUESTION}],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
     assert text == f"{PLAIN_PREAMBLE}\nUse Python.\n\nUser: {QUESTION}\nAssistant:"
 
 
@@ -97,8 +99,9 @@ def test_the_hf_engine_serves_a_base_model_with_the_plain_template(base_model_di
     async def go():
         engine = load_engine(f"hf:{base_model_dir}", device="cpu")
         try:
-            request = GenerationRequest(messages=[{"role": "user", "content": QUESTION}], max_new_tokens=4,
-                                        temperature=0.0)
+            request = GenerationRequest(
+                messages=[{"role": "user", "content": QUESTION}], max_new_tokens=4, temperature=0.0
+            )
             return render_prompt(engine.tokenizer, request), await engine.generate(request)
         finally:
             await engine.aclose()
@@ -114,9 +117,21 @@ def test_grpo_from_a_base_model_rolls_out_and_trains_on_plain_prompts(tmp_path, 
     from agentdata.rl.run import run_grpo
     from agentdata.settings import build
 
-    config = build(GRPOStageConfig, dict(model=f"hf:{base_model_dir}", out=str(tmp_path / "rl"), max_steps=1,
-                                         num_generations=2, max_new_tokens=16, overlong_buffer=0, use_vllm="no",
-                                         protocol="codeblock", limit=2, plots=False))
+    config = build(
+        GRPOStageConfig,
+        dict(
+            model=f"hf:{base_model_dir}",
+            out=str(tmp_path / "rl"),
+            max_steps=1,
+            num_generations=2,
+            max_new_tokens=16,
+            overlong_buffer=0,
+            use_vllm="no",
+            protocol="codeblock",
+            limit=2,
+            plots=False,
+        ),
+    )
     events = []
     with listening(events.append):
         result = run_grpo(config)
@@ -135,9 +150,20 @@ def test_grpo_rollout_prompts_are_the_plain_template(tmp_path, base_model_dir):
     from agentdata.rl.run import build_grpo_trainer
     from agentdata.settings import build
 
-    config = build(GRPOStageConfig, dict(model=f"hf:{base_model_dir}", out=str(tmp_path), max_steps=1,
-                                         num_generations=2, max_new_tokens=8, overlong_buffer=0, use_vllm="no",
-                                         protocol="codeblock", limit=2))
+    config = build(
+        GRPOStageConfig,
+        dict(
+            model=f"hf:{base_model_dir}",
+            out=str(tmp_path),
+            max_steps=1,
+            num_generations=2,
+            max_new_tokens=8,
+            overlong_buffer=0,
+            use_vllm="no",
+            protocol="codeblock",
+            limit=2,
+        ),
+    )
     trainer, rollout, _ = build_grpo_trainer(config, sandbox=None)
     question = rollout.problems[0].question
     output = rollout([[{"role": "user", "content": question}]] * 2, trainer)

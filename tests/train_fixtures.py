@@ -35,9 +35,16 @@ def tiny_model_dir(tmp_path_factory, tokenizer) -> Path:
 
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
-        tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
     model_dir = tmp_path_factory.mktemp("tiny-llama")
@@ -57,7 +64,9 @@ def tool_conversation(question: str = "What is 17 * 23?", answer: str = "391") -
 
 
 def write_sft_set(path: Path, count: int = 8) -> Path:
-    rows = [{"messages": tool_conversation(f"What is {10 + i} * 23?", str((10 + i) * 23)),
-             "tools": json.dumps([CODE_TOOL])} for i in range(count)]
+    rows = [
+        {"messages": tool_conversation(f"What is {10 + i} * 23?", str((10 + i) * 23)), "tools": json.dumps([CODE_TOOL])}
+        for i in range(count)
+    ]
     path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     return path

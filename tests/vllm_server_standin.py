@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
 
 class VLLMServerStandIn:
@@ -33,7 +33,7 @@ class VLLMServerStandIn:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
-    def __enter__(self) -> "VLLMServerStandIn":
+    def __enter__(self) -> VLLMServerStandIn:
         self.thread.start()
         return self
 
@@ -47,8 +47,12 @@ class VLLMServerStandIn:
             self.active += 1
             self.most_active = max(self.most_active, self.active)
         try:
-            return {"id": "cmpl-1", "object": "text_completion", "model": self.model,
-                    "choices": [self._choice(index, ids, body) for index, ids in enumerate(body["prompt"])]}
+            return {
+                "id": "cmpl-1",
+                "object": "text_completion",
+                "model": self.model,
+                "choices": [self._choice(index, ids, body) for index, ids in enumerate(body["prompt"])],
+            }
         finally:
             with self._lock:
                 self.active -= 1
@@ -58,7 +62,7 @@ class VLLMServerStandIn:
         stop_reason, finish_reason = None, "stop"
         for stop in body.get("stop") or []:
             if stop in text:
-                text, stop_reason = text[:text.index(stop)], stop
+                text, stop_reason = text[: text.index(stop)], stop
                 kept = text + stop
                 break
         else:
@@ -67,10 +71,17 @@ class VLLMServerStandIn:
         if stop_reason is None:
             ids.append(self.tokenizer.eos_token_id)
         if len(ids) > body["max_tokens"]:
-            ids, stop_reason, finish_reason = ids[:body["max_tokens"]], None, "length"
+            ids, stop_reason, finish_reason = ids[: body["max_tokens"]], None, "length"
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
-        return {"index": index, "text": text, "prompt_token_ids": prompt_ids, "token_ids": ids, "logprobs": None,
-                "finish_reason": finish_reason, "stop_reason": stop_reason}
+        return {
+            "index": index,
+            "text": text,
+            "prompt_token_ids": prompt_ids,
+            "token_ids": ids,
+            "logprobs": None,
+            "finish_reason": finish_reason,
+            "stop_reason": stop_reason,
+        }
 
     def _handler(self):
         standin = self

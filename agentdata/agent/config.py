@@ -29,49 +29,86 @@ def all_in_flight(rollouts: int) -> int:
 
 @dataclass
 class LoopConfig:
-    protocol: str = field(default=DEFAULT_PROTOCOL, metadata={
-        "help": "Tool-call protocol: codeblock, hermes, qwen3coder or native."})
-    max_tool_calls: int = field(default=4, metadata={
-        "help": "Tool calls run per trajectory; one more is refused.", "range": "[0, 1000]"})
-    max_turns: int = field(default=8, metadata={
-        "help": "Model turns (generate calls) per trajectory.", "range": "[1, 1000]"})
-    max_new_tokens: int = field(default=512, metadata={
-        "help": "Model tokens per trajectory, all turns together.", "range": "[1, 10000000]"})
+    protocol: str = field(
+        default=DEFAULT_PROTOCOL, metadata={"help": "Tool-call protocol: codeblock, hermes, qwen3coder or native."}
+    )
+    max_tool_calls: int = field(
+        default=4, metadata={"help": "Tool calls run per trajectory; one more is refused.", "range": "[0, 1000]"}
+    )
+    max_turns: int = field(
+        default=8, metadata={"help": "Model turns (generate calls) per trajectory.", "range": "[1, 1000]"}
+    )
+    max_new_tokens: int = field(
+        default=512, metadata={"help": "Model tokens per trajectory, all turns together.", "range": "[1, 10000000]"}
+    )
     temperature: float = field(default=0.7, metadata={"help": "Sampling temperature (0 = greedy).", "range": "[0, 10]"})
     top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling threshold.", "range": "(0, 1]"})
-    tool_output_chars: int = field(default=DEFAULT_TOOL_OUTPUT_CHARS, metadata={
-        "help": "Tool output shown to the model, head and tail.", "range": "[1, inf)"})
-    tool_timeout: float = field(default=10.0, metadata={"help": "Seconds one tool call may run.", "range": "(0, 86400]"})
+    tool_output_chars: int = field(
+        default=DEFAULT_TOOL_OUTPUT_CHARS,
+        metadata={"help": "Tool output shown to the model, head and tail.", "range": "[1, inf)"},
+    )
+    tool_timeout: float = field(
+        default=10.0, metadata={"help": "Seconds one tool call may run.", "range": "(0, 86400]"}
+    )
     system_prompt: str | None = field(default=None, metadata={"help": "Overrides the protocol's system prompt."})
-    sandbox: str = field(default="local", metadata={
-        "help": "'local', or URLs (comma separated) of `agentdata sandbox serve` or SandboxFusion."})
-    tools: list[str] = field(default_factory=lambda: list(DEFAULT_TOOLS), metadata={
-        "help": "Tools the model may call: code_interpreter, or a typed Python function as module:function or "
-                "path/to/file.py:function (its JSON schema is derived). --tool adds one beside the file's or "
-                "default list (repeatable).", "flag": "--tool", "split": False, "append": True})
+    sandbox: str = field(
+        default="local",
+        metadata={"help": "'local', or URLs (comma separated) of `agentdata sandbox serve` or SandboxFusion."},
+    )
+    tools: list[str] = field(
+        default_factory=lambda: list(DEFAULT_TOOLS),
+        metadata={
+            "help": "Tools the model may call: code_interpreter, or a typed Python function as module:function or "
+            "path/to/file.py:function (its JSON schema is derived). --tool adds one beside the file's or "
+            "default list (repeatable).",
+            "flag": "--tool",
+            "split": False,
+            "append": True,
+        },
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
 
     def sampling(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "top_p": self.top_p, "max_new_tokens": self.max_new_tokens,
-                "max_tool_calls": self.max_tool_calls, "max_turns": self.max_turns}
+        return {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_new_tokens": self.max_new_tokens,
+            "max_tool_calls": self.max_tool_calls,
+            "max_turns": self.max_turns,
+        }
 
 
 @dataclass
 class CollectConfig:
-    teacher: str = field(default=DEFAULT_ENGINE, metadata={
-        "help": "Engine spec: smollm2-tir (SmolLM2 shown worked examples of running code), smollm2 (the plain "
-                "model), hf:PATH, vllm:PATH, openai:URL[,URL]."})
+    teacher: str = field(
+        default=DEFAULT_ENGINE,
+        metadata={
+            "help": "Engine spec: smollm2-tir (SmolLM2 shown worked examples of running code), smollm2 (the plain "
+            "model), hf:PATH, vllm:PATH, openai:URL[,URL]."
+        },
+    )
     samples: int = field(default=1, metadata={"help": "Trajectories per problem.", "range": f"[1, {MAX_SAMPLES}]"})
     concurrency: int = field(default=16, metadata={"help": "Trajectories in flight at once.", "range": "[1, 100000]"})
-    seed: int = field(default=0, metadata={"help": "Base seed; each trajectory derives its own.", "range": "[0, 4294967295]"})
+    seed: int = field(
+        default=0, metadata={"help": "Base seed; each trajectory derives its own.", "range": "[0, 4294967295]"}
+    )
     limit: int | None = field(default=None, metadata={"help": "Use only the first N problems.", "range": "[1, inf)"})
     shard_size: int = field(default=64, metadata={"help": "Trajectories per Parquet shard.", "range": "[1, 1000000]"})
-    engine_options: dict[str, Any] = field(default_factory=dict, metadata={
-        "help": "KEY=VALUE passed to the engine (repeatable; VALUE is JSON or text).", "flag": "--engine-option"})
-    retry_errors: bool = field(default=True, metadata={"help": "On resume, run again the trajectories that ended "
-                                                                "in an error (an engine or sandbox failure)."})
+    engine_options: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={
+            "help": "KEY=VALUE passed to the engine (repeatable; VALUE is JSON or text).",
+            "flag": "--engine-option",
+        },
+    )
+    retry_errors: bool = field(
+        default=True,
+        metadata={
+            "help": "On resume, run again the trajectories that ended in an error (an engine or sandbox failure)."
+        },
+    )
     loop: LoopConfig = field(default_factory=LoopConfig, metadata={"help": "The agent-loop settings."})
 
     def __post_init__(self) -> None:

@@ -44,8 +44,11 @@ def load_for_inspection(
 
 def read_trajectories(path: str | Path) -> list[Trajectory]:
     """Every trajectory of a run dir or a trajectory file, each row checked (InputFileError names the field)."""
-    return [trajectory_from_row(file, number, row)
-            for file in trajectory_files(path) for number, row in enumerate(read_rows(file), start=1)]
+    return [
+        trajectory_from_row(file, number, row)
+        for file in trajectory_files(path)
+        for number, row in enumerate(read_rows(file), start=1)
+    ]
 
 
 def trajectory_from_row(path: Path, number: int, row: dict[str, Any]) -> Trajectory:
@@ -84,7 +87,8 @@ def _check_type(path: Path, number: int, field: dataclasses.Field, values: dict[
     if value is None and "None" in annotation:
         return
     if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-        raise InputFileError(path, f"field {field.name!r} should be {expected.__name__}, "
-                                   f"got {type(value).__name__}", row=number)
+        raise InputFileError(
+            path, f"field {field.name!r} should be {expected.__name__}, got {type(value).__name__}", row=number
+        )
     if field.name == "messages" and not all(isinstance(message, dict) for message in value):
         raise InputFileError(path, "field 'messages' should be a list of message objects", row=number)

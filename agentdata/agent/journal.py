@@ -49,8 +49,9 @@ def read_journal(path: Path) -> JournalContents:
     try:
         lines = path.read_bytes().decode("utf-8").split("\n")
     except (OSError, UnicodeDecodeError) as error:
-        raise UserError(f"{path} is not readable ({error}): move it aside to resume "
-                        "(trajectories it held are redone)") from None
+        raise UserError(
+            f"{path} is not readable ({error}): move it aside to resume (trajectories it held are redone)"
+        ) from None
     complete = lines[:-1]  # what follows the last newline was cut short by a kill: never a finished row
     contents = JournalContents()
     for number, line in enumerate(complete, start=1):
@@ -67,8 +68,9 @@ def _parse_header(path: Path, line: str) -> dict[str, Any]:
     except json.JSONDecodeError:
         header = None
     if not isinstance(header, dict) or not isinstance(header.get("settings"), dict):
-        raise UserError(f"{path}, line 1: not a journal header: move the file aside to resume "
-                        "(trajectories it held are redone)")
+        raise UserError(
+            f"{path}, line 1: not a journal header: move the file aside to resume (trajectories it held are redone)"
+        )
     return header["settings"]
 
 
@@ -76,8 +78,10 @@ def _parse_row(path: Path, number: int, line: str) -> Trajectory:
     try:
         return from_row(Trajectory, json.loads(line))
     except (json.JSONDecodeError, TypeError, ValueError) as error:
-        raise UserError(f"{path}, line {number}: not a trajectory ({error}); move the file aside to resume "
-                        "(trajectories it held are redone)") from None
+        raise UserError(
+            f"{path}, line {number}: not a trajectory ({error}); move the file aside to resume "
+            "(trajectories it held are redone)"
+        ) from None
 
 
 class Journal:

@@ -17,16 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from agentdata.agent.config import LoopConfig
 from agentdata.engines.base import Engine, Generation, GenerationRequest
-from agentdata.formats import (
-    ParsedTurn,
-    Protocol,
-    get_protocol,
-    parse_native_calls,
-    split_reasoning,
-    tool_output_text,
-)
+from agentdata.formats import ParsedTurn, Protocol, get_protocol, parse_native_calls, split_reasoning
 from agentdata.records import Problem, ToolCall, Trajectory, assistant_message, message_tool_calls, tool_message
-from agentdata.tools import DEFAULT_TOOLS, Tool, ToolContext, call_tool, load_tools
+from agentdata.tools import Tool, ToolContext, call_tool, load_tools
 from agentdata.verify.grade import grade, is_code_problem
 
 if TYPE_CHECKING:
@@ -58,8 +51,9 @@ class _State:
     error: str | None = None
 
 
-def initial_messages(problem: Problem, protocol: Protocol, config: LoopConfig,
-                     tools: list[Tool] | None = None) -> list[dict[str, Any]]:
+def initial_messages(
+    problem: Problem, protocol: Protocol, config: LoopConfig, tools: list[Tool] | None = None
+) -> list[dict[str, Any]]:
     """The system prompt (the protocol's, showing every tool's schema, unless overridden) and the question."""
     if config.system_prompt is not None:
         system = config.system_prompt
@@ -81,7 +75,7 @@ def _cached_tools(names: tuple[str, ...]) -> tuple[Tool, ...]:
 async def solve(
     problem: Problem,
     engine: Engine,
-    sandbox: "CodeSandbox",
+    sandbox: CodeSandbox,
     config: LoopConfig,
     sample_index: int = 0,
     seed: int | None = None,
@@ -95,12 +89,20 @@ async def solve(
         await _run_turns(state, protocol, engine, sandbox, session_id, config, seed)
     finally:
         await _close_session(sandbox, session_id)
-    return await _to_trajectory(problem, state, engine, sandbox, config, sample_index, seed,
-                                time.perf_counter() - started)
+    return await _to_trajectory(
+        problem, state, engine, sandbox, config, sample_index, seed, time.perf_counter() - started
+    )
 
 
-async def _run_turns(state: _State, protocol: Protocol, engine: Engine, sandbox: Any, session_id: str,
-                     config: LoopConfig, seed: int | None) -> None:
+async def _run_turns(
+    state: _State,
+    protocol: Protocol,
+    engine: Engine,
+    sandbox: Any,
+    session_id: str,
+    config: LoopConfig,
+    seed: int | None,
+) -> None:
     while not state.finish_reason:
         if state.turns >= config.max_turns:
             state.finish_reason = "max_turns"
@@ -137,8 +139,9 @@ def _numbered(state: _State, calls: list[ToolCall]) -> list[ToolCall]:
     return numbered
 
 
-def _read_turn(state: _State, protocol: Protocol, engine: Engine,
-               generation: Generation) -> tuple[ParsedTurn, str | None, str | None]:
+def _read_turn(
+    state: _State, protocol: Protocol, engine: Engine, generation: Generation
+) -> tuple[ParsedTurn, str | None, str | None]:
     """The turn's content and calls, the stop string that ended it, and the model's reasoning."""
     thinking, text = split_reasoning(generation.text)
     reasoning = _joined(generation.reasoning, thinking)
@@ -172,8 +175,9 @@ def _reasoning_tokens(engine: Engine, generation: Generation, reasoning: str | N
     return round(generation.completion_tokens * len(reasoning) / (len(reasoning) + len(text)))
 
 
-async def _generate(state: _State, protocol: Protocol, engine: Engine, config: LoopConfig, budget: int,
-                    seed: int | None) -> Generation:
+async def _generate(
+    state: _State, protocol: Protocol, engine: Engine, config: LoopConfig, budget: int, seed: int | None
+) -> Generation:
     plain = protocol.to_plain_messages(state.messages)
     continue_final = plain[-1]["role"] == "assistant"
     request = GenerationRequest(
@@ -181,7 +185,8 @@ async def _generate(state: _State, protocol: Protocol, engine: Engine, config: L
         continue_final=continue_final,
         # For servers that cannot continue a message: the same turn, the tool output as the next message.
         turn_messages=_request_messages(protocol.to_plain_messages(state.messages, tool_turns=True))
-        if continue_final else None,
+        if continue_final
+        else None,
         tools=[tool.schema for tool in config_tools(config)] if protocol.native_tools else None,
         max_new_tokens=budget,
         temperature=config.temperature,
@@ -211,8 +216,9 @@ def _request_messages(plain: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{key: value for key, value in message.items() if key in REQUEST_KEYS} for message in plain]
 
 
-async def _run_tool_calls(state: _State, calls: list[ToolCall], sandbox: "CodeSandbox", session_id: str,
-                          config: LoopConfig) -> None:
+async def _run_tool_calls(
+    state: _State, calls: list[ToolCall], sandbox: CodeSandbox, session_id: str, config: LoopConfig
+) -> None:
     """Run each call by its tool's name; unknown tools and bad arguments come back as tool errors."""
     if state.limit_notified:
         state.finish_reason = "max_tool_calls"  # told the limit was reached, and it called again
@@ -240,12 +246,23 @@ async def _close_session(sandbox: Any, session_id: str) -> None:
         pass
 
 
-async def _to_trajectory(problem: Problem, state: _State, engine: Engine, sandbox: Any, config: LoopConfig,
-                         sample_index: int, seed: int | None, elapsed_s: float) -> Trajectory:
+async def _to_trajectory(
+    problem: Problem,
+    state: _State,
+    engine: Engine,
+    sandbox: Any,
+    config: LoopConfig,
+    sample_index: int,
+    seed: int | None,
+    elapsed_s: float,
+) -> Trajectory:
     verdict = await asyncio.to_thread(grade, problem, _final_text(problem, state, config), sandbox)
     metadata = _metadata(state)
-    timings = {"total_s": round(elapsed_s, 4), "generation_s": round(state.generation_s, 4),
-               "tool_s": round(state.tool_s, 4)}
+    timings = {
+        "total_s": round(elapsed_s, 4),
+        "generation_s": round(state.generation_s, 4),
+        "tool_s": round(state.tool_s, 4),
+    }
     if verdict.details:  # code: per-test results; the test time is reported apart from the tool time
         metadata["tests"] = verdict.details
         timings["test_s"] = verdict.details.get("test_s", 0.0)
@@ -295,7 +312,7 @@ def _final_text(problem: Problem, state: _State, config: LoopConfig) -> str:
         return replies[-1]["content"]
     last_user = max(index for index, m in enumerate(state.messages) if m["role"] == "user")
     pieces = []
-    for message in state.messages[last_user + 1:]:
+    for message in state.messages[last_user + 1 :]:
         if message["role"] == "assistant":
             pieces.append(message["content"])
             pieces.extend(f"```python\n{call.code}\n```" for call in message_tool_calls(message))

@@ -37,10 +37,14 @@ def unique_problems(problems: list[Problem], where: object | None = None) -> lis
             unique.append(problem)
         elif first[problem.id][2] != digest:
             earlier_number, earlier, _ = first[problem.id]
-            both = f"{where}, rows {earlier_number} and {number}" if where else f"problems {earlier_number} and {number}"
-            raise UserError(f"{both} share the id {problem.id!r} but differ "
-                            f"({_differing_field(earlier, problem)}: {_short(earlier)} vs {_short(problem)}); "
-                            "give them distinct ids")
+            both = (
+                f"{where}, rows {earlier_number} and {number}" if where else f"problems {earlier_number} and {number}"
+            )
+            raise UserError(
+                f"{both} share the id {problem.id!r} but differ "
+                f"({_differing_field(earlier, problem)}: {_short(earlier)} vs {_short(problem)}); "
+                "give them distinct ids"
+            )
     return unique
 
 
@@ -57,8 +61,8 @@ def _short(problem: Problem) -> str:
 class ResumePlan:
     work: list[tuple[Problem, int]] = field(default_factory=list)
     reused: int = 0
-    stale: set[str] = field(default_factory=set)       # ids whose problem changed since they were made
-    retried: set[str] = field(default_factory=set)     # ids that ended in an error last time
+    stale: set[str] = field(default_factory=set)  # ids whose problem changed since they were made
+    retried: set[str] = field(default_factory=set)  # ids that ended in an error last time
 
     @property
     def replaced(self) -> set[str]:

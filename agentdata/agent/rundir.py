@@ -19,9 +19,10 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -34,8 +35,21 @@ from agentdata.records import Trajectory, arrow_schema, atomic_write, read_recor
 SHARD_PATTERN = re.compile(r"part-(\d{5,})\.parquet$")
 SETTINGS_KEY = b"agentdata.settings"
 # Settings that change what a trajectory is: a resumed run must not mix two of them.
-IDENTITY_KEYS = ("teacher", "model", "protocol", "max_tool_calls", "max_turns", "max_new_tokens", "temperature",
-                 "top_p", "seed", "system_prompt", "tool_output_chars", "tool_timeout", "tools")
+IDENTITY_KEYS = (
+    "teacher",
+    "model",
+    "protocol",
+    "max_tool_calls",
+    "max_turns",
+    "max_new_tokens",
+    "temperature",
+    "top_p",
+    "seed",
+    "system_prompt",
+    "tool_output_chars",
+    "tool_timeout",
+    "tools",
+)
 MOVE_ASIDE = "move it aside to resume (the trajectories it held are redone)"
 
 
@@ -144,8 +158,10 @@ class RunDir:
             changed = settings_differences(previous, settings)
             if changed:
                 described = ", ".join(f"{key}: {old!r} → {new!r}" for key, (old, new) in changed.items())
-                raise UserError(f"{self.path} holds a run with other settings ({described}, recorded in {source}); "
-                                "use another --out or the same settings")
+                raise UserError(
+                    f"{self.path} holds a run with other settings ({described}, recorded in {source}); "
+                    "use another --out or the same settings"
+                )
         self.shard_dir.mkdir(parents=True, exist_ok=True)
         self._drop_temp_files()
         done = self.done_ids()
@@ -156,11 +172,17 @@ class RunDir:
         self.write_manifest({"settings": settings, **extra})
 
     def _check_layout(self) -> None:
-        for path, kind in ((self.path, "directory"), (self.shard_dir, "directory"), (self.manifest_path, "file"),
-                           (self.stats_path, "file")):
+        for path, kind in (
+            (self.path, "directory"),
+            (self.shard_dir, "directory"),
+            (self.manifest_path, "file"),
+            (self.stats_path, "file"),
+        ):
             if path.exists() and (path.is_dir() if kind == "file" else not path.is_dir()):
-                raise UserError(f"{path} should be a {kind}: move it aside to resume"
-                                + ("" if path == self.path else " (nothing finished is in it)"))
+                raise UserError(
+                    f"{path} should be a {kind}: move it aside to resume"
+                    + ("" if path == self.path else " (nothing finished is in it)")
+                )
         for shard in self.shards():
             _check_shard(shard)
 
@@ -212,7 +234,7 @@ class RunDir:
             removed += keep.count(False)
             kept = pq.read_table(shard).filter(keep)
             if kept.num_rows:
-                atomic_write(shard, lambda tmp: pq.write_table(kept, tmp))
+                atomic_write(shard, lambda tmp, kept=kept: pq.write_table(kept, tmp))
             else:
                 shard.unlink()  # a 0-row Parquet file cannot be loaded by `datasets`
         return removed
@@ -267,8 +289,10 @@ def damaged_shard(paths: Sequence[Path], error: Exception) -> Exception:
         try:
             pq.read_table(path)
         except Exception as damage:  # pyarrow raises several types for a broken file
-            return InputFileError(path, f"damaged Parquet data ({' '.join(str(damage).split())[:200]}); move this "
-                                        "shard aside or restore it")
+            return InputFileError(
+                path,
+                f"damaged Parquet data ({' '.join(str(damage).split())[:200]}); move this shard aside or restore it",
+            )
     return error
 
 
@@ -283,8 +307,9 @@ def _check_schema(path: Path) -> None:
     for expected in arrow_schema(Trajectory):
         actual = schema.field(expected.name).type if schema.get_field_index(expected.name) >= 0 else None
         if actual is None or not _same_shape(actual, expected.type):
-            raise InputFileError(path, f"not a trajectory shard: column {expected.name!r} is {actual}, "
-                                       f"expected {expected.type}")
+            raise InputFileError(
+                path, f"not a trajectory shard: column {expected.name!r} is {actual}, expected {expected.type}"
+            )
 
 
 def _same_shape(actual: pa.DataType, expected: pa.DataType) -> bool:
@@ -295,8 +320,9 @@ def _same_shape(actual: pa.DataType, expected: pa.DataType) -> bool:
     if pa.types.is_integer(expected):
         return pa.types.is_integer(actual)
     if pa.types.is_list(expected):
-        return ((pa.types.is_list(actual) or pa.types.is_large_list(actual))
-                and _same_shape(actual.value_type, expected.value_type))
+        return (pa.types.is_list(actual) or pa.types.is_large_list(actual)) and _same_shape(
+            actual.value_type, expected.value_type
+        )
     if pa.types.is_struct(expected):
         if not pa.types.is_struct(actual):
             return False

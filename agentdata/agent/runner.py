@@ -13,21 +13,22 @@ import asyncio
 import hashlib
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow.parquet as pq
 
 from agentdata import __version__
+from agentdata.agent.config import MAX_SAMPLES, CollectConfig, LoopConfig  # noqa: F401 (re-exported)
+from agentdata.agent.journal import Journal, signals_deferred
+from agentdata.agent.loop import config_tools, solve
+from agentdata.agent.resume import HASH_KEY, ResumePlan, plan_resume, problem_hash, unique_problems
+from agentdata.agent.rundir import RunDir
 from agentdata.errors import UserError
 from agentdata.events import task
 from agentdata.records import Problem, Trajectory
-from agentdata.agent.config import MAX_SAMPLES, CollectConfig, LoopConfig  # noqa: F401 (re-exported)
-from agentdata.agent.loop import config_tools, solve
-from agentdata.agent.journal import Journal, signals_deferred
-from agentdata.agent.resume import HASH_KEY, ResumePlan, plan_resume, problem_hash, unique_problems
-from agentdata.agent.rundir import RunDir
 
 # If this many trajectories in a row fail from the start, the engine or sandbox is broken: stop early.
 FAIL_FAST_AFTER = 8
@@ -48,8 +49,8 @@ class CollectSummary:
     finish_reasons: dict[str, int] = field(default_factory=dict)
     elapsed_s: float = 0.0
     new_completion_tokens: int = 0
-    stale: int = 0       # redone this run: their problem changed since they were made
-    retried: int = 0     # redone this run: they had ended in an error
+    stale: int = 0  # redone this run: their problem changed since they were made
+    retried: int = 0  # redone this run: they had ended in an error
 
     @property
     def accuracy(self) -> float:
@@ -65,10 +66,14 @@ class CollectSummary:
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data.update(run_dir=str(self.run_dir), accuracy=self.accuracy, trajectories_per_s=self.trajectories_per_s,
-                    tokens_per_s=self.tokens_per_s,
-                    mean_tool_calls=self.tool_calls / self.total if self.total else 0.0,
-                    tool_error_rate=self.tool_errors / self.tool_calls if self.tool_calls else 0.0)
+        data.update(
+            run_dir=str(self.run_dir),
+            accuracy=self.accuracy,
+            trajectories_per_s=self.trajectories_per_s,
+            tokens_per_s=self.tokens_per_s,
+            mean_tool_calls=self.tool_calls / self.total if self.total else 0.0,
+            tool_error_rate=self.tool_errors / self.tool_calls if self.tool_calls else 0.0,
+        )
         return data
 
 
@@ -77,8 +82,9 @@ def trajectory_seed(base_seed: int, problem_id: str, sample_index: int) -> int:
     return int(digest[:8], 16)
 
 
-def collect(problems: list[Problem], out_dir: str | Path, config: CollectConfig, engine: Any = None,
-            sandbox: Any = None) -> CollectSummary:
+def collect(
+    problems: list[Problem], out_dir: str | Path, config: CollectConfig, engine: Any = None, sandbox: Any = None
+) -> CollectSummary:
     """Collect trajectories into `out_dir` (resuming it); returns the summary of the whole run.
 
     Progress is reported as `agentdata.events` (task "collect"); nothing is drawn here.
@@ -86,15 +92,18 @@ def collect(problems: list[Problem], out_dir: str | Path, config: CollectConfig,
     return asyncio.run(collect_async(problems, out_dir, config, engine, sandbox))
 
 
-async def collect_async(problems: list[Problem], out_dir: str | Path, config: CollectConfig, engine: Any = None,
-                        sandbox: Any = None) -> CollectSummary:
+async def collect_async(
+    problems: list[Problem], out_dir: str | Path, config: CollectConfig, engine: Any = None, sandbox: Any = None
+) -> CollectSummary:
     problems = unique_problems(problems)[: config.limit]
     if not problems:
         raise UserError("no problems to collect on")
     config_tools(config.loop)  # a tool that cannot be loaded is the user's to fix before anything runs
     if len(problems) * config.samples > MAX_TRAJECTORIES:
-        raise UserError(f"{len(problems):,} problems × {config.samples:,} samples is more than one run takes "
-                        f"(at most {MAX_TRAJECTORIES:,} trajectories); split the problems or lower the samples")
+        raise UserError(
+            f"{len(problems):,} problems × {config.samples:,} samples is more than one run takes "
+            f"(at most {MAX_TRAJECTORIES:,} trajectories); split the problems or lower the samples"
+        )
     run = RunDir(out_dir)
     run.prepare(config.settings(), {"agentdata_version": __version__, "problems": len(problems)})
     plan = plan_resume(problems, config.samples, run.done_rows(), config.retry_errors)
@@ -108,8 +117,9 @@ async def collect_async(problems: list[Problem], out_dir: str | Path, config: Co
     return summary
 
 
-async def _run_work(work: list[tuple[Problem, int]], run: RunDir, config: CollectConfig, engine: Any,
-                    sandbox: Any) -> list[Trajectory]:
+async def _run_work(
+    work: list[tuple[Problem, int]], run: RunDir, config: CollectConfig, engine: Any, sandbox: Any
+) -> list[Trajectory]:
     owns_engine, owns_sandbox = engine is None, sandbox is None
     if owns_sandbox:  # first: a dead sandbox URL is refused before a model is loaded
         from agentdata.sandbox import open_sandbox
@@ -142,8 +152,13 @@ async def _run_work(work: list[tuple[Problem, int]], run: RunDir, config: Collec
     return writer.written
 
 
-async def _run_concurrently(work: list[tuple[Problem, int]], engine: Any, sandbox: Any, config: CollectConfig,
-                            on_result: Callable[[Trajectory], Any]) -> None:
+async def _run_concurrently(
+    work: list[tuple[Problem, int]],
+    engine: Any,
+    sandbox: Any,
+    config: CollectConfig,
+    on_result: Callable[[Trajectory], Any],
+) -> None:
     queue: asyncio.Queue[tuple[Problem, int]] = asyncio.Queue()
     for item in work:
         queue.put_nowait(item)
@@ -171,11 +186,18 @@ async def _solve_safely(problem: Problem, index: int, engine: Any, sandbox: Any,
         trajectory = await solve(problem, engine, sandbox, config.loop, sample_index=index, seed=seed)
     except Exception as error:  # engine or sandbox trouble on this trajectory only
         trajectory = Trajectory(
-            id=f"{problem.id}-{index}", problem_id=problem.id, question=problem.question, answer=problem.answer,
-            source=problem.source, domain=problem.domain,
-            messages=[{"role": "user", "content": problem.question}], finish_reason="error",
-            error=f"{type(error).__name__}: {error}", teacher=getattr(engine, "spec", config.teacher),
-            format=config.loop.protocol, sampling={**config.loop.sampling(), "seed": seed, "sample_index": index},
+            id=f"{problem.id}-{index}",
+            problem_id=problem.id,
+            question=problem.question,
+            answer=problem.answer,
+            source=problem.source,
+            domain=problem.domain,
+            messages=[{"role": "user", "content": problem.question}],
+            finish_reason="error",
+            error=f"{type(error).__name__}: {error}",
+            teacher=getattr(engine, "spec", config.teacher),
+            format=config.loop.protocol,
+            sampling={**config.loop.sampling(), "seed": seed, "sample_index": index},
         )
     trajectory.metadata[HASH_KEY] = problem_hash(problem)  # a later run redoes it if the problem changes
     return trajectory
@@ -265,17 +287,28 @@ class _LiveProgress:
         self.tool_calls += trajectory.num_tool_calls
         self.tokens += trajectory.completion_tokens
         elapsed = max(time.perf_counter() - self.started, 1e-9)
-        self.advance(self.done, accuracy=self.correct / self.done, trajectories_per_s=self.done / elapsed,
-                     tokens_per_s=self.tokens / elapsed, tool_calls=self.tool_calls)
+        self.advance(
+            self.done,
+            accuracy=self.correct / self.done,
+            trajectories_per_s=self.done / elapsed,
+            tokens_per_s=self.tokens / elapsed,
+            tool_calls=self.tool_calls,
+        )
 
 
-def summarise(run: RunDir, elapsed_s: float, new_trajectories: list[Trajectory],
-              plan: ResumePlan | None = None) -> CollectSummary:
+def summarise(
+    run: RunDir, elapsed_s: float, new_trajectories: list[Trajectory], plan: ResumePlan | None = None
+) -> CollectSummary:
     """Summary of every trajectory in the run dir, read column-wise from the shards."""
     plan = plan or ResumePlan()
-    summary = CollectSummary(run_dir=run.path, new=len(new_trajectories), elapsed_s=elapsed_s,
-                             new_completion_tokens=sum(t.completion_tokens for t in new_trajectories),
-                             stale=len(plan.stale), retried=len(plan.retried))
+    summary = CollectSummary(
+        run_dir=run.path,
+        new=len(new_trajectories),
+        elapsed_s=elapsed_s,
+        new_completion_tokens=sum(t.completion_tokens for t in new_trajectories),
+        stale=len(plan.stale),
+        retried=len(plan.retried),
+    )
     reasons: Counter[str] = Counter()
     columns = ["correct", "num_tool_calls", "num_tool_errors", "completion_tokens", "finish_reason"]
     for shard in run.shards():

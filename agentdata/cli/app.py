@@ -10,7 +10,9 @@ import sys
 import typer
 from rich.markup import escape
 
-from agentdata.cli import collect, curate, eval as eval_cmd, filter as filter_cmd, inspect, sandbox, synth, train
+from agentdata.cli import collect, curate, inspect, sandbox, synth, train
+from agentdata.cli import eval as eval_cmd
+from agentdata.cli import filter as filter_cmd
 from agentdata.cli.common import err_console, forget_output_place, output_place
 from agentdata.cli.crash import write_crash_log
 from agentdata.errors import UserError
@@ -20,8 +22,17 @@ _click_errors = importlib.import_module(typer.BadParameter.__module__)
 NoArgsIsHelp = getattr(_click_errors, "NoArgsIsHelpError", ())
 
 # The system refused a file operation on a path the user gave (or its folder): theirs to fix, one line.
-REFUSED_BY_SYSTEM = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG,
-                     errno.EISDIR, errno.ENOTDIR, errno.ELOOP}
+REFUSED_BY_SYSTEM = {
+    errno.EACCES,
+    errno.EPERM,
+    errno.EROFS,
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.ENAMETOOLONG,
+    errno.EISDIR,
+    errno.ENOTDIR,
+    errno.ELOOP,
+}
 
 app = typer.Typer(
     name="agentdata",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -16,9 +16,12 @@ from agentdata.cli.options import settings_command
 @settings_command()
 def command(
     problems_file: Annotated[
-        Optional[Path], typer.Argument(help="Problems (JSONL, JSON, Parquet, CSV, dataset dir). Default: the built-in compute ladder.")
+        Path | None,
+        typer.Argument(help="Problems (JSONL, JSON, Parquet, CSV, dataset dir). Default: the built-in compute ladder."),
     ] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Run dir; an existing one is resumed.")] = Path("runs/collect"),
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run dir; an existing one is resumed.")] = Path(
+        "runs/collect"
+    ),
     model: ModelName = None,
     question_field: QuestionField = None,
     answer_field: AnswerField = None,
@@ -39,8 +42,10 @@ def command(
     config = dataclasses.replace(config, engine_options=with_model(config.engine_options, model))
     source = problems_file or "built-in problems"
     if not as_json:
-        console.print(f"[bold]collect[/] {len(problems)} problems from {source} · teacher {config.teacher} · "
-                      f"{config.samples} sample(s) each · protocol {config.loop.protocol} → {out}")
+        console.print(
+            f"[bold]collect[/] {len(problems)} problems from {source} · teacher {config.teacher} · "
+            f"{config.samples} sample(s) each · protocol {config.loop.protocol} → {out}"
+        )
     summary = collect(problems, out, config)
     if as_json:
         print_json(summary.as_dict())

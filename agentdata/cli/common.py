@@ -7,8 +7,9 @@ listed here: their options are generated from the dataclasses (cli/options.py).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Optional, Sequence
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -43,14 +44,15 @@ def output_place() -> Path | None:
 def forget_output_place() -> None:
     _output_place.clear()
 
+
 QuestionField = Annotated[
-    Optional[str], typer.Option("--question-field", help="Column holding the question (default: recognised names).")
+    str | None, typer.Option("--question-field", help="Column holding the question (default: recognised names).")
 ]
 AnswerField = Annotated[
-    Optional[str], typer.Option("--answer-field", help="Column holding the gold answer (default: recognised names).")
+    str | None, typer.Option("--answer-field", help="Column holding the gold answer (default: recognised names).")
 ]
 Seed = Annotated[int, typer.Option("--seed", help="Base random seed.")]
-ModelName = Annotated[Optional[str], typer.Option("--model", help="Model name for openai: engines (an engine option).")]
+ModelName = Annotated[str | None, typer.Option("--model", help="Model name for openai: engines (an engine option).")]
 
 
 def with_model(options: dict[str, Any], model: str | None) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -28,13 +28,16 @@ def parse_pair(text: str, flag: str, kind: type = float) -> tuple:
 def command(
     run_dirs: Annotated[list[Path], typer.Argument(help="Collect run dirs (or trajectory Parquet files).")],
     out: Annotated[
-        Optional[Path], typer.Option("--out", "-o", help="SFT set to write (default sft.parquet; sft.jsonl --for openai).")
+        Path | None, typer.Option("--out", "-o", help="SFT set to write (default sft.parquet; sft.jsonl --for openai).")
     ] = None,
     tool_calls: Annotated[
-        Optional[str], typer.Option("--tool-calls", help="Band MIN,MAX of tool calls kept (sets --min-tool-calls "
-                                                         "and --max-tool-calls).  [default: 1,8]")
+        str | None,
+        typer.Option(
+            "--tool-calls",
+            help="Band MIN,MAX of tool calls kept (sets --min-tool-calls and --max-tool-calls).  [default: 1,8]",
+        ),
     ] = None,
-    rejects: Annotated[Optional[Path], typer.Option(help="Write every dropped row with its drop_reason here.")] = None,
+    rejects: Annotated[Path | None, typer.Option(help="Write every dropped row with its drop_reason here.")] = None,
     *,
     config: CurateConfig,
     as_json: bool = False,
@@ -63,11 +66,18 @@ def command(
         return
     console.print(f"[bold]curate[/] {', '.join(map(str, run_dirs))} → {out} (for {config.target})")
     with console.status("filtering…") as status:
-        result = curate(run_dirs, out, config, rejects=rejects,
-                        on_step=lambda step, rows: status.update(f"{step.reason}: {rows:,} rows left"))
+        result = curate(
+            run_dirs,
+            out,
+            config,
+            rejects=rejects,
+            on_step=lambda step, rows: status.update(f"{step.reason}: {rows:,} rows left"),
+        )
     console.print(drop_table(result.input_rows, result.counts, result.kept_rows, title="curate: rows per drop reason"))
     console.print(rows_table(result.per_source, title="per source"))
     if result.empty:
         raise UserError(f"{result.empty} (report: {result.report})")
-    console.print(f"SFT set: [cyan]{result.output}[/] · report: {result.report}"
-                  + (f" · rejects: {result.rejects}" if result.rejects else ""))
+    console.print(
+        f"SFT set: [cyan]{result.output}[/] · report: {result.report}"
+        + (f" · rejects: {result.rejects}" if result.rejects else "")
+    )

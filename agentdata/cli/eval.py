@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -15,16 +15,26 @@ from agentdata.evaluation.config import EvalConfig
 
 @settings_command(exclude=("max_tool_calls",))  # eval's --max-tool-calls is the sweep (tool_call_budgets)
 def command(
-    model_spec: Annotated[str, typer.Argument(help="Engine spec: smollm2, hf:PATH, vllm:PATH, openai:URL[,URL]; "
-                                                   "LABEL=SPEC names it in tables and plots.")],
-    bench_files: Annotated[list[Path], typer.Argument(help="Benchmark files (AIME-style problem/answer, GPQA-style "
-                                                           "multiple choice with a letter answer, ...).")],
+    model_spec: Annotated[
+        str,
+        typer.Argument(
+            help="Engine spec: smollm2, hf:PATH, vllm:PATH, openai:URL[,URL]; LABEL=SPEC names it in tables and plots."
+        ),
+    ],
+    bench_files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Benchmark files (AIME-style problem/answer, GPQA-style multiple choice with a letter answer, ...)."
+        ),
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Report folder; an existing one is resumed.")] = Path(
         "runs/eval"
     ),
     compare: Annotated[
-        Optional[list[str]], typer.Option("--compare", help="More models or checkpoints to evaluate and plot "
-                                                            "alongside (repeatable; LABEL=SPEC).")
+        list[str] | None,
+        typer.Option(
+            "--compare", help="More models or checkpoints to evaluate and plot alongside (repeatable; LABEL=SPEC)."
+        ),
     ] = None,
     model: ModelName = None,
     *,
@@ -39,34 +49,45 @@ def command(
     config = dataclasses.replace(config, engine_options=with_model(config.engine_options, model))
     models = [model_spec, *(compare or [])]
     if not as_json:
-        console.print(f"[bold]eval[/] {len(models)} model(s) × {len(bench_files)} benchmark(s) × tool calls "
-                      f"{config.tool_call_budgets} · k={config.samples} · protocol {config.loop.protocol} → {out}")
+        console.print(
+            f"[bold]eval[/] {len(models)} model(s) × {len(bench_files)} benchmark(s) × tool calls "
+            f"{config.tool_call_budgets} · k={config.samples} · protocol {config.loop.protocol} → {out}"
+        )
 
     def on_result(result) -> None:
         m = result.metrics
-        console.print(f"  {result.model} · {result.benchmark} · tools ≤ {result.max_tool_calls}: "
-                      f"avg@{m.samples} {m.avg_at_k:.1%} · pass@{m.samples} {m.pass_at_samples:.1%} · "
-                      f"maj@{m.samples} {m.maj_at_k:.1%}{_failure_note(m)}{_cache_note(result.cache)}")
+        console.print(
+            f"  {result.model} · {result.benchmark} · tools ≤ {result.max_tool_calls}: "
+            f"avg@{m.samples} {m.avg_at_k:.1%} · pass@{m.samples} {m.pass_at_samples:.1%} · "
+            f"maj@{m.samples} {m.maj_at_k:.1%}{_failure_note(m)}{_cache_note(result.cache)}"
+        )
 
     report = run_eval(models, bench_files, out, config, on_result=None if as_json else on_result)
     if as_json:
         print_json(report.as_dict())
         return
     console.print(results_table(report.results, title=f"eval · {out}"))
-    console.print(f"Report: [cyan]{out / 'report.json'}[/] · plots: " + ", ".join(f"[cyan]{p}[/]" for p in report.plots))
+    console.print(
+        f"Report: [cyan]{out / 'report.json'}[/] · plots: " + ", ".join(f"[cyan]{p}[/]" for p in report.plots)
+    )
 
 
 def _failure_note(metrics) -> str:
     if not metrics.failed_responses:
         return ""
-    return (f" · [yellow]{metrics.failed_responses} response(s) failed (engine/sandbox error), left out of the "
-            f"scores; rerun to retry them[/]")
+    return (
+        f" · [yellow]{metrics.failed_responses} response(s) failed (engine/sandbox error), left out of the "
+        f"scores; rerun to retry them[/]"
+    )
 
 
 def _cache_note(cache: dict[str, int]) -> str:
     """Says what was reused and what was generated anew, and why."""
     if not cache:
         return ""
-    redone = [f"{cache[key]} {why}" for key, why in (("redone_problem_changed", "redone: problem changed"),
-                                                     ("redone_error", "redone: error")) if cache.get(key)]
+    redone = [
+        f"{cache[key]} {why}"
+        for key, why in (("redone_problem_changed", "redone: problem changed"), ("redone_error", "redone: error"))
+        if cache.get(key)
+    ]
     return f" · generated {cache.get('generated', 0)}" + (f" ({', '.join(redone)})" if redone else "")

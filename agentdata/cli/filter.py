@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.markup import escape
 
 from agentdata.agent.config import CollectConfig
 from agentdata.cli.common import (
-    AnswerField, ModelName, QuestionField, console, output_dir, output_file, print_json, with_model,
+    AnswerField,
+    ModelName,
+    QuestionField,
+    console,
+    output_dir,
+    output_file,
+    print_json,
+    with_model,
 )
 from agentdata.cli.options import settings_command
 from agentdata.pool.config import PoolConfig
@@ -25,12 +32,14 @@ PROFILE_FLAGS = {"teacher": "--student", "samples": "--k"}
 @settings_command(flags=PROFILE_FLAGS, defaults={"samples": 4, "temperature": ROLLOUT_TEMPERATURE})
 def command(
     problems_file: Annotated[
-        Optional[Path], typer.Argument(help="Problems (JSONL, JSON, Parquet, CSV, dataset dir). Default: the built-in compute ladder.")
+        Path | None,
+        typer.Argument(help="Problems (JSONL, JSON, Parquet, CSV, dataset dir). Default: the built-in compute ladder."),
     ] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="RL pool to write (Parquet).")] = Path("pool.parquet"),
     model: ModelName = None,
     profile_dir: Annotated[
-        Optional[Path], typer.Option(help="Profile run dir (the cache); default <out folder>/profile/<student>-<settings digest>.")
+        Path | None,
+        typer.Option(help="Profile run dir (the cache); default <out folder>/profile/<student>-<settings digest>."),
     ] = None,
     question_field: QuestionField = None,
     answer_field: AnswerField = None,
@@ -55,26 +64,44 @@ def command(
     profiling = dataclasses.replace(profiling, engine_options=with_model(profiling.engine_options, model))
     shown = len(problems[: profiling.limit])
     if not as_json:
-        console.print(f"[bold]filter[/] {shown} problems · student {profiling.teacher} · k={profiling.samples} · "
-                      f"band {pool.band} → {out}")
+        console.print(
+            f"[bold]filter[/] {shown} problems · student {profiling.teacher} · k={profiling.samples} · "
+            f"band {pool.band} → {out}"
+        )
     run = run_filter(problems, out, pool, profiling, profile_dir=profile_dir)
     result = run.result
     if not as_json:
         for warning in run.warnings:
             console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     if as_json:
-        print_json({"output": str(run.output) if run.output else None, "empty": run.empty,
-                    "profile_dir": str(run.profile_dir), "generated": run.generated, "problems": shown,
-                    "selected": result.pool.height,
-                    "dropped": {f"dropped_{reason}": count for reason, count in result.counts.items()},
-                    "per_source": run.per_source, "per_domain": run.per_domain,
-                    "warnings": run.warnings, "reprofiled": run.reprofiled, "still_straddling": run.still_straddling, "report": str(run.report), "plot": str(run.plot)})
+        print_json(
+            {
+                "output": str(run.output) if run.output else None,
+                "empty": run.empty,
+                "profile_dir": str(run.profile_dir),
+                "generated": run.generated,
+                "problems": shown,
+                "selected": result.pool.height,
+                "dropped": {f"dropped_{reason}": count for reason, count in result.counts.items()},
+                "per_source": run.per_source,
+                "per_domain": run.per_domain,
+                "warnings": run.warnings,
+                "reprofiled": run.reprofiled,
+                "still_straddling": run.still_straddling,
+                "report": str(run.report),
+                "plot": str(run.plot),
+            }
+        )
     else:
-        console.print(f"profile: {run.profile_dir} ({run.generated:,} rollouts generated now, "
-                      f"{'cache hit' if not run.generated else 'cache filled'})")
+        console.print(
+            f"profile: {run.profile_dir} ({run.generated:,} rollouts generated now, "
+            f"{'cache hit' if not run.generated else 'cache filled'})"
+        )
         if pool.k_adaptive:
-            console.print(f"k-adaptive: {run.reprofiled} problem(s) straddled a band edge at k={profiling.samples} and "
-                          f"were profiled up to k={pool.k_adaptive}; {run.still_straddling} still do")
+            console.print(
+                f"k-adaptive: {run.reprofiled} problem(s) straddled a band edge at k={profiling.samples} and "
+                f"were profiled up to k={pool.k_adaptive}; {run.still_straddling} still do"
+            )
         console.print(drop_table(shown, result.counts, result.pool.height, title="filter: problems per drop reason"))
         console.print(rows_table(run.per_source, title="per source"))
         if len(run.per_domain) > 1:

@@ -29,8 +29,14 @@ def command(
         if kind == "trajectories":
             print_json({"path": str(path), "kind": kind, **trajectories_stats(records)})
         else:
-            print_json({"path": str(path), "kind": kind, "problems": len(records),
-                        "sources": dict(Counter(p.source for p in records).most_common())})
+            print_json(
+                {
+                    "path": str(path),
+                    "kind": kind,
+                    "problems": len(records),
+                    "sources": dict(Counter(p.source for p in records).most_common()),
+                }
+            )
         return
     if kind == "trajectories":
         for trajectory in records[:show]:

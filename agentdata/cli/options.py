@@ -19,9 +19,10 @@ import functools
 import inspect
 import json
 import typing
+from collections.abc import Callable
 from dataclasses import MISSING, dataclass
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
@@ -46,26 +47,30 @@ JSON_HELP = "Print the summary as JSON (machine-readable) instead of tables."
 
 @dataclass
 class GeneratedOption:
-    name: str                  # the field's name: a Python parameter and the key in files and records
+    name: str  # the field's name: a Python parameter and the key in files and records
     flag: str
     aliases: tuple[str, ...]
-    annotation: Any            # what the CLI parses (a str for lists and pairs)
+    annotation: Any  # what the CLI parses (a str for lists and pairs)
     default: Any
     help: str
-    field_type: Any            # the dataclass field's own type
-    kind: str                  # "plain", "bool", "joined" (A,B), "repeat" (a list), "pairs" (KEY=VALUE)
-    split: bool = True         # a repeated option also takes comma-separated values
-    append: bool = False       # a repeated option adds to the file's (or default) list instead of replacing it
-    parse: str = ""            # "module:function" turning the flag's text into the value (metadata "parse")
+    field_type: Any  # the dataclass field's own type
+    kind: str  # "plain", "bool", "joined" (A,B), "repeat" (a list), "pairs" (KEY=VALUE)
+    split: bool = True  # a repeated option also takes comma-separated values
+    append: bool = False  # a repeated option adds to the file's (or default) list instead of replacing it
+    parse: str = ""  # "module:function" turning the flag's text into the value (metadata "parse")
 
     def parameter(self) -> inspect.Parameter:
         decls = [f"{self.flag}/--no-{self.flag[2:]}"] if self.kind == "bool" else [self.flag, *self.aliases]
-        shown = (_shown_default(self.default) if self.kind in ("joined", "repeat", "pairs", "parsed")
-                 else self.default is not None)
+        shown = (
+            _shown_default(self.default)
+            if self.kind in ("joined", "repeat", "pairs", "parsed")
+            else self.default is not None
+        )
         info = typer.Option(*decls, help=self.help, show_default=shown)
         default = self.default if self.kind in ("plain", "bool") else None
-        return inspect.Parameter(self.name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                                 annotation=Annotated[self.annotation, info])
+        return inspect.Parameter(
+            self.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[self.annotation, info]
+        )
 
     def value(self, raw: Any) -> Any:
         """The flag's value in the field's terms."""
@@ -89,8 +94,12 @@ def _shown_default(value: Any) -> str | bool:
     return str(value)
 
 
-def generated_options(config_types: list[type], flags: dict[str, Any] | None = None,
-                      defaults: dict[str, Any] | None = None, exclude: tuple[str, ...] = ()) -> list[GeneratedOption]:
+def generated_options(
+    config_types: list[type],
+    flags: dict[str, Any] | None = None,
+    defaults: dict[str, Any] | None = None,
+    exclude: tuple[str, ...] = (),
+) -> list[GeneratedOption]:
     """One option per field of the given settings dataclasses (a name shared by two gives one option)."""
     flags, defaults = flags or {}, defaults or {}
     options: dict[str, GeneratedOption] = {}
@@ -120,9 +129,19 @@ def _option(name: str, item: dataclasses.Field, annotation: Any, default: Any, f
     if item.metadata.get("range"):
         help_text += f" Range {item.metadata['range']}."
     kind, cli_type = ("parsed", Optional[str]) if item.metadata.get("parse") else _cli_kind(annotation)
-    return GeneratedOption(name, names[0], aliases, cli_type, default, help_text, annotation, kind,
-                           split=item.metadata.get("split", True), append=item.metadata.get("append", False),
-                           parse=item.metadata.get("parse", ""))
+    return GeneratedOption(
+        name,
+        names[0],
+        aliases,
+        cli_type,
+        default,
+        help_text,
+        annotation,
+        kind,
+        split=item.metadata.get("split", True),
+        append=item.metadata.get("append", False),
+        parse=item.metadata.get("parse", ""),
+    )
 
 
 def _load(spec: str) -> Callable[..., Any]:
@@ -177,8 +196,12 @@ def _json_or_text(raw: str, where: str) -> Any:
 
 
 # ------------------------------------------------------------------ the decorator
-def settings_command(flags: dict[str, Any] | None = None, defaults: dict[str, Any] | None = None,
-                     exclude: tuple[str, ...] = (), config_file: bool = True) -> Callable:
+def settings_command(
+    flags: dict[str, Any] | None = None,
+    defaults: dict[str, Any] | None = None,
+    exclude: tuple[str, ...] = (),
+    config_file: bool = True,
+) -> Callable:
     """Give a command its generated settings options, `--config` and `--json` (see the module doc)."""
 
     def decorate(func: Callable) -> Callable:
@@ -191,10 +214,22 @@ def settings_command(flags: dict[str, Any] | None = None, defaults: dict[str, An
             raise TypeError(f"{func.__name__}: parameters {sorted(clash)} are also settings fields")
         extra = [option.parameter() for option in options]
         if config_file:
-            extra.append(inspect.Parameter("config_file", inspect.Parameter.KEYWORD_ONLY, default=None,
-                                           annotation=Annotated[Optional[Path], typer.Option("--config", help=CONFIG_HELP)]))
-        extra.append(inspect.Parameter("as_json", inspect.Parameter.KEYWORD_ONLY, default=False,
-                                       annotation=Annotated[bool, typer.Option("--json", help=JSON_HELP)]))
+            extra.append(
+                inspect.Parameter(
+                    "config_file",
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=None,
+                    annotation=Annotated[Path | None, typer.Option("--config", help=CONFIG_HELP)],
+                )
+            )
+        extra.append(
+            inspect.Parameter(
+                "as_json",
+                inspect.Parameter.KEYWORD_ONLY,
+                default=False,
+                annotation=Annotated[bool, typer.Option("--json", help=JSON_HELP)],
+            )
+        )
         # typer hands the command's context to a parameter annotated typer.Context (typer vendors its own click)
         extra.append(inspect.Parameter(CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context))
         parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in plain] + extra
@@ -235,15 +270,30 @@ def settings_command(flags: dict[str, Any] | None = None, defaults: dict[str, An
 class _Invocation:
     """One run of a generated command: where each setting's value comes from."""
 
-    def __init__(self, context: typer.Context, options: list[GeneratedOption], configs: dict[str, type],
-                 defaults: dict[str, Any], kwargs: dict[str, Any]):
-        self.context, self.options, self.configs, self.defaults, self.kwargs = context, options, configs, defaults, kwargs
+    def __init__(
+        self,
+        context: typer.Context,
+        options: list[GeneratedOption],
+        configs: dict[str, type],
+        defaults: dict[str, Any],
+        kwargs: dict[str, Any],
+    ):
+        self.context, self.options, self.configs, self.defaults, self.kwargs = (
+            context,
+            options,
+            configs,
+            defaults,
+            kwargs,
+        )
         self.by_name = {option.name: option for option in options}
         self.file: dict[str, Any] = {}
         self.file_path: Path | None = None
         self.used: set[str] = set()
-        self.given = {option.name: option.value(kwargs.pop(option.name)) for option in options
-                      if self._from_command_line(option.name)}
+        self.given = {
+            option.name: option.value(kwargs.pop(option.name))
+            for option in options
+            if self._from_command_line(option.name)
+        }
         for option in options:
             kwargs.pop(option.name, None)
 
@@ -313,8 +363,10 @@ class _Invocation:
     def check_file_used(self) -> None:
         unknown = sorted(set(self.file) - self.used)
         if unknown:
-            raise UserError(f"{self.file_path}: unknown setting(s) {', '.join(unknown)} for this command; "
-                            "see `--help` or docs/settings.md")
+            raise UserError(
+                f"{self.file_path}: unknown setting(s) {', '.join(unknown)} for this command; "
+                "see `--help` or docs/settings.md"
+            )
 
 
 def _flag_text(value: Any) -> str:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -11,15 +12,26 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from agentdata.events import Event, listening
 
 # The training numbers worth a line per logged step; the rest stays in metrics.jsonl.
-CONSOLE_KEYS = ("loss", "reward", "accuracy", "tools/call_frequency", "tools/error_rate",
-                "completions/mean_length", "entropy", "mean_token_accuracy", "learning_rate")
+CONSOLE_KEYS = (
+    "loss",
+    "reward",
+    "accuracy",
+    "tools/call_frequency",
+    "tools/error_rate",
+    "completions/mean_length",
+    "entropy",
+    "mean_token_accuracy",
+    "learning_rate",
+)
 
 
 def stats_text(task: str, stats: dict[str, Any]) -> str:
     """The live numbers beside a bar, e.g. collect's `acc 50% · 1.20 traj/s · 35 tok/s · 4 tool calls`."""
     if task == "collect" and stats:
-        return (f"acc {stats['accuracy']:.0%} · {stats['trajectories_per_s']:.2f} traj/s · "
-                f"{stats['tokens_per_s']:.0f} tok/s · {stats['tool_calls']} tool calls")
+        return (
+            f"acc {stats['accuracy']:.0%} · {stats['trajectories_per_s']:.2f} traj/s · "
+            f"{stats['tokens_per_s']:.0f} tok/s · {stats['tool_calls']} tool calls"
+        )
     return " · ".join(f"{key} {value}" for key, value in stats.items())
 
 
@@ -41,16 +53,18 @@ class RichRenderer:
         if event.kind == "start":
             self._start(event)
         elif event.kind == "advance" and event.task in self.tasks:
-            self.progress.update(self.tasks[event.task], completed=event.completed,
-                                 stats=stats_text(event.task, event.stats))
+            self.progress.update(
+                self.tasks[event.task], completed=event.completed, stats=stats_text(event.task, event.stats)
+            )
         elif event.kind == "log":
             line = event.message or log_text(event.stats)
             if line:
                 self.console.print(line, highlight=False)
         elif event.kind == "end" and event.task in self.tasks:
             # a bar of unknown length (a one-off conversion) and the training bars go; collect's stays
-            self.progress.update(self.tasks.pop(event.task),
-                                 visible=event.total is not None and event.task not in ("SFT", "GRPO"))
+            self.progress.update(
+                self.tasks.pop(event.task), visible=event.total is not None and event.task not in ("SFT", "GRPO")
+            )
             if not self.tasks:
                 self.close()
 
@@ -58,9 +72,15 @@ class RichRenderer:
         if event.message:
             self.console.print(event.message, highlight=False)
         if self.progress is None:
-            self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                     TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[stats]}"),
-                                     console=self.console)
+            self.progress = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[stats]}"),
+                console=self.console,
+            )
             self.progress.start()
         self.tasks[event.task] = self.progress.add_task(event.task, total=event.total, stats="")
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from agentdata.cli.common import console, err_console, print_json
 from agentdata.cli.options import settings_command
-from agentdata.sandbox.config import SandboxConfig
 from agentdata.errors import InputFileError, UserError
+from agentdata.sandbox.config import SandboxConfig
 
 app = typer.Typer(help="Run the code sandbox as a service, or run one piece of code in it.", no_args_is_help=True)
 
@@ -53,9 +53,9 @@ def serve(
 @app.command("run")
 @settings_command(defaults=RUN_DEFAULTS)
 def run(
-    path: Annotated[Optional[Path], typer.Argument(help="A Python file to run.")] = None,
-    code: Annotated[Optional[str], typer.Option("--code", "-c", help="Code to run instead of a file.")] = None,
-    url: Annotated[Optional[str], typer.Option("--url", help="Run on a sandbox service instead of locally.")] = None,
+    path: Annotated[Path | None, typer.Argument(help="A Python file to run.")] = None,
+    code: Annotated[str | None, typer.Option("--code", "-c", help="Code to run instead of a file.")] = None,
+    url: Annotated[str | None, typer.Option("--url", help="Run on a sandbox service instead of locally.")] = None,
     *,
     config: SandboxConfig,
     as_json: bool = False,

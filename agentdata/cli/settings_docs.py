@@ -13,8 +13,8 @@ import typing
 from agentdata.agent.config import CollectConfig, LoopConfig
 from agentdata.curate.config import CurateConfig
 from agentdata.evaluation.config import EvalConfig
-from agentdata.filters.config import DedupConfig
 from agentdata.evaluation.validation import ValidationConfig
+from agentdata.filters.config import DedupConfig
 from agentdata.pool.config import PoolConfig
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.sandbox.config import SandboxConfig
@@ -37,10 +37,16 @@ DOCUMENTED: list[tuple[type, str]] = [
     (SandboxConfig, "`agentdata sandbox serve` (default prefork 4) and `sandbox run` (1 worker, prefork 0)"),
     (SFTStageConfig, "`agentdata train`, the `sft:` section of its --config file"),
     (GRPOStageConfig, "`agentdata train`, the `rl:` section of its --config file"),
-    (RLProblemsConfig, "`agentdata train` between SFT and GRPO (the closed loop: `--rl-problems`, `--band`, "
-                       "`--profile-k`), also keys of the `rl:` section of its --config file"),
-    (ValidationConfig, "`agentdata train`: validation during training, in both the `sft:` and `rl:` sections "
-                       "(`--eval-problems`, `--eval-k` set both stages, `--eval-every` GRPO's); docs/train.md"),
+    (
+        RLProblemsConfig,
+        "`agentdata train` between SFT and GRPO (the closed loop: `--rl-problems`, `--band`, "
+        "`--profile-k`), also keys of the `rl:` section of its --config file",
+    ),
+    (
+        ValidationConfig,
+        "`agentdata train`: validation during training, in both the `sft:` and `rl:` sections "
+        "(`--eval-problems`, `--eval-k` set both stages, `--eval-every` GRPO's); docs/train.md",
+    ),
 ]
 
 HEADER = """# Settings
@@ -60,8 +66,10 @@ settings it ran with (`manifest.json` "settings", `report.json` "settings", `*.r
 def settings_markdown() -> str:
     parts = [HEADER]
     for config_type, used_by in DOCUMENTED:
-        parts.append(f"\n## {config_type.__name__}\n\nUsed by {used_by}.\n\n"
-                     "| setting | flag | type | default | range | what it does |\n|---|---|---|---|---|---|\n")
+        parts.append(
+            f"\n## {config_type.__name__}\n\nUsed by {used_by}.\n\n"
+            "| setting | flag | type | default | range | what it does |\n|---|---|---|---|---|---|\n"
+        )
         types = field_types(config_type)
         for item in dataclasses.fields(config_type):
             parts.append(_row(item, types[item.name]))
@@ -79,8 +87,10 @@ def _row(item: dataclasses.Field, annotation: typing.Any) -> str:
     limits = item.metadata.get("range", "")
     if item.metadata.get("choices"):
         limits = " \\| ".join(map(str, item.metadata["choices"]))
-    return (f"| `{item.name}` | {flags} | {_type_name(annotation)} | {_default(default_of(item))} | {limits} "
-            f"| {help_text} |\n")
+    return (
+        f"| `{item.name}` | {flags} | {_type_name(annotation)} | {_default(default_of(item))} | {limits} "
+        f"| {help_text} |\n"
+    )
 
 
 def _type_name(annotation: typing.Any) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -33,15 +33,31 @@ def problems(
     from agentdata.synth.generators import generate_problems
 
     output_file(out, "--out", (".jsonl", ".json", ".parquet"), "the problems")
-    made = generate_problems(config.n, config.seed, config.kinds, config.levels, progress=iter if as_json else (
-        lambda problems: track(problems, total=config.n, description="generating", console=console, transient=True)))
+    made = generate_problems(
+        config.n,
+        config.seed,
+        config.kinds,
+        config.levels,
+        progress=iter
+        if as_json
+        else (
+            lambda problems: track(problems, total=config.n, description="generating", console=console, transient=True)
+        ),
+    )
     kinds, levels = config.kinds, list(config.levels)
-    counts = {kind: [sum(1 for p in made if p.metadata["kind"] == kind and p.metadata["level"] == level)
-                     for level in levels] for kind in kinds}
+    counts = {
+        kind: [sum(1 for p in made if p.metadata["kind"] == kind and p.metadata["level"] == level) for level in levels]
+        for kind in kinds
+    }
     if as_json:
         write_records(made, out, Problem)
-        print_json({"output": str(out), "problems": len(made),
-                    "counts": {kind: dict(zip(map(str, levels), row)) for kind, row in counts.items()}})
+        print_json(
+            {
+                "output": str(out),
+                "problems": len(made),
+                "counts": {kind: dict(zip(map(str, levels), row)) for kind, row in counts.items()},
+            }
+        )
         return
     write_records(track(made, description="writing", console=console, transient=True), out, Problem)
     table = Table(title=f"{len(made)} problems -> {out}")
@@ -55,25 +71,38 @@ def problems(
 @app.command("stitch")
 @settings_command()
 def stitch(
-    solutions: Annotated[Path, typer.Argument(help="Text solutions: question, worked solution, answer (JSONL, JSON, "
-                                                   "Parquet, CSV, dataset dir).")],
+    solutions: Annotated[
+        Path,
+        typer.Argument(
+            help="Text solutions: question, worked solution, answer (JSONL, JSON, Parquet, CSV, dataset dir)."
+        ),
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="SFT set to write (Parquet, curate's schema).")] = Path(
         "stitched_sft.parquet"
     ),
     trajectories: Annotated[
-        Optional[Path], typer.Option("--trajectories", help="Also write the stitched trajectories as a run dir here, "
-                                                            "for `agentdata curate` or `inspect`.")
+        Path | None,
+        typer.Option(
+            "--trajectories",
+            help="Also write the stitched trajectories as a run dir here, for `agentdata curate` or `inspect`.",
+        ),
     ] = None,
     question_field: Annotated[
-        Optional[str], typer.Option("--question-field", help="Question column (default: recognised names).")
+        str | None, typer.Option("--question-field", help="Question column (default: recognised names).")
     ] = None,
     solution_field: Annotated[
-        Optional[str], typer.Option("--solution-field", help="Worked-solution column (default: solution, "
-                                                             "worked_solution, rationale, reasoning, response).")
+        str | None,
+        typer.Option(
+            "--solution-field",
+            help="Worked-solution column (default: solution, worked_solution, rationale, reasoning, response).",
+        ),
     ] = None,
     answer_field: Annotated[
-        Optional[str], typer.Option("--answer-field", help="Answer column (default: a recognised answer column, "
-                                                           "else the solution's \\boxed{} or '#### x').")
+        str | None,
+        typer.Option(
+            "--answer-field",
+            help="Answer column (default: a recognised answer column, else the solution's \\boxed{} or '#### x').",
+        ),
     ] = None,
     *,
     config: StitchConfig,
@@ -87,10 +116,18 @@ def stitch(
     if trajectories is not None:
         output_dir(trajectories, "--trajectories")
     if not as_json:
-        console.print(f"[bold]synth stitch[/] {solutions} · protocol {config.protocol} · sandbox {config.sandbox} "
-                      f"→ {out}")
-    summary = stitch_file(solutions, out, config, question_field=question_field, solution_field=solution_field,
-                          answer_field=answer_field, trajectories_dir=trajectories)
+        console.print(
+            f"[bold]synth stitch[/] {solutions} · protocol {config.protocol} · sandbox {config.sandbox} → {out}"
+        )
+    summary = stitch_file(
+        solutions,
+        out,
+        config,
+        question_field=question_field,
+        solution_field=solution_field,
+        answer_field=answer_field,
+        trajectories_dir=trajectories,
+    )
     if as_json:
         print_json(summary.as_dict())
         return

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from rich.console import Group
 from rich.markup import escape
@@ -23,8 +24,12 @@ def problems_table(problems: list[Problem], limit: int = 10) -> Table:
         table.add_column(column, overflow="fold")
     for problem in problems[:limit]:
         # Text from a user's file is shown as it is, never read as rich markup ("[/x]" would break the table).
-        table.add_row(*(Text(value) for value in (problem.id, problem.source, _clip(problem.question, 300),
-                                                  _clip(problem.answer, 80))))
+        table.add_row(
+            *(
+                Text(value)
+                for value in (problem.id, problem.source, _clip(problem.question, 300), _clip(problem.answer, 80))
+            )
+        )
     return table
 
 
@@ -47,9 +52,11 @@ def conversation(trajectory: Trajectory) -> Panel:
         for call in message_tool_calls(message):
             parts.append(Syntax(call.code, "python", theme="ansi_dark", line_numbers=False))
     verdict = "[green]correct[/]" if trajectory.correct else "[red]wrong[/]"
-    title = (f"{escape(trajectory.id)} · {verdict} · final={escape(repr(trajectory.final_answer))} "
-             f"gold={escape(repr(trajectory.answer))} · {trajectory.num_tool_calls} tool calls · "
-             f"{trajectory.finish_reason}")
+    title = (
+        f"{escape(trajectory.id)} · {verdict} · final={escape(repr(trajectory.final_answer))} "
+        f"gold={escape(repr(trajectory.answer))} · {trajectory.num_tool_calls} tool calls · "
+        f"{trajectory.finish_reason}"
+    )
     return Panel(Group(*parts), title=title, title_align="left")
 
 
@@ -143,18 +150,42 @@ def collect_table(summary: Any) -> Table:
 
 def results_table(results: list[Any], title: str = "eval") -> Table:
     table = Table(title=title)
-    for name in ("model", "benchmark", "kind", "tool calls ≤", "problems", "avg@k", "pass@k", "maj@k",
-                 "calls/resp", "tool err", "resp tokens", "test s/resp", "failed", "finish reasons"):
+    for name in (
+        "model",
+        "benchmark",
+        "kind",
+        "tool calls ≤",
+        "problems",
+        "avg@k",
+        "pass@k",
+        "maj@k",
+        "calls/resp",
+        "tool err",
+        "resp tokens",
+        "test s/resp",
+        "failed",
+        "finish reasons",
+    ):
         table.add_column(name, justify="left" if name in ("model", "benchmark", "kind", "finish reasons") else "right")
     for result in results:
         m = result.metrics
         k = m.samples
         reasons = ", ".join(f"{reason} {count}" for reason, count in m.finish_reasons.items())
         table.add_row(
-            result.model, result.benchmark, m.kind, str(result.max_tool_calls), str(m.num_problems),
-            f"{m.avg_at_k:.1%} @{k}", f"{m.pass_at_samples:.1%} @{k}", f"{m.maj_at_k:.1%} @{k}",
-            f"{m.mean_tool_calls:.2f}", f"{m.tool_error_rate:.1%}", f"{m.mean_response_tokens:.0f}",
-            f"{m.mean_test_s:.2f}" if m.kind in ("code", "mixed") else "-", str(m.failed_responses), reasons,
+            result.model,
+            result.benchmark,
+            m.kind,
+            str(result.max_tool_calls),
+            str(m.num_problems),
+            f"{m.avg_at_k:.1%} @{k}",
+            f"{m.pass_at_samples:.1%} @{k}",
+            f"{m.maj_at_k:.1%} @{k}",
+            f"{m.mean_tool_calls:.2f}",
+            f"{m.tool_error_rate:.1%}",
+            f"{m.mean_response_tokens:.0f}",
+            f"{m.mean_test_s:.2f}" if m.kind in ("code", "mixed") else "-",
+            str(m.failed_responses),
+            reasons,
         )
     return table
 
@@ -168,11 +199,15 @@ def stitch_table(summary: Any) -> Table:
     table.add_row("stitched trajectories written", str(summary.written))
     for reason, count in summary.dropped.items():
         table.add_row(f"dropped_{reason}", str(count))
-    table.add_row("code cells (tool calls)",
-                  f"{summary.tool_calls} ({summary.tool_calls / max(summary.written, 1):.2f} per solution)")
+    table.add_row(
+        "code cells (tool calls)",
+        f"{summary.tool_calls} ({summary.tool_calls / max(summary.written, 1):.2f} per solution)",
+    )
     table.add_row("cells that failed", str(summary.tool_errors))
-    table.add_row("calculations whose real output matched the text",
-                  f"{summary.calculations_matching_text} / {summary.calculations}")
+    table.add_row(
+        "calculations whose real output matched the text",
+        f"{summary.calculations_matching_text} / {summary.calculations}",
+    )
     table.add_row("final answer equals the gold", f"{summary.correct} / {summary.written}")
     if summary.trajectories_dir:
         table.add_row("trajectories (for `agentdata curate`)", str(summary.trajectories_dir))

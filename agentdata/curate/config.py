@@ -15,33 +15,62 @@ REASONING_MODES = ("keep", "strip")
 @dataclass
 class CurateConfig:
     keep_incorrect: bool = field(default=False, metadata={"help": "Keep trajectories with a wrong final answer."})
-    min_tool_calls: int = field(default=1, metadata={
-        "help": "Fewest tool calls kept (below: `no_tool_call`).", "range": "[0, 1000]"})
-    max_tool_calls: int = field(default=8, metadata={
-        "help": "Most tool calls kept (above: `too_many_tool_calls`).", "range": "[0, 1000]"})
-    max_tool_error_ratio: float = field(default=0.5, metadata={
-        "help": "Largest share of failing tool calls.", "range": "[0, 1]"})
-    max_tokens: int = field(default=32768, metadata={
-        "help": "Longest trajectory kept (prompt + completion tokens).", "range": "[1, inf)"})
-    dedup: DedupConfig = field(default_factory=DedupConfig, metadata={
-        "help": "Near-dedup and decontamination, as `filter` has them."})
-    near_dup_field: str = field(default="question", metadata={
-        "help": "question (a problem whose question repeats another's is dropped whole) or solution "
-                "(trajectories whose text repeats another's).", "choices": NEAR_DUP_FIELDS})
-    max_per_problem: int | None = field(default=4, metadata={
-        "help": "Most trajectories per problem; 0: no cap.", "range": "[0, inf)"})
-    balance_sources: float | None = field(default=None, metadata={
-        "help": "Largest share (0-1] of the set any one source may hold.", "range": "(0, 1]"})
-    reasoning: str = field(default="keep", metadata={
-        "help": "keep: assistant messages keep the model's thinking (`reasoning_content`, which templates such as "
-                "Qwen3's render); strip: answers only.", "choices": REASONING_MODES})
-    extra_steps: list[str] = field(default_factory=list, metadata={
-        "help": "Filter steps run after the built-in ones, on the rows they kept: registered names or plug-ins (mypkg.steps:ShortQuestion, steps.py:ShortQuestion); "
-                "repeatable.", "flag": "--step", "split": False})
-    target: str = field(default="hf", metadata={
-        "help": "The reader the file is for: hf (Parquet that TRL's SFTTrainer and verl's MultiTurnSFTDataset both "
-                "read), trl or verl (the same file), openai (OpenAI fine-tuning JSONL). See docs/curate.md.",
-        "flag": "--for", "choices": SFT_TARGETS})
+    min_tool_calls: int = field(
+        default=1, metadata={"help": "Fewest tool calls kept (below: `no_tool_call`).", "range": "[0, 1000]"}
+    )
+    max_tool_calls: int = field(
+        default=8, metadata={"help": "Most tool calls kept (above: `too_many_tool_calls`).", "range": "[0, 1000]"}
+    )
+    max_tool_error_ratio: float = field(
+        default=0.5, metadata={"help": "Largest share of failing tool calls.", "range": "[0, 1]"}
+    )
+    max_tokens: int = field(
+        default=32768, metadata={"help": "Longest trajectory kept (prompt + completion tokens).", "range": "[1, inf)"}
+    )
+    dedup: DedupConfig = field(
+        default_factory=DedupConfig, metadata={"help": "Near-dedup and decontamination, as `filter` has them."}
+    )
+    near_dup_field: str = field(
+        default="question",
+        metadata={
+            "help": "question (a problem whose question repeats another's is dropped whole) or solution "
+            "(trajectories whose text repeats another's).",
+            "choices": NEAR_DUP_FIELDS,
+        },
+    )
+    max_per_problem: int | None = field(
+        default=4, metadata={"help": "Most trajectories per problem; 0: no cap.", "range": "[0, inf)"}
+    )
+    balance_sources: float | None = field(
+        default=None, metadata={"help": "Largest share (0-1] of the set any one source may hold.", "range": "(0, 1]"}
+    )
+    reasoning: str = field(
+        default="keep",
+        metadata={
+            "help": "keep: assistant messages keep the model's thinking (`reasoning_content`, which templates such as "
+            "Qwen3's render); strip: answers only.",
+            "choices": REASONING_MODES,
+        },
+    )
+    extra_steps: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Filter steps run after the built-in ones, on the rows they kept: registered names or "
+            "plug-ins (mypkg.steps:ShortQuestion, steps.py:ShortQuestion); "
+            "repeatable.",
+            "flag": "--step",
+            "split": False,
+        },
+    )
+    target: str = field(
+        default="hf",
+        metadata={
+            "help": "The reader the file is for: hf (Parquet that TRL's SFTTrainer and verl's MultiTurnSFTDataset both "
+            "read), trl or verl (the same file), openai (OpenAI fine-tuning JSONL). See docs/curate.md.",
+            "flag": "--for",
+            "choices": SFT_TARGETS,
+        },
+    )
 
     def __post_init__(self) -> None:
         # 0 is how the command line says "off"; the steps read None.

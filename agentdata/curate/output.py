@@ -10,14 +10,15 @@ then render (`"query": null`): that is refused with a pointer to the JSONL form.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from agentdata.formats.forms import consumer_tools, hf_messages, openai_messages, target_form
 from agentdata.errors import UserError
+from agentdata.formats.forms import consumer_tools, hf_messages, openai_messages, target_form
 from agentdata.records import atomic_write
 
 BATCH_ROWS = 256
@@ -78,7 +79,9 @@ def _batch_type(rows: list[dict[str, Any]]) -> pa.Schema:
     try:
         return pa.Table.from_pylist(rows).schema
     except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
-        raise UserError(f"the SFT set cannot be written as Parquet structs ({error}); use --for openai (JSONL)") from None
+        raise UserError(
+            f"the SFT set cannot be written as Parquet structs ({error}); use --for openai (JSONL)"
+        ) from None
 
 
 def hf_schema(source: Path) -> pa.Schema:
@@ -88,20 +91,38 @@ def hf_schema(source: Path) -> pa.Schema:
         unified = pa.unify_schemas(schemas, promote_options="permissive")
         return pa.schema([field.with_type(ordered(field.type)) for field in unified])
     except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
-        raise UserError(f"tool arguments or schemas differ in type across rows ({error}); "
-                        "use --for openai (JSONL, arguments as JSON strings)") from None
+        raise UserError(
+            f"tool arguments or schemas differ in type across rows ({error}); "
+            "use --for openai (JSONL, arguments as JSON strings)"
+        ) from None
 
 
 # Struct fields in a fixed order (chat-message keys first, then tool-call and schema keys, then the
 # rest by name), so two sets with the same keys have the same schema and load together.
-FIELD_ORDER = ("role", "content", "reasoning_content", "tool_calls", "tool_call_id", "name", "id", "type",
-               "function", "arguments", "description", "parameters", "properties", "required")
+FIELD_ORDER = (
+    "role",
+    "content",
+    "reasoning_content",
+    "tool_calls",
+    "tool_call_id",
+    "name",
+    "id",
+    "type",
+    "function",
+    "arguments",
+    "description",
+    "parameters",
+    "properties",
+    "required",
+)
 
 
 def ordered(data_type: pa.DataType) -> pa.DataType:
     if pa.types.is_struct(data_type):
-        fields = sorted((data_type.field(i) for i in range(data_type.num_fields)),
-                        key=lambda f: (FIELD_ORDER.index(f.name) if f.name in FIELD_ORDER else len(FIELD_ORDER), f.name))
+        fields = sorted(
+            (data_type.field(i) for i in range(data_type.num_fields)),
+            key=lambda f: (FIELD_ORDER.index(f.name) if f.name in FIELD_ORDER else len(FIELD_ORDER), f.name),
+        )
         return pa.struct([f.with_type(ordered(f.type)) for f in fields])
     if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
         return pa.list_(ordered(data_type.value_type))
@@ -163,6 +184,8 @@ def write_sft_form(source: Path, target: Path, target_name: str = "hf") -> Path:
     """Write the canonical rows of `source` to `target` in the form `target_name` reads."""
     form = target_form(target_name)
     if pq.ParquetFile(source).metadata.num_rows == 0:
-        raise EmptySFTSetError(f"{target}: the SFT set is empty, so nothing was written "
-                               "(a file with no rows cannot be loaded by datasets, TRL or verl)")
+        raise EmptySFTSetError(
+            f"{target}: the SFT set is empty, so nothing was written "
+            "(a file with no rows cannot be loaded by datasets, TRL or verl)"
+        )
     return write_openai(source, target) if form == "openai" else write_hf(source, target)

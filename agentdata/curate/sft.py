@@ -9,25 +9,35 @@ writes only the kept rows (and, if asked, the rejects). Messages are never all i
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import polars as pl
 
 from agentdata.agent.rundir import ROW_ID, damaged_shard, scan_shards, shard_paths
-from agentdata.curate.steps import curate_steps
-from agentdata.filters import REASON_COLUMN, Step, StepResult, run_steps
-from agentdata.formats.forms import target_form
+from agentdata.curate.config import CurateConfig
 from agentdata.curate.output import EmptySFTSetError, write_sft_form  # noqa: F401 (EmptySFTSetError re-exported)
+from agentdata.curate.steps import curate_steps
 from agentdata.errors import UserError
+from agentdata.filters import REASON_COLUMN, Step, StepResult, run_steps
 from agentdata.filters.features import trajectory_features
-from agentdata.curate.config import NEAR_DUP_FIELDS, REASONING_MODES, CurateConfig
+from agentdata.formats.forms import target_form
 from agentdata.records import SFT_COLUMNS, atomic_write, write_json
 
 SCALAR_COLUMNS = (
-    "id", "problem_id", "question", "source", "teacher", "format", "correct", "final_answer",
-    "num_tool_calls", "num_tool_errors", "prompt_tokens", "completion_tokens",
+    "id",
+    "problem_id",
+    "question",
+    "source",
+    "teacher",
+    "format",
+    "correct",
+    "final_answer",
+    "num_tool_calls",
+    "num_tool_errors",
+    "prompt_tokens",
+    "completion_tokens",
 )
 # What the SFT set holds: `messages` and `tools` (a JSON string, which TRL's SFTTrainer
 # json-loads before the chat template; verl reads it the same way), plus provenance.
@@ -45,11 +55,16 @@ class CurateResult:
     empty: str | None = None  # why no SFT set was written (the report and rejects still are)
 
     def as_dict(self) -> dict:
-        return {"input_rows": self.input_rows, "kept_rows": self.kept_rows,
-                "dropped": {f"dropped_{reason}": count for reason, count in self.counts.items()},
-                "output": str(self.output) if self.output else None, "empty": self.empty,
-                "rejects": str(self.rejects) if self.rejects else None,
-                "report": str(self.report), "per_source": self.per_source}
+        return {
+            "input_rows": self.input_rows,
+            "kept_rows": self.kept_rows,
+            "dropped": {f"dropped_{reason}": count for reason, count in self.counts.items()},
+            "output": str(self.output) if self.output else None,
+            "empty": self.empty,
+            "rejects": str(self.rejects) if self.rejects else None,
+            "report": str(self.report),
+            "per_source": self.per_source,
+        }
 
 
 def scalar_table(paths: Sequence[Path]) -> pl.DataFrame:
@@ -67,15 +82,16 @@ def feature_table(paths: Sequence[Path], rows: pl.Series, with_text: bool = Fals
 
 
 def run_curate_steps(
-    paths: Sequence[Path], config: CurateConfig, on_step: Callable[[Step, int], None] | None = None,
+    paths: Sequence[Path], config: CurateConfig, on_step: Callable[[Step, int], None] | None = None
 ) -> tuple[int, StepResult]:
     """Both phases; returns (input rows, the combined result)."""
     scalar_steps, feature_steps = curate_steps(config)
     table = scalar_table(paths)
     first = run_steps(table, scalar_steps, on_step=on_step)
     features = feature_table(paths, first.kept[ROW_ID], with_text=config.near_dup_field == "solution")
-    second = run_steps(first.kept.join(features, on=ROW_ID, how="left", maintain_order="left"), feature_steps,
-                       on_step=on_step)
+    second = run_steps(
+        first.kept.join(features, on=ROW_ID, how="left", maintain_order="left"), feature_steps, on_step=on_step
+    )
     rejected = pl.concat([first.rejected, second.rejected.select(first.rejected.columns)], how="vertical_relaxed")
     return table.height, StepResult(second.kept, rejected, {**first.counts, **second.counts})
 
@@ -96,22 +112,24 @@ def curate(
         input_rows, result = run_curate_steps(paths, config, on_step)
         output, empty = None, None
         if result.kept.height:
-            output = _write_sft_set(paths, result.kept.select(ROW_ID), out, config.target,
-                                    config.reasoning == "strip")
+            output = _write_sft_set(paths, result.kept.select(ROW_ID), out, config.target, config.reasoning == "strip")
         else:
-            empty = (f"{out}: the SFT set is empty (none of {input_rows} trajectories kept), so nothing was written: "
-                     "see the drop reasons, or loosen --tool-calls / --keep-incorrect")
+            empty = (
+                f"{out}: the SFT set is empty (none of {input_rows} trajectories kept), so nothing was written: "
+                "see the drop reasons, or loosen --tool-calls / --keep-incorrect"
+            )
         rejects_path = None
         if rejects is not None:
             reasons = result.rejected.select(ROW_ID, REASON_COLUMN)
             rejects_path = _write_rows(paths, reasons, Path(rejects), None)
     except pl.exceptions.PolarsError as error:  # a shard whose schema reads but whose data does not
         raise damaged_shard(paths, error) from None
-    per_source = source_counts(pl.concat([result.kept.select("source", "problem_id"),
-                                          result.rejected.select("source", "problem_id")]), result.kept)
+    per_source = source_counts(
+        pl.concat([result.kept.select("source", "problem_id"), result.rejected.select("source", "problem_id")]),
+        result.kept,
+    )
     report = _write_report(out, config, input_rows, result.kept.height, result.counts, per_source, paths, empty)
-    return CurateResult(input_rows, result.kept.height, result.counts, output, rejects_path, report, per_source,
-                        empty)
+    return CurateResult(input_rows, result.kept.height, result.counts, output, rejects_path, report, per_source, empty)
 
 
 def check_suffix(out: Path, target: str) -> None:
@@ -121,8 +139,9 @@ def check_suffix(out: Path, target: str) -> None:
         raise UserError(f"{out}: --for {target} writes {wanted}")
 
 
-def _write_sft_set(paths: Sequence[Path], rows: pl.DataFrame, out: Path, target: str,
-                   strip_reasoning: bool = False) -> Path:
+def _write_sft_set(
+    paths: Sequence[Path], rows: pl.DataFrame, out: Path, target: str, strip_reasoning: bool = False
+) -> Path:
     """The kept rows in canonical form to a temporary file, then in the reader's form to `out`."""
     staging = out.with_name(f".{out.name}.canonical.parquet")
     try:
@@ -139,10 +158,17 @@ def source_counts(table: pl.DataFrame, kept: pl.DataFrame) -> list[dict]:
     return joined.to_dicts()
 
 
-def _write_rows(paths: Sequence[Path], rows: pl.DataFrame, target: Path, columns: Sequence[str] | None,
-                strip_reasoning: bool = False) -> Path:
+def _write_rows(
+    paths: Sequence[Path],
+    rows: pl.DataFrame,
+    target: Path,
+    columns: Sequence[str] | None,
+    strip_reasoning: bool = False,
+) -> Path:
     """Stream the shards, keep `rows` (by global row number, in input order), write atomically."""
-    selected = scan_shards(paths).join(rows.lazy(), on=ROW_ID, how="semi" if columns else "inner", maintain_order="left")
+    selected = scan_shards(paths).join(
+        rows.lazy(), on=ROW_ID, how="semi" if columns else "inner", maintain_order="left"
+    )
     selected = selected.select(*columns) if columns else selected.drop(ROW_ID)
     if strip_reasoning:  # a null field is an absent one to every reader (our records, chat templates)
         no_reasoning = pl.element().struct.with_fields(pl.lit(None, dtype=pl.String).alias("reasoning_content"))
@@ -151,13 +177,24 @@ def _write_rows(paths: Sequence[Path], rows: pl.DataFrame, target: Path, columns
 
 
 def _write_report(
-    out: Path, config: CurateConfig, input_rows: int, kept_rows: int, counts: dict[str, int],
-    per_source: list[dict], paths: Sequence[Path], empty: str | None = None,
+    out: Path,
+    config: CurateConfig,
+    input_rows: int,
+    kept_rows: int,
+    counts: dict[str, int],
+    per_source: list[dict],
+    paths: Sequence[Path],
+    empty: str | None = None,
 ) -> Path:
     report = {
-        "output": None if empty else str(out), "empty": empty, "input_rows": input_rows, "kept_rows": kept_rows,
+        "output": None if empty else str(out),
+        "empty": empty,
+        "input_rows": input_rows,
+        "kept_rows": kept_rows,
         "dropped": {f"dropped_{reason}": count for reason, count in counts.items()},
-        "per_source": per_source, "config": asdict(config), "shards": [str(path) for path in paths],
+        "per_source": per_source,
+        "config": asdict(config),
+        "shards": [str(path) for path in paths],
     }
     return write_json(report_path(out), report)
 

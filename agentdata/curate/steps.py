@@ -27,8 +27,14 @@ from agentdata.registry import Registry
 
 # no_answer and malformed_tool_call come from the shared registry as they are.
 SCALAR_STEPS = ("no_answer", "incorrect", "tool_error_ratio", "tool_call_band", "too_long")
-FEATURE_STEPS = ("malformed_tool_call", "contaminated", "duplicate", "near_duplicate", "max_per_problem",
-                 "source_share")
+FEATURE_STEPS = (
+    "malformed_tool_call",
+    "contaminated",
+    "duplicate",
+    "near_duplicate",
+    "max_per_problem",
+    "source_share",
+)
 
 CURATE_STEPS: Registry = Registry("filter step", parent=FILTER_STEPS)
 step = CURATE_STEPS.register
@@ -84,5 +90,7 @@ def source_share(config: CurateConfig) -> Step | None:
 
 def curate_steps(config: CurateConfig) -> tuple[list[Step], list[Step]]:
     """The steps in order, in two phases: on the scalar columns, then on the text features."""
-    return (build_steps(SCALAR_STEPS, config, CURATE_STEPS),
-            build_steps([*FEATURE_STEPS, *config.extra_steps], config, CURATE_STEPS))
+    return (
+        build_steps(SCALAR_STEPS, config, CURATE_STEPS),
+        build_steps([*FEATURE_STEPS, *config.extra_steps], config, CURATE_STEPS),
+    )

@@ -1,10 +1,10 @@
 """Model backends behind one async interface, chosen by a spec string.
 
-    engine = load_engine("smollm2")                        # the embedded default (CPU)
-    engine = load_engine("hf:/models/qwen")                # any local transformers model
-    engine = load_engine("vllm:/models/qwen", tensor_parallel_size=2)
-    engine = load_engine("openai:http://a:8000/v1,http://b:8000/v1", model="qwen")
-    generation = await engine.generate(GenerationRequest(messages=[...], stop=("</tool_call>",)))
+engine = load_engine("smollm2")                        # the embedded default (CPU)
+engine = load_engine("hf:/models/qwen")                # any local transformers model
+engine = load_engine("vllm:/models/qwen", tensor_parallel_size=2)
+engine = load_engine("openai:http://a:8000/v1,http://b:8000/v1", model="qwen")
+generation = await engine.generate(GenerationRequest(messages=[...], stop=("</tool_call>",)))
 """
 
 from __future__ import annotations

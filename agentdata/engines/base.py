@@ -18,7 +18,7 @@ FINISH_REASONS = ("stop", "length", "context", "error")
 class GenerationRequest:
     """One chat completion to make."""
 
-    messages: list[dict]          # chat messages (Protocol.to_plain_messages, or canonical ones for `tools`)
+    messages: list[dict]  # chat messages (Protocol.to_plain_messages, or canonical ones for `tools`)
     continue_final: bool = False  # continue the last (assistant) message instead of opening a new turn
     # The same conversation with the last assistant turn closed (tool output as the next message),
     # for servers that refuse to continue a message; None: send `messages` as a new turn.
@@ -35,9 +35,9 @@ class GenerationRequest:
 class Generation:
     """What the model produced for one request."""
 
-    text: str                     # generated text, WITHOUT the stop string
-    stop_reason: str | None       # the stop string that ended it, or None (end of turn / length / error)
-    finish_reason: str            # "stop" (stop string or end of turn) | "length" | "context" | "error"
+    text: str  # generated text, WITHOUT the stop string
+    stop_reason: str | None  # the stop string that ended it, or None (end of turn / length / error)
+    finish_reason: str  # "stop" (stop string or end of turn) | "length" | "context" | "error"
     prompt_tokens: int
     completion_tokens: int
     error: str | None = None
@@ -45,20 +45,32 @@ class Generation:
     # its turn (OpenAI's API, `transformers serve`): the caller judges from the text.
     stop_known: bool = True
     tool_calls: list[dict] | None = None  # native tool calls, OpenAI form, arguments as the server sent them
-    reasoning: str | None = None          # the server's `reasoning_content` (reasoning parsers, hosted APIs)
-    reasoning_tokens: int | None = None   # reasoning tokens, when the server counts them (part of completion_tokens)
+    reasoning: str | None = None  # the server's `reasoning_content` (reasoning parsers, hosted APIs)
+    reasoning_tokens: int | None = None  # reasoning tokens, when the server counts them (part of completion_tokens)
 
 
 def error_generation(message: str, prompt_tokens: int = 0) -> Generation:
     """The result for a request that could not be served."""
-    return Generation(text="", stop_reason=None, finish_reason="error",
-                      prompt_tokens=prompt_tokens, completion_tokens=0, error=message)
+    return Generation(
+        text="",
+        stop_reason=None,
+        finish_reason="error",
+        prompt_tokens=prompt_tokens,
+        completion_tokens=0,
+        error=message,
+    )
 
 
 def context_generation(message: str, prompt_tokens: int = 0) -> Generation:
     """The result for a prompt longer than the model's context: refused before any generation."""
-    return Generation(text="", stop_reason=None, finish_reason="context",
-                      prompt_tokens=prompt_tokens, completion_tokens=0, error=message)
+    return Generation(
+        text="",
+        stop_reason=None,
+        finish_reason="context",
+        prompt_tokens=prompt_tokens,
+        completion_tokens=0,
+        error=message,
+    )
 
 
 def cut_at_first_stop(text: str, stop: tuple[str, ...]) -> tuple[str, str | None]:
@@ -95,7 +107,7 @@ class Engine:
     async def aclose(self) -> None:
         return None
 
-    async def __aenter__(self) -> "Engine":
+    async def __aenter__(self) -> Engine:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

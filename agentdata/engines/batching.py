@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from agentdata.engines.base import Engine, Generation, GenerationRequest, error_generation
 

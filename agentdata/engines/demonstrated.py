@@ -24,12 +24,19 @@ CODEBLOCK_STOP = "\n```\n"
 
 DEMONSTRATION = (
     {"role": "user", "content": "What is 3817 * 2269? Put the final answer in \\boxed{}."},
-    {"role": "assistant", "content": "```python\nprint(3817 * 2269)\n```\n```output\n8660773\n```\n"
-                                     "The answer is \\boxed{8660773}."},
-    {"role": "user", "content": "How many integers from 1 to 500 are divisible by 4 or by 6? "
-                                "Put the final answer in \\boxed{}."},
-    {"role": "assistant", "content": "```python\nprint(sum(1 for k in range(1, 501) if k % 4 == 0 or k % 6 == 0))\n"
-                                     "```\n```output\n167\n```\nThe answer is \\boxed{167}."},
+    {
+        "role": "assistant",
+        "content": "```python\nprint(3817 * 2269)\n```\n```output\n8660773\n```\nThe answer is \\boxed{8660773}.",
+    },
+    {
+        "role": "user",
+        "content": "How many integers from 1 to 500 are divisible by 4 or by 6? Put the final answer in \\boxed{}.",
+    },
+    {
+        "role": "assistant",
+        "content": "```python\nprint(sum(1 for k in range(1, 501) if k % 4 == 0 or k % 6 == 0))\n"
+        "```\n```output\n167\n```\nThe answer is \\boxed{167}.",
+    },
 )
 
 

@@ -20,11 +20,22 @@ from pathlib import Path
 from typing import Any
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".model", ".tiktoken")
-MODEL_FILE_NAMES = frozenset({
-    "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-    "added_tokens.json", "vocab.json", "vocab.txt", "merges.txt", "chat_template.jinja", "chat_template.json",
-    "adapter_config.json",
-})
+MODEL_FILE_NAMES = frozenset(
+    {
+        "config.json",
+        "generation_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "added_tokens.json",
+        "vocab.json",
+        "vocab.txt",
+        "merges.txt",
+        "chat_template.jinja",
+        "chat_template.json",
+        "adapter_config.json",
+    }
+)
 # Saved beside a model by trainers; they change with every run and say nothing of what it generates.
 TRAINING_FILES = frozenset({"training_args.bin", "optimizer.pt", "scheduler.pt", "rng_state.pth", "scaler.pt"})
 LOCAL_KINDS = ("hf", "vllm")
@@ -39,9 +50,13 @@ def local_model_dir(spec: str) -> Path | None:
 
 
 def model_files(directory: Path) -> list[Path]:
-    return sorted(path for path in directory.iterdir() if path.is_file() and path.name not in TRAINING_FILES
-                  and (path.name in MODEL_FILE_NAMES or path.suffix in WEIGHT_SUFFIXES
-                       or path.name.endswith(".index.json")))
+    return sorted(
+        path
+        for path in directory.iterdir()
+        if path.is_file()
+        and path.name not in TRAINING_FILES
+        and (path.name in MODEL_FILE_NAMES or path.suffix in WEIGHT_SUFFIXES or path.name.endswith(".index.json"))
+    )
 
 
 def model_fingerprint(spec: str, memo: Path | None = None) -> str | None:

@@ -68,8 +68,14 @@ class ModelEngine(BatchedEngine):
             group = list(group)
             self.generate_calls += 1
             try:
-                generations = generate_batch(self.model, self.tokenizer, [requests[i] for i in group],
-                                             [prompt_ids[i] for i in group], key, should_stop=self._should_stop)
+                generations = generate_batch(
+                    self.model,
+                    self.tokenizer,
+                    [requests[i] for i in group],
+                    [prompt_ids[i] for i in group],
+                    key,
+                    should_stop=self._should_stop,
+                )
             except Exception as exc:
                 generations = [error_generation(f"{type(exc).__name__}: {exc}") for _ in group]
             results.update(zip(group, generations))
@@ -88,13 +94,16 @@ class ModelEngine(BatchedEngine):
         context = self.context_tokens
         if context and len(prompt) > context * self._longest_token_chars:
             # Cannot fit whatever it tokenizes to; tokenizing a huge prompt would take long by itself.
-            return context_generation(f"the prompt ({len(prompt):,} characters) is longer than the model's "
-                                      f"context of {context:,} tokens")
+            return context_generation(
+                f"the prompt ({len(prompt):,} characters) is longer than the model's context of {context:,} tokens"
+            )
         # The chat template already holds any BOS token, so the tokenizer must not add another.
         ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
         if context and len(ids) >= context:
-            return context_generation(f"the prompt ({len(ids):,} tokens) leaves no room in the model's "
-                                      f"context of {context:,} tokens", prompt_tokens=len(ids))
+            return context_generation(
+                f"the prompt ({len(ids):,} tokens) leaves no room in the model's context of {context:,} tokens",
+                prompt_tokens=len(ids),
+            )
         return ids
 
     def _within_context(self, request: GenerationRequest, prompt_tokens: int) -> GenerationRequest:
@@ -109,11 +118,20 @@ class ModelEngine(BatchedEngine):
 class HFEngine(ModelEngine):
     """The transformers model in a local dir (`hf:DIR`); `prompt_template` as in engines.prompt_template."""
 
-    def __init__(self, model_dir: str | Path, *, spec: str | None = None, device: str | None = None,
-                 dtype: str | None = None, max_batch_size: int = 32, prompt_template: str = "auto"):
+    def __init__(
+        self,
+        model_dir: str | Path,
+        *,
+        spec: str | None = None,
+        device: str | None = None,
+        dtype: str | None = None,
+        max_batch_size: int = 32,
+        prompt_template: str = "auto",
+    ):
         self.model_dir = Path(model_dir).expanduser()
-        model, tokenizer = load_model_and_tokenizer(self.model_dir, device=device, dtype=dtype or "auto",
-                                                    prompt_template=prompt_template)
+        model, tokenizer = load_model_and_tokenizer(
+            self.model_dir, device=device, dtype=dtype or "auto", prompt_template=prompt_template
+        )
         super().__init__(model, tokenizer, spec=spec or f"hf:{model_dir}", max_batch_size=max_batch_size)
 
 

@@ -19,15 +19,14 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from transformers import DynamicCache, StoppingCriteria, StoppingCriteriaList
 
 from agentdata.engines.base import Generation, GenerationRequest, cut_at_first_stop
-
 
 StopCheck = Callable[[], bool]  # called from the generating thread: True means stop now
 # A shorter common start is not worth a separate forward pass.
@@ -69,8 +68,10 @@ def template_messages(messages: list[dict]) -> list[dict]:
     rendered = []
     for message in messages:
         if message.get("tool_calls"):
-            calls = [{**call, "function": {**call["function"], "arguments": _arguments(call["function"])}}
-                     for call in message["tool_calls"]]
+            calls = [
+                {**call, "function": {**call["function"], "arguments": _arguments(call["function"])}}
+                for call in message["tool_calls"]
+            ]
             message = {**message, "tool_calls": calls}
         rendered.append(message)
     return rendered
@@ -88,8 +89,14 @@ class PerRowStopping(StoppingCriteria):
     after a row is done transformers fills it with padding (often the same id as EOS).
     """
 
-    def __init__(self, tokenizer, requests: list[GenerationRequest], prompt_length: int, eos_token_ids: set[int],
-                 should_stop: StopCheck | None = None):
+    def __init__(
+        self,
+        tokenizer,
+        requests: list[GenerationRequest],
+        prompt_length: int,
+        eos_token_ids: set[int],
+        should_stop: StopCheck | None = None,
+    ):
         self.tokenizer = tokenizer
         self.should_stop = should_stop
         self.prompt_length = prompt_length
@@ -107,7 +114,7 @@ class PerRowStopping(StoppingCriteria):
         return self
 
     def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
-        generated = input_ids[:, self.prompt_length:]
+        generated = input_ids[:, self.prompt_length :]
         length = generated.shape[1]
         if self.should_stop is not None and self.should_stop():
             # The engine is closing (Ctrl-C, kill): end every row now rather than finish a long batch.
@@ -123,7 +130,7 @@ class PerRowStopping(StoppingCriteria):
         if int(tokens[-1]) in self.eos_token_ids:
             return "eos"
         if self.stops[row]:
-            tail = self.tokenizer.decode(tokens[-self.windows[row]:], skip_special_tokens=True)
+            tail = self.tokenizer.decode(tokens[-self.windows[row] :], skip_special_tokens=True)
             if any(stop in tail for stop in self.stops[row]):
                 return "stop_string"
         if length >= self.budgets[row]:
@@ -152,8 +159,9 @@ def shared_prefix_length(prompt_ids: list[list[int]]) -> int:
     return length if length >= MIN_SHARED_PREFIX else 0
 
 
-def padded_batch(prompt_ids: list[list[int]], pad_token_id: int, device,
-                 prefix_length: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def padded_batch(
+    prompt_ids: list[list[int]], pad_token_id: int, device, prefix_length: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One batch of prompts as [shared prefix][padding][the row's own tokens].
 
     Padding goes between the prefix and the rest (at the left when there is no prefix), so every
@@ -168,16 +176,20 @@ def padded_batch(prompt_ids: list[list[int]], pad_token_id: int, device,
         input_ids[row, :prefix_length] = torch.tensor(ids[:prefix_length], dtype=torch.long)
         attention_mask[row, :prefix_length] = 1
         if own:
-            input_ids[row, width - len(own):] = torch.tensor(own, dtype=torch.long)
-            attention_mask[row, width - len(own):] = 1
+            input_ids[row, width - len(own) :] = torch.tensor(own, dtype=torch.long)
+            attention_mask[row, width - len(own) :] = 1
     return input_ids.to(device), attention_mask.to(device)
 
 
 def prefix_cache(model, prefix: list[int], rows: int) -> DynamicCache:
     """The key/value cache of `prefix`, computed once and repeated for `rows` rows."""
     cache = DynamicCache(config=model.config)
-    model(input_ids=torch.tensor([prefix], dtype=torch.long, device=model.device), cache=cache, use_cache=True,
-          logits_to_keep=1)
+    model(
+        input_ids=torch.tensor([prefix], dtype=torch.long, device=model.device),
+        cache=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    )
     cache.batch_repeat_interleave(rows)
     return cache
 
@@ -202,8 +214,12 @@ def stop_between_layers(model, should_stop: StopCheck | None):
             raise GenerationAborted("the engine was closed during generation")
 
     # The repeated blocks (decoder layers) live in ModuleLists whatever the architecture.
-    handles = [layer.register_forward_pre_hook(check) for layers in model.modules()
-               if isinstance(layers, torch.nn.ModuleList) for layer in layers]
+    handles = [
+        layer.register_forward_pre_hook(check)
+        for layers in model.modules()
+        if isinstance(layers, torch.nn.ModuleList)
+        for layer in layers
+    ]
     try:
         yield
     finally:
@@ -211,8 +227,14 @@ def stop_between_layers(model, should_stop: StopCheck | None):
             handle.remove()
 
 
-def generate_batch(model, tokenizer, requests: list[GenerationRequest], prompt_ids: list[list[int]],
-                   key: SamplingKey, should_stop: StopCheck | None = None) -> list[Generation]:
+def generate_batch(
+    model,
+    tokenizer,
+    requests: list[GenerationRequest],
+    prompt_ids: list[list[int]],
+    key: SamplingKey,
+    should_stop: StopCheck | None = None,
+) -> list[Generation]:
     """Run one `generate` call for `requests` (all sharing `key`; prompts already tokenized) and cut each row."""
     pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     prefix_length = shared_prefix_length(prompt_ids) if can_share_prefix(model) else 0
@@ -237,8 +259,13 @@ def generate_batch(model, tokenizer, requests: list[GenerationRequest], prompt_i
         torch.manual_seed(seed)
     with torch.inference_mode(), stop_between_layers(model, should_stop):
         shared = {"cache": prefix_cache(model, prompt_ids[0][:prefix_length], len(prompt_ids))} if prefix_length else {}
-        output = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=generation_config,
-                                stopping_criteria=StoppingCriteriaList([stopping]), **shared)
+        output = model.generate(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            generation_config=generation_config,
+            stopping_criteria=StoppingCriteriaList([stopping]),
+            **shared,
+        )
     generated = output[:, prompt_length:]
     return [
         _row_generation(tokenizer, generated[row], request, stopping, row, len(prompt_ids[row]))
@@ -255,8 +282,13 @@ def _row_generation(tokenizer, tokens, request, stopping: PerRowStopping, row: i
         finish_reason = "stop"
     else:
         finish_reason = "length"
-    return Generation(text=text, stop_reason=matched, finish_reason=finish_reason,
-                      prompt_tokens=int(prompt_tokens), completion_tokens=int(done_at))
+    return Generation(
+        text=text,
+        stop_reason=matched,
+        finish_reason=finish_reason,
+        prompt_tokens=int(prompt_tokens),
+        completion_tokens=int(done_at),
+    )
 
 
 def _eos_token_ids(model, tokenizer) -> set[int]:

@@ -63,8 +63,9 @@ def load_model(model_dir: str | Path, dtype: Any = "auto") -> Any:
     return AutoModelForCausalLM.from_pretrained(path, config=config, dtype=torch_dtype(dtype))
 
 
-def load_model_and_tokenizer(model_dir: str | Path, device: str | None = None, dtype: Any = "auto",
-                             prompt_template: str = "auto"):
+def load_model_and_tokenizer(
+    model_dir: str | Path, device: str | None = None, dtype: Any = "auto", prompt_template: str = "auto"
+):
     """The model in eval mode on `device` (default: the GPU when there is one) and its tokenizer."""
     path = check_model_dir(model_dir)
     tokenizer = load_tokenizer(path, prompt_template)

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from agentdata.engines.base import Engine, Generation, GenerationRequest, context_generation, error_generation
-from agentdata.engines.overflow import context_overflow
 from agentdata.engines.openai_wire import TOKEN_FIELDS, WireSettings, parse_completion, refused_fields, request_body
+from agentdata.engines.overflow import context_overflow
 from agentdata.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ class _LoopState:
     loop: asyncio.AbstractEventLoop = field(repr=False)
 
     @classmethod
-    def create(cls, concurrency: int, timeout_s: float) -> "_LoopState":
+    def create(cls, concurrency: int, timeout_s: float) -> _LoopState:
         connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=concurrency)
         session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=timeout_s))
         return cls(session=session, slots=asyncio.Semaphore(concurrency), loop=asyncio.get_running_loop())
@@ -93,11 +93,23 @@ class _LoopState:
 class OpenAIEngine(Engine):
     """Sends each request to the least busy of the given servers' chat-completions endpoints."""
 
-    def __init__(self, urls: str | list[str], *, model: str | None = None, api_key_env: str = "OPENAI_API_KEY",
-                 concurrency: int = 64, timeout_s: float = 600.0, max_retries: int = 5,
-                 backoff_s: float = 1.0, max_backoff_s: float = 30.0, extra_body: dict | None = None,
-                 continue_final_message: bool | None = None, max_tokens_field: str = "max_tokens",
-                 drop_fields: list[str] | tuple[str, ...] = (), spec: str | None = None):
+    def __init__(
+        self,
+        urls: str | list[str],
+        *,
+        model: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        concurrency: int = 64,
+        timeout_s: float = 600.0,
+        max_retries: int = 5,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 30.0,
+        extra_body: dict | None = None,
+        continue_final_message: bool | None = None,
+        max_tokens_field: str = "max_tokens",
+        drop_fields: list[str] | tuple[str, ...] = (),
+        spec: str | None = None,
+    ):
         """`continue_final_message`: None sends vLLM's continuation fields until a server refuses
         them, then continues a turn by sending the tool output as the next message (False: always).
         `max_tokens_field`: "max_completion_tokens" for OpenAI's reasoning models.
@@ -121,8 +133,10 @@ class OpenAIEngine(Engine):
         if max_tokens_field not in TOKEN_FIELDS:
             raise UserError(f"openai engine: max_tokens_field must be one of {', '.join(TOKEN_FIELDS)}")
         if not isinstance(extra_body, (dict, type(None))):
-            raise UserError(f"openai engine: extra_body={extra_body} must be a JSON object of request fields, "
-                            'e.g. extra_body={"top_k": 20}')
+            raise UserError(
+                f"openai engine: extra_body={extra_body} must be a JSON object of request fields, "
+                'e.g. extra_body={"top_k": 20}'
+            )
         self.extra_body = dict(extra_body or {})
         self.wire = WireSettings(continue_final_message, max_tokens_field, _field_names(drop_fields))
         self.adaptations: list[str] = []  # what was learned from refusals, in order
@@ -149,8 +163,9 @@ class OpenAIEngine(Engine):
 
     # ------------------------------------------------------------------ request
 
-    async def _generate_with_retries(self, session: aiohttp.ClientSession, request: GenerationRequest,
-                                     model: str) -> Generation:
+    async def _generate_with_retries(
+        self, session: aiohttp.ClientSession, request: GenerationRequest, model: str
+    ) -> Generation:
         last_error = RetryableError("no attempt made")
         attempt = 0
         while attempt <= self.max_retries:
@@ -169,7 +184,9 @@ class OpenAIEngine(Engine):
                 overflow = context_overflow(exc.text)
                 if overflow is not None:  # before learning: vLLM's wording quotes 'max_tokens'
                     if not 0 < overflow.room() < request.max_new_tokens:
-                        return context_generation(f"{server.url}: {overflow.message}", prompt_tokens=overflow.prompt_tokens or 0)
+                        return context_generation(
+                            f"{server.url}: {overflow.message}", prompt_tokens=overflow.prompt_tokens or 0
+                        )
                     # the prompt fits: ask again for what is left of the context, as the hf engine does
                     request = dataclasses.replace(request, max_new_tokens=overflow.room())
                 elif not self._learn(exc, body) and request_body(request, model, self.wire, self.extra_body) == body:

@@ -105,8 +105,9 @@ def refused_fields(status: int, text: str, body: dict) -> list[str]:
         param = error.get("param") if isinstance(error, dict) else None
     except (ValueError, AttributeError):
         pass
-    return [name for name in ADAPTABLE_FIELDS
-            if name in body and (name == param or re.search(rf"['\"`]{name}['\"`]", text))]
+    return [
+        name for name in ADAPTABLE_FIELDS if name in body and (name == param or re.search(rf"['\"`]{name}['\"`]", text))
+    ]
 
 
 def parse_completion(payload: dict, request: GenerationRequest, stop_sent: bool = True) -> Generation:
@@ -137,8 +138,9 @@ def parse_completion(payload: dict, request: GenerationRequest, stop_sent: bool 
     )
 
 
-def _stop(choice: dict, text: str, request: GenerationRequest, finish_reason: str,
-          stop_sent: bool) -> tuple[str, str | None, bool]:
+def _stop(
+    choice: dict, text: str, request: GenerationRequest, finish_reason: str, stop_sent: bool
+) -> tuple[str, str | None, bool]:
     """(text without the stop string, the stop string or None, whether that is known)."""
     # `transformers serve` leaves the stop string in the text; a server that ignored `stop` may run past it.
     text, stop_in_text = cut_at_first_stop(text, tuple(request.stop))

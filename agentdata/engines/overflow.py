@@ -26,18 +26,22 @@ import json
 import re
 from dataclasses import dataclass
 
-OVERFLOW = re.compile(r"maximum context length|maximum model length|context_length_exceeded|exceeds the context window",
-                      re.IGNORECASE)
+OVERFLOW = re.compile(
+    r"maximum context length|maximum model length|context_length_exceeded|exceeds the context window", re.IGNORECASE
+)
 CONTEXT_SIZE = re.compile(r"maximum (?:context|model) length (?:is|of) (\d+)", re.IGNORECASE)
-PROMPT_SIZE = re.compile(r"(\d+) in the messages|(\d+) input tokens|messages resulted in (\d+) tokens|"
-                         r"prompt \(length (\d+)\)", re.IGNORECASE)
+PROMPT_SIZE = re.compile(
+    r"(\d+) in the messages|(\d+) input tokens|messages resulted in (\d+) tokens|"
+    r"prompt \(length (\d+)\)",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
 class ContextOverflow:
     message: str
     context_tokens: int | None  # the model's context, when the message says
-    prompt_tokens: int | None   # the prompt's tokens, when the message says
+    prompt_tokens: int | None  # the prompt's tokens, when the message says
 
     def room(self) -> int:
         """Tokens the model can still generate after the prompt (0: none, or not said)."""

@@ -36,9 +36,11 @@ from agentdata.errors import UserError
 from agentdata.events import Event, emit
 
 PROMPT_TEMPLATES = ("auto", "chat", "plain")
-PROMPT_TEMPLATE_HELP = ("How conversations become prompt text: auto (the model's chat template; a base model without "
-                        "one gets the plain ZeroTIR-style 'User: ... Assistant:' template), chat (refuse a model "
-                        "without a chat template), plain (always the plain template), or a Jinja template file.")
+PROMPT_TEMPLATE_HELP = (
+    "How conversations become prompt text: auto (the model's chat template; a base model without "
+    "one gets the plain ZeroTIR-style 'User: ... Assistant:' template), chat (refuse a model "
+    "without a chat template), plain (always the plain template), or a Jinja template file."
+)
 
 PLAIN_TURN_STOP = "\nUser:"  # the plain template's next user turn: where a base model's own turn must end
 PLAIN_PREAMBLE = "A conversation between User and Assistant. The User asks a question, and the Assistant solves it."
@@ -78,14 +80,22 @@ def apply_prompt_template(tokenizer: Any, choice: str = "auto", model: str = "th
     has_chat = tokenizer.chat_template is not None
     if choice == "chat" or (choice == "auto" and has_chat):
         if not has_chat:
-            raise UserError(f"{model}: the tokenizer has no chat template (prompt_template=chat); use an "
-                            "instruct/chat model, or prompt_template plain for a base model")
+            raise UserError(
+                f"{model}: the tokenizer has no chat template (prompt_template=chat); use an "
+                "instruct/chat model, or prompt_template plain for a base model"
+            )
         return "chat"
     if choice == "plain" or choice == "auto":
         tokenizer.chat_template = PLAIN_TEMPLATE
         why = "has no chat template" if not has_chat else "is set to prompt_template=plain"
-        emit(Event("log", "model", message=f"{model} {why}: prompts use the plain-text template "
-                   "('User: ... Assistant:', ZeroTIR's base-model setting)"))
+        emit(
+            Event(
+                "log",
+                "model",
+                message=f"{model} {why}: prompts use the plain-text template "
+                "('User: ... Assistant:', ZeroTIR's base-model setting)",
+            )
+        )
         return "plain"
     path = Path(choice).expanduser()
     try:

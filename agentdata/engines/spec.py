@@ -8,7 +8,8 @@ An engine factory is called as `factory(target, spec=spec, **options)` and retur
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from agentdata.engines.base import Engine
 from agentdata.errors import UserError

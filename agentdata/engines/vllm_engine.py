@@ -10,7 +10,12 @@ import itertools
 from pathlib import Path
 
 from agentdata.engines.base import (
-    Engine, Generation, GenerationRequest, context_generation, cut_at_first_stop, error_generation,
+    Engine,
+    Generation,
+    GenerationRequest,
+    context_generation,
+    cut_at_first_stop,
+    error_generation,
 )
 from agentdata.engines.hf_generate import render_prompt
 from agentdata.engines.overflow import context_overflow
@@ -35,12 +40,15 @@ class VLLMEngine(Engine):
     The engine is started on first use, inside the running event loop.
     """
 
-    def __init__(self, model_path: str | Path, *, spec: str | None = None, prompt_template: str = "auto",
-                 **engine_options):
+    def __init__(
+        self, model_path: str | Path, *, spec: str | None = None, prompt_template: str = "auto", **engine_options
+    ):
         self._vllm = import_vllm()
         from transformers import AutoTokenizer
 
-        self.model_path = str(Path(model_path).expanduser()) if Path(model_path).expanduser().exists() else str(model_path)
+        self.model_path = (
+            str(Path(model_path).expanduser()) if Path(model_path).expanduser().exists() else str(model_path)
+        )
         self.spec = spec or f"vllm:{model_path}"
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
@@ -73,8 +81,9 @@ class VLLMEngine(Engine):
             engine = self._started_engine()
             final = None
             request_id = f"agentdata-{next(self._request_ids)}"
-            async for output in engine.generate({"prompt_token_ids": prompt_ids},
-                                                self._sampling_params(request), request_id):
+            async for output in engine.generate(
+                {"prompt_token_ids": prompt_ids}, self._sampling_params(request), request_id
+            ):
                 final = output
             if final is None or not final.outputs:
                 return error_generation("vLLM returned no output", prompt_tokens=len(prompt_ids))

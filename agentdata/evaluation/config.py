@@ -13,23 +13,43 @@ from agentdata.settings import check_fields
 class EvalConfig:
     """How each model is run. The loop's own `max_tool_calls` is replaced by each of `tool_call_budgets`."""
 
-    samples: int = field(default=4, metadata={
-        "help": "Responses per problem: avg@k, pass@k, maj@k.", "range": f"[1, {MAX_SAMPLES}]", "flag": "--k",
-        "aliases": ("-k",)})
-    tool_call_budgets: list[int] = field(default_factory=lambda: [4], metadata={
-        "help": "Tool calls allowed per response; a list such as 1,2,4,8 sweeps them.", "range": "[0, 1000]",
-        "flag": "--max-tool-calls"})
+    samples: int = field(
+        default=4,
+        metadata={
+            "help": "Responses per problem: avg@k, pass@k, maj@k.",
+            "range": f"[1, {MAX_SAMPLES}]",
+            "flag": "--k",
+            "aliases": ("-k",),
+        },
+    )
+    tool_call_budgets: list[int] = field(
+        default_factory=lambda: [4],
+        metadata={
+            "help": "Tool calls allowed per response; a list such as 1,2,4,8 sweeps them.",
+            "range": "[0, 1000]",
+            "flag": "--max-tool-calls",
+        },
+    )
     concurrency: int = field(default=16, metadata={"help": "Responses in flight at once.", "range": "[1, 100000]"})
-    seed: int = field(default=0, metadata={"help": "Base seed; each response derives its own.",
-                                           "range": "[0, 4294967295]"})
-    limit: int | None = field(default=None, metadata={
-        "help": "Use only the first N problems of each benchmark.", "range": "[1, inf)"})
-    question_field: str | None = field(default=None, metadata={
-        "help": "Column holding the question (default: recognised names)."})
-    answer_field: str | None = field(default=None, metadata={
-        "help": "Column holding the gold answer (default: recognised names)."})
-    engine_options: dict[str, Any] = field(default_factory=dict, metadata={
-        "help": "KEY=VALUE passed to the engine (repeatable; VALUE is JSON or text).", "flag": "--engine-option"})
+    seed: int = field(
+        default=0, metadata={"help": "Base seed; each response derives its own.", "range": "[0, 4294967295]"}
+    )
+    limit: int | None = field(
+        default=None, metadata={"help": "Use only the first N problems of each benchmark.", "range": "[1, inf)"}
+    )
+    question_field: str | None = field(
+        default=None, metadata={"help": "Column holding the question (default: recognised names)."}
+    )
+    answer_field: str | None = field(
+        default=None, metadata={"help": "Column holding the gold answer (default: recognised names)."}
+    )
+    engine_options: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={
+            "help": "KEY=VALUE passed to the engine (repeatable; VALUE is JSON or text).",
+            "flag": "--engine-option",
+        },
+    )
     loop: LoopConfig = field(default_factory=LoopConfig, metadata={"help": "The agent-loop settings."})
 
     def __post_init__(self) -> None:
@@ -39,5 +59,11 @@ class EvalConfig:
         self.tool_call_budgets = sorted(set(self.tool_call_budgets))
 
     def collect_config(self, spec: str, budget: int) -> CollectConfig:
-        return CollectConfig(teacher=spec, samples=self.samples, concurrency=self.concurrency, seed=self.seed,
-                             engine_options=self.engine_options, loop=replace(self.loop, max_tool_calls=budget))
+        return CollectConfig(
+            teacher=spec,
+            samples=self.samples,
+            concurrency=self.concurrency,
+            seed=self.seed,
+            engine_options=self.engine_options,
+            loop=replace(self.loop, max_tool_calls=budget),
+        )

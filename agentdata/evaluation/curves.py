@@ -33,8 +33,11 @@ PANELS = (
 
 def series(history: list[dict[str, Any]], key: str | None) -> tuple[list[int], list[float]]:
     """(steps, values) of one key, in step order; records without it are skipped."""
-    points = sorted((entry["step"], entry[key]) for entry in history
-                    if key and isinstance(entry.get(key), (int, float)) and not isinstance(entry.get(key), bool))
+    points = sorted(
+        (entry["step"], entry[key])
+        for entry in history
+        if key and isinstance(entry.get(key), (int, float)) and not isinstance(entry.get(key), bool)
+    )
     return [step for step, _ in points], [value for _, value in points]
 
 

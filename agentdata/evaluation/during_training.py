@@ -16,17 +16,18 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from transformers import TrainerCallback
 
 from agentdata.agent.config import CollectConfig, LoopConfig, all_in_flight
-from agentdata.events import Event, emit
 from agentdata.evaluation.metrics import BenchmarkMetrics, benchmark_metrics
 from agentdata.evaluation.runner import run_benchmark
 from agentdata.evaluation.validation import EVAL_PREFIX, ValidationConfig
+from agentdata.events import Event, emit
 from agentdata.records import Problem
 from agentdata.training.metrics import append_record
 
@@ -65,8 +66,18 @@ def validation_record(step: int, metrics: BenchmarkMetrics, k: int, seconds: flo
 class ValidationCallback(TrainerCallback):
     """Evaluates the policy at step 0 (`at_start`), every `every` steps and after the last step."""
 
-    def __init__(self, settings: ValidationConfig, loop: LoopConfig, out_dir: Path, policy: PolicyProvider,
-                 task: str, every: int | None, at_start: bool, sandbox: Any = None, seed: int = 0):
+    def __init__(
+        self,
+        settings: ValidationConfig,
+        loop: LoopConfig,
+        out_dir: Path,
+        policy: PolicyProvider,
+        task: str,
+        every: int | None,
+        at_start: bool,
+        sandbox: Any = None,
+        seed: int = 0,
+    ):
         self.settings = settings
         self.problems = load_eval_problems(settings)
         self.loop = loop
@@ -96,13 +107,18 @@ class ValidationCallback(TrainerCallback):
         started = time.perf_counter()
         run_dir = self.out_dir / EVAL_DIR / f"step-{step:06d}"
         shutil.rmtree(run_dir, ignore_errors=True)  # responses of older weights (an earlier run) are no answer now
-        config = CollectConfig(teacher=f"policy@step-{step}", samples=self.settings.eval_k, seed=self.seed,
-                               concurrency=all_in_flight(len(self.problems) * self.settings.eval_k),
-                               loop=self.loop)
+        config = CollectConfig(
+            teacher=f"policy@step-{step}",
+            samples=self.settings.eval_k,
+            seed=self.seed,
+            concurrency=all_in_flight(len(self.problems) * self.settings.eval_k),
+            loop=self.loop,
+        )
         with untouched_training_state(), self.policy() as engine:
             responses, _ = run_benchmark(self.problems, run_dir, config, engine, self.sandbox)
-        record = validation_record(step, benchmark_metrics(responses), self.settings.eval_k,
-                                   time.perf_counter() - started)
+        record = validation_record(
+            step, benchmark_metrics(responses), self.settings.eval_k, time.perf_counter() - started
+        )
         self.evaluated[step] = record
         if write:
             append_record(self.out_dir / "metrics.jsonl", record)
@@ -111,8 +127,11 @@ class ValidationCallback(TrainerCallback):
 
 
 def eval_line(record: dict[str, Any]) -> str:
-    shown = "  ".join(f"{key.removeprefix(EVAL_PREFIX)}={value:.4g}" for key, value in record.items()
-                      if key.startswith(EVAL_PREFIX) and isinstance(value, (int, float)))
+    shown = "  ".join(
+        f"{key.removeprefix(EVAL_PREFIX)}={value:.4g}"
+        for key, value in record.items()
+        if key.startswith(EVAL_PREFIX) and isinstance(value, (int, float))
+    )
     return f"eval step {record['step']}: {shown}"
 
 

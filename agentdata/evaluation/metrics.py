@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
 
 from agentdata.records import Trajectory
 
@@ -31,6 +31,7 @@ Equivalence = Callable[[str, str], bool]
 
 
 # --------------------------------------------------------------------------- estimators
+
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Probability that at least one of k samples drawn from n (c correct) is correct.
@@ -61,6 +62,7 @@ def pass_k_values(n: int) -> list[int]:
 
 # --------------------------------------------------------------------------- majority vote
 
+
 def normalise_answer(answer: str) -> str:
     """Cheap canonical form for voting: no spaces, no \\boxed/\\text wrappers, no trailing dot."""
     text = answer.strip()
@@ -78,9 +80,7 @@ def answers_equivalent(first: str, second: str) -> bool:
     return bool(answers_match(first, second))
 
 
-def majority_vote(
-    responses: Sequence[Trajectory], equivalent: Equivalence = answers_equivalent
-) -> Trajectory | None:
+def majority_vote(responses: Sequence[Trajectory], equivalent: Equivalence = answers_equivalent) -> Trajectory | None:
     """The response whose answer most others agree with (earliest wins a tie); None if no answers."""
     clusters: list[list[Trajectory]] = []
     for response in responses:
@@ -100,6 +100,7 @@ def majority_vote(
 
 # --------------------------------------------------------------------------- per benchmark
 
+
 @dataclass
 class BenchmarkMetrics:
     """What one model scored on one benchmark at one tool-call budget."""
@@ -118,7 +119,7 @@ class BenchmarkMetrics:
     kind: str = "math"  # math | code | multiple choice | mixed
     mean_test_s: float = 0.0  # code: seconds of test runs per response (not part of the tool time)
     mean_passed_fraction: float | None = None  # code: the mean fraction of tests passed
-    failed_responses: int = 0   # ended in an engine or sandbox error: in no score, counted here
+    failed_responses: int = 0  # ended in an engine or sandbox error: in no score, counted here
     unscored_problems: int = 0  # problems whose every response failed: in no score either
 
     @property
@@ -147,7 +148,9 @@ def response_chars(trajectory: Trajectory) -> int:
     return total
 
 
-def benchmark_metrics(trajectories: Iterable[Trajectory], equivalent: Equivalence = answers_equivalent) -> BenchmarkMetrics:
+def benchmark_metrics(
+    trajectories: Iterable[Trajectory], equivalent: Equivalence = answers_equivalent
+) -> BenchmarkMetrics:
     """All metrics of one benchmark run; problems may have different sample counts.
 
     Failed responses (engine or sandbox errors) are left out of every score and counted apart.
@@ -184,8 +187,9 @@ def benchmark_metrics(trajectories: Iterable[Trajectory], equivalent: Equivalenc
 
 
 def benchmark_kind(trajectories: list[Trajectory]) -> str:
-    kinds = {"code" if t.domain == "code" else "multiple choice" if _is_letter(t.answer) else "math"
-             for t in trajectories}
+    kinds = {
+        "code" if t.domain == "code" else "multiple choice" if _is_letter(t.answer) else "math" for t in trajectories
+    }
     return kinds.pop() if len(kinds) == 1 else "mixed"
 
 

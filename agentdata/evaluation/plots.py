@@ -38,8 +38,9 @@ def accuracy_plot(results: list[EvalResult], path: str | Path) -> Path:
     for axis, (name, value_of) in zip(axes[0], METRICS):
         for index, model in enumerate(models):
             positions = [b + (index - (len(models) - 1) / 2) * width for b in range(len(benchmarks))]
-            values = [value_of(largest[(model, bench)].metrics) if (model, bench) in largest else 0.0
-                      for bench in benchmarks]
+            values = [
+                value_of(largest[(model, bench)].metrics) if (model, bench) in largest else 0.0 for bench in benchmarks
+            ]
             bars = axis.bar(positions, values, width, label=model)
             axis.bar_label(bars, labels=[f"{v:.0%}" for v in values], fontsize=7)
         samples = max(r.metrics.samples for r in results)
@@ -57,8 +58,9 @@ def sweep_plot(results: list[EvalResult], path: str | Path) -> Path:
     figure, axes = plt.subplots(1, len(benchmarks), figsize=(4.5 * len(benchmarks), 4), squeeze=False)
     for axis, bench in zip(axes[0], benchmarks):
         for model in _ordered([r.model for r in results]):
-            points = sorted((r.max_tool_calls, r.metrics.avg_at_k) for r in results
-                            if r.model == model and r.benchmark == bench)
+            points = sorted(
+                (r.max_tool_calls, r.metrics.avg_at_k) for r in results if r.model == model and r.benchmark == bench
+            )
             axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=model)
         budgets = sorted({r.max_tool_calls for r in results})
         if budgets and min(budgets) > 0:

@@ -16,8 +16,8 @@ REPORT_FILE = "report.json"
 
 @dataclass
 class EvalResult:
-    model: str              # a short label, used in tables and plots
-    spec: str               # the engine spec the model ran with
+    model: str  # a short label, used in tables and plots
+    spec: str  # the engine spec the model ran with
     benchmark: str
     max_tool_calls: int
     run_dir: str
@@ -36,19 +36,26 @@ class EvalResult:
         return {**data, **metrics}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "EvalResult":
+    def from_dict(cls, data: dict[str, Any]) -> EvalResult:
         data = dict(data)
         k = data["samples"]
         metrics = BenchmarkMetrics(
-            num_problems=data.pop("num_problems"), num_responses=data.pop("num_responses"),
-            samples=data.pop("samples"), avg_at_k=data.pop(f"avg@{k}"),
-            pass_at_k={int(j): value for j, value in data.pop("pass@k").items()}, maj_at_k=data.pop(f"maj@{k}"),
-            mean_tool_calls=data.pop("mean_tool_calls"), tool_error_rate=data.pop("tool_error_rate"),
+            num_problems=data.pop("num_problems"),
+            num_responses=data.pop("num_responses"),
+            samples=data.pop("samples"),
+            avg_at_k=data.pop(f"avg@{k}"),
+            pass_at_k={int(j): value for j, value in data.pop("pass@k").items()},
+            maj_at_k=data.pop(f"maj@{k}"),
+            mean_tool_calls=data.pop("mean_tool_calls"),
+            tool_error_rate=data.pop("tool_error_rate"),
             mean_response_tokens=data.pop("mean_response_tokens"),
-            mean_response_chars=data.pop("mean_response_chars"), finish_reasons=data.pop("finish_reasons"),
-            kind=data.pop("kind", "math"), mean_test_s=data.pop("mean_test_s", 0.0),
+            mean_response_chars=data.pop("mean_response_chars"),
+            finish_reasons=data.pop("finish_reasons"),
+            kind=data.pop("kind", "math"),
+            mean_test_s=data.pop("mean_test_s", 0.0),
             mean_passed_fraction=data.pop("mean_passed_fraction", None),
-            failed_responses=data.pop("failed_responses", 0), unscored_problems=data.pop("unscored_problems", 0),
+            failed_responses=data.pop("failed_responses", 0),
+            unscored_problems=data.pop("unscored_problems", 0),
         )
         return cls(metrics=metrics, **data)
 
@@ -64,17 +71,22 @@ class EvalReport:
 
     def write(self, out_dir: str | Path) -> Path:
         text = json.dumps(self.as_dict(), indent=2, sort_keys=True)
-        return atomic_write(Path(out_dir) / REPORT_FILE, lambda tmp: Path(tmp).write_text(text + "\n", encoding="utf-8"))
+        return atomic_write(
+            Path(out_dir) / REPORT_FILE, lambda tmp: Path(tmp).write_text(text + "\n", encoding="utf-8")
+        )
 
     @classmethod
-    def read(cls, path: str | Path) -> "EvalReport":
+    def read(cls, path: str | Path) -> EvalReport:
         path = Path(path)
         if path.is_dir():
             path = path / REPORT_FILE
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            return cls(results=[EvalResult.from_dict(r) for r in data["results"]], settings=data.get("settings", {}),
-                       plots=data.get("plots", []))
+            return cls(
+                results=[EvalResult.from_dict(r) for r in data["results"]],
+                settings=data.get("settings", {}),
+                plots=data.get("plots", []),
+            )
         except FileNotFoundError:
             raise InputFileError(path, "no such file: run `agentdata eval` first") from None
         except (json.JSONDecodeError, KeyError, TypeError) as error:

@@ -15,21 +15,22 @@ or it ended in an error; each result says how many responses were generated and 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlparse
 
+from agentdata.agent.resume import unique_problems
+from agentdata.agent.rundir import RunDir, settings_digest
+from agentdata.agent.runner import CollectConfig, CollectSummary, collect
 from agentdata.errors import UserError
+from agentdata.evaluation.config import EvalConfig
 from agentdata.evaluation.metrics import Equivalence, answers_equivalent, benchmark_metrics
 from agentdata.evaluation.plots import ACCURACY_PLOT, SWEEP_PLOT, accuracy_plot, sweep_plot
 from agentdata.evaluation.report import EvalReport, EvalResult
 from agentdata.problems import load_problems
 from agentdata.records import Problem, Trajectory
-from agentdata.agent.runner import CollectConfig, CollectSummary, collect
-from agentdata.agent.resume import unique_problems
-from agentdata.agent.rundir import RunDir, settings_digest
-from agentdata.evaluation.config import EvalConfig
 from agentdata.settings import flatten
 
 LABELLED_SPEC = re.compile(r"^(?P<label>[A-Za-z0-9_.-]+)=(?P<spec>.+)$")
@@ -73,13 +74,17 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "model"
 
 
-def run_benchmark(problems: list[Problem], run_dir: Path, config: CollectConfig, engine: Any = None,
-                  sandbox: Any = None) -> tuple[list[Trajectory], CollectSummary]:
+def run_benchmark(
+    problems: list[Problem], run_dir: Path, config: CollectConfig, engine: Any = None, sandbox: Any = None
+) -> tuple[list[Trajectory], CollectSummary]:
     """Run one model on one benchmark (resuming `run_dir`): the responses that belong to it, and what was run."""
     summary = collect(problems, run_dir, config, engine=engine, sandbox=sandbox)
     wanted = {p.id for p in problems}
-    responses = [t for t in RunDir(run_dir).trajectories()
-                 if t.problem_id in wanted and t.sampling.get("sample_index", 0) < config.samples]
+    responses = [
+        t
+        for t in RunDir(run_dir).trajectories()
+        if t.problem_id in wanted and t.sampling.get("sample_index", 0) < config.samples
+    ]
     return responses, summary
 
 
@@ -108,8 +113,10 @@ def run_eval(
     out_dir = Path(out_dir)
     models = parse_model_specs(model_specs)
     paths = [Path(p) for p in benchmark_paths]
-    benchmarks = {name: unique_problems(load_problems(path, config.question_field, config.answer_field), path)[:config.limit]
-                  for name, path in zip(benchmark_names(paths), paths)}
+    benchmarks = {
+        name: unique_problems(load_problems(path, config.question_field, config.answer_field), path)[: config.limit]
+        for name, path in zip(benchmark_names(paths), paths)
+    }
     report = EvalReport(settings=_settings(config, models, paths))
     for model in models:
         engine = engine_factory(model.spec) if engine_factory else None
@@ -118,10 +125,19 @@ def run_eval(
                 collect_config = config.collect_config(model.spec, budget)
                 run_dir = benchmark_run_dir(out_dir, model, bench_name, collect_config)
                 responses, summary = run_benchmark(problems, run_dir, collect_config, engine, sandbox)
-                result = EvalResult(model.label, model.spec, bench_name, budget, str(run_dir),
-                                    benchmark_metrics(responses, equivalent),
-                                    cache={"generated": summary.new, "redone_problem_changed": summary.stale,
-                                           "redone_error": summary.retried})
+                result = EvalResult(
+                    model.label,
+                    model.spec,
+                    bench_name,
+                    budget,
+                    str(run_dir),
+                    benchmark_metrics(responses, equivalent),
+                    cache={
+                        "generated": summary.new,
+                        "redone_problem_changed": summary.stale,
+                        "redone_error": summary.retried,
+                    },
+                )
                 report.results.append(result)
                 if on_result:
                     on_result(result)
@@ -138,6 +154,7 @@ def write_plots(report: EvalReport, out_dir: Path) -> list[Path]:
 
 
 def _settings(config: EvalConfig, models: list[ModelSpec], paths: list[Path]) -> dict[str, Any]:
-    settings = {name: value for name, value in flatten(config).items()
-                if name not in ("max_tool_calls", "engine_options")}
+    settings = {
+        name: value for name, value in flatten(config).items() if name not in ("max_tool_calls", "engine_options")
+    }
     return {**settings, "models": {m.label: m.spec for m in models}, "benchmarks": [str(p) for p in paths]}

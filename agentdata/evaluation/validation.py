@@ -32,9 +32,34 @@ AVG_KEY = re.compile(r"^eval/avg@(\d+)$")
 
 @dataclass
 class ValidationConfig:
-    eval_problems: str = field(default="", metadata={"help": "Held-out problems (any problem file) the policy is evaluated on during training, with the stage's agent loop: avg@k, pass@k, tool calls and length per evaluation in metrics.jsonl; empty: no evaluation."})
-    eval_every: int | None = field(default=None, metadata={"help": "Evaluate every N optimizer steps (each evaluation also saves a checkpoint); unset: every 10 steps in GRPO, only at the end in SFT. GRPO also evaluates before the first step (the baseline); both stages evaluate after the last.", "range": "[1, inf)"})
-    eval_k: int = field(default=4, metadata={"help": "Responses per eval problem: eval/avg@k and eval/pass@k (the findings report avg@32).", "range": "[1, 1024]"})
+    eval_problems: str = field(
+        default="",
+        metadata={
+            "help": (
+                "Held-out problems (any problem file) the policy is evaluated on during training, with the "
+                "stage's agent loop: avg@k, pass@k, tool calls and length per evaluation in metrics.jsonl; "
+                "empty: no evaluation."
+            )
+        },
+    )
+    eval_every: int | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "Evaluate every N optimizer steps (each evaluation also saves a checkpoint); unset: every "
+                "10 steps in GRPO, only at the end in SFT. GRPO also evaluates before the first step (the "
+                "baseline); both stages evaluate after the last."
+            ),
+            "range": "[1, inf)",
+        },
+    )
+    eval_k: int = field(
+        default=4,
+        metadata={
+            "help": "Responses per eval problem: eval/avg@k and eval/pass@k (the findings report avg@32).",
+            "range": "[1, 1024]",
+        },
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)

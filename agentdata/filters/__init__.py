@@ -5,11 +5,16 @@ the rejects with their reason.
 """
 
 from agentdata.filters.base import REASON_COLUMN, ExpressionStep, MultiReasonStep, Step, StepResult, run_steps
-from agentdata.filters.decontam import BenchmarkNgrams, ContaminationFilter, contamination_step
 from agentdata.filters.config import DedupConfig
+from agentdata.filters.decontam import BenchmarkNgrams, ContaminationFilter, contamination_step
 from agentdata.filters.dedup import (
-    ExactDuplicateFilter, NearDuplicateFilter, find_near_duplicates, minhash_signatures, near_duplicate_step,
+    ExactDuplicateFilter,
+    NearDuplicateFilter,
+    find_near_duplicates,
+    minhash_signatures,
+    near_duplicate_step,
 )
+from agentdata.filters.registry import FILTER_STEPS, build_step, build_steps
 from agentdata.filters.rules import (
     IncorrectFilter,
     MalformedToolCallFilter,
@@ -18,12 +23,30 @@ from agentdata.filters.rules import (
     ToolErrorRatioFilter,
     TooLongFilter,
 )
-from agentdata.filters.registry import FILTER_STEPS, build_step, build_steps
 
 __all__ = [
-    "FILTER_STEPS", "build_step", "build_steps", "DedupConfig", "contamination_step", "near_duplicate_step",
-    "REASON_COLUMN", "Step", "ExpressionStep", "MultiReasonStep", "StepResult", "run_steps",
-    "BenchmarkNgrams", "ContaminationFilter", "ExactDuplicateFilter", "NearDuplicateFilter",
-    "minhash_signatures", "find_near_duplicates", "IncorrectFilter", "MalformedToolCallFilter",
-    "NoAnswerFilter", "ToolCallBandFilter", "ToolErrorRatioFilter", "TooLongFilter",
+    "FILTER_STEPS",
+    "build_step",
+    "build_steps",
+    "DedupConfig",
+    "contamination_step",
+    "near_duplicate_step",
+    "REASON_COLUMN",
+    "Step",
+    "ExpressionStep",
+    "MultiReasonStep",
+    "StepResult",
+    "run_steps",
+    "BenchmarkNgrams",
+    "ContaminationFilter",
+    "ExactDuplicateFilter",
+    "NearDuplicateFilter",
+    "minhash_signatures",
+    "find_near_duplicates",
+    "IncorrectFilter",
+    "MalformedToolCallFilter",
+    "NoAnswerFilter",
+    "ToolCallBandFilter",
+    "ToolErrorRatioFilter",
+    "TooLongFilter",
 ]

@@ -8,8 +8,8 @@ Steps see only the rows that earlier steps kept, so a row has exactly one reason
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import polars as pl
 
@@ -56,9 +56,7 @@ class StepResult:
 
 
 def run_steps(
-    frame: pl.DataFrame,
-    steps: Sequence[Step],
-    on_step: Callable[[Step, int], None] | None = None,
+    frame: pl.DataFrame, steps: Sequence[Step], on_step: Callable[[Step, int], None] | None = None
 ) -> StepResult:
     """Apply `steps` in order; return the kept rows, the rejects (with `drop_reason`) and counts."""
     rejected: list[pl.DataFrame] = []

@@ -15,14 +15,24 @@ from agentdata.settings import check_fields
 
 @dataclass
 class DedupConfig:
-    near_dup_threshold: float | None = field(default=0.8, metadata={
-        "help": "MinHash Jaccard threshold for `near_duplicate`; 0 turns near-dedup off.", "range": "[0, 1]"})
-    near_dup_ngram: int = field(default=5, metadata={"help": "Word n-gram size of the MinHash shingles.",
-                                                     "range": "[1, 100]"})
-    decontam_files: list[str] = field(default_factory=list, metadata={
-        "help": "Benchmark file to decontaminate against (repeatable).", "flag": "--decontam", "split": False})
-    decontam_ngram: int = field(default=13, metadata={"help": "Word n-gram size for decontamination.",
-                                                      "range": "[1, 100]"})
+    near_dup_threshold: float | None = field(
+        default=0.8,
+        metadata={"help": "MinHash Jaccard threshold for `near_duplicate`; 0 turns near-dedup off.", "range": "[0, 1]"},
+    )
+    near_dup_ngram: int = field(
+        default=5, metadata={"help": "Word n-gram size of the MinHash shingles.", "range": "[1, 100]"}
+    )
+    decontam_files: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Benchmark file to decontaminate against (repeatable).",
+            "flag": "--decontam",
+            "split": False,
+        },
+    )
+    decontam_ngram: int = field(
+        default=13, metadata={"help": "Word n-gram size for decontamination.", "range": "[1, 100]"}
+    )
 
     def __post_init__(self) -> None:
         self.near_dup_threshold = self.near_dup_threshold or None  # 0 is how the command line says "off"

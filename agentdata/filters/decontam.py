@@ -8,8 +8,8 @@ so a short question copied verbatim is still caught.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import polars as pl
 
@@ -30,13 +30,13 @@ class BenchmarkNgrams:
     questions: int = 0
 
     @classmethod
-    def from_questions(cls, questions: Iterable[str], ngram: int = DEFAULT_NGRAM) -> "BenchmarkNgrams":
+    def from_questions(cls, questions: Iterable[str], ngram: int = DEFAULT_NGRAM) -> BenchmarkNgrams:
         texts = pl.Series("text", list(questions), dtype=pl.String)
         hashes = ngram_hashes(texts, ngram)["hash"].unique()
         return cls(hashes=hashes, ngram=ngram, questions=len(texts))
 
     @classmethod
-    def from_files(cls, paths: Sequence[str | os.PathLike], ngram: int = DEFAULT_NGRAM) -> "BenchmarkNgrams":
+    def from_files(cls, paths: Sequence[str | os.PathLike], ngram: int = DEFAULT_NGRAM) -> BenchmarkNgrams:
         """Read benchmark questions with the problem loader (any layout it knows)."""
         from agentdata.problems import load_problems
 

@@ -34,6 +34,7 @@ class ExactDuplicateFilter(Step):
 
 # --------------------------------------------------------------------------- pass 1: signatures
 
+
 def minhash_signatures(texts: pl.Series, num_perm: int = 128, ngram: int = 5, seed: int = 1) -> np.ndarray:
     """A (len(texts), num_perm) uint32 array of MinHash signatures over word n-grams.
 
@@ -59,6 +60,7 @@ def minhash_signatures(texts: pl.Series, num_perm: int = 128, ngram: int = 5, se
 
 
 # --------------------------------------------------------------------------- pass 2: find
+
 
 def find_near_duplicates(signatures: np.ndarray, threshold: float = 0.8, seed: int = 1) -> np.ndarray:
     """Boolean array: True for a row whose estimated Jaccard similarity to an earlier kept row
@@ -98,6 +100,7 @@ def shares_a_band(signatures: np.ndarray, bands: int, rows_per_band: int) -> np.
 
 
 # --------------------------------------------------------------------------- pass 3: filter
+
 
 @dataclass
 class NearDuplicateFilter(Step):

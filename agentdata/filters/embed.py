@@ -8,7 +8,7 @@ scikit-learn is used, which groups by shared words rather than meaning.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

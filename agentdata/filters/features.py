@@ -49,10 +49,7 @@ def solution_text() -> pl.Expr:
 
 def trajectory_features(with_text: bool = False) -> list[pl.Expr]:
     """The columns a curate run needs besides the stored scalars."""
-    features = [
-        malformed_tool_calls(),
-        (pl.col("prompt_tokens") + pl.col("completion_tokens")).alias("total_tokens"),
-    ]
+    features = [malformed_tool_calls(), (pl.col("prompt_tokens") + pl.col("completion_tokens")).alias("total_tokens")]
     text = solution_text()
     exact_key = pl.concat_str([normalised(pl.col("question")), text], separator="\n").hash(seed=0)
     features.append(exact_key.alias("text_hash"))

@@ -9,7 +9,8 @@ is a `Step` class (built with no arguments), a `Step` instance, or a function
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from agentdata.errors import UserError
 from agentdata.filters.base import Step

@@ -62,8 +62,10 @@ class ToolCallBandFilter(MultiReasonStep):
     def reasons(self, frame: pl.DataFrame) -> pl.Series:
         calls = pl.col("num_tool_calls")
         reason = (
-            pl.when(calls < self.min_calls).then(pl.lit("no_tool_call"))
-            .when(calls > self.max_calls).then(pl.lit("too_many_tool_calls"))
+            pl.when(calls < self.min_calls)
+            .then(pl.lit("no_tool_call"))
+            .when(calls > self.max_calls)
+            .then(pl.lit("too_many_tool_calls"))
             .otherwise(pl.lit(None, dtype=pl.String))
         )
         return frame.select(reason).to_series()

@@ -19,8 +19,8 @@ from agentdata.formats.hermes import HermesProtocol
 from agentdata.formats.native import NativeProtocol
 from agentdata.formats.qwen3coder import Qwen3CoderProtocol
 from agentdata.formats.reasoning import split_reasoning
-from agentdata.registry import Registry
 from agentdata.formats.tool_output import DEFAULT_TOOL_OUTPUT_CHARS, tool_output_text, truncate_middle
+from agentdata.registry import Registry
 
 # Protocols by name; a plug-in (`module:attr` or `file.py:attr`) names a Protocol class or instance.
 PROTOCOL_REGISTRY: Registry[Protocol | type[Protocol]] = Registry("tool-call format")

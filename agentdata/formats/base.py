@@ -95,8 +95,9 @@ def plain_message(message: dict[str, Any]) -> dict[str, Any]:
     return {"role": message["role"], "content": message.get("content") or ""}
 
 
-def results_as_user_turns(protocol: Protocol, messages: list[dict[str, Any]],
-                          keep_fields: bool = False) -> list[dict[str, Any]]:
+def results_as_user_turns(
+    protocol: Protocol, messages: list[dict[str, Any]], keep_fields: bool = False
+) -> list[dict[str, Any]]:
     """Canonical messages -> plain turns: each assistant message rendered by `protocol`, the
     results of one turn's calls joined into ONE `user` turn (so templates that need roles to
     alternate accept it). `keep_fields` keeps a message's other fields (e.g. reasoning_content)."""

@@ -75,8 +75,10 @@ def hf_messages(messages: list[dict[str, Any]], format: str | None) -> list[dict
     """Canonical -> the `hf` form (see the module doc)."""
     if format == "codeblock":
         return codeblock_turns(messages)
-    return [{**m, "tool_calls": [decoded_arguments(c) for c in m["tool_calls"]]} if m.get("tool_calls") else m
-            for m in messages]
+    return [
+        {**m, "tool_calls": [decoded_arguments(c) for c in m["tool_calls"]]} if m.get("tool_calls") else m
+        for m in messages
+    ]
 
 
 def openai_messages(messages: list[dict[str, Any]], format: str | None) -> list[dict[str, Any]]:
@@ -101,8 +103,10 @@ def canonical_messages(messages: list[dict[str, Any]], format: str | None) -> li
     results as tool messages), so its own SFT stage renders every form the same way."""
     if format == "codeblock" and not any(m.get("tool_calls") for m in messages):
         return _codeblock_from_turns(messages)
-    return [{**m, "tool_calls": [encoded_arguments(c) for c in m["tool_calls"]]} if m.get("tool_calls") else m
-            for m in messages]
+    return [
+        {**m, "tool_calls": [encoded_arguments(c) for c in m["tool_calls"]]} if m.get("tool_calls") else m
+        for m in messages
+    ]
 
 
 def _codeblock_from_turns(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -24,18 +24,12 @@ or `</tool_call>`: those are read as markup.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 from agentdata.formats import prompts
-from agentdata.formats.base import (
-    ParsedTurn,
-    Protocol,
-    join_pieces,
-    results_as_user_turns,
-    strip_separator,
-    tool_call,
-)
+from agentdata.formats.base import ParsedTurn, Protocol, join_pieces, results_as_user_turns, strip_separator, tool_call
 from agentdata.records import TOOL_NAME, ToolCall, message_tool_calls
 
 OPEN_TAG = "<tool_call>"
@@ -56,8 +50,10 @@ class HermesProtocol(Protocol):
 
     def system_prompt(self, tools: list[dict[str, Any]]) -> str:
         example = render_call(ToolCall(code="print(2 + 3)"))
-        how_to_call = ("To call it, write a JSON object with the tool name and its arguments between "
-                       f"tool_call tags, like this:\n{example}")
+        how_to_call = (
+            "To call it, write a JSON object with the tool name and its arguments between "
+            f"tool_call tags, like this:\n{example}"
+        )
         return prompts.system_prompt(prompts.tools_section(tools, how_to_call))
 
     def parse(self, text: str) -> ParsedTurn:
@@ -77,6 +73,7 @@ class HermesProtocol(Protocol):
 
     def to_plain_messages(self, messages: list[dict[str, Any]], tool_turns: bool = False) -> list[dict[str, Any]]:
         return results_as_user_turns(self, messages)
+
 
 def render_call(call: ToolCall) -> str:
     payload = {"name": call.name, "arguments": call.arguments}

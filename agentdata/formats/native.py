@@ -58,8 +58,11 @@ class NativeProtocol(Protocol):
 
     def to_plain_messages(self, messages: list[dict[str, Any]], tool_turns: bool = False) -> list[dict[str, Any]]:
         """The canonical messages themselves (calls and results included): the template renders them."""
-        return [{key: message[key] for key in TEMPLATE_KEYS if message.get(key) is not None} | {
-            "content": message.get("content") or ""} for message in messages]
+        return [
+            {key: message[key] for key in TEMPLATE_KEYS if message.get(key) is not None}
+            | {"content": message.get("content") or ""}
+            for message in messages
+        ]
 
 
 def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -68,7 +71,8 @@ def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rendered = []
     for message in messages:
         message = {key: message[key] for key in TEMPLATE_KEYS if message.get(key) is not None} | {
-            "content": message.get("content") or ""}
+            "content": message.get("content") or ""
+        }
         if message.get("tool_calls"):
             message["tool_calls"] = [decoded_arguments(call) for call in message["tool_calls"]]
         rendered.append(message)

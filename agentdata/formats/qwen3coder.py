@@ -68,9 +68,11 @@ class Qwen3CoderProtocol(Protocol):
     def to_plain_messages(self, messages: list[dict[str, Any]], tool_turns: bool = False) -> list[dict[str, Any]]:
         return results_as_user_turns(self, messages)
 
+
 def render_call(call: ToolCall) -> str:
-    parameters = "".join(f"<parameter={name}>\n{_value_text(value)}\n</parameter>\n"
-                         for name, value in call.arguments.items())
+    parameters = "".join(
+        f"<parameter={name}>\n{_value_text(value)}\n</parameter>\n" for name, value in call.arguments.items()
+    )
     return f"{OPEN_TAG}\n<function={call.name}>\n{parameters}</function>\n{CLOSE_TAG}"
 
 

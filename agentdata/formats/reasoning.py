@@ -25,14 +25,14 @@ def split_reasoning(text: str) -> tuple[str | None, str]:
     """
     stripped = text.lstrip()
     if stripped.startswith(THINK_OPEN):
-        body = stripped[len(THINK_OPEN):]
+        body = stripped[len(THINK_OPEN) :]
         end = body.find(THINK_CLOSE)
         if end == -1:
             return body.strip("\n"), ""
-        return body[:end].strip("\n"), body[end + len(THINK_CLOSE):].lstrip("\n")
+        return body[:end].strip("\n"), body[end + len(THINK_CLOSE) :].lstrip("\n")
     end = text.find(THINK_CLOSE)
     if end != -1 and THINK_OPEN not in text[:end]:
-        return text[:end].strip("\n"), text[end + len(THINK_CLOSE):].lstrip("\n")
+        return text[:end].strip("\n"), text[end + len(THINK_CLOSE) :].lstrip("\n")
     return None, text
 
 

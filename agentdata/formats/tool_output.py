@@ -41,10 +41,7 @@ def truncate_middle(text: str, max_chars: int | None) -> str:
 
 
 def tool_output_text(
-    stdout: str,
-    stderr: str = "",
-    status: str = "ok",
-    max_chars: int | None = DEFAULT_TOOL_OUTPUT_CHARS,
+    stdout: str, stderr: str = "", status: str = "ok", max_chars: int | None = DEFAULT_TOOL_OUTPUT_CHARS
 ) -> str:
     """The text shown to the model for one run: output, then errors, then a status notice.
 

@@ -8,29 +8,29 @@ Library functions on polars tables, no model: `pass_rates` reads a profile run d
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import polars as pl
 
+from agentdata.agent.rundir import scan_shards, shard_paths
+from agentdata.errors import UserError
+from agentdata.filters import Step, StepResult, run_steps
 from agentdata.filters.diversity import spread_order
 from agentdata.filters.embed import cluster_labels, embed_texts
-from agentdata.agent.rundir import scan_shards, shard_paths
-from agentdata.filters import Step, StepResult, run_steps
 from agentdata.filters.text import normalised
 from agentdata.pool.confidence import with_intervals
+from agentdata.pool.config import PoolConfig
 from agentdata.pool.mix import mix_step
-from agentdata.errors import UserError
-from agentdata.pool.config import POOL_FORMATS, PoolConfig
 from agentdata.pool.steps import TooFewValidRollouts, pool_steps
 from agentdata.records import Problem
 
 
 @dataclass
 class PoolResult:
-    pool: pl.DataFrame          # the selected problems, agentdata columns plus `cluster`
-    profiled: pl.DataFrame      # every problem with its pass rate (before the band)
+    pool: pl.DataFrame  # the selected problems, agentdata columns plus `cluster`
+    profiled: pl.DataFrame  # every problem with its pass rate (before the band)
     counts: dict[str, int]
     rejected: pl.DataFrame
     embedding: str
@@ -39,8 +39,10 @@ class PoolResult:
 def problems_table(problems: Sequence[Problem]) -> pl.DataFrame:
     return pl.DataFrame(
         {
-            "problem_id": [p.id for p in problems], "question": [p.question for p in problems],
-            "answer": [p.answer for p in problems], "source": [p.source for p in problems],
+            "problem_id": [p.id for p in problems],
+            "question": [p.question for p in problems],
+            "answer": [p.answer for p in problems],
+            "source": [p.source for p in problems],
             "domain": [p.domain for p in problems],
         },
         schema={name: pl.String for name in ("problem_id", "question", "answer", "source", "domain")},
@@ -84,8 +86,7 @@ def build_pool(problems: pl.DataFrame, rates: pl.DataFrame, config: PoolConfig |
         counts.update(selection.counts)
     rejected = pl.concat([result.rejected, selection.rejected], how="diagonal_relaxed")
     valid = TooFewValidRollouts(config.min_valid_share).expression()
-    return PoolResult(pool.drop("question_hash"), profiled.filter(valid),
-                      counts, rejected, embedding)
+    return PoolResult(pool.drop("question_hash"), profiled.filter(valid), counts, rejected, embedding)
 
 
 class NotSelected(Step):
@@ -114,18 +115,39 @@ def _select(frame: pl.DataFrame, config: PoolConfig) -> tuple[pl.DataFrame, str,
 
 def pool_rows(pool: pl.DataFrame, format: str = "agentdata") -> pl.DataFrame:
     """The output columns: agentdata's (`prompt`, `answer`, `source`, `pass_rate`, `n_rollouts`, ...) or verl's."""
-    prompt = pl.concat_list(pl.struct(pl.lit("user").alias("role"), pl.col("question").alias("content"))).alias("prompt")
+    prompt = pl.concat_list(pl.struct(pl.lit("user").alias("role"), pl.col("question").alias("content"))).alias(
+        "prompt"
+    )
     if format == "verl":
         return pool.with_row_index("index").select(
-            pl.col("source").alias("data_source"), prompt, pl.col("domain").alias("ability"),
+            pl.col("source").alias("data_source"),
+            prompt,
+            pl.col("domain").alias("ability"),
             pl.struct(pl.lit("rule").alias("style"), pl.col("answer").alias("ground_truth")).alias("reward_model"),
             pl.struct(
-                pl.lit("train").alias("split"), pl.col("index").cast(pl.Int64), "problem_id", "question", "answer",
-                "pass_rate", "n_rollouts", "pass_rate_low", "pass_rate_high",
+                pl.lit("train").alias("split"),
+                pl.col("index").cast(pl.Int64),
+                "problem_id",
+                "question",
+                "answer",
+                "pass_rate",
+                "n_rollouts",
+                "pass_rate_low",
+                "pass_rate_high",
             ).alias("extra_info"),
         )
-    return pool.select("problem_id", prompt, "answer", "source", "domain", "pass_rate", "n_rollouts",
-                       "pass_rate_low", "pass_rate_high", "cluster")
+    return pool.select(
+        "problem_id",
+        prompt,
+        "answer",
+        "source",
+        "domain",
+        "pass_rate",
+        "n_rollouts",
+        "pass_rate_low",
+        "pass_rate_high",
+        "cluster",
+    )
 
 
 def source_table(result: PoolResult) -> list[dict]:
@@ -138,17 +160,21 @@ def source_table(result: PoolResult) -> list[dict]:
     selected = result.pool.group_by("source").agg(pl.len().alias("selected"))
     joined = profiled.join(out_of_band, on="source", how="left").join(selected, on="source", how="left")
     joined = joined.with_columns(pl.col("out_of_band", "selected").fill_null(0))
-    return joined.with_columns((pl.col("profiled") - pl.col("out_of_band")).alias("in_band")).sort("source").select(
-        "source", "profiled", "in_band", "selected", "mean_pass_rate"
-    ).to_dicts()
+    return (
+        joined.with_columns((pl.col("profiled") - pl.col("out_of_band")).alias("in_band"))
+        .sort("source")
+        .select("source", "profiled", "in_band", "selected", "mean_pass_rate")
+        .to_dicts()
+    )
 
 
 class EmptyPoolError(UserError):
     """Nothing to write: `datasets` and verl cannot open a Parquet file with no rows."""
 
 
-def write_pool(result: PoolResult, out: str | os.PathLike, format: str = "agentdata",
-               metadata: dict[str, str] | None = None) -> Path:
+def write_pool(
+    result: PoolResult, out: str | os.PathLike, format: str = "agentdata", metadata: dict[str, str] | None = None
+) -> Path:
     """Write the pool (with `metadata` as Parquet key-value metadata); an empty one is refused (a 0-row
     Parquet file loads nowhere) instead of written."""
     from agentdata.records import atomic_write

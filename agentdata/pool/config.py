@@ -18,32 +18,67 @@ EMBEDDINGS = ("auto", "sentence-transformers", "tfidf")
 
 @dataclass
 class PoolConfig:
-    band: tuple[float, float] = field(default=(0.0, 1.0), metadata={
-        "help": "Keep LO < pass rate < HI (ends exclusive), given as LO,HI.", "range": "[0, 1]"})
-    size: int | None = field(default=None, metadata={
-        "help": "Problems to select evenly across clusters and sources; unset keeps all.", "range": "[1, inf)"})
-    clusters: int | None = field(default=None, metadata={
-        "help": "K-means clusters (default about sqrt(problems)).", "range": "[1, inf)"})
-    embedding: str = field(default="auto", metadata={"help": "auto | sentence-transformers | tfidf.",
-                                                     "choices": EMBEDDINGS})
-    dedup: DedupConfig = field(default_factory=DedupConfig, metadata={
-        "help": "Near-dedup (of questions) and decontamination, as `curate` has them."})
-    domain_mix: dict[str, float] | None = field(default=None, metadata={
-        "help": "Target domain shares after the band, e.g. math=0.5,code=0.3,science=0.2; a short domain gives what "
-                "it lacks to the others (see pool/mix.py).", "range": "[0, inf)",
-        "parse": "agentdata.pool.mix:parse_domain_mix"})
-    format: str = field(default="agentdata", metadata={"help": "agentdata or verl output columns.",
-                                                       "choices": POOL_FORMATS})
-    extra_steps: list[str] = field(default_factory=list, metadata={
-        "help": "Filter steps run after the built-in ones, before the selection: registered names or plug-ins (mypkg.steps:ShortQuestion, steps.py:ShortQuestion); "
-                "repeatable.", "flag": "--step", "split": False})
+    band: tuple[float, float] = field(
+        default=(0.0, 1.0),
+        metadata={"help": "Keep LO < pass rate < HI (ends exclusive), given as LO,HI.", "range": "[0, 1]"},
+    )
+    size: int | None = field(
+        default=None,
+        metadata={
+            "help": "Problems to select evenly across clusters and sources; unset keeps all.",
+            "range": "[1, inf)",
+        },
+    )
+    clusters: int | None = field(
+        default=None, metadata={"help": "K-means clusters (default about sqrt(problems)).", "range": "[1, inf)"}
+    )
+    embedding: str = field(
+        default="auto", metadata={"help": "auto | sentence-transformers | tfidf.", "choices": EMBEDDINGS}
+    )
+    dedup: DedupConfig = field(
+        default_factory=DedupConfig,
+        metadata={"help": "Near-dedup (of questions) and decontamination, as `curate` has them."},
+    )
+    domain_mix: dict[str, float] | None = field(
+        default=None,
+        metadata={
+            "help": "Target domain shares after the band, e.g. math=0.5,code=0.3,science=0.2; a short domain "
+            "gives what "
+            "it lacks to the others (see pool/mix.py).",
+            "range": "[0, inf)",
+            "parse": "agentdata.pool.mix:parse_domain_mix",
+        },
+    )
+    format: str = field(
+        default="agentdata", metadata={"help": "agentdata or verl output columns.", "choices": POOL_FORMATS}
+    )
+    extra_steps: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Filter steps run after the built-in ones, before the selection: registered names or "
+            "plug-ins (mypkg.steps:ShortQuestion, steps.py:ShortQuestion); "
+            "repeatable.",
+            "flag": "--step",
+            "split": False,
+        },
+    )
     seed: int = field(default=0, metadata={"help": "Seed for clustering.", "range": "[0, 4294967295]"})
-    k_adaptive: int | None = field(default=None, metadata={
-        "help": "Profile again, up to this many rollouts, only the problems whose pass-rate interval (Wilson, 95%) "
-                "straddles an edge of the band; unset: one round of k.", "range": "[2, 100000]"})
-    min_valid_share: float = field(default=0.5, metadata={
-        "help": "A problem whose rollouts ended in an engine or sandbox error more often than this leaves is "
-                "dropped as `unprofiled` (errors are no wrong answers and count in no pass rate).", "range": "(0, 1]"})
+    k_adaptive: int | None = field(
+        default=None,
+        metadata={
+            "help": "Profile again, up to this many rollouts, only the problems whose pass-rate interval (Wilson, 95%) "
+            "straddles an edge of the band; unset: one round of k.",
+            "range": "[2, 100000]",
+        },
+    )
+    min_valid_share: float = field(
+        default=0.5,
+        metadata={
+            "help": "A problem whose rollouts ended in an engine or sandbox error more often than this leaves is "
+            "dropped as `unprofiled` (errors are no wrong answers and count in no pass rate).",
+            "range": "(0, 1]",
+        },
+    )
 
     def __post_init__(self) -> None:
         self.band = tuple(self.band)

@@ -18,8 +18,18 @@ from agentdata.agent.config import LoopConfig
 
 POOL_METADATA_KEY = "agentdata.profile"
 # The loop settings a pass rate depends on: sampling and tools (not where the sandbox runs).
-MATCHED_KEYS = ("protocol", "temperature", "top_p", "max_new_tokens", "max_tool_calls", "max_turns",
-                "tools", "tool_output_chars", "tool_timeout", "system_prompt")
+MATCHED_KEYS = (
+    "protocol",
+    "temperature",
+    "top_p",
+    "max_new_tokens",
+    "max_tool_calls",
+    "max_turns",
+    "tools",
+    "tool_output_chars",
+    "tool_timeout",
+    "system_prompt",
+)
 
 
 def loop_settings(loop: LoopConfig) -> dict[str, Any]:
@@ -35,13 +45,18 @@ def grpo_default_loop() -> dict[str, Any]:
 
 def loop_differences(profiled: dict[str, Any], grpo: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """Settings recorded for both that differ (a key an older pool did not record is not compared)."""
-    return {key: (profiled[key], grpo[key]) for key in MATCHED_KEYS
-            if key in profiled and key in grpo and _plain(profiled[key]) != _plain(grpo[key])}
+    return {
+        key: (profiled[key], grpo[key])
+        for key in MATCHED_KEYS
+        if key in profiled and key in grpo and _plain(profiled[key]) != _plain(grpo[key])
+    }
 
 
 def differences_text(differences: dict[str, tuple[Any, Any]]) -> str:
     """`temperature 0.7 (GRPO: 1.0), max_new_tokens 1024 (GRPO: 512)`."""
-    return ", ".join(f"{key} {_shown(profiled)} (GRPO: {_shown(grpo)})" for key, (profiled, grpo) in differences.items())
+    return ", ".join(
+        f"{key} {_shown(profiled)} (GRPO: {_shown(grpo)})" for key, (profiled, grpo) in differences.items()
+    )
 
 
 def profile_metadata(student: str, k: int, loop: LoopConfig, fingerprint: str | None) -> dict[str, Any]:

@@ -101,8 +101,14 @@ def domain_table(profiled: pl.DataFrame, pool: pl.DataFrame, shares: dict[str, f
     for domain in sorted(set(profiled["domain"].to_list()) | set(shares or {})):
         rates = profiled.filter(pl.col("domain") == domain)["pass_rate"].drop_nulls()
         selected = pool.filter(pl.col("domain") == domain).height
-        rows.append({"domain": domain, "profiled": profiled.filter(pl.col("domain") == domain).height,
-                     "selected": selected, "mean_pass_rate": round(float(rates.mean()), 4) if len(rates) else None,
-                     "target_share": round(shares.get(domain, 0.0), 4) if shares else None,
-                     "share": round(selected / pool.height, 4) if pool.height else 0.0})
+        rows.append(
+            {
+                "domain": domain,
+                "profiled": profiled.filter(pl.col("domain") == domain).height,
+                "selected": selected,
+                "mean_pass_rate": round(float(rates.mean()), 4) if len(rates) else None,
+                "target_share": round(shares.get(domain, 0.0), 4) if shares else None,
+                "share": round(selected / pool.height, 4) if pool.height else 0.0,
+            }
+        )
     return rows

@@ -15,8 +15,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import polars as pl
 
@@ -57,21 +58,31 @@ def claim_profile_dir(profile_dir: Path, profiling: CollectConfig, fingerprint: 
     changed = settings_differences(manifest["settings"], profiling.settings()) if manifest else {}
     if changed:
         described = ", ".join(f"{key} {old!r} → {new!r}" for key, (old, new) in changed.items())
-        raise UserError(f"{profile_dir}: its rollouts were made with other settings ({described}): give the "
-                        "same settings, or another --profile-dir")
+        raise UserError(
+            f"{profile_dir}: its rollouts were made with other settings ({described}): give the "
+            "same settings, or another --profile-dir"
+        )
     record = profile_dir / MODEL_FILE
     if record.is_file():
         previous = json.loads(record.read_text(encoding="utf-8"))
         if previous.get("fingerprint") != fingerprint:
-            raise UserError(f"{profile_dir}: its rollouts were made by another version of {previous.get('student')} "
-                            f"(model files {previous.get('fingerprint')}, now {fingerprint}): use another "
-                            "--profile-dir or move it aside")
+            raise UserError(
+                f"{profile_dir}: its rollouts were made by another version of {previous.get('student')} "
+                f"(model files {previous.get('fingerprint')}, now {fingerprint}): use another "
+                "--profile-dir or move it aside"
+            )
         return
     write_json(record, {"student": student, "fingerprint": fingerprint})
 
 
-NO_RATES_SCHEMA = {"problem_id": pl.String, "pass_rate": pl.Float64, "n_rollouts": pl.Int64, "n_errors": pl.Int64,
-                   "pass_rate_low": pl.Float64, "pass_rate_high": pl.Float64}
+NO_RATES_SCHEMA = {
+    "problem_id": pl.String,
+    "pass_rate": pl.Float64,
+    "n_rollouts": pl.Int64,
+    "n_errors": pl.Int64,
+    "pass_rate_low": pl.Float64,
+    "pass_rate_high": pl.Float64,
+}
 
 
 def profile_rates(profile_dir: Path, k: int | None = None) -> pl.DataFrame:
@@ -88,7 +99,7 @@ def missing_rollouts(problems: Sequence[Problem], profile_dir: Path, k: int) -> 
 
 
 def profile(
-    problems: Sequence[Problem], profile_dir: Path, config: CollectConfig, engine: Any = None,
+    problems: Sequence[Problem], profile_dir: Path, config: CollectConfig, engine: Any = None
 ) -> tuple[pl.DataFrame, int]:
     """Pass rates over `config.samples` (k) rollouts per problem by `config.teacher` (the student),
     generating only what the cache lacks. Returns (pass-rate table, rollouts generated now).

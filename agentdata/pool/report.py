@@ -3,14 +3,19 @@ domain when the problems span several (math, code, science) above a row for all 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from agentdata.records import atomic_write
 
 
-def pass_rate_histograms(before: Sequence[float], after: Sequence[float], band: tuple[float, float], path: Path,
-                         by_domain: dict[str, tuple[Sequence[float], Sequence[float]]] | None = None) -> Path:
+def pass_rate_histograms(
+    before: Sequence[float],
+    after: Sequence[float],
+    band: tuple[float, float],
+    path: Path,
+    by_domain: dict[str, tuple[Sequence[float], Sequence[float]]] | None = None,
+) -> Path:
     """Two panels per row: the student's pass rates over all profiled problems, and over the pool;
     a row for all problems, then one per domain when `by_domain` names more than one."""
     import matplotlib

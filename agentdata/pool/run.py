@@ -3,27 +3,38 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, replace, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import polars as pl
 
 from agentdata.agent.config import CollectConfig
-from agentdata.pool.build import EmptyPoolError, PoolConfig, PoolResult, build_pool, problems_table, source_table, write_pool
 from agentdata.errors import UserError
+from agentdata.pool.build import (
+    EmptyPoolError,
+    PoolConfig,
+    PoolResult,
+    build_pool,
+    problems_table,
+    source_table,
+    write_pool,
+)
 from agentdata.pool.confidence import straddling
 from agentdata.pool.config import DEFAULT_K
-from agentdata.pool.mix import domain_table
 from agentdata.pool.loop_match import (
-    POOL_METADATA_KEY, differences_text, grpo_default_loop, loop_differences, loop_settings, profile_metadata,
+    POOL_METADATA_KEY,
+    differences_text,
+    grpo_default_loop,
+    loop_differences,
+    loop_settings,
+    profile_metadata,
 )
+from agentdata.pool.mix import domain_table
 from agentdata.pool.profile import claim_profile_dir, profile, profile_dir_for, student_fingerprint
 from agentdata.pool.report import pass_rate_histograms
-from agentdata.records import write_json
-from agentdata.records import Problem
-
-
+from agentdata.records import Problem, write_json
 
 
 def default_profiling() -> CollectConfig:
@@ -44,14 +55,18 @@ class FilterRun:
     per_source: list[dict]
     empty: str | None = None  # why no pool file was written (the report and plot still are)
     per_domain: list[dict] = field(default_factory=list)
-    reprofiled: int = 0        # problems a --k-adaptive second round profiled again
+    reprofiled: int = 0  # problems a --k-adaptive second round profiled again
     still_straddling: int = 0  # problems whose interval still holds a band edge
     warnings: list[str] = field(default_factory=list)  # one line each, for the user
 
 
 def run_filter(
-    problems: Sequence[Problem], out: str | Path, config: PoolConfig, profiling: CollectConfig | None = None,
-    engine: Any = None, profile_dir: str | Path | None = None,
+    problems: Sequence[Problem],
+    out: str | Path,
+    config: PoolConfig,
+    profiling: CollectConfig | None = None,
+    engine: Any = None,
+    profile_dir: str | Path | None = None,
 ) -> FilterRun:
     """Profile the student on `problems` (re-using the profile run dir), build the pool, write it and its report.
 
@@ -66,8 +81,10 @@ def run_filter(
     fingerprint = student_fingerprint(profiling, Path(profile_dir).parent if profile_dir else out.parent / "profile")
     profile_dir = Path(profile_dir) if profile_dir else profile_dir_for(out, profiling, fingerprint)
     if config.k_adaptive is not None and config.k_adaptive <= k:
-        raise UserError(f"--k-adaptive {config.k_adaptive} must be more than --k {k}: it is the rollouts "
-                        "a problem whose pass rate is unsure gets in all")
+        raise UserError(
+            f"--k-adaptive {config.k_adaptive} must be more than --k {k}: it is the rollouts "
+            "a problem whose pass rate is unsure gets in all"
+        )
     claim_profile_dir(profile_dir, profiling, fingerprint)
     rates, generated = profile(problems, profile_dir, profiling, engine=engine)
     reprofiled: list[str] = []
@@ -83,23 +100,54 @@ def run_filter(
     per_source = source_table(result)
     per_domain = domain_table(result.profiled, result.pool, config.domain_mix)
     plot = pass_rate_histograms(
-        result.profiled["pass_rate"].to_list(), result.pool["pass_rate"].to_list(), config.band,
-        out.with_name(out.stem + ".pass_rate.png"), by_domain=_rates_by_domain(result),
+        result.profiled["pass_rate"].to_list(),
+        result.pool["pass_rate"].to_list(),
+        config.band,
+        out.with_name(out.stem + ".pass_rate.png"),
+        by_domain=_rates_by_domain(result),
     )
     unsure_now = straddling(rates, config.band)
     warnings = grpo_mismatch_warnings(profiling)
-    report = write_json(out.with_name(out.stem + ".report.json"), {
-        "output": str(output) if output else None, "empty": empty,
-        "problems": len(problems), "selected": result.pool.height, "student": student, "k": k,
-        "k_adaptive": config.k_adaptive, "reprofiled": len(reprofiled),
-        "still_straddling": len(unsure_now), "generated_rollouts": generated, "failed_rollouts": int(rates["n_errors"].sum()) if rates.height else 0,
-        "profile_dir": str(profile_dir), "embedding": result.embedding,
-        "dropped": {f"dropped_{reason}": count for reason, count in result.counts.items()},
-        "per_source": per_source, "per_domain": per_domain, "config": asdict(config), "profiling": profiling.settings(),
-        "plot": str(plot), "profile": recorded, "warnings": warnings,
-    })
-    return FilterRun(result, output, profile_dir, generated, report, plot, per_source, empty, per_domain,
-                     len(reprofiled), len(unsure_now), warnings)
+    report = write_json(
+        out.with_name(out.stem + ".report.json"),
+        {
+            "output": str(output) if output else None,
+            "empty": empty,
+            "problems": len(problems),
+            "selected": result.pool.height,
+            "student": student,
+            "k": k,
+            "k_adaptive": config.k_adaptive,
+            "reprofiled": len(reprofiled),
+            "still_straddling": len(unsure_now),
+            "generated_rollouts": generated,
+            "failed_rollouts": int(rates["n_errors"].sum()) if rates.height else 0,
+            "profile_dir": str(profile_dir),
+            "embedding": result.embedding,
+            "dropped": {f"dropped_{reason}": count for reason, count in result.counts.items()},
+            "per_source": per_source,
+            "per_domain": per_domain,
+            "config": asdict(config),
+            "profiling": profiling.settings(),
+            "plot": str(plot),
+            "profile": recorded,
+            "warnings": warnings,
+        },
+    )
+    return FilterRun(
+        result,
+        output,
+        profile_dir,
+        generated,
+        report,
+        plot,
+        per_source,
+        empty,
+        per_domain,
+        len(reprofiled),
+        len(unsure_now),
+        warnings,
+    )
 
 
 def grpo_mismatch_warnings(profiling: CollectConfig) -> list[str]:
@@ -107,12 +155,18 @@ def grpo_mismatch_warnings(profiling: CollectConfig) -> list[str]:
     differences = loop_differences(loop_settings(profiling.loop), grpo_default_loop())
     if not differences:
         return []
-    return [f"the pool is profiled with {differences_text(differences)}: pass rates under other settings than "
-            "GRPO's put problems in the wrong band; profile with GRPO's settings, or give `train` these ones"]
+    return [
+        f"the pool is profiled with {differences_text(differences)}: pass rates under other settings than "
+        "GRPO's put problems in the wrong band; profile with GRPO's settings, or give `train` these ones"
+    ]
 
 
 def _second_round(
-    problems: Sequence[Problem], rates: pl.DataFrame, profile_dir: Path, profiling: CollectConfig, config: PoolConfig,
+    problems: Sequence[Problem],
+    rates: pl.DataFrame,
+    profile_dir: Path,
+    profiling: CollectConfig,
+    config: PoolConfig,
     engine: Any,
 ) -> tuple[pl.DataFrame, int, list[str]]:
     """Profile again, up to k_adaptive rollouts, only the problems whose interval straddles a band edge.
@@ -131,5 +185,10 @@ def _second_round(
 
 def _rates_by_domain(result: PoolResult) -> dict[str, tuple[list[float], list[float]]]:
     domains = sorted(set(result.profiled["domain"].to_list()))
-    return {domain: (result.profiled.filter(pl.col("domain") == domain)["pass_rate"].to_list(),
-                     result.pool.filter(pl.col("domain") == domain)["pass_rate"].to_list()) for domain in domains}
+    return {
+        domain: (
+            result.profiled.filter(pl.col("domain") == domain)["pass_rate"].to_list(),
+            result.pool.filter(pl.col("domain") == domain)["pass_rate"].to_list(),
+        )
+        for domain in domains
+    }

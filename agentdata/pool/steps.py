@@ -14,7 +14,13 @@ from dataclasses import dataclass
 import polars as pl
 
 from agentdata.filters import (
-    FILTER_STEPS, ExactDuplicateFilter, ExpressionStep, Step, build_steps, contamination_step, near_duplicate_step,
+    FILTER_STEPS,
+    ExactDuplicateFilter,
+    ExpressionStep,
+    Step,
+    build_steps,
+    contamination_step,
+    near_duplicate_step,
 )
 from agentdata.pool.config import PoolConfig
 from agentdata.registry import Registry

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentdata.agent.config import LoopConfig
-from agentdata.engines.prompt_template import PROMPT_TEMPLATE_HELP, check_prompt_template
 from agentdata.engines.defaults import DEFAULT_ENGINE
+from agentdata.engines.prompt_template import PROMPT_TEMPLATE_HELP, check_prompt_template
 from agentdata.evaluation.validation import ValidationConfig
 from agentdata.settings import check_fields
 from agentdata.training.trl_settings import check_trl_overrides
@@ -35,44 +35,197 @@ def rollout_loop() -> LoopConfig:
 
 @dataclass
 class GRPOStageConfig:
-    model: str = field(default=DEFAULT_ENGINE, metadata={"help": "Policy to start from: an engine spec (smollm2-tir: SmolLM2 whose rollouts are shown its worked examples; smollm2; hf:DIR) or a model dir (e.g. the SFT output)."})
-    rl_pool: str = field(default="", metadata={"help": "RL pool: Parquet/JSONL with `prompt` + `answer` (agentdata filter) or verl's `reward_model.ground_truth`; empty uses the built-in problems."})
-    out: str = field(default="runs/train/rl", metadata={"help": "Output dir: checkpoints, metrics.jsonl, plots and the final model."})
+    model: str = field(
+        default=DEFAULT_ENGINE,
+        metadata={
+            "help": (
+                "Policy to start from: an engine spec (smollm2-tir: SmolLM2 whose rollouts are shown its "
+                "worked examples; smollm2; hf:DIR) or a model dir (e.g. the SFT output)."
+            )
+        },
+    )
+    rl_pool: str = field(
+        default="",
+        metadata={
+            "help": (
+                "RL pool: Parquet/JSONL with `prompt` + `answer` (agentdata filter) or verl's "
+                "`reward_model.ground_truth`; empty uses the built-in problems."
+            )
+        },
+    )
+    out: str = field(
+        default="runs/train/rl", metadata={"help": "Output dir: checkpoints, metrics.jsonl, plots and the final model."}
+    )
     max_steps: int = field(default=20, metadata={"help": "Optimizer steps.", "range": "[1, inf)"})
-    prompts_per_step: int = field(default=2, metadata={"help": "Problems per optimizer step; each gets num_generations rollouts.", "range": "[1, 100000]"})
-    num_generations: int = field(default=8, metadata={"help": "Rollouts per problem (the GRPO group size); GRPO compares rollouts within a group.", "range": "[2, inf)"})
-    learning_rate: float | None = field(default=None, metadata={"help": "Learning rate; unset: 1e-6 (DemyAgent and ZeroTIR), 1e-5 with lora (LoRA wants about 10x the full-weight rate).", "range": "(0, 1]"})
+    prompts_per_step: int = field(
+        default=2,
+        metadata={"help": "Problems per optimizer step; each gets num_generations rollouts.", "range": "[1, 100000]"},
+    )
+    num_generations: int = field(
+        default=8,
+        metadata={
+            "help": "Rollouts per problem (the GRPO group size); GRPO compares rollouts within a group.",
+            "range": "[2, inf)",
+        },
+    )
+    learning_rate: float | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "Learning rate; unset: 1e-6 (DemyAgent and ZeroTIR), 1e-5 with lora (LoRA wants about 10x "
+                "the full-weight rate)."
+            ),
+            "range": "(0, 1]",
+        },
+    )
     epsilon: float = field(default=0.2, metadata={"help": "Lower clip range of the policy ratio.", "range": "[0, 1]"})
-    epsilon_high: float = field(default=0.28, metadata={"help": "Upper clip range (clip-higher: above epsilon keeps exploration).", "range": "[0, 10]"})
-    beta: float = field(default=0.0, metadata={"help": "KL coefficient; 0 (no KL, no reference model) as in DAPO/DemyAgent.", "range": "[0, 100]"})
+    epsilon_high: float = field(
+        default=0.28,
+        metadata={"help": "Upper clip range (clip-higher: above epsilon keeps exploration).", "range": "[0, 10]"},
+    )
+    beta: float = field(
+        default=0.0,
+        metadata={"help": "KL coefficient; 0 (no KL, no reference model) as in DAPO/DemyAgent.", "range": "[0, 100]"},
+    )
     loss_type: str = field(default="dapo", metadata={"help": "TRL loss aggregation; dapo is the token-level loss."})
-    rewards: list[str] = field(default_factory=lambda: ["correctness", "overlong"], metadata={"help": "Reward functions, by name (correctness, overlong) or plug-in (mypkg.rewards:brevity, path/to/rewards.py:brevity); each is (prompts, completions, **kwargs) -> list[float | None]."})
-    overlong_buffer: int | None = field(default=None, metadata={"help": "Soft overlong penalty over the last N model tokens of max_new_tokens; 0 turns it off; unset: max_new_tokens // 4 (128 of 512).", "range": "[0, inf)"})
-    overlong_penalty: float = field(default=1.0, metadata={"help": "Penalty at max_new_tokens (reached linearly over the buffer).", "range": "[0, 100]"})
-    code_reward: str = field(default="binary", metadata={"help": "Code problems: binary (+1 all tests pass / -1) or fraction (-1 + 2 x the fraction of tests passed); other domains stay binary.", "choices": ("binary", "fraction")})
-    tool_call_reward: bool = field(default=False, metadata={"help": "Open-AgentRL's TCR: a wrong answer with k tool rounds scores min(-0.6, -1 + 0.1 k)."})
-    extra_call_penalty: float = field(default=0.0, metadata={"help": "Penalty per tool call beyond free_calls (pushes toward few, purposeful calls).", "range": "[0, 100]"})
-    free_calls: int = field(default=1, metadata={"help": "Tool calls without the extra-call penalty.", "range": "[0, 1000]"})
-    dynamic_sampling: bool = field(default=False, metadata={"help": "Leave groups whose rewards are all equal out of the loss (the cheap mode: no extra rollouts)."})
-    online_band: tuple[float, float] | None = field(default=None, metadata={"help": "LO,HI (e.g. 0.05,0.8, ZeroTIR's dynamic filtering): a group whose pass rate is not inside (ends exclusive) is dropped and replaced by a fresh prompt's group until the batch is full; unset: off.", "range": "[0, 1]"})
-    online_band_rounds: int = field(default=4, metadata={"help": "Replacement rounds per step for online_band; groups still outside after them are kept.", "range": "[0, 100]"})
+    rewards: list[str] = field(
+        default_factory=lambda: ["correctness", "overlong"],
+        metadata={
+            "help": (
+                "Reward functions, by name (correctness, overlong) or plug-in (mypkg.rewards:brevity, "
+                "path/to/rewards.py:brevity); each is (prompts, completions, **kwargs) -> list[float | "
+                "None]."
+            )
+        },
+    )
+    overlong_buffer: int | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "Soft overlong penalty over the last N model tokens of max_new_tokens; 0 turns it off; "
+                "unset: max_new_tokens // 4 (128 of 512)."
+            ),
+            "range": "[0, inf)",
+        },
+    )
+    overlong_penalty: float = field(
+        default=1.0,
+        metadata={"help": "Penalty at max_new_tokens (reached linearly over the buffer).", "range": "[0, 100]"},
+    )
+    code_reward: str = field(
+        default="binary",
+        metadata={
+            "help": (
+                "Code problems: binary (+1 all tests pass / -1) or fraction (-1 + 2 x the fraction of "
+                "tests passed); other domains stay binary."
+            ),
+            "choices": ("binary", "fraction"),
+        },
+    )
+    tool_call_reward: bool = field(
+        default=False,
+        metadata={"help": "Open-AgentRL's TCR: a wrong answer with k tool rounds scores min(-0.6, -1 + 0.1 k)."},
+    )
+    extra_call_penalty: float = field(
+        default=0.0,
+        metadata={
+            "help": "Penalty per tool call beyond free_calls (pushes toward few, purposeful calls).",
+            "range": "[0, 100]",
+        },
+    )
+    free_calls: int = field(
+        default=1, metadata={"help": "Tool calls without the extra-call penalty.", "range": "[0, 1000]"}
+    )
+    dynamic_sampling: bool = field(
+        default=False,
+        metadata={
+            "help": "Leave groups whose rewards are all equal out of the loss (the cheap mode: no extra rollouts)."
+        },
+    )
+    online_band: tuple[float, float] | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "LO,HI (e.g. 0.05,0.8, ZeroTIR's dynamic filtering): a group whose pass rate is not inside "
+                "(ends exclusive) is dropped and replaced by a fresh prompt's group until the batch is "
+                "full; unset: off."
+            ),
+            "range": "[0, 1]",
+        },
+    )
+    online_band_rounds: int = field(
+        default=4,
+        metadata={
+            "help": "Replacement rounds per step for online_band; groups still outside after them are kept.",
+            "range": "[0, 100]",
+        },
+    )
     lora: bool = field(default=False, metadata={"help": "Train a LoRA adapter (PEFT); merged into the saved model."})
     lora_r: int = field(default=16, metadata={"help": "LoRA rank.", "range": "[1, 4096]"})
-    lora_alpha: int | None = field(default=None, metadata={"help": "LoRA scaling alpha; unset: 2 x lora_r.", "range": "[1, 65536]"})
+    lora_alpha: int | None = field(
+        default=None, metadata={"help": "LoRA scaling alpha; unset: 2 x lora_r.", "range": "[1, 65536]"}
+    )
     prompt_template: str = field(default="auto", metadata={"help": PROMPT_TEMPLATE_HELP})
-    use_vllm: str = field(default="auto", metadata={"help": "auto (on a GPU machine with vLLM installed), yes, or no.", "choices": ("auto", "yes", "no")})
-    vllm_server: str = field(default="", metadata={"help": "URL of a `trl vllm-serve` server (e.g. http://gpu2:8000) that generates the rollouts; TRL pushes the weights to it each step (its vllm_mode server). Empty: vLLM colocated in the training process."})
+    use_vllm: str = field(
+        default="auto",
+        metadata={"help": "auto (on a GPU machine with vLLM installed), yes, or no.", "choices": ("auto", "yes", "no")},
+    )
+    vllm_server: str = field(
+        default="",
+        metadata={
+            "help": (
+                "URL of a `trl vllm-serve` server (e.g. http://gpu2:8000) that generates the rollouts; TRL "
+                "pushes the weights to it each step (its vllm_mode server). Empty: vLLM colocated in the "
+                "training process."
+            )
+        },
+    )
     save_steps: int = field(default=50, metadata={"help": "Save a checkpoint every N steps.", "range": "[1, inf)"})
-    save_total_limit: int | None = field(default=None, metadata={"help": "Checkpoints kept (the oldest are deleted first); unset keeps every one, so each evaluation's checkpoint can be re-evaluated later.", "range": "[1, inf)"})
-    resume_from_checkpoint: str | None = field(default=None, metadata={"help": "Checkpoint dir to resume from, or 'last'."})
-    gradient_checkpointing: bool = field(default=False, metadata={"help": "Recompute activations to save memory (TRL's default is on; it adds a forward pass per backward)."})
+    save_total_limit: int | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "Checkpoints kept (the oldest are deleted first); unset keeps every one, so each "
+                "evaluation's checkpoint can be re-evaluated later."
+            ),
+            "range": "[1, inf)",
+        },
+    )
+    resume_from_checkpoint: str | None = field(
+        default=None, metadata={"help": "Checkpoint dir to resume from, or 'last'."}
+    )
+    gradient_checkpointing: bool = field(
+        default=False,
+        metadata={
+            "help": "Recompute activations to save memory (TRL's default is on; it adds a forward pass per backward)."
+        },
+    )
     bf16: bool = field(default=False, metadata={"help": "Train in bfloat16 (GPUs that support it)."})
-    plots: bool = field(default=True, metadata={"help": "Write PNG plots of accuracy, tool calls and length per step at the end."})
+    plots: bool = field(
+        default=True, metadata={"help": "Write PNG plots of accuracy, tool calls and length per step at the end."}
+    )
     seed: int = field(default=0, metadata={"help": "Random seed.", "range": "[0, 4294967295]"})
-    limit: int | None = field(default=None, metadata={"help": "Use only the first N problems of the pool.", "range": "[1, inf)"})
-    loop: LoopConfig = field(default_factory=rollout_loop, metadata={"help": "The rollouts' agent-loop settings (temperature 1.0)."})
-    trl: dict[str, Any] = field(default_factory=dict, metadata={"cli": False, "help": "Any other field of TRL's GRPOConfig (num_iterations, steps_per_generation, scale_rewards, mask_truncated_completions, max_grad_norm, lr_scheduler_type, top_entropy_quantile, ...); in a config file, written straight in the `rl:` section. Recorded in OUT/trl_config.json."})
-    validation: ValidationConfig = field(default_factory=ValidationConfig, metadata={"help": "Held-out evaluation during training (evaluates with the rollouts' loop settings)."})
+    limit: int | None = field(
+        default=None, metadata={"help": "Use only the first N problems of the pool.", "range": "[1, inf)"}
+    )
+    loop: LoopConfig = field(
+        default_factory=rollout_loop, metadata={"help": "The rollouts' agent-loop settings (temperature 1.0)."}
+    )
+    trl: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={
+            "cli": False,
+            "help": (
+                "Any other field of TRL's GRPOConfig (num_iterations, steps_per_generation, scale_rewards, "
+                "mask_truncated_completions, max_grad_norm, lr_scheduler_type, top_entropy_quantile, ...); "
+                "in a config file, written straight in the `rl:` section. Recorded in OUT/trl_config.json."
+            ),
+        },
+    )
+    validation: ValidationConfig = field(
+        default_factory=ValidationConfig,
+        metadata={"help": "Held-out evaluation during training (evaluates with the rollouts' loop settings)."},
+    )
 
     def __post_init__(self) -> None:
         self.online_band = parse_band(self.online_band)
@@ -81,12 +234,19 @@ class GRPOStageConfig:
         check_trl_overrides(self, TRL_COMPUTED)
         check_prompt_template(self.prompt_template)
         if self.epsilon_high < self.epsilon:
-            raise ValueError(f"epsilon_high ({self.epsilon_high}) below epsilon ({self.epsilon}): clip-higher needs epsilon_high >= epsilon")
+            raise ValueError(
+                f"epsilon_high ({self.epsilon_high}) below epsilon ({self.epsilon}): clip-higher needs "
+                f"epsilon_high >= epsilon"
+            )
         if not self.overlong_buffer < self.loop.max_new_tokens:
-            raise ValueError(f"overlong_buffer {self.overlong_buffer} must be below max_new_tokens {self.loop.max_new_tokens}: "
-                             "leave it unset to follow max_new_tokens (a quarter of it), or 0 to turn shaping off")
+            raise ValueError(
+                f"overlong_buffer {self.overlong_buffer} must be below max_new_tokens {self.loop.max_new_tokens}: "
+                "leave it unset to follow max_new_tokens (a quarter of it), or 0 to turn shaping off"
+            )
         if self.tool_call_reward and self.extra_call_penalty:
-            raise ValueError("tool_call_reward rewards calls on wrong answers while extra_call_penalty punishes them: pick one")
+            raise ValueError(
+                "tool_call_reward rewards calls on wrong answers while extra_call_penalty punishes them: pick one"
+            )
         if self.code_reward == "fraction" and self.tool_call_reward:
             raise ValueError("tool_call_reward is defined on correct/wrong answers: use code_reward binary with it")
         if self.vllm_server and self.use_vllm == "no":
@@ -115,9 +275,11 @@ def check_rollout_protocol(name: str) -> None:
 
     if get_protocol(name).native_tools:  # an unknown name is a UserError listing the known ones
         usable = [known for known in PROTOCOLS if not get_protocol(known).native_tools]
-        raise ValueError(f"protocol {name} cannot drive GRPO rollouts: its tool calls are the chat template's own, "
-                         "which the training re-rendering does not reproduce; use one of "
-                         f"{', '.join(usable)} (or a plug-in protocol that writes calls as text)")
+        raise ValueError(
+            f"protocol {name} cannot drive GRPO rollouts: its tool calls are the chat template's own, "
+            "which the training re-rendering does not reproduce; use one of "
+            f"{', '.join(usable)} (or a plug-in protocol that writes calls as text)"
+        )
 
 
 def parse_band(value: object) -> tuple[float, float] | None:

@@ -25,24 +25,26 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentdata.agent.loop import LoopConfig, solve
 from agentdata.formats import get_protocol
 from agentdata.records import Problem, Trajectory
 from agentdata.training.masking import tokenize_conversation
-from agentdata.agent.loop import LoopConfig, solve
 
 
 @dataclass
 class RolloutTokens:
     prompt_ids: list[int]
     completion_ids: list[int]
-    env_mask: list[int]          # 1 on tokens the model wrote, 0 on tool output and template text
+    env_mask: list[int]  # 1 on tokens the model wrote, 0 on tool output and template text
 
 
 def trajectory_tokens(trajectory: Trajectory, tokenizer: Any, protocol_name: str) -> RolloutTokens:
     """Split a rendered trajectory at its first assistant token into prompt and masked completion."""
     plain = get_protocol(protocol_name).to_plain_messages(trajectory.messages)
     conversation = tokenize_conversation(tokenizer, plain)
-    encoded_offsets = tokenizer(conversation.text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    encoded_offsets = tokenizer(conversation.text, add_special_tokens=False, return_offsets_mapping=True)[
+        "offset_mapping"
+    ]
     prompt_length = sum(1 for start, _ in encoded_offsets if start < conversation.prompt_chars)
     ids, mask = conversation.input_ids, conversation.assistant_masks
     last_trained = max((i for i, bit in enumerate(mask) if bit), default=prompt_length - 1)
@@ -75,9 +77,17 @@ class RolloutStats:
 class AgentRollout:
     """`rollout_func` for GRPOTrainer: agentdata's loop and sandbox produce every completion."""
 
-    def __init__(self, problems: list[Problem], engine: Any, sandbox: Any, loop_config: LoopConfig,
-                 num_generations: int, seed: int = 0, online_band: tuple[float, float] | None = None,
-                 online_band_rounds: int = 4):
+    def __init__(
+        self,
+        problems: list[Problem],
+        engine: Any,
+        sandbox: Any,
+        loop_config: LoopConfig,
+        num_generations: int,
+        seed: int = 0,
+        online_band: tuple[float, float] | None = None,
+        online_band_rounds: int = 4,
+    ):
         self.problems = list(problems)
         self.problems_by_question = {problem.question: problem for problem in problems}
         self.online_band = online_band
@@ -101,9 +111,14 @@ class AgentRollout:
 
     async def _solve_all(self, prompts: list[Any]) -> list[Trajectory]:
         jobs = [
-            solve(self.problem_for(prompt), self.engine, self.sandbox, self.loop_config,
-                  sample_index=index % self.num_generations,
-                  seed=self.seed + 100_000 * self.calls + 1_000 * index)
+            solve(
+                self.problem_for(prompt),
+                self.engine,
+                self.sandbox,
+                self.loop_config,
+                sample_index=index % self.num_generations,
+                seed=self.seed + 100_000 * self.calls + 1_000 * index,
+            )
             for index, prompt in enumerate(prompts)
         ]
         self.calls += 1  # the next batch (or replacement round) gets seeds of its own
@@ -136,17 +151,19 @@ class AgentRollout:
     def _fill_band(self, trajectories: list[Trajectory], trainer: Any) -> list[Trajectory]:
         """Replace each group outside the online band by a fresh prompt's group, round after round."""
         size = self.num_generations
-        groups = [trajectories[start:start + size] for start in range(0, len(trajectories), size)]
+        groups = [trajectories[start : start + size] for start in range(0, len(trajectories), size)]
         used = {group[0].problem_id for group in groups}
         resampled = 0
         for _ in range(self.online_band_rounds):
-            outside = [slot for slot, group in enumerate(groups) if not in_band(group_pass_rate(group), self.online_band)]
+            outside = [
+                slot for slot, group in enumerate(groups) if not in_band(group_pass_rate(group), self.online_band)
+            ]
             fresh = self._fresh_problems(len(outside), used)
             if not fresh:
                 break
             redone = self._run([problem.question for problem in fresh for _ in range(size)], trainer)
             for slot, start in zip(outside, range(0, len(redone), size)):
-                groups[slot] = redone[start:start + size]
+                groups[slot] = redone[start : start + size]
             resampled += len(fresh)
         unfilled = sum(1 for group in groups if not in_band(group_pass_rate(group), self.online_band))
         metrics = trainer._metrics["train" if trainer.model.training else "eval"]
@@ -176,9 +193,14 @@ class AgentRollout:
         # The sandbox runs while other rollouts generate; its own wall share is what is left
         # of the rollout after generation (tokenizing and answer checks are a small part of it).
         self.stats = RolloutStats(rollout_s, generation_s, max(0.0, rollout_s - generation_s), self.stats.history)
-        self.stats.history.append({"rollout_s": rollout_s, "generation_s": generation_s,
-                                   "sandbox_and_loop_s": max(0.0, rollout_s - generation_s),
-                                   "tool_s_summed": sum(t.timings.get("tool_s", 0.0) for t in trajectories)})
+        self.stats.history.append(
+            {
+                "rollout_s": rollout_s,
+                "generation_s": generation_s,
+                "sandbox_and_loop_s": max(0.0, rollout_s - generation_s),
+                "tool_s_summed": sum(t.timings.get("tool_s", 0.0) for t in trajectories),
+            }
+        )
 
 
 def group_pass_rate(group: list[Trajectory]) -> float | None:

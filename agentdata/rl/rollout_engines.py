@@ -45,8 +45,10 @@ def attach_rollout_engine(trainer: Any, rollout: Any, tokenizer: Any) -> Any:
         from agentdata.rl.vllm_policy import ColocatedVLLMEngine
 
         if getattr(args, "vllm_enable_sleep_mode", False):
-            raise UserError("vllm_enable_sleep_mode is not supported with agent rollouts: TRL wakes the sleeping "
-                            "vLLM only around its own generate calls; leave it off")
+            raise UserError(
+                "vllm_enable_sleep_mode is not supported with agent rollouts: TRL wakes the sleeping "
+                "vLLM only around its own generate calls; leave it off"
+            )
 
         rollout.engine = ColocatedVLLMEngine.for_trainer(trainer)
     return rollout.engine

@@ -7,23 +7,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from transformers import PrinterCallback
-from transformers import TrainerCallback
+from transformers import PrinterCallback, TrainerCallback
 
 from agentdata.engines.demonstrated import demonstrated_policy
 from agentdata.errors import UserError
+from agentdata.evaluation.curves import SCALING_PLOT, scaling_plot
 from agentdata.records import Problem
 from agentdata.rl.config import GRPOStageConfig
-from agentdata.evaluation.curves import SCALING_PLOT, scaling_plot
 from agentdata.rl.plots import plot_training_curves
-from agentdata.rl.rollout_engines import attach_rollout_engine
 from agentdata.rl.rewards import reward_functions
 from agentdata.rl.rollout import AgentRollout
+from agentdata.rl.rollout_engines import attach_rollout_engine
 from agentdata.rl.trainer import AgentGRPOTrainer
 from agentdata.rl.validation import validation_callback
-from agentdata.training.trl_settings import trl_arguments, write_trl_settings
 from agentdata.training.metrics import MetricsFileCallback, ProgressCallback, read_metrics
-from agentdata.training.model import load_model, load_tokenizer, lora_config, resolve_model_dir, resume_path, save_trained
+from agentdata.training.model import (
+    load_model,
+    load_tokenizer,
+    lora_config,
+    resolve_model_dir,
+    resume_path,
+    save_trained,
+)
+from agentdata.training.trl_settings import trl_arguments, write_trl_settings
 
 
 @dataclass
@@ -57,7 +63,10 @@ def pool_dataset(problems: list[Problem]) -> Any:
     import datasets
 
     return datasets.Dataset.from_list(
-        [{"prompt": [{"role": "user", "content": p.question}], "answer": p.answer, "problem_id": p.id} for p in problems]
+        [
+            {"prompt": [{"role": "user", "content": p.question}], "answer": p.answer, "problem_id": p.id}
+            for p in problems
+        ]
     )
 
 
@@ -70,8 +79,10 @@ def wants_vllm(config: GRPOStageConfig) -> bool:
     if config.use_vllm == "yes" and not available:
         raise UserError("--use-vllm yes needs a CUDA GPU and vLLM: `pip install agentdata[vllm]`")
     if config.vllm_server and not available:  # TRL pushes the weights over NCCL with vLLM's own code
-        raise UserError(f"vllm_server {config.vllm_server}: the training process needs a CUDA GPU and vLLM too "
-                        "(`pip install agentdata[vllm]`)")
+        raise UserError(
+            f"vllm_server {config.vllm_server}: the training process needs a CUDA GPU and vLLM too "
+            "(`pip install agentdata[vllm]`)"
+        )
     return config.use_vllm == "yes" or bool(config.vllm_server) or (config.use_vllm == "auto" and available)
 
 
@@ -126,9 +137,15 @@ class StepTimeCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         total = time.perf_counter() - self.started
         stats = self.rollout.stats
-        self.steps.append({"step": state.global_step, "step_s": total, "generation_s": stats.generation_s,
-                           "sandbox_and_loop_s": stats.sandbox_s,
-                           "scoring_and_optimisation_s": max(0.0, total - stats.rollout_s)})
+        self.steps.append(
+            {
+                "step": state.global_step,
+                "step_s": total,
+                "generation_s": stats.generation_s,
+                "sandbox_and_loop_s": stats.sandbox_s,
+                "scoring_and_optimisation_s": max(0.0, total - stats.rollout_s),
+            }
+        )
 
 
 def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any):
@@ -137,8 +154,16 @@ def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any):
     tokenizer = load_tokenizer(model_dir, config.prompt_template)
     problems = load_pool(config)
     use_vllm = wants_vllm(config)
-    rollout = AgentRollout(problems, None, sandbox, config.loop, config.num_generations, seed=config.seed,
-                           online_band=config.online_band, online_band_rounds=config.online_band_rounds)
+    rollout = AgentRollout(
+        problems,
+        None,
+        sandbox,
+        config.loop,
+        config.num_generations,
+        seed=config.seed,
+        online_band=config.online_band,
+        online_band_rounds=config.online_band_rounds,
+    )
     step_times = StepTimeCallback(rollout)
     trainer = AgentGRPOTrainer(
         model=load_model(model_dir, bf16=config.bf16),
@@ -178,7 +203,17 @@ def run_grpo(config: GRPOStageConfig) -> GRPOResult:
     finally:
         sandbox.close()
     history = read_metrics(out_dir / "metrics.jsonl")
-    plots = plot_training_curves(history, out_dir / "plots") + [scaling_plot(history, out_dir / "plots" / SCALING_PLOT)] \
-        if config.plots else []
-    return GRPOResult(out_dir, trainer.state.global_step, time.perf_counter() - started, out_dir / "metrics.jsonl",
-                      plots, history, step_times.steps)
+    plots = (
+        plot_training_curves(history, out_dir / "plots") + [scaling_plot(history, out_dir / "plots" / SCALING_PLOT)]
+        if config.plots
+        else []
+    )
+    return GRPOResult(
+        out_dir,
+        trainer.state.global_step,
+        time.perf_counter() - started,
+        out_dir / "metrics.jsonl",
+        plots,
+        history,
+        step_times.steps,
+    )

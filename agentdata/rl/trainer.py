@@ -46,7 +46,9 @@ class AgentGRPOTrainer(GRPOTrainer):
         failed = failed_rows(inputs, output["completion_mask"].device)  # inputs now hold the rollout's extra fields
         masked = bool(failed.any())
         if masked:  # their tokens would still count in the token-level loss's normaliser
-            output["completion_mask"] = output["completion_mask"] * (~failed).to(output["completion_mask"].dtype).unsqueeze(1)
+            output["completion_mask"] = output["completion_mask"] * (~failed).to(
+                output["completion_mask"].dtype
+            ).unsqueeze(1)
         if self.dynamic_sampling:
             group_size = self.num_generations if mode == "train" else self.num_generations_eval
             kept = drop_flat_groups(output, group_size)

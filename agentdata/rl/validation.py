@@ -8,8 +8,9 @@ weights of the last optimizer step are synced into it (TRL syncs only before its
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from agentdata.evaluation.validation import GRPO_EVAL_EVERY
 
@@ -20,9 +21,17 @@ def validation_callback(config: Any, trainer: Any, rollout: Any, sandbox: Any) -
         return None
     from agentdata.evaluation.during_training import ValidationCallback
 
-    return ValidationCallback(config.validation, config.loop, config.out, lambda: policy_engine(trainer, rollout),
-                              "GRPO", every=config.validation.eval_every or GRPO_EVAL_EVERY, at_start=True,
-                              sandbox=sandbox, seed=config.seed)
+    return ValidationCallback(
+        config.validation,
+        config.loop,
+        config.out,
+        lambda: policy_engine(trainer, rollout),
+        "GRPO",
+        every=config.validation.eval_every or GRPO_EVAL_EVERY,
+        at_start=True,
+        sandbox=sandbox,
+        seed=config.seed,
+    )
 
 
 @contextmanager

@@ -15,7 +15,8 @@ make the next call.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from agentdata.engines.base import Generation, GenerationRequest, cut_at_first_stop, error_generation
 from agentdata.engines.batching import BatchedEngine, RequestBatcher
@@ -33,8 +34,15 @@ def vllm_sampling_params() -> Callable[..., Any]:
 class ColocatedVLLMEngine(BatchedEngine):
     """The agent loop's engine over a `vllm.LLM` (`llm.generate(prompts, sampling_params, use_tqdm=False)`)."""
 
-    def __init__(self, llm: Any, tokenizer: Any, *, spec: str = "policy-vllm", max_batch_size: int = MAX_BATCH_SIZE,
-                 sampling_params: Callable[..., Any] | None = None):
+    def __init__(
+        self,
+        llm: Any,
+        tokenizer: Any,
+        *,
+        spec: str = "policy-vllm",
+        max_batch_size: int = MAX_BATCH_SIZE,
+        sampling_params: Callable[..., Any] | None = None,
+    ):
         self.llm = llm
         self.tokenizer = tokenizer
         self.spec = spec
@@ -43,7 +51,7 @@ class ColocatedVLLMEngine(BatchedEngine):
         self._batcher = RequestBatcher(self._run_batch, max_batch_size=max_batch_size)
 
     @classmethod
-    def for_trainer(cls, trainer: Any) -> "ColocatedVLLMEngine":
+    def for_trainer(cls, trainer: Any) -> ColocatedVLLMEngine:
         return cls(trainer.vllm_generation.llm, trainer.processing_class)
 
     def _run_batch(self, requests: list[GenerationRequest]) -> list[Generation]:
@@ -51,8 +59,16 @@ class ColocatedVLLMEngine(BatchedEngine):
         try:
             sampling_params = self._sampling_params or vllm_sampling_params()
             prompts = [render_prompt(self.tokenizer, request) for request in requests]
-            params = [sampling_params(max_tokens=r.max_new_tokens, temperature=r.temperature, top_p=r.top_p,
-                                      stop=list(r.stop), seed=r.seed) for r in requests]
+            params = [
+                sampling_params(
+                    max_tokens=r.max_new_tokens,
+                    temperature=r.temperature,
+                    top_p=r.top_p,
+                    stop=list(r.stop),
+                    seed=r.seed,
+                )
+                for r in requests
+            ]
             outputs = self.llm.generate(prompts, params, use_tqdm=False)
             return [request_output_generation(output, request) for output, request in zip(outputs, requests)]
         except Exception as exc:
@@ -67,5 +83,10 @@ def request_output_generation(output: Any, request: GenerationRequest) -> Genera
     stop = choice.stop_reason if isinstance(choice.stop_reason, str) else None
     text, matched = cut_at_first_stop(choice.text, tuple(request.stop))
     finish = "length" if choice.finish_reason == "length" else "stop"
-    return Generation(text=text, stop_reason=stop or matched, finish_reason=finish,
-                      prompt_tokens=len(output.prompt_token_ids or []), completion_tokens=len(choice.token_ids))
+    return Generation(
+        text=text,
+        stop_reason=stop or matched,
+        finish_reason=finish,
+        prompt_tokens=len(output.prompt_token_ids or []),
+        completion_tokens=len(choice.token_ids),
+    )

@@ -39,15 +39,17 @@ def server_client(args: Any) -> Any:
 
     if args.vllm_server_base_url:
         return VLLMClient(base_url=args.vllm_server_base_url, connection_timeout=args.vllm_server_timeout)
-    return VLLMClient(host=args.vllm_server_host, server_port=args.vllm_server_port,
-                      connection_timeout=args.vllm_server_timeout)
+    return VLLMClient(
+        host=args.vllm_server_host, server_port=args.vllm_server_port, connection_timeout=args.vllm_server_timeout
+    )
 
 
 class ServerVLLMEngine(BatchedEngine):
     """The agent loop's engine over TRL's `VLLMClient` (`client.generate(prompts=token ids, ...)`)."""
 
-    def __init__(self, client: Any, tokenizer: Any, *, spec: str = "policy-vllm-server",
-                 max_batch_size: int = MAX_BATCH_SIZE):
+    def __init__(
+        self, client: Any, tokenizer: Any, *, spec: str = "policy-vllm-server", max_batch_size: int = MAX_BATCH_SIZE
+    ):
         self.client = client
         self.tokenizer = tokenizer
         self.spec = spec
@@ -57,7 +59,7 @@ class ServerVLLMEngine(BatchedEngine):
         self._batcher = RequestBatcher(self._run_batch, max_batch_size=max_batch_size)
 
     @classmethod
-    def for_trainer(cls, trainer: Any) -> "ServerVLLMEngine":
+    def for_trainer(cls, trainer: Any) -> ServerVLLMEngine:
         """The main process reuses the client TRL syncs weights with; the others open their own."""
         client = getattr(trainer.vllm_generation, "vllm_client", None) or server_client(trainer.args)
         return cls(client, trainer.processing_class)
@@ -78,24 +80,32 @@ class ServerVLLMEngine(BatchedEngine):
         """One `VLLMClient.generate` call for requests that share temperature, top_p and stop strings."""
         first = requests[0]
         try:
-            prompts = [self.tokenizer(render_prompt(self.tokenizer, request), add_special_tokens=False)["input_ids"]
-                       for request in requests]
+            prompts = [
+                self.tokenizer(render_prompt(self.tokenizer, request), add_special_tokens=False)["input_ids"]
+                for request in requests
+            ]
             self.generate_calls += 1
             output = self.client.generate(
-                prompts=prompts, n=1, temperature=first.temperature, top_p=first.top_p,
-                max_tokens=max(request.max_new_tokens for request in requests), logprobs=None,
+                prompts=prompts,
+                n=1,
+                temperature=first.temperature,
+                top_p=first.top_p,
+                max_tokens=max(request.max_new_tokens for request in requests),
+                logprobs=None,
                 generation_kwargs={"stop": list(first.stop)} if first.stop else None,
             )
             completions = output["completion_ids"]
             if len(completions) != len(requests):
                 raise RuntimeError(f"the server returned {len(completions)} completions for {len(requests)} prompts")
-            return [self._row(request, list(ids), len(prompt)) for request, ids, prompt
-                    in zip(requests, completions, prompts)]
+            return [
+                self._row(request, list(ids), len(prompt))
+                for request, ids, prompt in zip(requests, completions, prompts)
+            ]
         except Exception as exc:  # a lost server fails this call's requests, not the run
             return [error_generation(f"{type(exc).__name__}: {exc}") for _ in requests]
 
     def _row(self, request: GenerationRequest, ids: list[int], prompt_tokens: int) -> Generation:
-        ids = ids[:request.max_new_tokens]
+        ids = ids[: request.max_new_tokens]
         text, matched = cut_at_first_stop(self.tokenizer.decode(ids, skip_special_tokens=True), tuple(request.stop))
         done = dict(stop_reason=matched, prompt_tokens=prompt_tokens, completion_tokens=len(ids))
         if matched is not None or (ids and ids[-1] in self._eos_ids):

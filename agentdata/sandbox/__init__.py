@@ -1,9 +1,9 @@
 """Code execution for agentdata: isolated, warm, stateful sandboxes, local or over HTTP.
 
-    from agentdata.sandbox import Sandbox
-    with Sandbox() as sandbox:
-        sandbox.run("x = 2", session_id="a")
-        print(sandbox.run("x + 1", session_id="a").stdout)   # 3
+from agentdata.sandbox import Sandbox
+with Sandbox() as sandbox:
+    sandbox.run("x = 2", session_id="a")
+    print(sandbox.run("x + 1", session_id="a").stdout)   # 3
 """
 
 from agentdata.sandbox.base import CodeSandbox

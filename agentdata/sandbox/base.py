@@ -19,15 +19,31 @@ from agentdata.sandbox.result import ExecResult
 
 @runtime_checkable
 class CodeSandbox(Protocol):
-    def run(self, code: str, session_id: str | None = None, timeout: float | None = None, *,
-            stdin: str | None = None, files: dict[str, bytes | str] | None = None,
-            memory_mb: int | None = None, display_last: bool = True) -> ExecResult:
+    def run(
+        self,
+        code: str,
+        session_id: str | None = None,
+        timeout: float | None = None,
+        *,
+        stdin: str | None = None,
+        files: dict[str, bytes | str] | None = None,
+        memory_mb: int | None = None,
+        display_last: bool = True,
+    ) -> ExecResult:
         """Run `code` (in `session_id`'s namespace when given) and say what happened."""
         ...
 
-    async def arun(self, code: str, session_id: str | None = None, timeout: float | None = None, *,
-                   stdin: str | None = None, files: dict[str, bytes | str] | None = None,
-                   memory_mb: int | None = None, display_last: bool = True) -> ExecResult:
+    async def arun(
+        self,
+        code: str,
+        session_id: str | None = None,
+        timeout: float | None = None,
+        *,
+        stdin: str | None = None,
+        files: dict[str, bytes | str] | None = None,
+        memory_mb: int | None = None,
+        display_last: bool = True,
+    ) -> ExecResult:
         """`run` for asyncio code: many calls may be awaited at once."""
         ...
 
@@ -35,8 +51,7 @@ class CodeSandbox(Protocol):
         """Free a session: its variables, files and processes."""
         ...
 
-    async def aclose_session(self, session_id: str) -> None:
-        ...
+    async def aclose_session(self, session_id: str) -> None: ...
 
     async def arelease(self) -> None:
         """Free what is bound to the running event loop; the sandbox stays usable."""

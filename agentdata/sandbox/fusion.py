@@ -41,13 +41,24 @@ class SandboxUnavailable(RemoteSandboxError):
     """The endpoint could not run the request (unreachable, an HTTP error, SandboxFusion's `SandboxError`)."""
 
 
-def run_code_payload(code: str, timeout: float, stdin: str | None, files: dict[str, bytes | str] | None,
-                     memory_mb: int | None) -> dict[str, Any]:
+def run_code_payload(
+    code: str, timeout: float, stdin: str | None, files: dict[str, bytes | str] | None, memory_mb: int | None
+) -> dict[str, Any]:
     """A SandboxFusion `RunCodeRequest`."""
-    encoded = {name: base64.b64encode(data.encode() if isinstance(data, str) else data).decode()
-               for name, data in (files or {}).items()}
-    return {"code": code, "language": "python", "run_timeout": timeout, "compile_timeout": 10,
-            "memory_limit_MB": memory_mb or -1, "stdin": stdin, "files": encoded, "fetch_files": []}
+    encoded = {
+        name: base64.b64encode(data.encode() if isinstance(data, str) else data).decode()
+        for name, data in (files or {}).items()
+    }
+    return {
+        "code": code,
+        "language": "python",
+        "run_timeout": timeout,
+        "compile_timeout": 10,
+        "memory_limit_MB": memory_mb or -1,
+        "stdin": stdin,
+        "files": encoded,
+        "fetch_files": [],
+    }
 
 
 def result_from_response(body: dict[str, Any], endpoint: str) -> ExecResult:
@@ -80,7 +91,7 @@ class FusionEndpoint:
         return max(self.request_timeout_s, float(payload["run_timeout"]) + 30)
 
     def _delay(self, attempt: int) -> float:
-        return self.backoff_s * (2 ** attempt) * (0.5 + random.random())
+        return self.backoff_s * (2**attempt) * (0.5 + random.random())
 
     def run_script(self, payload: dict[str, Any]) -> ExecResult:
         for attempt in range(self.retries + 1):
@@ -88,8 +99,9 @@ class FusionEndpoint:
                 response = self._client.post(f"{self.url}/run_code", json=payload, timeout=self._http_timeout(payload))
                 if response.status_code == 200:
                     return result_from_response(response.json(), self.url)
-                problem: Exception = SandboxUnavailable(f"{self.url} answered {response.status_code}: "
-                                                        f"{response.text[:200]}")
+                problem: Exception = SandboxUnavailable(
+                    f"{self.url} answered {response.status_code}: {response.text[:200]}"
+                )
                 retry = response.status_code in RETRY_STATUS
             except (httpx.HTTPError, ValueError, SandboxUnavailable) as error:
                 problem, retry = error, True
@@ -102,7 +114,8 @@ class FusionEndpoint:
         loop_id = id(asyncio.get_running_loop())  # an aiohttp session belongs to the loop it was made on
         if loop_id not in self._async_sessions:
             self._async_sessions[loop_id] = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=256), timeout=aiohttp.ClientTimeout(total=self.request_timeout_s))
+                connector=aiohttp.TCPConnector(limit=256), timeout=aiohttp.ClientTimeout(total=self.request_timeout_s)
+            )
         return self._async_sessions[loop_id]
 
     async def arun_script(self, payload: dict[str, Any]) -> ExecResult:
@@ -135,7 +148,7 @@ class FusionEndpoint:
 # The script sent for a call: earlier cells replayed silently, then the new cell, run as the
 # local sandbox runs a cell (a bare last expression displayed, tracebacks from the cell's own
 # frames, named "<cell N>"). User code runs in its own namespace, never seeing these names.
-REPLAY_SCRIPT = r'''
+REPLAY_SCRIPT = r"""
 import ast as _ast, contextlib as _contextlib, io as _io, linecache as _linecache, sys as _sys, traceback as _traceback
 _CELLS = json_cells
 _NAMESPACE = {"__name__": "__main__", "__builtins__": __builtins__}
@@ -166,7 +179,7 @@ except BaseException as _error:
         _tb = _tb.tb_next
     _sys.stderr.write("".join(_traceback.format_exception(type(_error), _error, _tb)))
     _sys.exit(1)
-'''
+"""
 
 
 def replay_script(cells: list[tuple[str, str]], display_last: bool) -> str:
@@ -190,8 +203,16 @@ class FusionSandbox:
         self.timeout_s = timeout_s
         self._sessions: dict[str, _Session] = {}
 
-    def _prepare(self, code: str, session_id: str | None, timeout: float | None, stdin: str | None,
-                 files: dict | None, memory_mb: int | None, display_last: bool) -> tuple[dict[str, Any], _Session]:
+    def _prepare(
+        self,
+        code: str,
+        session_id: str | None,
+        timeout: float | None,
+        stdin: str | None,
+        files: dict | None,
+        memory_mb: int | None,
+        display_last: bool,
+    ) -> tuple[dict[str, Any], _Session]:
         session = self._sessions.setdefault(session_id, _Session()) if session_id else _Session()
         limit = (timeout or self.timeout_s) + session.replay_s
         all_files = {**session.files, **(files or {})}
@@ -202,25 +223,42 @@ class FusionSandbox:
         return run_code_payload(script, limit, stdin, all_files, memory_mb), session
 
     @staticmethod
-    def _remember(session: _Session, code: str, stdin: str | None, files: dict | None, result: ExecResult,
-                  session_id: str | None) -> None:
+    def _remember(
+        session: _Session, code: str, stdin: str | None, files: dict | None, result: ExecResult, session_id: str | None
+    ) -> None:
         if session_id is None or result.status == "timeout":
             return
         session.cells.append((code, stdin or ""))
         session.files.update(files or {})
         session.replay_s += result.duration_s
 
-    def run(self, code: str, session_id: str | None = None, timeout: float | None = None, *,
-            stdin: str | None = None, files: dict[str, bytes | str] | None = None,
-            memory_mb: int | None = None, display_last: bool = True) -> ExecResult:
+    def run(
+        self,
+        code: str,
+        session_id: str | None = None,
+        timeout: float | None = None,
+        *,
+        stdin: str | None = None,
+        files: dict[str, bytes | str] | None = None,
+        memory_mb: int | None = None,
+        display_last: bool = True,
+    ) -> ExecResult:
         payload, session = self._prepare(code, session_id, timeout, stdin, files, memory_mb, display_last)
         result = self.endpoint.run_script(payload)
         self._remember(session, code, stdin, files, result, session_id)
         return result
 
-    async def arun(self, code: str, session_id: str | None = None, timeout: float | None = None, *,
-                   stdin: str | None = None, files: dict[str, bytes | str] | None = None,
-                   memory_mb: int | None = None, display_last: bool = True) -> ExecResult:
+    async def arun(
+        self,
+        code: str,
+        session_id: str | None = None,
+        timeout: float | None = None,
+        *,
+        stdin: str | None = None,
+        files: dict[str, bytes | str] | None = None,
+        memory_mb: int | None = None,
+        display_last: bool = True,
+    ) -> ExecResult:
         payload, session = self._prepare(code, session_id, timeout, stdin, files, memory_mb, display_last)
         result = await self.endpoint.arun_script(payload)
         self._remember(session, code, stdin, files, result, session_id)
@@ -243,7 +281,7 @@ class FusionSandbox:
         await self.arelease()
         self.close()
 
-    def __enter__(self) -> "FusionSandbox":
+    def __enter__(self) -> FusionSandbox:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -149,8 +149,9 @@ def private_tmp(size_mb: int, keep: list[str] = ()) -> None:
     /tmp: without its site-packages, lazily imported submodules such as sympy's fail); they
     are bound back into the new tmpfs, with their own (root-owned, read-only to others) modes.
     """
-    under_tmp = sorted({os.path.abspath(p) for p in keep if p and os.path.abspath(p).startswith("/tmp/")
-                        and os.path.exists(p)})
+    under_tmp = sorted(
+        {os.path.abspath(p) for p in keep if p and os.path.abspath(p).startswith("/tmp/") and os.path.exists(p)}
+    )
     under_tmp = [p for p in under_tmp if not any(p != q and p.startswith(q + "/") for q in under_tmp)]
     unshare(CLONE_NEWNS)
     # Opened in the new namespace, before /tmp is covered: the handles still reach the paths after.

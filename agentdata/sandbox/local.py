@@ -11,7 +11,8 @@ import dataclasses
 import logging
 import threading
 import warnings
-from typing import Any, Coroutine
+from collections.abc import Coroutine
+from typing import Any
 
 from agentdata.sandbox.config import SandboxConfig
 from agentdata.sandbox.pool import Pool
@@ -58,9 +59,17 @@ class Sandbox:
         """What isolation is in force: own uid per session, private /tmp, and startup warnings."""
         return self._pool.isolation
 
-    def run(self, code: str, session_id: str | None = None, timeout: float | None = None, *,
-            stdin: str | None = None, files: dict[str, bytes | str] | None = None,
-            memory_mb: int | None = None, display_last: bool = True) -> ExecResult:
+    def run(
+        self,
+        code: str,
+        session_id: str | None = None,
+        timeout: float | None = None,
+        *,
+        stdin: str | None = None,
+        files: dict[str, bytes | str] | None = None,
+        memory_mb: int | None = None,
+        display_last: bool = True,
+    ) -> ExecResult:
         """Run `code` and return what happened; never raises for anything the code does.
 
         Calls with the same `session_id` share variables like notebook cells; without one
@@ -69,9 +78,17 @@ class Sandbox:
         """
         return self._submit(self._pool.run(code, session_id, timeout, stdin, files, memory_mb, display_last)).result()
 
-    async def arun(self, code: str, session_id: str | None = None, timeout: float | None = None, *,
-                   stdin: str | None = None, files: dict[str, bytes | str] | None = None,
-                   memory_mb: int | None = None, display_last: bool = True) -> ExecResult:
+    async def arun(
+        self,
+        code: str,
+        session_id: str | None = None,
+        timeout: float | None = None,
+        *,
+        stdin: str | None = None,
+        files: dict[str, bytes | str] | None = None,
+        memory_mb: int | None = None,
+        display_last: bool = True,
+    ) -> ExecResult:
         """`run` for asyncio code: awaits without blocking the caller's event loop."""
         future = self._submit(self._pool.run(code, session_id, timeout, stdin, files, memory_mb, display_last))
         return await asyncio.wrap_future(future)
@@ -104,13 +121,13 @@ class Sandbox:
         if not self._thread.is_alive():
             self._loop.close()
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    async def __aenter__(self) -> "Sandbox":
+    async def __aenter__(self) -> Sandbox:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

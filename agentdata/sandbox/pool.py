@@ -47,7 +47,9 @@ def _death_result(code: int, started: float, note: str) -> ExecResult:
     if code < 0:
         name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
         return ExecResult("killed", "", f"the process was killed by {name}{note}\n", code, duration)
-    return ExecResult("ok" if code == 0 else "error", "", f"the process exited with code {code}{note}\n", code, duration)
+    return ExecResult(
+        "ok" if code == 0 else "error", "", f"the process exited with code {code}{note}\n", code, duration
+    )
 
 
 class Pool:
@@ -83,8 +85,11 @@ class Pool:
     @property
     def isolation(self) -> dict:
         info = self.template.info if self.template else {}
-        return {"own_uid": info.get("own_uid", False), "private_tmp": info.get("private_tmp", False),
-                "warnings": list(self.warnings)}
+        return {
+            "own_uid": info.get("own_uid", False),
+            "private_tmp": info.get("private_tmp", False),
+            "warnings": list(self.warnings),
+        }
 
     async def _ensure_template(self) -> TemplateChannel:
         if self.template is None or self.template.dead:
@@ -202,8 +207,13 @@ class Pool:
             if not answered:
                 await self._kill(executor)
                 reply.cancel()
-                return ExecResult("timeout", "", f"TimeoutError: the call ran past its {timeout:g} s limit "
-                                  "and was killed\n", -signal.SIGKILL, time.perf_counter() - started)
+                return ExecResult(
+                    "timeout",
+                    "",
+                    f"TimeoutError: the call ran past its {timeout:g} s limit and was killed\n",
+                    -signal.SIGKILL,
+                    time.perf_counter() - started,
+                )
             frame = reply.result() if reply.done() else None
             if not reply.done():  # the stream never ended (see _finish_reading): no answer came
                 reply.cancel()
@@ -228,18 +238,40 @@ class Pool:
         return ExecResult.from_dict(frame)
 
     @staticmethod
-    def _request(code: str, timeout: float, stdin: str | None, files: dict | None, memory_mb: int | None,
-                 display_last: bool, once: bool) -> dict:
+    def _request(
+        code: str,
+        timeout: float,
+        stdin: str | None,
+        files: dict | None,
+        memory_mb: int | None,
+        display_last: bool,
+        once: bool,
+    ) -> dict:
         encoded = {}
         for name, content in (files or {}).items():
             data = content.encode() if isinstance(content, str) else bytes(content)
             encoded[name] = base64.b64encode(data).decode()
-        return {"op": "run", "code": code, "timeout": timeout, "stdin": stdin or "", "files": encoded,
-                "memory_mb": memory_mb, "display_last": display_last, "once": once}
+        return {
+            "op": "run",
+            "code": code,
+            "timeout": timeout,
+            "stdin": stdin or "",
+            "files": encoded,
+            "memory_mb": memory_mb,
+            "display_last": display_last,
+            "once": once,
+        }
 
-    async def run(self, code: str, session_id: str | None = None, timeout: float | None = None,
-                  stdin: str | None = None, files: dict | None = None, memory_mb: int | None = None,
-                  display_last: bool = True) -> ExecResult:
+    async def run(
+        self,
+        code: str,
+        session_id: str | None = None,
+        timeout: float | None = None,
+        stdin: str | None = None,
+        files: dict | None = None,
+        memory_mb: int | None = None,
+        display_last: bool = True,
+    ) -> ExecResult:
         if self.closed:
             raise SandboxUnavailable("the sandbox is closed")
         timeout = float(timeout or self.config.timeout_s)

@@ -41,12 +41,29 @@ class RemoteSandbox:
         self._async_sessions: dict[int, aiohttp.ClientSession] = {}
 
     # -- requests
-    def _payload(self, code: str, session_id: str | None, timeout: float | None, stdin: str | None,
-                 files: dict | None, memory_mb: int | None, display_last: bool) -> dict[str, Any]:
-        encoded = {name: base64.b64encode(data.encode() if isinstance(data, str) else data).decode()
-                   for name, data in (files or {}).items()}
-        return {"code": code, "session_id": session_id, "timeout": timeout, "stdin": stdin, "files": encoded,
-                "memory_mb": memory_mb, "display_last": display_last}
+    def _payload(
+        self,
+        code: str,
+        session_id: str | None,
+        timeout: float | None,
+        stdin: str | None,
+        files: dict | None,
+        memory_mb: int | None,
+        display_last: bool,
+    ) -> dict[str, Any]:
+        encoded = {
+            name: base64.b64encode(data.encode() if isinstance(data, str) else data).decode()
+            for name, data in (files or {}).items()
+        }
+        return {
+            "code": code,
+            "session_id": session_id,
+            "timeout": timeout,
+            "stdin": stdin,
+            "files": encoded,
+            "memory_mb": memory_mb,
+            "display_last": display_last,
+        }
 
     def _http_timeout(self, timeout: float | None) -> float:
         return max(self.request_timeout_s, (timeout or 0) + 30)
@@ -59,16 +76,24 @@ class RemoteSandbox:
         return isinstance(error, httpx.TransportError)
 
     def _delay(self, attempt: int) -> float:
-        return self.backoff_s * (2 ** attempt) * (0.5 + random.random())
+        return self.backoff_s * (2**attempt) * (0.5 + random.random())
 
     def _result(self, response: httpx.Response) -> ExecResult:
         if response.status_code != 200:
             raise RemoteSandboxError(f"{self.url} answered {response.status_code}: {response.text[:200]}")
         return ExecResult.from_dict(response.json())
 
-    def run(self, code: str, session_id: str | None = None, timeout: float | None = None, *,
-            stdin: str | None = None, files: dict[str, bytes | str] | None = None,
-            memory_mb: int | None = None, display_last: bool = True) -> ExecResult:
+    def run(
+        self,
+        code: str,
+        session_id: str | None = None,
+        timeout: float | None = None,
+        *,
+        stdin: str | None = None,
+        files: dict[str, bytes | str] | None = None,
+        memory_mb: int | None = None,
+        display_last: bool = True,
+    ) -> ExecResult:
         payload = self._payload(code, session_id, timeout, stdin, files, memory_mb, display_last)
         for attempt in range(self.retries + 1):
             error, response = None, None
@@ -93,9 +118,17 @@ class RemoteSandbox:
             self._async_sessions[loop_id] = aiohttp.ClientSession(connector=connector, timeout=timeout)
         return self._async_sessions[loop_id]
 
-    async def arun(self, code: str, session_id: str | None = None, timeout: float | None = None, *,
-                   stdin: str | None = None, files: dict[str, bytes | str] | None = None,
-                   memory_mb: int | None = None, display_last: bool = True) -> ExecResult:
+    async def arun(
+        self,
+        code: str,
+        session_id: str | None = None,
+        timeout: float | None = None,
+        *,
+        stdin: str | None = None,
+        files: dict[str, bytes | str] | None = None,
+        memory_mb: int | None = None,
+        display_last: bool = True,
+    ) -> ExecResult:
         payload = self._payload(code, session_id, timeout, stdin, files, memory_mb, display_last)
         session = self._async_session()
         http_timeout = aiohttp.ClientTimeout(total=self._http_timeout(timeout))
@@ -145,7 +178,7 @@ class RemoteSandbox:
         await self.arelease()
         self.close()
 
-    def __enter__(self) -> "RemoteSandbox":
+    def __enter__(self) -> RemoteSandbox:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -153,7 +186,7 @@ class RemoteSandbox:
 
 
 def open_sandbox(spec: str = "local", **options: Any):
-    """"local" -> a local `Sandbox` (options are SandboxConfig fields); one or more http(s) URLs, comma
+    """ "local" -> a local `Sandbox` (options are SandboxConfig fields); one or more http(s) URLs, comma
     separated -> the service(s) there: `agentdata sandbox serve` (real sessions) or a stock SandboxFusion
     (`/run_code` only; sessions replayed by `FusionSandbox`), told apart by `/v1/ping`. Several URLs
     share the load and stand in for each other (`agentdata.sandbox.spread`)."""
@@ -163,8 +196,10 @@ def open_sandbox(spec: str = "local", **options: Any):
         return Sandbox(**options)
     urls = [url.strip() for url in spec.split(",") if url.strip()]
     if not urls or not all(url.startswith(("http://", "https://")) for url in urls):
-        raise UserError(f"sandbox {spec!r}: expected 'local' or http(s):// URLs (comma separated) of "
-                        "`agentdata sandbox serve` or SandboxFusion")
+        raise UserError(
+            f"sandbox {spec!r}: expected 'local' or http(s):// URLs (comma separated) of "
+            "`agentdata sandbox serve` or SandboxFusion"
+        )
     apis = service_apis(urls)
     if all(api == "agentdata" for api in apis):
         members = [RemoteSandbox(url, **options) for url in urls]
@@ -181,7 +216,7 @@ def open_sandbox(spec: str = "local", **options: Any):
 
 
 def service_api(url: str, timeout_s: float = 5.0) -> str | None:
-    """"sandboxfusion" (a URL ending in /run_code, or /v1/ping answering "pong"), "agentdata" (our
+    """ "sandboxfusion" (a URL ending in /run_code, or /v1/ping answering "pong"), "agentdata" (our
     service's /v1/ping describes its workers), or None when the URL cannot be reached."""
     if url.rstrip("/").endswith("/run_code"):
         return "sandboxfusion"
@@ -190,8 +225,10 @@ def service_api(url: str, timeout_s: float = 5.0) -> str | None:
     except httpx.HTTPError:
         return None
     if reply.status_code != 200:
-        raise UserError(f"sandbox {url}: /v1/ping answered {reply.status_code}; expected `agentdata sandbox serve` "
-                        "or SandboxFusion (give SandboxFusion as URL/run_code to skip the check)")
+        raise UserError(
+            f"sandbox {url}: /v1/ping answered {reply.status_code}; expected `agentdata sandbox serve` "
+            "or SandboxFusion (give SandboxFusion as URL/run_code to skip the check)"
+        )
     body = reply.json() if reply.headers.get("content-type", "").startswith("application/json") else reply.text
     return "agentdata" if isinstance(body, dict) and "workers" in body else "sandboxfusion"
 

@@ -32,7 +32,7 @@ class ExecResult:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ExecResult":
+    def from_dict(cls, data: dict[str, Any]) -> ExecResult:
         return cls(
             status=str(data["status"]),
             stdout=str(data.get("stdout", "")),

@@ -4,8 +4,8 @@
 sandbox/server/sandbox_api.py), so its client (`sandbox_fusion.run_code`, tested), verl's
 sandbox tool and Open-AgentRL configs work unchanged: `run_result.status` is `Finished` or
 `TimeLimitExceeded` (then `return_code` is null), `status` is `Success` or `Failed` (with an
-empty `message`, as SandboxFusion leaves it), and `fetch_files` come back base64 in `files`. `/v1/run` and `/v1/sessions/{id}` are
-agentdata's extension for stateful use; `RemoteSandbox` speaks them.
+empty `message`, as SandboxFusion leaves it), and `fetch_files` come back base64 in `files`.
+`/v1/run` and `/v1/sessions/{id}` are agentdata's extension for stateful use; `RemoteSandbox` speaks them.
 
 Requests beyond the workers wait in the pool's queue; nothing is refused for load.
 """
@@ -29,13 +29,27 @@ from agentdata.sandbox.result import ExecResult
 PYTHON_LANGUAGES = ("python", "python3")
 
 # ExecResult.status -> SandboxFusion's run_result.status
-_RUN_STATUS = {"ok": "Finished", "error": "Finished", "oom": "Finished", "killed": "Finished",
-               "timeout": "TimeLimitExceeded"}
+_RUN_STATUS = {
+    "ok": "Finished",
+    "error": "Finished",
+    "oom": "Finished",
+    "killed": "Finished",
+    "timeout": "TimeLimitExceeded",
+}
 
 
 def _bad_request(message: str) -> JSONResponse:
-    return JSONResponse({"status": "SandboxError", "message": message, "compile_result": None, "run_result": None,
-                         "executor_pod_name": None, "files": {}}, status_code=400)
+    return JSONResponse(
+        {
+            "status": "SandboxError",
+            "message": message,
+            "compile_result": None,
+            "run_result": None,
+            "executor_pod_name": None,
+            "files": {},
+        },
+        status_code=400,
+    )
 
 
 async def _json_body(request: Request) -> dict[str, Any] | None:
@@ -71,8 +85,11 @@ def _decode_files(files: Any) -> dict[str, bytes]:
         return {}
     if not isinstance(files, dict):
         raise ValueError("files must be an object of name -> base64 content")
-    return {str(name): base64.b64decode(content, validate=True) for name, content in files.items()
-            if isinstance(content, str)}
+    return {
+        str(name): base64.b64decode(content, validate=True)
+        for name, content in files.items()
+        if isinstance(content, str)
+    }
 
 
 # Run after the code, in the same session, to read back `fetch_files` from its working dir.
@@ -88,8 +105,9 @@ async def run_fetching(sandbox: Sandbox, code: str, fetch: list[str], **options:
     session = f"run_code-{uuid.uuid4().hex}"
     try:
         result = await sandbox.arun(code, session_id=session, display_last=False, **options)
-        listing = await sandbox.arun(FETCH_CELL % json.dumps([str(name) for name in fetch]), session_id=session,
-                                     timeout=30, display_last=False)
+        listing = await sandbox.arun(
+            FETCH_CELL % json.dumps([str(name) for name in fetch]), session_id=session, timeout=30, display_last=False
+        )
         files = json.loads(listing.stdout) if listing.ok else {}
     finally:
         await sandbox.aclose_session(session)
@@ -113,8 +131,12 @@ def build_app(sandbox: Sandbox) -> Starlette:
         if not isinstance(fetch, list):
             return _bad_request("fetch_files must be a list of paths")
         result, fetched = await run_fetching(  # a script, as SandboxFusion runs it: no echo of a last expression
-            sandbox, body["code"], fetch, timeout=float(body.get("run_timeout") or sandbox.config.timeout_s),
-            stdin=body.get("stdin") or None, files=files,
+            sandbox,
+            body["code"],
+            fetch,
+            timeout=float(body.get("run_timeout") or sandbox.config.timeout_s),
+            stdin=body.get("stdin") or None,
+            files=files,
             memory_mb=int(memory) if memory and int(memory) > 0 else None,
         )
         return JSONResponse(sandboxfusion_response(result, fetched))
@@ -128,8 +150,12 @@ def build_app(sandbox: Sandbox) -> Starlette:
         except (ValueError, binascii.Error) as error:
             return JSONResponse({"error": f"bad files: {error}"}, status_code=400)
         result = await sandbox.arun(
-            body["code"], session_id=body.get("session_id"), timeout=body.get("timeout"),
-            stdin=body.get("stdin"), files=files, memory_mb=body.get("memory_mb"),
+            body["code"],
+            session_id=body.get("session_id"),
+            timeout=body.get("timeout"),
+            stdin=body.get("stdin"),
+            files=files,
+            memory_mb=body.get("memory_mb"),
             display_last=bool(body.get("display_last", True)),
         )
         return JSONResponse(result.to_dict())
@@ -141,13 +167,15 @@ def build_app(sandbox: Sandbox) -> Starlette:
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "workers": sandbox.config.workers, "isolation": sandbox.isolation})
 
-    return Starlette(routes=[
-        Route("/run_code", run_code, methods=["POST"]),
-        Route("/v1/run", run, methods=["POST"]),
-        Route("/v1/sessions/{session_id}", close_session, methods=["DELETE"]),
-        Route("/health", health, methods=["GET"]),
-        Route("/v1/ping", health, methods=["GET"]),
-    ])
+    return Starlette(
+        routes=[
+            Route("/run_code", run_code, methods=["POST"]),
+            Route("/v1/run", run, methods=["POST"]),
+            Route("/v1/sessions/{session_id}", close_session, methods=["DELETE"]),
+            Route("/health", health, methods=["GET"]),
+            Route("/v1/ping", health, methods=["GET"]),
+        ]
+    )
 
 
 def serve(sandbox: Sandbox, host: str = "127.0.0.1", port: int = 8080, log_level: str = "warning") -> None:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from typing import Any, Callable, Sequence
-
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from agentdata.sandbox.remote import RemoteSandboxError
 
@@ -120,15 +120,16 @@ class SpreadSandboxes:
             self._pins[session_id] = index
 
     def run(self, code: str, session_id: str | None = None, timeout: float | None = None, **options: Any) -> Any:
-        index, result = self._members.call(self._candidates(session_id),
-                                           lambda member: member.run(code, session_id, timeout, **options))
+        index, result = self._members.call(
+            self._candidates(session_id), lambda member: member.run(code, session_id, timeout, **options)
+        )
         self._pin(session_id, index)
         return result
 
-    async def arun(self, code: str, session_id: str | None = None, timeout: float | None = None,
-                   **options: Any) -> Any:
-        index, result = await self._members.acall(self._candidates(session_id),
-                                                  lambda member: member.arun(code, session_id, timeout, **options))
+    async def arun(self, code: str, session_id: str | None = None, timeout: float | None = None, **options: Any) -> Any:
+        index, result = await self._members.acall(
+            self._candidates(session_id), lambda member: member.arun(code, session_id, timeout, **options)
+        )
         self._pin(session_id, index)
         return result
 

@@ -39,7 +39,7 @@ class ExecutorHandle:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     exited: asyncio.Future
-    template: "TemplateChannel"
+    template: TemplateChannel
     busy: bool = False  # a call is reading its reply: the stream and the uid must stay ours until it is done
     retired: bool = False
 
@@ -62,8 +62,13 @@ class ExecutorHandle:
 
 def _template_environment() -> dict[str, str]:
     """The template starts with almost nothing, so the host's secrets never reach sandboxed code."""
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "OPENBLAS_NUM_THREADS": "1",
-            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
 
 
 class TemplateChannel:
@@ -86,8 +91,11 @@ class TemplateChannel:
         settings = json.dumps(self.config.worker_settings())
         self.process = subprocess.Popen(
             [sys.executable, "-I", str(WORKER_SCRIPT), str(child_end.fileno()), settings],
-            pass_fds=[child_end.fileno()], env=_template_environment(), cwd="/",
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            pass_fds=[child_end.fileno()],
+            env=_template_environment(),
+            cwd="/",
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
         )
         child_end.close()
         host_end.setblocking(False)

@@ -114,8 +114,11 @@ class Template:
         if self.settings["drop_privileges"] and is_root:
             self.state["own_uid"] = True
             needed = self.state["python_paths"]
-            hidden = jail.expose_paths(needed) if self.state["private_tmp"] else [
-                p for p in needed if p and os.path.exists(p) and jail._closed_ancestor(p)]
+            hidden = (
+                jail.expose_paths(needed)
+                if self.state["private_tmp"]
+                else [p for p in needed if p and os.path.exists(p) and jail._closed_ancestor(p)]
+            )
             if hidden:
                 self.warnings.append(f"sandboxed code cannot read {sorted(set(hidden))[:3]}: imports from there fail")
         elif self.settings["drop_privileges"]:
@@ -228,8 +231,15 @@ class Template:
         signal.set_wakeup_fd(wake_write)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         jail.prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans of executors come back here to be reaped
-        self.send({"op": "ready", "warnings": self.warnings, "own_uid": self.state["own_uid"],
-                   "private_tmp": self.state["private_tmp"], "pid": os.getpid()})
+        self.send(
+            {
+                "op": "ready",
+                "warnings": self.warnings,
+                "own_uid": self.state["own_uid"],
+                "private_tmp": self.state["private_tmp"],
+                "pid": os.getpid(),
+            }
+        )
         selector = selectors.DefaultSelector()
         selector.register(self.ctrl, selectors.EVENT_READ, "ctrl")
         selector.register(wake_read, selectors.EVENT_READ, "child")

@@ -31,7 +31,7 @@ class _Capped:
                 del self.tail[: len(self.tail) - self.half]
 
     def text(self) -> str:
-        tail = bytes(self.tail[-self.half:])
+        tail = bytes(self.tail[-self.half :])
         omitted = self.total - len(self.head) - len(tail)
         middle = f"\n... [{omitted} bytes of output omitted] ...\n".encode() if omitted > 0 else b""
         return (bytes(self.head) + middle + tail).decode("utf-8", "replace")

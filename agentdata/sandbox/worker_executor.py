@@ -91,7 +91,7 @@ class Executor:
         os.lseek(fd, 0, os.SEEK_SET)
         os.dup2(fd, 0)
         os.close(fd)
-        sys.stdin = open(0, "r", closefd=False)
+        sys.stdin = open(0, closefd=False)
 
     def _set_call_limits(self, timeout: float, memory_mb: int | None) -> None:
         import resource
@@ -265,7 +265,16 @@ def executor_main(sock: socket.socket, uid: int, settings: dict, state: dict) ->
         executor.run_cell({"code": "None", "timeout": 1})
         executor.cells = 0
     except BaseException as error:  # noqa: BLE001
-        sock.sendall(encode_frame({"status": "error", "stdout": "", "stderr": f"sandbox setup failed: {error}\n",
-                                   "exit_code": 1, "duration_s": 0.0}))
+        sock.sendall(
+            encode_frame(
+                {
+                    "status": "error",
+                    "stdout": "",
+                    "stderr": f"sandbox setup failed: {error}\n",
+                    "exit_code": 1,
+                    "duration_s": 0.0,
+                }
+            )
+        )
         os._exit(70)
     executor.serve()

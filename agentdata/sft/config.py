@@ -26,36 +26,135 @@ TRL_COMPUTED = {
 
 @dataclass
 class SFTStageConfig:
-    model: str = field(default=DEFAULT_ENGINE, metadata={"help": "Base model: an engine spec (smollm2-tir and smollm2 are the same SmolLM2 weights; hf:DIR) or a model dir. The conversations are trained as they are: no worked example is added."})
-    sft_data: str = field(default="", metadata={"help": "SFT set: Parquet or JSONL with `messages` and `tools` columns."})
-    out: str = field(default="runs/train/sft", metadata={"help": "Output dir: checkpoints, metrics and the final model."})
-    protocol: str = field(default=DEFAULT_PROTOCOL, metadata={"help": "Tool-call protocol the conversations are rendered in (codeblock or hermes); a `format` column overrides it per row."})
+    model: str = field(
+        default=DEFAULT_ENGINE,
+        metadata={
+            "help": (
+                "Base model: an engine spec (smollm2-tir and smollm2 are the same SmolLM2 weights; hf:DIR) "
+                "or a model dir. The conversations are trained as they are: no worked example is added."
+            )
+        },
+    )
+    sft_data: str = field(
+        default="", metadata={"help": "SFT set: Parquet or JSONL with `messages` and `tools` columns."}
+    )
+    out: str = field(
+        default="runs/train/sft", metadata={"help": "Output dir: checkpoints, metrics and the final model."}
+    )
+    protocol: str = field(
+        default=DEFAULT_PROTOCOL,
+        metadata={
+            "help": (
+                "Tool-call protocol the conversations are rendered in (codeblock or hermes); a `format` "
+                "column overrides it per row."
+            )
+        },
+    )
     prompt_template: str = field(default="auto", metadata={"help": PROMPT_TEMPLATE_HELP})
-    max_steps: int = field(default=-1, metadata={"help": "Optimizer steps; -1 runs `epochs` epochs.", "range": "[-1, inf)"})
-    epochs: float = field(default=3.0, metadata={"help": "Passes over the data when max_steps is -1.", "range": "(0, 10000]"})
-    learning_rate: float | None = field(default=None, metadata={"help": "Peak learning rate; unset: 2e-5, 2e-4 with lora (LoRA wants about 10x the full-weight rate).", "range": "(0, 1]"})
+    max_steps: int = field(
+        default=-1, metadata={"help": "Optimizer steps; -1 runs `epochs` epochs.", "range": "[-1, inf)"}
+    )
+    epochs: float = field(
+        default=3.0, metadata={"help": "Passes over the data when max_steps is -1.", "range": "(0, 10000]"}
+    )
+    learning_rate: float | None = field(
+        default=None,
+        metadata={
+            "help": "Peak learning rate; unset: 2e-5, 2e-4 with lora (LoRA wants about 10x the full-weight rate).",
+            "range": "(0, 1]",
+        },
+    )
     batch_size: int = field(default=4, metadata={"help": "Conversations per device per step.", "range": "[1, 100000]"})
-    gradient_accumulation_steps: int = field(default=1, metadata={"help": "Micro-batches per optimizer step.", "range": "[1, 100000]"})
-    max_length: int | None = field(default=None, metadata={"help": "Tokens per conversation; unset: the longest conversation's, up to 4096 (reported at start). Longer ones are handled as long_rows says.", "range": "[16, 10000000]"})
-    long_rows: str = field(default="drop", metadata={"help": "Conversations longer than max_length: drop (leave out and count; cutting would cut the final answer), truncate (cut at the end, counted in a warning) or error (stop, naming the first).", "choices": LONG_ROW_POLICIES})
-    warmup_ratio: float = field(default=0.03, metadata={"help": "Share of steps with a rising learning rate.", "range": "[0, 1)"})
-    packing: bool = field(default=False, metadata={"help": "Pack conversations into max_length rows (best-fit, no cross-attention between them)."})
-    packing_strategy: str = field(default="bfd", metadata={"help": "bfd (cut overflow) or bfd_split (split overflow); 'wrapped' is refused: it cuts conversations mid-turn."})
-    lora: bool = field(default=False, metadata={"help": "Train a LoRA adapter (PEFT) instead of all weights; merged into the saved model."})
+    gradient_accumulation_steps: int = field(
+        default=1, metadata={"help": "Micro-batches per optimizer step.", "range": "[1, 100000]"}
+    )
+    max_length: int | None = field(
+        default=None,
+        metadata={
+            "help": (
+                "Tokens per conversation; unset: the longest conversation's, up to 4096 (reported at "
+                "start). Longer ones are handled as long_rows says."
+            ),
+            "range": "[16, 10000000]",
+        },
+    )
+    long_rows: str = field(
+        default="drop",
+        metadata={
+            "help": (
+                "Conversations longer than max_length: drop (leave out and count; cutting would cut the "
+                "final answer), truncate (cut at the end, counted in a warning) or error (stop, naming the "
+                "first)."
+            ),
+            "choices": LONG_ROW_POLICIES,
+        },
+    )
+    warmup_ratio: float = field(
+        default=0.03, metadata={"help": "Share of steps with a rising learning rate.", "range": "[0, 1)"}
+    )
+    packing: bool = field(
+        default=False,
+        metadata={"help": "Pack conversations into max_length rows (best-fit, no cross-attention between them)."},
+    )
+    packing_strategy: str = field(
+        default="bfd",
+        metadata={
+            "help": (
+                "bfd (cut overflow) or bfd_split (split overflow); 'wrapped' is refused: it cuts "
+                "conversations mid-turn."
+            )
+        },
+    )
+    lora: bool = field(
+        default=False,
+        metadata={"help": "Train a LoRA adapter (PEFT) instead of all weights; merged into the saved model."},
+    )
     lora_r: int = field(default=16, metadata={"help": "LoRA rank.", "range": "[1, 4096]"})
-    lora_alpha: int | None = field(default=None, metadata={"help": "LoRA scaling alpha; unset: 2 x lora_r.", "range": "[1, 65536]"})
+    lora_alpha: int | None = field(
+        default=None, metadata={"help": "LoRA scaling alpha; unset: 2 x lora_r.", "range": "[1, 65536]"}
+    )
     lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout.", "range": "[0, 1)"})
-    lora_target_modules: str = field(default="all-linear", metadata={"help": "Modules LoRA wraps: all-linear or a comma list (q_proj,v_proj)."})
-    resume_from_checkpoint: str | None = field(default=None, metadata={"help": "Checkpoint dir to resume from, or 'last' for the newest in --out."})
+    lora_target_modules: str = field(
+        default="all-linear", metadata={"help": "Modules LoRA wraps: all-linear or a comma list (q_proj,v_proj)."}
+    )
+    resume_from_checkpoint: str | None = field(
+        default=None, metadata={"help": "Checkpoint dir to resume from, or 'last' for the newest in --out."}
+    )
     save_steps: int = field(default=500, metadata={"help": "Save a checkpoint every N steps.", "range": "[1, inf)"})
-    save_total_limit: int | None = field(default=2, metadata={"help": "Checkpoints kept (the oldest are deleted first); unset (null in the file) keeps every one.", "range": "[1, inf)"})
+    save_total_limit: int | None = field(
+        default=2,
+        metadata={
+            "help": "Checkpoints kept (the oldest are deleted first); unset (null in the file) keeps every one.",
+            "range": "[1, inf)",
+        },
+    )
     logging_steps: int = field(default=1, metadata={"help": "Log metrics every N steps.", "range": "[1, inf)"})
     gradient_checkpointing: bool = field(default=False, metadata={"help": "Recompute activations to save memory."})
     bf16: bool = field(default=False, metadata={"help": "Train in bfloat16 (GPUs that support it)."})
     seed: int = field(default=0, metadata={"help": "Random seed.", "range": "[0, 4294967295]"})
-    limit: int | None = field(default=None, metadata={"help": "Use only the first N conversations (smoke runs).", "range": "[1, inf)"})
-    trl: dict[str, Any] = field(default_factory=dict, metadata={"cli": False, "help": "Any other field of TRL's SFTConfig (max_grad_norm, lr_scheduler_type, weight_decay, neftune_noise_alpha, ...); in a config file, written straight in the `sft:` section. Recorded in OUT/trl_config.json."})
-    validation: ValidationConfig = field(default_factory=ValidationConfig, metadata={"help": "Held-out evaluation at the end of SFT (agent loop: the loop defaults with this stage's protocol, temperature 1.0)."})
+    limit: int | None = field(
+        default=None, metadata={"help": "Use only the first N conversations (smoke runs).", "range": "[1, inf)"}
+    )
+    trl: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={
+            "cli": False,
+            "help": (
+                "Any other field of TRL's SFTConfig (max_grad_norm, lr_scheduler_type, weight_decay, "
+                "neftune_noise_alpha, ...); in a config file, written straight in the `sft:` section. "
+                "Recorded in OUT/trl_config.json."
+            ),
+        },
+    )
+    validation: ValidationConfig = field(
+        default_factory=ValidationConfig,
+        metadata={
+            "help": (
+                "Held-out evaluation at the end of SFT (agent loop: the loop defaults with this stage's "
+                "protocol, temperature 1.0)."
+            )
+        },
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -39,7 +39,9 @@ def canonical_messages(raw: Any, path: Path, row: int) -> list[dict[str, Any]]:
         clean = {key: value for key, value in message.items() if key in MESSAGE_KEYS and value is not None}
         clean["content"] = clean.get("content") or ""
         if not isinstance(clean["content"], str):
-            raise InputFileError(path, "message content must be a string (multimodal content is not supported)", row=row)
+            raise InputFileError(
+                path, "message content must be a string (multimodal content is not supported)", row=row
+            )
         messages.append(clean)
     if not any(message["role"] == "assistant" for message in messages):
         raise InputFileError(path, "the conversation has no assistant message to train on", row=row)
@@ -69,7 +71,9 @@ def row_tools(raw: Any, path: Path, row: int) -> list[dict[str, Any]]:
     return _without_nulls(raw)
 
 
-def plain_conversation(messages: list[dict[str, Any]], tools: list[dict[str, Any]], protocol_name: str) -> list[dict[str, Any]]:
+def plain_conversation(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]], protocol_name: str
+) -> list[dict[str, Any]]:
     """Canonical messages -> plain messages in the protocol, with its system prompt when none is given."""
     from agentdata.formats import get_protocol
 
@@ -121,8 +125,9 @@ def fitting_max_length(rows: list[dict[str, Any]]) -> tuple[int, int]:
     return max(16, min(longest, MAX_LENGTH_CAP)), longest
 
 
-def handle_long_rows(rows: list[dict[str, Any]], max_length: int, policy: str = "drop",
-                     path: str | Path = "SFT set") -> tuple[list[dict[str, Any]], int]:
+def handle_long_rows(
+    rows: list[dict[str, Any]], max_length: int, policy: str = "drop", path: str | Path = "SFT set"
+) -> tuple[list[dict[str, Any]], int]:
     """Rows longer than `max_length` tokens: dropped (default), kept for TRL to cut at the end
     (`truncate`: the final answer is what goes), or refused (`error`). Returns (rows, how many long).
 
@@ -136,13 +141,20 @@ def handle_long_rows(rows: list[dict[str, Any]], max_length: int, policy: str = 
         return rows, len(long_numbers)
     if policy == "error":
         first = long_numbers[0]
-        raise InputFileError(Path(path), f"{len(rows[first - 1]['input_ids'])} tokens, over max_length {max_length} "
-                                         f"({len(long_numbers)} such rows); raise max_length or choose long rows "
-                                         "drop or truncate", row=first)
+        raise InputFileError(
+            Path(path),
+            f"{len(rows[first - 1]['input_ids'])} tokens, over max_length {max_length} "
+            f"({len(long_numbers)} such rows); raise max_length or choose long rows "
+            "drop or truncate",
+            row=first,
+        )
     kept = [row for row in rows if len(row["input_ids"]) <= max_length]
     if not kept:
         longest = max(len(row["input_ids"]) for row in rows)
-        raise InputFileError(Path(path), f"every row is longer than max_length {max_length} (the shortest of them "
-                                         f"is {min(len(r['input_ids']) for r in rows)} tokens, the longest {longest}): "
-                                         "raise max_length")
+        raise InputFileError(
+            Path(path),
+            f"every row is longer than max_length {max_length} (the shortest of them "
+            f"is {min(len(r['input_ids']) for r in rows)} tokens, the longest {longest}): "
+            "raise max_length",
+        )
     return kept, len(long_numbers)

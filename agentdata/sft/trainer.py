@@ -17,7 +17,6 @@ from transformers import PrinterCallback
 
 from agentdata.events import Event, emit
 from agentdata.sft.config import SFTStageConfig
-from agentdata.training.trl_settings import trl_arguments, write_trl_settings
 from agentdata.sft.data import MAX_LENGTH_CAP, fitting_max_length, handle_long_rows, tokenize_sft_set
 from agentdata.sft.validation import validation_callback
 from agentdata.training.metrics import MetricsFileCallback, ProgressCallback, read_metrics
@@ -29,6 +28,7 @@ from agentdata.training.model import (
     resume_path,
     save_trained,
 )
+from agentdata.training.trl_settings import trl_arguments, write_trl_settings
 
 
 @dataclass
@@ -95,7 +95,8 @@ def build_sft_trainer(config: SFTStageConfig) -> Any:
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=lora_config(config.lora_r, config.lora_alpha, config.lora_dropout, config.lora_target_modules)
-        if config.lora else None,
+        if config.lora
+        else None,
         callbacks=[MetricsFileCallback(out_dir / "metrics.jsonl", "SFT"), ProgressCallback("SFT")],
     )
     trainer.remove_callback(PrinterCallback)  # our callback prints one line per step instead
@@ -117,16 +118,22 @@ def fit_rows(config: SFTStageConfig, rows: list[dict[str, Any]]) -> tuple[SFTSta
     if config.max_length is None:
         length, longest = fitting_max_length(rows)
         config = dataclasses.replace(config, max_length=length)
-        over = f" is {longest}, over the cap of {MAX_LENGTH_CAP}: set max_length to go higher" if longest > length else ""
+        over = (
+            f" is {longest}, over the cap of {MAX_LENGTH_CAP}: set max_length to go higher" if longest > length else ""
+        )
         _note(f"SFT: max_length {length} tokens (unset: the longest of {len(rows)} conversations{over})")
     total = len(rows)
     rows, long_rows = handle_long_rows(rows, config.max_length, config.long_rows, config.sft_data)
     if long_rows and config.long_rows == "drop":
-        _note(f"SFT: {long_rows} of {total} conversations are longer than max_length {config.max_length} tokens and "
-              "were left out (cutting them would cut their answers; long_rows truncate cuts them instead)")
+        _note(
+            f"SFT: {long_rows} of {total} conversations are longer than max_length {config.max_length} tokens and "
+            "were left out (cutting them would cut their answers; long_rows truncate cuts them instead)"
+        )
     elif long_rows:
-        _note(f"SFT: warning: {long_rows} of {total} conversations are longer than max_length {config.max_length} "
-              "tokens and are cut at the end (long_rows truncate): their final answers are not trained")
+        _note(
+            f"SFT: warning: {long_rows} of {total} conversations are longer than max_length {config.max_length} "
+            "tokens and are cut at the end (long_rows truncate): their final answers are not trained"
+        )
     return config, rows, long_rows
 
 

@@ -22,7 +22,13 @@ def validation_callback(config: Any, trainer: Any) -> Any:
     from agentdata.evaluation.during_training import ValidationCallback, model_engine
 
     loop = LoopConfig(protocol=config.protocol, temperature=EVAL_TEMPERATURE)
-    return ValidationCallback(config.validation, loop, config.out,
-                              lambda: model_engine(trainer.accelerator.unwrap_model(trainer.model_wrapped),
-                                                   trainer.processing_class),
-                              "SFT", every=config.validation.eval_every, at_start=False, seed=config.seed)
+    return ValidationCallback(
+        config.validation,
+        loop,
+        config.out,
+        lambda: model_engine(trainer.accelerator.unwrap_model(trainer.model_wrapped), trainer.processing_class),
+        "SFT",
+        every=config.validation.eval_every,
+        at_start=False,
+        seed=config.seed,
+    )

@@ -18,8 +18,8 @@ from __future__ import annotations
 from agentdata.records import Problem
 from agentdata.synth.generators import INSTRUCTION, generate_problems
 
-DEV_SEED = 7       # smollm2-tir's worked examples were tried on this seed
-DEFAULT_SEED = 0   # the default problems of collect, filter and GRPO
+DEV_SEED = 7  # smollm2-tir's worked examples were tried on this seed
+DEFAULT_SEED = 0  # the default problems of collect, filter and GRPO
 HELD_OUT_SEED = 1  # evaluation only: never used to choose a default
 
 # (kind, level, question, answer)
@@ -31,7 +31,12 @@ _BUILTIN: tuple[tuple[str, int, str, str], ...] = (
     ("algebra", 1, "Solve for $x$: $3x + 7 = 22$.", "5"),
     ("algebra", 1, "Find the larger root of $x^2 - 5x + 6 = 0$.", "3"),
     ("algebra", 2, "Compute $1^2 + 2^2 + \\cdots + 10^2$.", "385"),
-    ("algebra", 2, "The Fibonacci numbers start $F_1 = F_2 = 1$ and $F_n = F_{n-1} + F_{n-2}$. What is $F_{20}$?", "6765"),
+    (
+        "algebra",
+        2,
+        "The Fibonacci numbers start $F_1 = F_2 = 1$ and $F_n = F_{n-1} + F_{n-2}$. What is $F_{20}$?",
+        "6765",
+    ),
     ("number_theory", 1, "What is the greatest common divisor of 84 and 126?", "42"),
     ("number_theory", 1, "What is the remainder when $2^{100}$ is divided by 7?", "2"),
     ("number_theory", 1, "How many prime numbers are less than 50?", "15"),
@@ -39,7 +44,12 @@ _BUILTIN: tuple[tuple[str, int, str, str], ...] = (
     ("combinatorics", 1, "In how many ways can 3 people be chosen from a group of 10?", "120"),
     ("combinatorics", 1, "How many distinct arrangements of the letters of the word LEVEL are there?", "30"),
     ("probability", 1, "Two fair coins are flipped. What is the probability that both show heads?", "\\frac{1}{4}"),
-    ("probability", 1, "Two fair six-sided dice are rolled. What is the probability that the sum is 7?", "\\frac{1}{6}"),
+    (
+        "probability",
+        1,
+        "Two fair six-sided dice are rolled. What is the probability that the sum is 7?",
+        "\\frac{1}{6}",
+    ),
 )
 
 

@@ -18,12 +18,19 @@ MAX_PROBLEMS = 1_000_000
 class ProblemsConfig:
     n: int = field(default=100, metadata={"help": "How many problems to write.", "range": f"[1, {MAX_PROBLEMS}]"})
     seed: int = field(default=0, metadata={"help": "Base random seed.", "range": "[0, 4294967295]"})
-    kinds: list[str] = field(default_factory=lambda: list(KINDS), metadata={
-        "help": "Problem kinds, repeated or comma-separated: arithmetic, algebra, number_theory, combinatorics, "
-                "probability (the default: all of these) and code (built-in stdin and functional tasks with tests, "
-                "levels 1-2).", "choices": ALL_KINDS})
-    levels: list[int] = field(default_factory=lambda: list(LEVELS), metadata={
-        "help": "Difficulty levels, repeated or comma-separated.", "choices": LEVELS, "range": "[1, 3]"})
+    kinds: list[str] = field(
+        default_factory=lambda: list(KINDS),
+        metadata={
+            "help": "Problem kinds, repeated or comma-separated: arithmetic, algebra, number_theory, combinatorics, "
+            "probability (the default: all of these) and code (built-in stdin and functional tasks with tests, "
+            "levels 1-2).",
+            "choices": ALL_KINDS,
+        },
+    )
+    levels: list[int] = field(
+        default_factory=lambda: list(LEVELS),
+        metadata={"help": "Difficulty levels, repeated or comma-separated.", "choices": LEVELS, "range": "[1, 3]"},
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)

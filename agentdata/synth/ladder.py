@@ -54,7 +54,11 @@ def _count_multiples(rng: random.Random) -> Drafted:
 
 def _sum_of_squares(rng: random.Random) -> Drafted:
     n = rng.randint(50, 500)
-    return f"What is the sum of the squares of the integers from 1 to {n}?", sum(k * k for k in range(1, n + 1)), {"n": n}
+    return (
+        f"What is the sum of the squares of the integers from 1 to {n}?",
+        sum(k * k for k in range(1, n + 1)),
+        {"n": n},
+    )
 
 
 def _count_digit(rng: random.Random) -> Drafted:

@@ -9,7 +9,7 @@ Templates whose calculation has no short closed form return None.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import sympy
 
@@ -25,7 +25,10 @@ def _sol_two_numbers(p: dict, answer: str) -> str:
 
 
 def _sol_fractions(p: dict, answer: str) -> str:
-    return (f"We combine the fractions: $\\frac{{{p['a']}}}{{{p['b']}}} {p['op']} \\frac{{{p['c']}}}{{{p['d']}}} = {answer}$.")
+    return (
+        f"We combine the fractions: $\\frac{{{p['a']}}}{{{p['b']}}} {p['op']} "
+        f"\\frac{{{p['c']}}}{{{p['d']}}} = {answer}$."
+    )
 
 
 def _sol_big_powers(p: dict, answer: str) -> str:
@@ -34,14 +37,18 @@ def _sol_big_powers(p: dict, answer: str) -> str:
 
 def _sol_linear(p: dict, answer: str) -> str:
     move = f"Subtract {p['b']}" if p["b"] >= 0 else f"Add {-p['b']}"
-    return (f"{move} on both sides and divide by {p['a']}: "
-            f"$x = \\frac{{{p['c']} - {_signed(p['b'])}}}{{{p['a']}}} = {answer}$.")
+    return (
+        f"{move} on both sides and divide by {p['a']}: "
+        f"$x = \\frac{{{p['c']} - {_signed(p['b'])}}}{{{p['a']}}} = {answer}$."
+    )
 
 
 def _sol_quadratic_root(p: dict, answer: str) -> str:
     b, c = _signed(p["p"]), _signed(p["q"])
-    return (f"By the quadratic formula the larger root is "
-            f"$x = \\frac{{-{b} + \\sqrt{{{b}^2 - 4 \\cdot {c}}}}}{{2}} = {answer}$.")
+    return (
+        f"By the quadratic formula the larger root is "
+        f"$x = \\frac{{-{b} + \\sqrt{{{b}^2 - 4 \\cdot {c}}}}}{{2}} = {answer}$."
+    )
 
 
 def _sol_polynomial_sum(p: dict, answer: str) -> str:
@@ -70,20 +77,26 @@ def _sol_word_arrangements(p: dict, answer: str) -> str:
     if not repeats:
         return f"All {len(word)} letters are different: ${len(word)}! = {answer}$."
     denominator = " \\cdot ".join(repeats)
-    return (f"There are {len(word)} letters; we divide by the orderings of repeated letters: "
-            f"$\\frac{{{len(word)}!}}{{{denominator}}} = {answer}$.")
+    return (
+        f"There are {len(word)} letters; we divide by the orderings of repeated letters: "
+        f"$\\frac{{{len(word)}!}}{{{denominator}}} = {answer}$."
+    )
 
 
 def _sol_single_draw(p: dict, answer: str) -> str:
     total = p["red"] + p["blue"]
-    return (f"There are ${p['red']} + {p['blue']} = {total}$ marbles, {p['red']} of them red, "
-            f"so the probability is $\\frac{{{p['red']}}}{{{total}}} = {answer}$.")
+    return (
+        f"There are ${p['red']} + {p['blue']} = {total}$ marbles, {p['red']} of them red, "
+        f"so the probability is $\\frac{{{p['red']}}}{{{total}}} = {answer}$."
+    )
 
 
 def _sol_two_draws_same_colour(p: dict, answer: str) -> str:
     red, blue = p["red"], p["blue"]
-    return (f"Both red or both blue, out of all pairs: "
-            f"$\\frac{{\\binom{{{red}}}{{2}} + \\binom{{{blue}}}{{2}}}}{{\\binom{{{red + blue}}}{{2}}}} = {answer}$.")
+    return (
+        f"Both red or both blue, out of all pairs: "
+        f"$\\frac{{\\binom{{{red}}}{{2}} + \\binom{{{blue}}}{{2}}}}{{\\binom{{{red + blue}}}{{2}}}} = {answer}$."
+    )
 
 
 SOLUTIONS: dict[str, Callable[[dict, str], str]] = {

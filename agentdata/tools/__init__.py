@@ -9,7 +9,8 @@ a plain typed function (wrapped in a `FunctionTool`).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from agentdata.errors import UserError
 from agentdata.registry import Registry
@@ -52,6 +53,17 @@ async def call_tool(tools: Sequence[Tool], name: str, arguments: dict[str, Any],
 
 
 __all__ = [
-    "DEFAULT_TOOLS", "TOOLS", "CodeInterpreter", "FunctionTool", "Tool", "ToolContext", "ToolResult",
-    "argument_problem", "call_tool", "error_result", "function_schema", "load_tool", "load_tools",
+    "DEFAULT_TOOLS",
+    "TOOLS",
+    "CodeInterpreter",
+    "FunctionTool",
+    "Tool",
+    "ToolContext",
+    "ToolResult",
+    "argument_problem",
+    "call_tool",
+    "error_result",
+    "function_schema",
+    "load_tool",
+    "load_tools",
 ]

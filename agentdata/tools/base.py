@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 class ToolContext:
     """What one call may use: the trajectory's sandbox session and the loop's limits."""
 
-    sandbox: "CodeSandbox | None"
+    sandbox: CodeSandbox | None
     session_id: str
     timeout: float
     output_chars: int | None
@@ -28,8 +28,8 @@ class ToolContext:
 
 @dataclass
 class ToolResult:
-    content: str      # what the model is shown, already cut to the output limit
-    ok: bool = True   # False counts as a tool error
+    content: str  # what the model is shown, already cut to the output limit
+    ok: bool = True  # False counts as a tool error
 
 
 @runtime_checkable

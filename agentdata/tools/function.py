@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from agentdata.errors import UserError
 from agentdata.formats.tool_output import truncate_middle
@@ -27,8 +28,13 @@ from agentdata.tools.base import ToolContext, ToolResult, error_result
 
 # JSON schema types -> the Python values that satisfy them (bool is not a number here).
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
-    "array": (list, tuple), "object": (dict,), "null": (type(None),),
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list, tuple),
+    "object": (dict,),
+    "null": (type(None),),
 }
 
 
@@ -40,8 +46,10 @@ def function_schema(function: Callable[..., Any]) -> dict[str, Any]:
         return get_json_schema(function)
     except Exception as error:  # transformers' TypeHintParsingException / DocstringParsingException
         name = getattr(function, "__name__", repr(function))
-        raise UserError(f"tool {name!r}: cannot derive its JSON schema ({error}); give every argument a type "
-                        "hint and describe it under Args: in the docstring") from None
+        raise UserError(
+            f"tool {name!r}: cannot derive its JSON schema ({error}); give every argument a type "
+            "hint and describe it under Args: in the docstring"
+        ) from None
 
 
 def argument_problem(arguments: dict[str, Any], parameters: dict[str, Any]) -> str | None:
@@ -68,7 +76,9 @@ def _matches(value: Any, schema: dict[str, Any]) -> bool:
     kinds = kinds if isinstance(kinds, list) else [kinds]
     for kind in kinds:
         python_types = _JSON_TYPES.get(kind)
-        if python_types is None or (isinstance(value, python_types) and not (isinstance(value, bool) and kind in ("integer", "number"))):
+        if python_types is None or (
+            isinstance(value, python_types) and not (isinstance(value, bool) and kind in ("integer", "number"))
+        ):
             return True
     return False
 

@@ -19,18 +19,23 @@ from agentdata.formats.native import template_messages
 @dataclass
 class TokenizedConversation:
     input_ids: list[int]
-    assistant_masks: list[int]   # 1 on tokens the model wrote (trained), 0 elsewhere
-    text: str                    # the rendered conversation
-    prompt_chars: int            # length of the text before the first assistant message's content
+    assistant_masks: list[int]  # 1 on tokens the model wrote (trained), 0 elsewhere
+    text: str  # the rendered conversation
+    prompt_chars: int  # length of the text before the first assistant message's content
 
 
-def render(tokenizer: Any, messages: list[dict[str, Any]], add_generation_prompt: bool = False,
-           tools: list[dict[str, Any]] | None = None) -> str:
+def render(
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    add_generation_prompt: bool = False,
+    tools: list[dict[str, Any]] | None = None,
+) -> str:
     """The chat template applied to the messages: their tool calls and tool results (native
     conversations) included, and `tools` for templates that list them in the prompt."""
     options = {"tools": tools} if tools else {}
-    return tokenizer.apply_chat_template(template_messages(messages), tokenize=False,
-                                         add_generation_prompt=add_generation_prompt, **options)
+    return tokenizer.apply_chat_template(
+        template_messages(messages), tokenize=False, add_generation_prompt=add_generation_prompt, **options
+    )
 
 
 def _subtract(span: tuple[int, int], holes: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -50,8 +55,9 @@ def _subtract(span: tuple[int, int], holes: list[tuple[int, int]]) -> list[tuple
     return pieces
 
 
-def trained_char_spans(tokenizer: Any, messages: list[dict[str, Any]],
-                       tools: list[dict[str, Any]] | None = None) -> tuple[str, list[tuple[int, int]]]:
+def trained_char_spans(
+    tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+) -> tuple[str, list[tuple[int, int]]]:
     """The rendered text and the character spans of assistant text to train on.
 
     A span runs from the start of the assistant's content through the template's end of turn
@@ -80,8 +86,9 @@ def trained_char_spans(tokenizer: Any, messages: list[dict[str, Any]],
     return text, spans
 
 
-def tokenize_conversation(tokenizer: Any, messages: list[dict[str, Any]],
-                          tools: list[dict[str, Any]] | None = None) -> TokenizedConversation:
+def tokenize_conversation(
+    tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+) -> TokenizedConversation:
     """input_ids of the rendered conversation and a mask of the tokens to train on; `tools`
     for native conversations (the template lists them, as it did when the model was asked)."""
     text, spans = trained_char_spans(tokenizer, messages, tools)

@@ -24,7 +24,9 @@ class MetricsFileCallback(TrainerCallback):
         if not logs or not state.is_world_process_zero:
             return
         record = append_record(self.path, {"step": state.global_step, **logs})
-        emit(Event("log", self.task, completed=state.global_step, total=getattr(state, "max_steps", None), stats=record))
+        emit(
+            Event("log", self.task, completed=state.global_step, total=getattr(state, "max_steps", None), stats=record)
+        )
 
 
 class ProgressCallback(TrainerCallback):

@@ -14,8 +14,15 @@ from agentdata.engines.hf_model import load_model as load_pretrained
 from agentdata.engines.hf_model import load_tokenizer
 from agentdata.errors import UserError
 
-__all__ = ["last_checkpoint", "load_model", "load_tokenizer", "lora_config", "resolve_model_dir", "resume_path",
-           "save_trained"]
+__all__ = [
+    "last_checkpoint",
+    "load_model",
+    "load_tokenizer",
+    "lora_config",
+    "resolve_model_dir",
+    "resume_path",
+    "save_trained",
+]
 
 
 def resolve_model_dir(spec: str) -> Path:

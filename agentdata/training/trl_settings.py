@@ -37,8 +37,9 @@ def stage_names(stage_type: type) -> set[str]:
     return field_names(stage_type) | set(flat_names(stage_type))
 
 
-def split_section(section: dict[str, Any], stage_type: type, trl_type: type, where: str,
-                  also_valid: frozenset[str] = frozenset()) -> tuple[dict[str, Any], dict[str, Any]]:
+def split_section(
+    section: dict[str, Any], stage_type: type, trl_type: type, where: str, also_valid: frozenset[str] = frozenset()
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """(stage settings, TRL-only settings) of one section; an unknown key is a UserError.
 
     A name both define (`learning_rate`, `temperature`) is the stage's: it sets TRL's from it.
@@ -50,7 +51,11 @@ def split_section(section: dict[str, Any], stage_type: type, trl_type: type, whe
     if unknown:
         key = unknown[0]
         close = difflib.get_close_matches(key, sorted(own | trl), n=3, cutoff=0.6)
-        hint = f"; did you mean {', '.join(close)}?" if close else f"; valid keys are the fields of {stage_type.__name__} and TRL's {trl_type.__name__}"
+        hint = (
+            f"; did you mean {', '.join(close)}?"
+            if close
+            else f"; valid keys are the fields of {stage_type.__name__} and TRL's {trl_type.__name__}"
+        )
         raise UserError(f"{where}: unknown setting {key!r}{hint}")
     stage = {key: value for key, value in section.items() if key in own}
     return stage, {key: value for key, value in section.items() if key not in own}
@@ -64,8 +69,9 @@ def check_trl_overrides(config: Any, computed_from: dict[str, str]) -> None:
     own = stage_names(type(config))
     for key in config.trl:
         if key in computed_from:
-            raise ValueError(f"{key} is computed from `{computed_from[key]}` by agentdata: set {computed_from[key]} "
-                             "instead")
+            raise ValueError(
+                f"{key} is computed from `{computed_from[key]}` by agentdata: set {computed_from[key]} instead"
+            )
         if key in own:
             raise ValueError(f"trl: {key} is a setting of the stage itself: set it directly, not under trl")
 

@@ -32,10 +32,16 @@ _CALL_STATUS_VERDICT = {"timeout": "timeout", "oom": "memory", "killed": "crash"
 
 @dataclass
 class CodeLimits:
-    test_timeout_s: float = field(default=6.0, metadata={"help": "Wall-clock seconds one test may run (LiveCodeBench: 6)."})
-    total_timeout_s: float = field(default=60.0, metadata={"help": "Wall-clock seconds all tests of one problem may take."})
+    test_timeout_s: float = field(
+        default=6.0, metadata={"help": "Wall-clock seconds one test may run (LiveCodeBench: 6)."}
+    )
+    total_timeout_s: float = field(
+        default=60.0, metadata={"help": "Wall-clock seconds all tests of one problem may take."}
+    )
     output_limit_mb: float = field(default=16.0, metadata={"help": "Output one test may print (MiB); more fails it."})
-    memory_mb: int | None = field(default=None, metadata={"help": "Memory of the program (MiB); default: the sandbox's."})
+    memory_mb: int | None = field(
+        default=None, metadata={"help": "Memory of the program (MiB); default: the sandbox's."}
+    )
 
     def __post_init__(self) -> None:
         if min(self.test_timeout_s, self.total_timeout_s, self.output_limit_mb) <= 0:
@@ -75,12 +81,18 @@ class CodeGrade:
 
     def summary(self) -> dict[str, Any]:
         """What a trajectory keeps: counts, the reason, and each test's status and time."""
-        return {"passed": self.passed, "total": len(self.results), "fraction": self.fraction,
-                "reason": self.reason, "test_s": round(self.test_s, 4),
-                "results": [{"status": r.status, "public": r.public, "time_s": r.time_s} for r in self.results]}
+        return {
+            "passed": self.passed,
+            "total": len(self.results),
+            "fraction": self.fraction,
+            "reason": self.reason,
+            "test_s": round(self.test_s, 4),
+            "results": [{"status": r.status, "public": r.public, "time_s": r.time_s} for r in self.results],
+        }
 
 
 # --------------------------------------------------------------------------- comparing
+
 
 def final_program(text: str | None) -> str | None:
     """The last ```python block of `text`, or None."""
@@ -130,6 +142,7 @@ def _judge(report: dict[str, Any], test: dict[str, Any]) -> str:
 
 # --------------------------------------------------------------------------- running
 
+
 def grade_code(tests: CodeTests, text: str | None, sandbox: Any, limits: CodeLimits | None = None) -> CodeGrade:
     """Run the final program of `text` on every test; never raises for anything the program does."""
     limits = limits or CodeLimits()
@@ -163,7 +176,9 @@ class _Run:
                 if len(batch) > 1:
                     reported, status = self._call([suspect], deadline)
                 if suspect not in reported:
-                    self._set(suspect, _CALL_STATUS_VERDICT.get(status, "crash"), 0.0, f"the sandbox call ended: {status}")
+                    self._set(
+                        suspect, _CALL_STATUS_VERDICT.get(status, "crash"), 0.0, f"the sandbox call ended: {status}"
+                    )
         for index in range(len(self.tests.tests)):
             if index not in self.results:
                 self._set(index, "error" if self.reason else "not_run", 0.0, self.reason)
@@ -176,13 +191,23 @@ class _Run:
         budget = min(deadline - time.monotonic(), len(indices) * self.limits.test_timeout_s + 2.0)
         if budget <= 0:
             return set(), "timeout"
-        payload = {"program": self.program, "mode": self.mode, "func_name": self.tests.func_name,
-                   "inputs": [self.tests.tests[index]["input"] for index in indices], "nonce": nonce,
-                   "time_limit_s": self.limits.test_timeout_s,
-                   "output_limit_bytes": int(self.limits.output_limit_mb * 1024 * 1024),
-                   "inline_bytes": max(256, min(16384, 24576 // len(indices)))}
-        result = self.sandbox.run(HARNESS_SOURCE, timeout=budget, stdin=json.dumps(payload), display_last=False,
-                                  memory_mb=self.limits.memory_mb)
+        payload = {
+            "program": self.program,
+            "mode": self.mode,
+            "func_name": self.tests.func_name,
+            "inputs": [self.tests.tests[index]["input"] for index in indices],
+            "nonce": nonce,
+            "time_limit_s": self.limits.test_timeout_s,
+            "output_limit_bytes": int(self.limits.output_limit_mb * 1024 * 1024),
+            "inline_bytes": max(256, min(16384, 24576 // len(indices))),
+        }
+        result = self.sandbox.run(
+            HARNESS_SOURCE,
+            timeout=budget,
+            stdin=json.dumps(payload),
+            display_last=False,
+            memory_mb=self.limits.memory_mb,
+        )
         self.test_s += float(getattr(result, "duration_s", 0.0) or 0.0)
         reported: set[int] = set()
         for report in _reports(result.stdout, nonce):
@@ -190,8 +215,12 @@ class _Run:
                 self.reason = f"compile error: {report['compile_error']}"
                 return reported, "ok"
             index = indices[int(report["index"])]
-            self._set(index, _judge(report, self.tests.tests[index]), float(report.get("time_s", 0.0)),
-                      str(report.get("error") or ""))
+            self._set(
+                index,
+                _judge(report, self.tests.tests[index]),
+                float(report.get("time_s", 0.0)),
+                str(report.get("error") or ""),
+            )
             reported.add(index)
         ended_cleanly = result.status == "ok" and reported
         return reported, "stopped" if ended_cleanly else result.status
@@ -206,7 +235,7 @@ def _reports(stdout: str, nonce: str) -> list[dict[str, Any]]:
     for line in (stdout or "").splitlines():
         if line.startswith(nonce + " "):
             try:
-                reports.append(json.loads(line[len(nonce) + 1:]))
+                reports.append(json.loads(line[len(nonce) + 1 :]))
             except json.JSONDecodeError:
                 continue
     return reports

@@ -61,11 +61,11 @@ def feed_stdin(text):
     fd = os.memfd_create("test-stdin")
     data = text.encode("utf-8")
     while data:
-        data = data[os.write(fd, data):]
+        data = data[os.write(fd, data) :]
     os.lseek(fd, 0, os.SEEK_SET)
     os.dup2(fd, 0)
     os.close(fd)
-    return open(0, "r", closefd=False)
+    return open(0, closefd=False)
 
 
 def on_alarm(signum, frame):
@@ -150,20 +150,23 @@ def run_one(code, payload, test_input, streams):
 def main():
     payload = json.loads(sys.stdin.read())
     signal.signal(signal.SIGALRM, on_alarm)
-    streams = {"stdio": (sys.stdin, sys.stdout, sys.stderr), "pid": os.getpid(),
-               "recursion_limit": sys.getrecursionlimit()}
+    streams = {
+        "stdio": (sys.stdin, sys.stdout, sys.stderr),
+        "pid": os.getpid(),
+        "recursion_limit": sys.getrecursionlimit(),
+    }
     report_fd = os.dup(1)
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # fd-level writes of the program go nowhere
     try:
         code = compile(payload["program"], "<solution>", "exec")
     except (SyntaxError, ValueError) as error:
         line = json.dumps({"compile_error": f"{type(error).__name__}: {error}"[:300]})
-        os.write(report_fd, f"{payload['nonce']} {line}\n".encode("utf-8"))
+        os.write(report_fd, f"{payload['nonce']} {line}\n".encode())
         return
     for index, test_input in enumerate(payload["inputs"]):
         report, stop = run_one(code, payload, test_input, streams)
         report["index"] = index
-        os.write(report_fd, f"{payload['nonce']} {json.dumps(report)}\n".encode("utf-8"))
+        os.write(report_fd, f"{payload['nonce']} {json.dumps(report)}\n".encode())
         if stop:
             return
 

@@ -12,8 +12,7 @@ import re
 
 _BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
 _ANSWER_PHRASE = re.compile(
-    r"(?:\*\*)?(?:final\s+answer|answer)(?:\*\*)?\s*(?:is|:)\s*(?:\*\*)?\s*(?P<answer>[^\n]+)",
-    re.IGNORECASE,
+    r"(?:\*\*)?(?:final\s+answer|answer)(?:\*\*)?\s*(?:is|:)\s*(?:\*\*)?\s*(?P<answer>[^\n]+)", re.IGNORECASE
 )
 
 

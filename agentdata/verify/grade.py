@@ -32,8 +32,13 @@ def is_code_problem(problem: Problem) -> bool:
     return problem.domain == "code"
 
 
-def grade(problem: Problem, final_text: str | None, sandbox: Any = None, limits: CodeLimits | None = None,
-          timeout_s: float = DEFAULT_TIMEOUT_S) -> Grade:
+def grade(
+    problem: Problem,
+    final_text: str | None,
+    sandbox: Any = None,
+    limits: CodeLimits | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> Grade:
     """Grade a model's final text for `problem`; never raises for anything the model wrote."""
     if is_code_problem(problem):
         return grade_code_problem(problem, final_text, sandbox, limits)
@@ -42,8 +47,9 @@ def grade(problem: Problem, final_text: str | None, sandbox: Any = None, limits:
     return Grade(bool(correct), float(bool(correct)), answer)
 
 
-def grade_code_problem(problem: Problem, final_text: str | None, sandbox: Any,
-                       limits: CodeLimits | None = None) -> Grade:
+def grade_code_problem(
+    problem: Problem, final_text: str | None, sandbox: Any, limits: CodeLimits | None = None
+) -> Grade:
     tests = code_tests_of(problem.answer)
     if tests is None:
         raise ValueError(f"code problem {problem.id} has no readable tests in its answer")

@@ -6,8 +6,8 @@ completion is either a string or a list of chat messages (TRL's conversational a
 tool-calling format); the gold answer comes from the dataset's `answer` column. When the
 agent loop produced the completions (agentdata's GRPO rollouts), it already judged each with
 `verify.grade` and counted its tool calls and model tokens: those arrive as the extra columns
-`correct`, `passed_fraction` (code problems), `num_tool_calls` and `model_token_counts`, and are used instead of re-reading text
-that also holds tool output. One definition of each reward, whoever calls it.
+`correct`, `passed_fraction` (code problems), `num_tool_calls` and `model_token_counts`, and are used
+instead of re-reading text that also holds tool output. One definition of each reward, whoever calls it.
 
 Rewards are registered by name in `REWARDS`; `build_reward(name, settings)` turns a name or a
 plug-in path (`mypkg.rewards:brevity`, `rewards.py:brevity`) into a reward function. A plain
@@ -18,8 +18,9 @@ function is used as it is; a class is built with `from_settings(settings)` when 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from agentdata.errors import UserError
 from agentdata.registry import Registry
@@ -32,6 +33,7 @@ _TEXT_TOOL_ROUND = re.compile(r"<tool_call>|```output")
 
 
 # --------------------------------------------------------------------------- scalar helpers
+
 
 def correctness_score(correct: bool, correct_reward: float = 1.0, wrong_reward: float = -1.0) -> float:
     return correct_reward if correct else wrong_reward
@@ -69,13 +71,12 @@ def overlong_penalty(model_tokens: int, max_len: int, buffer: int, penalty: floa
 
 # --------------------------------------------------------------------------- reading completions
 
+
 def completion_text(completion: str | Sequence[dict[str, Any]]) -> str:
     """The model's own text: assistant turns only, never tool output."""
     if isinstance(completion, str):
         return completion
-    return "\n".join(
-        str(message.get("content") or "") for message in completion if message.get("role") == "assistant"
-    )
+    return "\n".join(str(message.get("content") or "") for message in completion if message.get("role") == "assistant")
 
 
 def tool_rounds(completion: str | Sequence[dict[str, Any]]) -> int:
@@ -92,6 +93,7 @@ def tool_calls(completion: str | Sequence[dict[str, Any]]) -> int:
 
 
 # --------------------------------------------------------------------------- TRL reward functions
+
 
 @dataclass
 class CorrectnessReward:
@@ -119,10 +121,14 @@ class CorrectnessReward:
             raise ValueError("free_calls and penalty_per_extra_call must be >= 0")
 
     @classmethod
-    def from_settings(cls, settings: Any) -> "CorrectnessReward":
+    def from_settings(cls, settings: Any) -> CorrectnessReward:
         """From GRPO settings: `tool_call_reward`, `extra_call_penalty`, `free_calls`."""
-        return cls(use_tool_call_reward=settings.tool_call_reward, penalty_per_extra_call=settings.extra_call_penalty,
-                   free_calls=settings.free_calls, fraction=getattr(settings, "code_reward", "binary") == "fraction")
+        return cls(
+            use_tool_call_reward=settings.tool_call_reward,
+            penalty_per_extra_call=settings.extra_call_penalty,
+            free_calls=settings.free_calls,
+            fraction=getattr(settings, "code_reward", "binary") == "fraction",
+        )
 
     def reward(self, correct: bool, rounds: int, calls: int, passed_fraction: float | None = None) -> float:
         """The reward of a judged completion with `rounds` tool rounds and `calls` tool calls;
@@ -149,8 +155,10 @@ class CorrectnessReward:
             counts = kwargs.get("num_tool_calls") or [tool_calls(completion) for completion in completions]
             # The loop counts calls, not rounds: TCR's k is the number of calls run, as in training so far.
             fractions = kwargs.get("passed_fraction") or [None] * len(judged)
-            return [self.reward(bool(ok), int(calls), int(calls), fraction)
-                    for ok, calls, fraction in zip(judged, counts, fractions, strict=True)]
+            return [
+                self.reward(bool(ok), int(calls), int(calls), fraction)
+                for ok, calls, fraction in zip(judged, counts, fractions, strict=True)
+            ]
         golds = kwargs.get(self.answer_field)
         if golds is None:
             raise ValueError(f"the reward needs the gold answers in the dataset column {self.answer_field!r}")
@@ -178,7 +186,7 @@ class OverlongReward:
             raise ValueError(f"need 0 < buffer <= max_len, got buffer={self.buffer}, max_len={self.max_len}")
 
     @classmethod
-    def from_settings(cls, settings: Any) -> "OverlongReward | None":
+    def from_settings(cls, settings: Any) -> OverlongReward | None:
         """From GRPO settings: `max_new_tokens` (of its `loop`), `overlong_buffer` (0 turns shaping off),
         `overlong_penalty`."""
         if not settings.overlong_buffer:

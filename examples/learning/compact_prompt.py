@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 
 import polars as pl
-
 from evaluate import COMPACT_SYSTEM_PROMPT
 
 

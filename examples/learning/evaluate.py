@@ -18,8 +18,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from agentdata.agent.config import LoopConfig
-from agentdata.evaluation.runner import EvalConfig, run_eval
 from agentdata.agent.rundir import trajectory_files
+from agentdata.evaluation.runner import EvalConfig, run_eval
 
 # The protocol's own hermes prompt is ~330 tokens; on two shared CPU cores that would be two
 # thirds of every training conversation, so the demo trains and evaluates (before and after
@@ -55,13 +55,23 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=4, help="responses per problem")
     parser.add_argument("--max-new-tokens", type=int, default=256)
     args = parser.parse_args()
-    loop = LoopConfig(protocol="hermes", system_prompt=COMPACT_SYSTEM_PROMPT, max_turns=4,
-                      max_new_tokens=args.max_new_tokens, temperature=0.7, tool_output_chars=256)
+    loop = LoopConfig(
+        protocol="hermes",
+        system_prompt=COMPACT_SYSTEM_PROMPT,
+        max_turns=4,
+        max_new_tokens=args.max_new_tokens,
+        temperature=0.7,
+        tool_output_chars=256,
+    )
     config = EvalConfig(samples=args.k, tool_call_budgets=[4], concurrency=64, seed=0, loop=loop)
     report = run_eval([args.model], [args.heldout], args.out, config)
     result = report.results[0]
-    numbers = {"model": result.model, "spec": result.spec, "load_average": os.getloadavg()[0],
-               **shares(Path(result.run_dir))}
+    numbers = {
+        "model": result.model,
+        "spec": result.spec,
+        "load_average": os.getloadavg()[0],
+        **shares(Path(result.run_dir)),
+    }
     (args.out / "shares.json").write_text(json.dumps(numbers, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(numbers))
 

@@ -39,8 +39,15 @@ def main() -> None:
             continue
         if normalised(problem.question) in held_out_questions:
             raise SystemExit(f"training problem {problem.id} is a held-out problem; pick another seed")
-        solutions.append({"id": problem.id, "question": problem.question, "solution": solution,
-                          "answer": problem.answer, "source": problem.source})
+        solutions.append(
+            {
+                "id": problem.id,
+                "question": problem.question,
+                "solution": solution,
+                "answer": problem.answer,
+                "source": problem.source,
+            }
+        )
         if len(solutions) == args.n:
             break
     with open(args.out / "solutions.jsonl", "w", encoding="utf-8") as handle:

@@ -19,17 +19,8 @@ The code is pasted in after the reasoning, never chosen by a model: that is exac
 """
 
 from agentdata.synth.stitch.build import StitchConfig, plan_steps, stitch_solution
-from agentdata.synth.stitch.calculations import (
-    find_calculations,
-    split_steps,
-    split_top_level_equals,
-)
-from agentdata.synth.stitch.files import (
-    StitchSummary,
-    load_solutions,
-    stitch_file,
-    write_sft,
-)
+from agentdata.synth.stitch.calculations import find_calculations, split_steps, split_top_level_equals
+from agentdata.synth.stitch.files import StitchSummary, load_solutions, stitch_file, write_sft
 
 __all__ = [
     "StitchConfig",

@@ -7,15 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentdata.engines.defaults import DEFAULT_PROTOCOL
+from agentdata.records import CODE_TOOL, Problem, ToolCall, Trajectory, assistant_message, tool_message
 from agentdata.settings import check_fields
-from agentdata.records import (
-    CODE_TOOL,
-    Problem,
-    ToolCall,
-    Trajectory,
-    assistant_message,
-    tool_message,
-)
 from agentdata.synth.stitch.calculations import (
     GSM8K_ANSWER,
     GSM8K_NOTE,
@@ -29,18 +22,26 @@ from agentdata.synth.stitch.calculations import (
 
 @dataclass
 class StitchConfig:
-    protocol: str = field(default=DEFAULT_PROTOCOL, metadata={
-        "help": "Tool-call protocol whose system prompt is used: codeblock or hermes."})
-    max_cells: int = field(default=8, metadata={"help": "Code cells per solution; later steps stay plain text.",
-                                                "range": "[1, 1000]"})
-    tool_timeout: float = field(default=10.0, metadata={"help": "Seconds one code cell may run.",
-                                                        "range": "(0, 86400]"})
-    tool_output_chars: int = field(default=256, metadata={"help": "Tool output kept (head+tail), as collect does.",
-                                                          "range": "[1, inf)"})
-    sandbox: str = field(default="local", metadata={
-        "help": "'local', or URLs (comma separated) of `agentdata sandbox serve` or SandboxFusion."})
+    protocol: str = field(
+        default=DEFAULT_PROTOCOL,
+        metadata={"help": "Tool-call protocol whose system prompt is used: codeblock or hermes."},
+    )
+    max_cells: int = field(
+        default=8, metadata={"help": "Code cells per solution; later steps stay plain text.", "range": "[1, 1000]"}
+    )
+    tool_timeout: float = field(
+        default=10.0, metadata={"help": "Seconds one code cell may run.", "range": "(0, 86400]"}
+    )
+    tool_output_chars: int = field(
+        default=256, metadata={"help": "Tool output kept (head+tail), as collect does.", "range": "[1, inf)"}
+    )
+    sandbox: str = field(
+        default="local",
+        metadata={"help": "'local', or URLs (comma separated) of `agentdata sandbox serve` or SandboxFusion."},
+    )
     keep_without_calculations: bool = field(
-        default=False, metadata={"help": "Keep solutions with no calculation found (as trajectories with no call)."})
+        default=False, metadata={"help": "Keep solutions with no calculation found (as trajectories with no call)."}
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -63,8 +64,9 @@ def solution_answer(solution: str) -> str | None:
     return marked[-1].strip() if marked else None
 
 
-def stitch_solution(problem: Problem, solution: str, sandbox: Any, config: StitchConfig,
-                    sample_index: int = 0) -> Trajectory | None:
+def stitch_solution(
+    problem: Problem, solution: str, sandbox: Any, config: StitchConfig, sample_index: int = 0
+) -> Trajectory | None:
     """One stitched trajectory, or None when the solution has no calculation (unless kept)."""
     from agentdata.formats import get_protocol
 
@@ -72,7 +74,10 @@ def stitch_solution(problem: Problem, solution: str, sandbox: Any, config: Stitc
     if not any(step.calculations for step in steps) and not config.keep_without_calculations:
         return None
     system = get_protocol(config.protocol).system_prompt([CODE_TOOL])
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system}, {"role": "user", "content": problem.question}]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": problem.question},
+    ]
     session_id = f"stitch-{problem.id}-{uuid.uuid4().hex[:8]}"
     counts = _Counts()
     try:
@@ -120,8 +125,14 @@ class _Counts:
     matching: int = 0
 
 
-def _run_steps(steps: list[Step], sandbox: Any, session_id: str, config: StitchConfig,
-               messages: list[dict[str, Any]], counts: _Counts) -> None:
+def _run_steps(
+    steps: list[Step],
+    sandbox: Any,
+    session_id: str,
+    config: StitchConfig,
+    messages: list[dict[str, Any]],
+    counts: _Counts,
+) -> None:
     from agentdata.formats import tool_output_text
 
     pending = ""
@@ -157,22 +168,29 @@ def _close(sandbox: Any, session_id: str) -> None:
         pass
 
 
-def _to_trajectory(problem: Problem, messages: list[dict[str, Any]], counts: _Counts, config: StitchConfig,
-                   sample_index: int) -> Trajectory:
+def _to_trajectory(
+    problem: Problem, messages: list[dict[str, Any]], counts: _Counts, config: StitchConfig, sample_index: int
+) -> Trajectory:
     from agentdata.verify import extract_answer, is_correct
 
     final = messages[-1]
     if extract_answer(final["content"]) is None or "boxed" not in final["content"]:
         final["content"] = (final["content"] + f"\n\nThe final answer is $\\boxed{{{problem.answer}}}$.").strip()
     return Trajectory(
-        id=f"{problem.id}-stitched-{sample_index}", problem_id=problem.id, question=problem.question,
-        answer=problem.answer, source=problem.source, domain=problem.domain, messages=messages,
-        final_answer=extract_answer(final["content"]), correct=is_correct(final["content"], problem.answer),
-        num_tool_calls=counts.calls, num_tool_errors=counts.errors,
-        num_turns=sum(m["role"] == "assistant" for m in messages), finish_reason="answer",
-        teacher=STITCHED_TEACHER, format=config.protocol,
-        metadata={"stitched": True, "calculations": counts.calculations,
-                  "calculations_matching_text": counts.matching},
+        id=f"{problem.id}-stitched-{sample_index}",
+        problem_id=problem.id,
+        question=problem.question,
+        answer=problem.answer,
+        source=problem.source,
+        domain=problem.domain,
+        messages=messages,
+        final_answer=extract_answer(final["content"]),
+        correct=is_correct(final["content"], problem.answer),
+        num_tool_calls=counts.calls,
+        num_tool_errors=counts.errors,
+        num_turns=sum(m["role"] == "assistant" for m in messages),
+        finish_reason="answer",
+        teacher=STITCHED_TEACHER,
+        format=config.protocol,
+        metadata={"stitched": True, "calculations": counts.calculations, "calculations_matching_text": counts.matching},
     )
-
-

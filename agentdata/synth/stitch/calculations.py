@@ -24,8 +24,8 @@ _DEFERRED = ("Sum", "Product", "Integral", "Limit", "Derivative")
 class Calculation:
     """One calculation found in the text, as Python that prints its value."""
 
-    expression: str          # Python source of the value
-    claimed: str             # what the text says it equals
+    expression: str  # Python source of the value
+    claimed: str  # what the text says it equals
     name: str | None = None  # the variable the text assigns, if any
     uses_sympy: bool = False
     symbols: tuple[str, ...] = ()  # SymPy symbols the expression needs defined (bound variables of sums)
@@ -141,9 +141,7 @@ def _latex_chain(parts: list[str], known_names: set[str]) -> Calculation | None:
 
 
 def _parse_latex(text: str) -> Any:
-    from latex2sympy2_extended import (
-        latex2sympy,  # comes with math-verify; slow to import
-    )
+    from latex2sympy2_extended import latex2sympy  # comes with math-verify; slow to import
 
     try:
         return latex2sympy(text)
@@ -158,8 +156,10 @@ def _sympy_calculation(expression: Any, claimed: str, name: str | None) -> Calcu
     if not all(_usable_name(symbol) for symbol in bound):
         return None
     # 1/2 in Python is a float: divide by S(2) instead, so a/2 stays exact (a stand-in symbol prints as S(2)).
-    exact = expression.replace(lambda e: e.is_Pow and e.exp == -1 and e.base.is_Integer,
-                               lambda e: sympy.Pow(sympy.Symbol(f"S({e.base})"), -1, evaluate=False))
+    exact = expression.replace(
+        lambda e: e.is_Pow and e.exp == -1 and e.base.is_Integer,
+        lambda e: sympy.Pow(sympy.Symbol(f"S({e.base})"), -1, evaluate=False),
+    )
     source = _ExactPrinter().doprint(exact)
     if any(expression.has(getattr(sympy, operation)) for operation in _DEFERRED):
         source = f"({source}).doit()"
@@ -189,5 +189,3 @@ def _printer_class() -> type:
 
 def _ExactPrinter() -> Any:  # noqa: N802 (reads as the class it builds)
     return _printer_class()()
-
-

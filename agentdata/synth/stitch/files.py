@@ -9,11 +9,7 @@ from typing import Any
 
 from agentdata.errors import InputFileError, UserError
 from agentdata.events import task
-from agentdata.records import (
-    Problem,
-    Trajectory,
-    records_to_table,
-)
+from agentdata.records import Problem, Trajectory, records_to_table
 from agentdata.synth.stitch.build import StitchConfig, solution_answer, stitch_solution
 from agentdata.synth.stitch.calculations import GSM8K_ANSWER, STITCHED_TEACHER
 
@@ -26,8 +22,12 @@ class SolutionRow:
     solution: str
 
 
-def load_solutions(path: str | os.PathLike, question_field: str | None = None, solution_field: str | None = None,
-                   answer_field: str | None = None) -> tuple[list[SolutionRow], int]:
+def load_solutions(
+    path: str | os.PathLike,
+    question_field: str | None = None,
+    solution_field: str | None = None,
+    answer_field: str | None = None,
+) -> tuple[list[SolutionRow], int]:
     """Rows with a question, a worked solution and an answer; returns them and how many had no answer.
 
     The answer comes from `answer_field`, else a recognised answer column other than the
@@ -49,7 +49,9 @@ def load_solutions(path: str | os.PathLike, question_field: str | None = None, s
     solution_key = pick_column(path, present, solution_field, SOLUTION_FIELDS, "solution", "--solution-field")
     if answer_field:
         pick_column(path, present, answer_field, ANSWER_FIELDS, "answer", "--answer-field")
-    answer_key = answer_field or next((name for name in ANSWER_FIELDS if name != solution_key and name in present), None)
+    answer_key = answer_field or next(
+        (name for name in ANSWER_FIELDS if name != solution_key and name in present), None
+    )
     for number, row in enumerate(rows, start=1):
         solution = get_field(row, solution_key)
         if not isinstance(solution, str) or not solution.strip():
@@ -108,15 +110,23 @@ class StitchSummary:
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data.update(output=str(self.output),
-                    trajectories_dir=str(self.trajectories_dir) if self.trajectories_dir else None)
+        data.update(
+            output=str(self.output), trajectories_dir=str(self.trajectories_dir) if self.trajectories_dir else None
+        )
         return data
 
 
-def stitch_file(path: str | os.PathLike, out: str | os.PathLike, config: StitchConfig | None = None, *,
-                question_field: str | None = None, solution_field: str | None = None,
-                answer_field: str | None = None, trajectories_dir: str | os.PathLike | None = None,
-                sandbox: Any = None) -> StitchSummary:
+def stitch_file(
+    path: str | os.PathLike,
+    out: str | os.PathLike,
+    config: StitchConfig | None = None,
+    *,
+    question_field: str | None = None,
+    solution_field: str | None = None,
+    answer_field: str | None = None,
+    trajectories_dir: str | os.PathLike | None = None,
+    sandbox: Any = None,
+) -> StitchSummary:
     """Stitch every solution in `path` into an SFT set at `out` (and a trajectory run dir if asked)."""
     config = config or StitchConfig()
     if trajectories_dir is not None and any(Path(trajectories_dir).glob("trajectories/*.parquet")):
@@ -133,8 +143,10 @@ def stitch_file(path: str | os.PathLike, out: str | os.PathLike, config: StitchC
         if owns_sandbox:
             sandbox.close()
     if not trajectories:
-        raise UserError(f"{path}: no solution had a calculation to cut into code ({no_calculation} without one, "
-                        f"{no_answer} without an answer)")
+        raise UserError(
+            f"{path}: no solution had a calculation to cut into code ({no_calculation} without one, "
+            f"{no_answer} without an answer)"
+        )
     write_sft(trajectories, out)
     if trajectories_dir is not None:
         from agentdata.agent.rundir import RunDir
@@ -143,12 +155,15 @@ def stitch_file(path: str | os.PathLike, out: str | os.PathLike, config: StitchC
         run.prepare({"teacher": STITCHED_TEACHER, "protocol": config.protocol, "source_file": str(path)}, {})
         run.write_shard(trajectories)
     return StitchSummary(
-        rows=len(rows) + no_answer, written=len(trajectories),
+        rows=len(rows) + no_answer,
+        written=len(trajectories),
         dropped={"no_answer": no_answer, "no_calculation": no_calculation},
-        tool_calls=sum(t.num_tool_calls for t in trajectories), tool_errors=sum(t.num_tool_errors for t in trajectories),
+        tool_calls=sum(t.num_tool_calls for t in trajectories),
+        tool_errors=sum(t.num_tool_errors for t in trajectories),
         calculations=sum(t.metadata["calculations"] for t in trajectories),
         calculations_matching_text=sum(t.metadata["calculations_matching_text"] for t in trajectories),
-        correct=sum(t.correct for t in trajectories), output=Path(out),
+        correct=sum(t.correct for t in trajectories),
+        output=Path(out),
         trajectories_dir=Path(trajectories_dir) if trajectories_dir is not None else None,
     )
 
