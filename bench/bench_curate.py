@@ -171,7 +171,7 @@ def pandas_rules_and_dedup(run: Path) -> int:
 def polars_rules_and_dedup(run: Path) -> int:
     from agentdata.curate import CurateConfig
     from agentdata.curate.sft import run_curate_steps
-    from agentdata.filters import DedupConfig
+    from agentdata.steps import DedupConfig
 
     config = CurateConfig(dedup=DedupConfig(near_dup_threshold=None), max_per_problem=None)
     return run_curate_steps(sorted((run / "trajectories").glob("*.parquet")), config)[1].kept.height
@@ -202,7 +202,7 @@ sketches: dict = {}
 
 
 def polars_near_dedup(questions: list[str]) -> int:
-    from agentdata.filters import NearDuplicateFilter
+    from agentdata.steps import NearDuplicateFilter
 
     keep = NearDuplicateFilter(text="question").keep(pl.DataFrame({"question": questions}))
     return int((~keep).sum())

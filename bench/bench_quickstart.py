@@ -156,13 +156,11 @@ def main() -> None:
     verdict = "met" if returncode == 0 and total_s + args.install_s < TARGET_S else "NOT met"
     print(f"| **total** (exit {returncode}) | **{result['total_s']}** |")
     print(
-        f"\n{os.cpu_count()} CPUs, OMP_NUM_THREADS={result['omp_num_threads']}, 1-min load during the run: "(
-            f"min {result['load_1min']['min']:.1f} / mean {result['load_1min']['mean']:.1f} / max "
-            f"{result['load_1min']['max']:.1f}; "
-        )(
-            f"with install ({args.install_s} s) {round(total_s) + args.install_s} s; target under "
-            f"{TARGET_S // 60} min: {verdict}"
-        )
+        f"\n{os.cpu_count()} CPUs, OMP_NUM_THREADS={result['omp_num_threads']}, 1-min load during the run: "
+        f"min {result['load_1min']['min']:.1f} / mean {result['load_1min']['mean']:.1f} / max "
+        f"{result['load_1min']['max']:.1f}; "
+        f"with install ({args.install_s} s) {round(total_s) + args.install_s} s; target under "
+        f"{TARGET_S // 60} min: {verdict}"
     )
     print(json.dumps(result["outcomes"], indent=2))
 

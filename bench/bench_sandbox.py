@@ -266,10 +266,9 @@ def main() -> None:
     console.print(table)
 
     verdicts = [
-        "- warm-session latency p50 ≤ 2 ms and ≥ 20× the baseline: "(
-            f"{verdict(session_p50 <= 2 and base_p50 / session_p50 >= 20)} ({session_p50:.2f} ms, "
-            f"{base_p50 / session_p50:.0f}×)"
-        ),
+        "- warm-session latency p50 ≤ 2 ms and ≥ 20× the baseline: "
+        f"{verdict(session_p50 <= 2 and base_p50 / session_p50 >= 20)} ({session_p50:.2f} ms, "
+        f"{base_p50 / session_p50:.0f}×)",
         f"- ≥ 1,000 trivial calls/s locally: sessions {verdict(session_rate >= 1000)} ({session_rate:.0f}/s); "
         f"fresh stateless calls {verdict(fresh_rate >= 1000)} ({fresh_rate:.0f}/s)",
         f"- ≥ 300 requests/s over HTTP: sessions {verdict(http_session_rate >= 300)} ({http_session_rate:.0f}/s); "

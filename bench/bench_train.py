@@ -117,7 +117,7 @@ def run_plain_sft(
 
 def run_our_sft(sft_set: Path, model_dir: Path, out: Path, steps: int, batch: int, max_length: int) -> dict[str, float]:
     from agentdata.sft.config import SFTStageConfig
-    from agentdata.sft.trainer import build_sft_trainer
+    from agentdata.sft.run import build_sft_trainer
 
     started = time.perf_counter()
     config = SFTStageConfig(

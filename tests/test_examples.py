@@ -23,7 +23,7 @@ from agentdata.cli.app import app
 from agentdata.records import Trajectory, read_records
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.sft.config import SFTStageConfig
-from agentdata.train import make_config, read_config_file
+from agentdata.train.run import make_config, read_config_file
 
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "examples" / "quickstart" / "run.sh"

@@ -33,7 +33,7 @@ def test_the_dry_run_prints_every_check_and_runs_nothing(tmp_path):
     assert "tests/test_engines_vllm.py" in result.stdout and "train_rl colocated" in result.stdout
     assert "vllm_server: http://127.0.0.1:" in (tmp_path / "out" / "server.yaml").read_text()
     from agentdata.rl.config import GRPOStageConfig
-    from agentdata.train import make_config, read_config_file
+    from agentdata.train.run import make_config, read_config_file
 
     for name in ("colocated", "server"):  # the GRPO settings the checks train with are accepted
         path = tmp_path / "out" / f"{name}.yaml"

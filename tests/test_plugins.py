@@ -59,7 +59,7 @@ def word_count(text: str) -> int:
 STEP = '''
 import polars as pl
 
-from agentdata.filters import ExpressionStep
+from agentdata.steps import ExpressionStep
 
 
 class ShortQuestion(ExpressionStep):
@@ -160,7 +160,7 @@ def test_a_bad_filter_step_is_a_one_line_error(tmp_path, plugins, capsys):
 
 
 def test_the_pool_runs_a_filter_step_plugin(plugins):
-    from agentdata.pool.build import PoolConfig, build_pool, problems_table
+    from agentdata.filter.build import PoolConfig, build_pool, problems_table
 
     problems = problems_table(
         [Problem("What is the sum of the first ten primes?", "129", id="long"), Problem("Short?", "1", id="short")]

@@ -269,7 +269,7 @@ def test_a_trl_only_field_reaches_the_trl_config_and_a_bad_value_is_a_user_error
 
 def test_a_trl_only_field_reaches_the_grpo_trainer(tmp_path, tiny_model_dir):
     from agentdata.rl.run import build_grpo_trainer
-    from agentdata.train import section_settings
+    from agentdata.train.run import section_settings
 
     section = section_settings(
         "rl",
@@ -317,7 +317,7 @@ def test_settings_that_depend_on_another_follow_it_unless_set():
 
 
 def test_train_with_a_small_max_new_tokens_scales_the_buffer_and_refuses_an_explicit_misfit(tmp_path, capsys):
-    from agentdata.train import TrainRequest, rl_stage_config
+    from agentdata.train.run import TrainRequest, rl_stage_config
     from tests.cli_helpers import run_cli
 
     request = TrainRequest(stage="rl", rl_flags={"max_new_tokens": 128})

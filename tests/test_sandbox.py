@@ -17,7 +17,7 @@ import pytest
 
 from agentdata.sandbox import ExecResult, Sandbox, SandboxConfig
 from agentdata.sandbox.config import MAX_EXECUTORS
-from agentdata.sandbox.pool import UID_BASE
+from agentdata.sandbox.executors import UID_BASE
 
 # Without root the sandbox still runs (in a user namespace where the kernel allows one), but
 # executors keep the caller's uid: the per-sandbox process limit and the refusal to signal
@@ -416,9 +416,9 @@ def test_memory_limit_per_call_lowers_the_limit(sandbox):
 def test_reply_is_read_even_when_the_exit_notice_comes_first(monkeypatch):
     """A stateless executor answers and exits at once; the template's exit notice can be handled
     before the answer is read from the socket. The answer must not be lost then."""
-    from agentdata.sandbox import pool
+    from agentdata.sandbox import executors
 
-    read_frame = pool._read_frame
+    read_frame = executors._read_frame
 
     async def read_after_the_exit_notice(reader):
         reader._transport.pause_reading()  # hold the answer in the socket buffer ...
@@ -426,7 +426,7 @@ def test_reply_is_read_even_when_the_exit_notice_comes_first(monkeypatch):
         reader._transport.resume_reading()
         return await read_frame(reader)
 
-    monkeypatch.setattr(pool, "_read_frame", read_after_the_exit_notice)
+    monkeypatch.setattr(executors, "_read_frame", read_after_the_exit_notice)
     with Sandbox(workers=1, prefork=0, timeout_s=5) as box:
         results = [box.run(f"print({i})") for i in range(3)]
     assert [(r.status, r.stdout) for r in results] == [("ok", f"{i}\n") for i in range(3)]

@@ -20,11 +20,11 @@ from agentdata.curate.config import CurateConfig
 from agentdata.errors import UserError
 from agentdata.evaluation.config import EvalConfig
 from agentdata.events import listening
-from agentdata.filters.config import DedupConfig
-from agentdata.pool.config import PoolConfig
+from agentdata.filter.config import PoolConfig
 from agentdata.records import Problem
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.settings import Range, SettingError, build, flatten, is_settings, leaf_fields
+from agentdata.steps.config import DedupConfig
 from tests.cli_helpers import run_cli
 from tests.curate_fixtures import trajectory, write_run
 from tests.fakes import InProcessSandbox, ScriptedEngine

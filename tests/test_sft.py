@@ -13,7 +13,7 @@ from agentdata.errors import InputFileError
 from agentdata.records import CODE_TOOL
 from agentdata.sft.config import SFTStageConfig
 from agentdata.sft.data import plain_conversation, tokenize_sft_set
-from agentdata.sft.trainer import run_sft
+from agentdata.sft.run import run_sft
 from agentdata.training.masking import TokenizedConversation, tokenize_conversation
 from tests.train_fixtures import tool_conversation, write_sft_set
 
@@ -203,7 +203,7 @@ def test_rows_longer_than_max_length_are_dropped_and_counted_not_cut():
 def test_the_sft_trainer_leaves_out_a_conversation_longer_than_max_length(tmp_path, tiny_model_dir):
     import json
 
-    from agentdata.sft.trainer import build_sft_trainer
+    from agentdata.sft.run import build_sft_trainer
 
     data = write_sft_set(tmp_path / "sft.jsonl", count=3)
     long = {"messages": tool_conversation("What is 99 * 23?", "2277 " + "and so on " * 300)}
@@ -215,8 +215,8 @@ def test_the_sft_trainer_leaves_out_a_conversation_longer_than_max_length(tmp_pa
 
 
 def test_a_trl_only_field_reaches_the_sft_trainer(tmp_path, tiny_model_dir):
-    from agentdata.sft.trainer import build_sft_trainer
-    from agentdata.train import section_settings
+    from agentdata.sft.run import build_sft_trainer
+    from agentdata.train.run import section_settings
 
     section = section_settings(
         "sft",
@@ -264,7 +264,7 @@ def _longest(tokenizer, data):
 
 def test_the_default_max_length_covers_the_longest_row_and_is_reported(tmp_path, tiny_model_dir, tokenizer):
     from agentdata.events import listening
-    from agentdata.sft.trainer import build_sft_trainer
+    from agentdata.sft.run import build_sft_trainer
 
     data = _set_with_one_long_row(tmp_path)
     events = []
@@ -290,7 +290,7 @@ def test_the_default_max_length_stops_at_the_cap():
 
 def test_long_rows_truncate_cuts_them_with_a_warning_that_counts_them(tmp_path, tiny_model_dir):
     from agentdata.events import listening
-    from agentdata.sft.trainer import build_sft_trainer
+    from agentdata.sft.run import build_sft_trainer
 
     data = _set_with_one_long_row(tmp_path)
     events = []

@@ -10,9 +10,9 @@ import pytest
 
 from agentdata.curate import CurateConfig, curate
 from agentdata.errors import UserError
-from agentdata.filters.config import DedupConfig
 from agentdata.formats.forms import canonical_messages, codeblock_turns, hf_messages, openai_messages
 from agentdata.records import CODE_TOOL, ToolCall, Trajectory, assistant_message, tool_message
+from agentdata.steps.config import DedupConfig
 from tests.cli_helpers import run_cli
 from tests.curate_fixtures import trajectory, write_run
 

@@ -122,7 +122,7 @@ def test_every_stage_defaults_to_the_tool_using_model_and_its_protocol():
 
 def test_collect_and_filter_with_no_problem_file_run_the_default_problems(tmp_path, monkeypatch):
     import agentdata.agent.runner as runner
-    import agentdata.pool.run as pool_run
+    import agentdata.filter.run as pool_run
     from tests.cli_helpers import run_cli
 
     seen = {}

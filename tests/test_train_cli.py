@@ -150,7 +150,7 @@ def test_train_without_data_runs_the_demo_sft_on_stitched_solutions_then_grpo(tm
     """No SFT set and no pool: the demo stitches worked solutions, trains on them, then runs GRPO."""
     import polars as pl
 
-    from agentdata import train as train_pipeline
+    from agentdata.train import run as train_pipeline
 
     monkeypatch.chdir(tmp_path)  # no sft.parquet / pool.parquet here
     monkeypatch.setattr(train_pipeline, "DEMO_SFT_CONVERSATIONS", 4)

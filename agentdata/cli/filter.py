@@ -21,7 +21,7 @@ from agentdata.cli.common import (
     with_model,
 )
 from agentdata.cli.options import settings_command
-from agentdata.pool.config import PoolConfig
+from agentdata.filter.config import PoolConfig
 from agentdata.rl.config import ROLLOUT_TEMPERATURE
 
 # The profile is a collect run of the student: its teacher is --student and its samples are --k.
@@ -52,7 +52,7 @@ def command(
     from agentdata.agent.resume import unique_problems
     from agentdata.cli.views import drop_table, rows_table
     from agentdata.errors import UserError
-    from agentdata.pool.run import run_filter
+    from agentdata.filter.run import run_filter
     from agentdata.problems import load_problems
     from agentdata.synth.builtin import default_problems
 

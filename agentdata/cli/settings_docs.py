@@ -14,15 +14,15 @@ from agentdata.agent.config import CollectConfig, LoopConfig
 from agentdata.curate.config import CurateConfig
 from agentdata.evaluation.config import EvalConfig
 from agentdata.evaluation.validation import ValidationConfig
-from agentdata.filters.config import DedupConfig
-from agentdata.pool.config import PoolConfig
+from agentdata.filter.config import PoolConfig
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.sandbox.config import SandboxConfig
 from agentdata.settings import default_of, field_types, is_settings
 from agentdata.sft.config import SFTStageConfig
+from agentdata.steps.config import DedupConfig
 from agentdata.synth.config import ProblemsConfig
 from agentdata.synth.stitch.build import StitchConfig
-from agentdata.train_pool import RLProblemsConfig
+from agentdata.train.closed_loop import RLProblemsConfig
 
 # (settings, where they are used) in the order the pipeline runs.
 DOCUMENTED: list[tuple[type, str]] = [

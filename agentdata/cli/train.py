@@ -1,4 +1,4 @@
-"""`agentdata train`: SFT on an SFT set, then GRPO with the sandbox in the loop (agentdata.train does the work)."""
+"""`agentdata train`: SFT on an SFT set, then GRPO with the sandbox in the loop (agentdata.train.run does the work)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from agentdata.cli.options import JSON_HELP, field_option
 from agentdata.cli.progress import rendering
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.sft.config import SFTStageConfig
-from agentdata.train import TrainRequest, result_summary, train
-from agentdata.train_pool import RLProblemsConfig
+from agentdata.train.closed_loop import RLProblemsConfig
+from agentdata.train.run import TrainRequest, result_summary, train
 
 # The same settings for both stages; the rest are in the --config file's `sft:` and `rl:` sections.
 Model = Annotated[str | None, field_option(SFTStageConfig, "model")]

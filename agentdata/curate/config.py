@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agentdata.filters.config import DedupConfig
 from agentdata.formats.forms import SFT_TARGETS
 from agentdata.settings import check_fields
+from agentdata.steps.config import DedupConfig
 
 NEAR_DUP_FIELDS = ("question", "solution")
 REASONING_MODES = ("keep", "strip")

@@ -20,10 +20,10 @@ from agentdata.curate.config import CurateConfig
 from agentdata.curate.output import EmptySFTSetError, write_sft_form  # noqa: F401 (EmptySFTSetError re-exported)
 from agentdata.curate.steps import curate_steps
 from agentdata.errors import UserError
-from agentdata.filters import REASON_COLUMN, Step, StepResult, run_steps
-from agentdata.filters.features import trajectory_features
 from agentdata.formats.forms import target_form
 from agentdata.records import SFT_COLUMNS, atomic_write, write_json
+from agentdata.steps import REASON_COLUMN, Step, StepResult, run_steps
+from agentdata.steps.features import trajectory_features
 
 SCALAR_COLUMNS = (
     "id",

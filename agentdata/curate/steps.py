@@ -10,7 +10,8 @@ goes the same way: this registry, then the shared filter steps, then a plug-in p
 from __future__ import annotations
 
 from agentdata.curate.config import CurateConfig
-from agentdata.filters import (
+from agentdata.registry import Registry
+from agentdata.steps import (
     FILTER_STEPS,
     ExactDuplicateFilter,
     IncorrectFilter,
@@ -22,8 +23,7 @@ from agentdata.filters import (
     contamination_step,
     near_duplicate_step,
 )
-from agentdata.filters.diversity import MaxPerProblemFilter, SourceShareFilter
-from agentdata.registry import Registry
+from agentdata.steps.diversity import MaxPerProblemFilter, SourceShareFilter
 
 # no_answer and malformed_tool_call come from the shared registry as they are.
 SCALAR_STEPS = ("no_answer", "incorrect", "tool_error_ratio", "tool_call_band", "too_long")

@@ -89,7 +89,7 @@ def rollouts_show_examples(spec: str) -> bool:
 
     The one answer to "which prompt do this start model's rollouts get": GRPO's rollout engine
     (`demonstrated_policy`) and `train --rl-problems`' profile of the start model
-    (`train_pool.profile_spec`) both ask it, so the band is measured under GRPO's own prompt.
+    (`closed_loop.profile_spec`) both ask it, so the band is measured under GRPO's own prompt.
     """
     return spec == SMOLLM2_TIR_SPEC
 

@@ -15,7 +15,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from agentdata.sandbox.config import SandboxConfig
-from agentdata.sandbox.pool import Pool
+from agentdata.sandbox.executors import Pool
 from agentdata.sandbox.result import ExecResult
 
 logger = logging.getLogger(__name__)

@@ -10,9 +10,9 @@ __all__ = ["SFTResult", "SFTStageConfig", "TokenizedConversation", "run_sft", "t
 
 def __getattr__(name: str):
     if name in ("SFTResult", "run_sft"):
-        from agentdata.sft import trainer
+        from agentdata.sft import run
 
-        return getattr(trainer, name)
+        return getattr(run, name)
     if name in ("TokenizedConversation", "tokenize_conversation"):
         from agentdata.training import masking
 

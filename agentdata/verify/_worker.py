@@ -1,6 +1,6 @@
 """A math-verify worker process: reads JSON requests on stdin, writes one verdict line each.
 
-Run by `agentdata.verify.pool`; the parent enforces the time limit by killing this
+Run by `agentdata.verify.workers`; the parent enforces the time limit by killing this
 process, so math-verify's own signal-based timeouts are switched off here
 (`parsing_timeout=None`, `timeout_seconds=None`). A memory cap turns a runaway sympy
 computation into a MemoryError, which math-verify reports as "not equal".

@@ -15,7 +15,7 @@ from typing import Any
 
 from agentdata.code_tests import code_tests_of
 from agentdata.records import Problem
-from agentdata.verify.check import DEFAULT_TIMEOUT_S, is_correct
+from agentdata.verify.answers import DEFAULT_TIMEOUT_S, is_correct
 from agentdata.verify.code import CodeLimits, final_program, grade_code
 from agentdata.verify.extract import extract_answer
 

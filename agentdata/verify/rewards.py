@@ -24,7 +24,7 @@ from typing import Any
 
 from agentdata.errors import UserError
 from agentdata.registry import Registry
-from agentdata.verify.check import DEFAULT_TIMEOUT_S, is_correct
+from agentdata.verify.answers import DEFAULT_TIMEOUT_S, is_correct
 
 RewardFunction = Callable[..., list[float | None]]
 

@@ -26,7 +26,7 @@ from agentdata.agent.resume import plan_resume
 from agentdata.agent.rundir import RunDir, settings_differences, settings_digest
 from agentdata.engines.fingerprint import model_fingerprint
 from agentdata.errors import UserError
-from agentdata.pool.build import pass_rates
+from agentdata.filter.build import pass_rates
 from agentdata.records import Problem, write_json
 
 MODEL_FILE = "model.json"  # in a profile dir: which weights made its rollouts

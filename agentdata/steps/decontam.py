@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from agentdata.filters.base import Step
-from agentdata.filters.config import DedupConfig
-from agentdata.filters.text import ROW, ngram_hashes
+from agentdata.steps.base import Step
+from agentdata.steps.config import DedupConfig
+from agentdata.steps.text import ROW, ngram_hashes
 
 DEFAULT_NGRAM = 13
 

@@ -4,18 +4,18 @@ Pure table work: no model, no sandbox. `run_steps` applies a list of steps and k
 the rejects with their reason.
 """
 
-from agentdata.filters.base import REASON_COLUMN, ExpressionStep, MultiReasonStep, Step, StepResult, run_steps
-from agentdata.filters.config import DedupConfig
-from agentdata.filters.decontam import BenchmarkNgrams, ContaminationFilter, contamination_step
-from agentdata.filters.dedup import (
+from agentdata.steps.base import REASON_COLUMN, ExpressionStep, MultiReasonStep, Step, StepResult, run_steps
+from agentdata.steps.config import DedupConfig
+from agentdata.steps.decontam import BenchmarkNgrams, ContaminationFilter, contamination_step
+from agentdata.steps.dedup import (
     ExactDuplicateFilter,
     NearDuplicateFilter,
     find_near_duplicates,
     minhash_signatures,
     near_duplicate_step,
 )
-from agentdata.filters.registry import FILTER_STEPS, build_step, build_steps
-from agentdata.filters.rules import (
+from agentdata.steps.registry import FILTER_STEPS, build_step, build_steps
+from agentdata.steps.rules import (
     IncorrectFilter,
     MalformedToolCallFilter,
     NoAnswerFilter,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agentdata.filters.config import DedupConfig
 from agentdata.settings import check_fields
+from agentdata.steps.config import DedupConfig
 
 POOL_FORMATS = ("agentdata", "verl")
 DEFAULT_K = 4  # student rollouts per problem when none are given
@@ -44,9 +44,9 @@ class PoolConfig:
         metadata={
             "help": "Target domain shares after the band, e.g. math=0.5,code=0.3,science=0.2; a short domain "
             "gives what "
-            "it lacks to the others (see pool/mix.py).",
+            "it lacks to the others (see filter/mix.py).",
             "range": "[0, inf)",
-            "parse": "agentdata.pool.mix:parse_domain_mix",
+            "parse": "agentdata.filter.mix:parse_domain_mix",
         },
     )
     format: str = field(

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from agentdata.filters.base import Step
+from agentdata.steps.base import Step
 
 
 @dataclass

@@ -12,7 +12,7 @@ import polars as pl
 
 from agentdata.agent.config import CollectConfig
 from agentdata.errors import UserError
-from agentdata.pool.build import (
+from agentdata.filter.build import (
     EmptyPoolError,
     PoolConfig,
     PoolResult,
@@ -21,9 +21,9 @@ from agentdata.pool.build import (
     source_table,
     write_pool,
 )
-from agentdata.pool.confidence import straddling
-from agentdata.pool.config import DEFAULT_K
-from agentdata.pool.loop_match import (
+from agentdata.filter.confidence import straddling
+from agentdata.filter.config import DEFAULT_K
+from agentdata.filter.loop_match import (
     POOL_METADATA_KEY,
     differences_text,
     grpo_default_loop,
@@ -31,9 +31,9 @@ from agentdata.pool.loop_match import (
     loop_settings,
     profile_metadata,
 )
-from agentdata.pool.mix import domain_table
-from agentdata.pool.profile import claim_profile_dir, profile, profile_dir_for, student_fingerprint
-from agentdata.pool.report import pass_rate_histograms
+from agentdata.filter.mix import domain_table
+from agentdata.filter.profile import claim_profile_dir, profile, profile_dir_for, student_fingerprint
+from agentdata.filter.report import pass_rate_histograms
 from agentdata.records import Problem, write_json
 
 

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from agentdata.filters import (
+from agentdata.filter.config import PoolConfig
+from agentdata.registry import Registry
+from agentdata.steps import (
     FILTER_STEPS,
     ExactDuplicateFilter,
     ExpressionStep,
@@ -22,8 +24,6 @@ from agentdata.filters import (
     contamination_step,
     near_duplicate_step,
 )
-from agentdata.pool.config import PoolConfig
-from agentdata.registry import Registry
 
 POOL_STEP_NAMES = ("not_profiled", "unprofiled", "out_of_band", "contaminated", "duplicate", "near_duplicate")
 

@@ -17,9 +17,9 @@ import socket
 import time
 from collections import OrderedDict
 
+from agentdata.sandbox.channel import EXIT_WAIT_S, ExecutorHandle, SandboxUnavailable, TemplateChannel
 from agentdata.sandbox.config import MAX_EXECUTORS, SandboxConfig
 from agentdata.sandbox.result import ExecResult
-from agentdata.sandbox.template import EXIT_WAIT_S, ExecutorHandle, SandboxUnavailable, TemplateChannel
 from agentdata.sandbox.worker_framing import encode_frame
 
 __all__ = ["Pool", "SandboxUnavailable", "UID_BASE"]

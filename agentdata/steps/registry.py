@@ -1,5 +1,5 @@
 """Filter steps by name: the shared ones here; curate and filter register their built-in steps
-in registries of their own whose parent is this one (`curate/steps.py`, `pool/steps.py`), and
+in registries of their own whose parent is this one (`curate/steps.py`, `filter/steps.py`), and
 look up their settings' `extra_steps` through the same path.
 
 An entry (registered, or a plug-in path `mypkg.steps:ShortQuestion` / `steps.py:ShortQuestion`)
@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentdata.errors import UserError
-from agentdata.filters.base import Step
 from agentdata.registry import Registry
+from agentdata.steps.base import Step
 
 FILTER_STEPS: Registry[Any] = Registry("filter step")
-FILTER_STEPS.register("no_answer", "agentdata.filters.rules:NoAnswerFilter")
-FILTER_STEPS.register("incorrect", "agentdata.filters.rules:IncorrectFilter")
-FILTER_STEPS.register("malformed_tool_call", "agentdata.filters.rules:MalformedToolCallFilter")
+FILTER_STEPS.register("no_answer", "agentdata.steps.rules:NoAnswerFilter")
+FILTER_STEPS.register("incorrect", "agentdata.steps.rules:IncorrectFilter")
+FILTER_STEPS.register("malformed_tool_call", "agentdata.steps.rules:MalformedToolCallFilter")
 
 
 def build_step(name: str, settings: Any = None, registry: Registry[Any] = FILTER_STEPS) -> Step | None:
@@ -30,7 +30,7 @@ def build_step(name: str, settings: Any = None, registry: Registry[Any] = FILTER
     elif not isinstance(entry, Step) and callable(entry):
         entry = entry(settings)
     if entry is not None and not isinstance(entry, Step):
-        raise UserError(f"filter step {name!r} is not a Step (agentdata.filters.Step) nor a function returning one")
+        raise UserError(f"filter step {name!r} is not a Step (agentdata.steps.Step) nor a function returning one")
     if entry is not None and not entry.reason:
         raise UserError(f"filter step {name!r} has no drop `reason`")
     return entry

@@ -12,14 +12,14 @@ from typer.testing import CliRunner
 from agentdata.agent.config import CollectConfig
 from agentdata.cli.app import app
 from agentdata.engines.defaults import DEFAULT_ENGINE
-from agentdata.filters.config import DedupConfig
-from agentdata.filters.embed import cluster_labels, embed_texts, sentence_transformers_available
-from agentdata.pool.build import PoolConfig, build_pool, pass_rates, pool_rows, problems_table
-from agentdata.pool.confidence import wilson_interval, with_intervals
-from agentdata.pool.profile import missing_rollouts, profile_dir_for
-from agentdata.pool.run import default_profiling, run_filter
+from agentdata.filter.build import PoolConfig, build_pool, pass_rates, pool_rows, problems_table
+from agentdata.filter.confidence import wilson_interval, with_intervals
+from agentdata.filter.profile import missing_rollouts, profile_dir_for
+from agentdata.filter.run import default_profiling, run_filter
 from agentdata.records import Problem
 from agentdata.settings import build
+from agentdata.steps.config import DedupConfig
+from agentdata.steps.embed import cluster_labels, embed_texts, sentence_transformers_available
 from tests.curate_fixtures import trajectory, write_run
 
 TOPICS = [
@@ -374,7 +374,7 @@ def test_empty_pool_is_refused_not_written(tmp_path, capsys):
 
 
 def test_write_pool_refuses_an_empty_pool(tmp_path):
-    from agentdata.pool.build import EmptyPoolError, write_pool
+    from agentdata.filter.build import EmptyPoolError, write_pool
 
     problems = crafted_problems(1)
     result = build_pool(problems_table(problems), rates_for(problems, [0.0, 1.0, 1.0]), PoolConfig(embedding="tfidf"))

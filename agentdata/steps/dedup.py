@@ -13,9 +13,9 @@ import numpy as np
 import polars as pl
 from datasketch import LeanMinHash, MinHash, MinHashLSH
 
-from agentdata.filters.base import Step
-from agentdata.filters.config import DedupConfig
-from agentdata.filters.text import ROW, ngram_hashes
+from agentdata.steps.base import Step
+from agentdata.steps.config import DedupConfig
+from agentdata.steps.text import ROW, ngram_hashes
 
 SCHEME = "affine32"
 PERMUTATION_BLOCK = 16  # permutations computed at once: (n-grams x 16) uint32 in memory

@@ -5,8 +5,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 from agentdata.verify.extract import extract_answer, last_boxed
-from agentdata.verify.pool import shared_pool
 from agentdata.verify.quick import quick_verdict
+from agentdata.verify.workers import shared_pool
 
 DEFAULT_TIMEOUT_S = 5.0
 

@@ -9,12 +9,12 @@ import pytest
 
 from agentdata.agent.config import CollectConfig
 from agentdata.errors import UserError
-from agentdata.filters.config import DedupConfig
-from agentdata.pool.build import PoolConfig, build_pool, problems_table
-from agentdata.pool.mix import domain_quotas, parse_domain_mix
-from agentdata.pool.profile import profile_dir_for
-from agentdata.pool.run import default_profiling, run_filter
+from agentdata.filter.build import PoolConfig, build_pool, problems_table
+from agentdata.filter.mix import domain_quotas, parse_domain_mix
+from agentdata.filter.profile import profile_dir_for
+from agentdata.filter.run import default_profiling, run_filter
 from agentdata.records import Problem
+from agentdata.steps.config import DedupConfig
 from tests.test_pool import write_profile
 
 

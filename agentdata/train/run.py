@@ -1,10 +1,10 @@
 """`agentdata train` as a library call: settings from a file and flags, the demonstration, the stages in order.
 
-    from agentdata.train import TrainRequest, train
+    from agentdata.train.run import TrainRequest, train
     results = train(TrainRequest(stage="all", sft_data=Path("sft.parquet"), rl_pool=Path("pool.parquet")))
 
 SFT runs on an SFT set, then GRPO starts from the SFT model; with `rl_problems` (raw problems)
-the SFT model is profiled on them between the stages and GRPO trains on its band (train_pool.py).
+the SFT model is profiled on them between the stages and GRPO trains on its band (train/closed_loop.py).
 With no data at all (stage `all`,
 no SFT set, no pool, no config file) it runs the demonstration: a short SFT on stitched worked
 solutions, then a few GRPO steps on the default problems (synth.builtin.default_problems). Notes and progress are
@@ -23,7 +23,7 @@ from agentdata.events import Event, emit
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.settings import build, read_settings_file
 from agentdata.sft.config import SFTStageConfig
-from agentdata.train_pool import RLProblemsConfig, pool_for_grpo, split_profile_settings
+from agentdata.train.closed_loop import RLProblemsConfig, pool_for_grpo, split_profile_settings
 
 DEFAULT_SFT_SET = Path("sft.parquet")  # what `agentdata curate` writes by default
 DEFAULT_RL_POOL = Path("pool.parquet")  # what `agentdata filter` writes by default
@@ -67,7 +67,7 @@ class TrainRequest:
     rl_flags: dict[str, Any] = field(default_factory=dict)
     sft_flags: dict[str, Any] = field(default_factory=dict)
     rl_extra: dict[str, list[str]] = field(default_factory=dict)  # rewards/tools added to the file's or default list
-    rl_problems: Path | None = None  # raw problems: profiled with GRPO's start model, band kept (train_pool.py)
+    rl_problems: Path | None = None  # raw problems: profiled with GRPO's start model, band kept (train/closed_loop.py)
 
 
 def read_config_file(path: Path | None) -> dict[str, dict[str, Any]]:
@@ -82,7 +82,7 @@ def read_config_file(path: Path | None) -> dict[str, dict[str, Any]]:
     for name, section in sections.items():
         if not isinstance(section, dict):
             raise UserError(f"{path}: the `{name}:` section must be a mapping of settings")
-    profile, sections["rl"] = split_profile_settings(sections["rl"])  # the closed loop's keys (train_pool.py)
+    profile, sections["rl"] = split_profile_settings(sections["rl"])  # the closed loop's keys (train/closed_loop.py)
     return {
         **{name: section_settings(name, section, f"{path} {name}") for name, section in sections.items()},
         "rl_profile": profile,
@@ -99,7 +99,7 @@ def section_settings(stage: str, section: dict[str, Any], where: str) -> dict[st
     from agentdata.training.trl_settings import split_section
 
     stage_type, trl_type = (SFTStageConfig, trl.SFTConfig) if stage == "sft" else (GRPOStageConfig, trl.GRPOConfig)
-    from agentdata.train_pool import PROFILE_KEYS
+    from agentdata.train.closed_loop import PROFILE_KEYS
 
     also_valid = frozenset(PROFILE_KEYS) if stage == "rl" else frozenset()
     own, trl_only = split_section(section, stage_type, trl_type, where, also_valid)
@@ -167,7 +167,7 @@ def grpo_config(
     source: str,
     start_from: Path | None,
 ) -> GRPOStageConfig:
-    """GRPO's settings with its pool: the given one, or one profiled here from --rl-problems (train_pool.py)."""
+    """GRPO's settings with its pool: the given one, or one profiled here from --rl-problems (train/closed_loop.py)."""
     profile_section, section = sections.get("rl_profile", {}), sections["rl"]
     profile_flags, rl_flags = split_profile_settings(request.rl_flags)
     rl_config = rl_stage_config(replace(request, rl_flags=rl_flags), section, demo, out, source, start_from)
@@ -230,7 +230,7 @@ def build_demo_sft_set(path: Path, protocol: str) -> Path:
 
 
 def _run_sft(config: SFTStageConfig) -> Any:
-    from agentdata.sft.trainer import run_sft
+    from agentdata.sft.run import run_sft
 
     _note(f"SFT {config.model} on {config.sft_data} → {config.out}")
     return run_sft(config)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from agentdata.filters.text import normalised
 from agentdata.records import TOOL_NAME
+from agentdata.steps.text import normalised
 
 _ASSISTANT = pl.element().struct.field("role") == "assistant"
 

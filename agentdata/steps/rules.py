@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from agentdata.filters.base import ExpressionStep, MultiReasonStep
+from agentdata.steps.base import ExpressionStep, MultiReasonStep
 
 
 class NoAnswerFilter(ExpressionStep):

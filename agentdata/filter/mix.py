@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from agentdata.errors import UserError
-from agentdata.filters import Step
+from agentdata.steps import Step
 
 
 def parse_domain_mix(text: str | None, flag: str = "--domain-mix") -> dict[str, float] | None:

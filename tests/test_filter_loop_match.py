@@ -12,10 +12,10 @@ from agentdata.agent.config import CollectConfig, LoopConfig
 from agentdata.engines.defaults import DEFAULT_ENGINE
 from agentdata.engines.fingerprint import model_fingerprint
 from agentdata.errors import UserError
-from agentdata.pool.build import PoolConfig
-from agentdata.pool.loop_match import grpo_default_loop, recorded_profile
-from agentdata.pool.profile import FINGERPRINT_MEMO, profile_dir_for
-from agentdata.pool.run import default_profiling, run_filter
+from agentdata.filter.build import PoolConfig
+from agentdata.filter.loop_match import grpo_default_loop, recorded_profile
+from agentdata.filter.profile import FINGERPRINT_MEMO, profile_dir_for
+from agentdata.filter.run import default_profiling, run_filter
 from tests.test_pool import crafted_problems
 
 

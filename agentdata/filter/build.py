@@ -16,15 +16,15 @@ import polars as pl
 
 from agentdata.agent.rundir import scan_shards, shard_paths
 from agentdata.errors import UserError
-from agentdata.filters import Step, StepResult, run_steps
-from agentdata.filters.diversity import spread_order
-from agentdata.filters.embed import cluster_labels, embed_texts
-from agentdata.filters.text import normalised
-from agentdata.pool.confidence import with_intervals
-from agentdata.pool.config import PoolConfig
-from agentdata.pool.mix import mix_step
-from agentdata.pool.steps import TooFewValidRollouts, pool_steps
+from agentdata.filter.confidence import with_intervals
+from agentdata.filter.config import PoolConfig
+from agentdata.filter.mix import mix_step
+from agentdata.filter.steps import TooFewValidRollouts, pool_steps
 from agentdata.records import Problem
+from agentdata.steps import Step, StepResult, run_steps
+from agentdata.steps.diversity import spread_order
+from agentdata.steps.embed import cluster_labels, embed_texts
+from agentdata.steps.text import normalised
 
 
 @dataclass

@@ -53,7 +53,7 @@ def student(monkeypatch):
 @pytest.fixture
 def grpo_runs(monkeypatch):
     """GRPO itself is tested elsewhere (test_train_cli): here, the settings it would run with."""
-    import agentdata.train as train_module
+    import agentdata.train.run as train_module
 
     runs: list = []
 
@@ -126,7 +126,7 @@ def test_train_profiles_the_sft_model_with_grpos_loop_and_trains_grpo_on_the_ban
 def test_stage_rl_profiles_the_start_model_with_the_band_and_k_from_the_config(
     tmp_path, tiny_model_dir, student, grpo_runs
 ):
-    from agentdata.train import TrainRequest, train
+    from agentdata.train.run import TrainRequest, train
 
     config = tmp_path / "train.yaml"
     config.write_text(f"rl:\n  rl_problems: {write_problems(tmp_path / 'p.jsonl')}\n  band: 0.3,1.0\n  profile_k: 2\n")
@@ -140,7 +140,7 @@ def test_stage_rl_profiles_the_start_model_with_the_band_and_k_from_the_config(
 
 
 def test_an_empty_band_trains_on_all_problems_with_a_warning(tmp_path, tiny_model_dir, student, grpo_runs):
-    from agentdata.train import TrainRequest, train
+    from agentdata.train.run import TrainRequest, train
 
     problems = write_problems(tmp_path / "p.jsonl")
     out = tmp_path / "rl"
@@ -164,10 +164,10 @@ def test_an_empty_band_trains_on_all_problems_with_a_warning(tmp_path, tiny_mode
 
 def test_a_given_pool_profiled_otherwise_is_trained_on_with_warnings(tmp_path, tiny_model_dir, student, grpo_runs):
     from agentdata.agent.config import CollectConfig, LoopConfig
-    from agentdata.pool.build import PoolConfig
-    from agentdata.pool.run import run_filter
+    from agentdata.filter.build import PoolConfig
+    from agentdata.filter.run import run_filter
     from agentdata.problems import load_problems
-    from agentdata.train import TrainRequest, train
+    from agentdata.train.run import TrainRequest, train
 
     pool = tmp_path / "pool.parquet"
     profiling = CollectConfig(samples=4, loop=LoopConfig(temperature=0.7))  # filter's default student, at 0.7
@@ -184,7 +184,7 @@ def test_a_given_pool_profiled_otherwise_is_trained_on_with_warnings(tmp_path, t
 
 def test_a_pool_and_raw_problems_together_are_refused(tmp_path):
     from agentdata.errors import UserError
-    from agentdata.train import TrainRequest, train
+    from agentdata.train.run import TrainRequest, train
 
     with pytest.raises(UserError, match="not both"):
         train(
@@ -219,8 +219,8 @@ def test_stage_rl_from_smollm2_tir_profiles_under_the_worked_examples_grpo_rollo
     tmp_path, embedded_student, grpo_runs
 ):
     from agentdata.engines.demonstrated import DEMONSTRATION, rollouts_show_examples
-    from agentdata.train import TrainRequest, train
-    from agentdata.train_pool import pool_warnings
+    from agentdata.train.closed_loop import pool_warnings
+    from agentdata.train.run import TrainRequest, train
 
     out = tmp_path / "rl"
     train(
@@ -247,11 +247,11 @@ def test_stage_rl_from_smollm2_tir_profiles_under_the_worked_examples_grpo_rollo
 def test_a_pool_of_the_plain_weights_is_not_taken_for_smollm2_tir(tmp_path, tiny_model_dir, embedded_student, student):
     """Same weights, other prompt: a pool profiled without the worked examples is measured under another prompt."""
     from agentdata.agent.config import CollectConfig
-    from agentdata.pool.build import PoolConfig
-    from agentdata.pool.run import run_filter
+    from agentdata.filter.build import PoolConfig
+    from agentdata.filter.run import run_filter
     from agentdata.problems import load_problems
     from agentdata.rl.config import GRPOStageConfig, rollout_loop
-    from agentdata.train_pool import pool_warnings
+    from agentdata.train.closed_loop import pool_warnings
 
     pool = tmp_path / "pool.parquet"
     profiling = CollectConfig(teacher=f"hf:{tiny_model_dir}", samples=4, loop=rollout_loop())

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from agentdata.errors import InputFileError
-from agentdata.filters import (
+from agentdata.steps import (
     BenchmarkNgrams,
     ContaminationFilter,
     ExactDuplicateFilter,
@@ -23,7 +23,7 @@ from agentdata.filters import (
     minhash_signatures,
     run_steps,
 )
-from agentdata.filters.text import ngram_hashes
+from agentdata.steps.text import ngram_hashes
 
 LONG_QUESTION = (
     "A farmer has a rectangular field whose length is three times its width and whose perimeter is "
@@ -160,7 +160,7 @@ def test_benchmark_missing_file_is_a_user_error(tmp_path):
 def test_curate_settings_produce_its_named_steps_in_order(tmp_path):
     from agentdata.curate.config import CurateConfig
     from agentdata.curate.steps import CURATE_STEPS, FEATURE_STEPS, SCALAR_STEPS, curate_steps
-    from agentdata.filters import DedupConfig
+    from agentdata.steps import DedupConfig
 
     benchmark = tmp_path / "bench.jsonl"
     benchmark.write_text(json.dumps({"question": LONG_QUESTION, "answer": "1"}) + "\n")
@@ -175,9 +175,9 @@ def test_curate_settings_produce_its_named_steps_in_order(tmp_path):
 
 
 def test_pool_settings_produce_its_named_steps_in_order():
-    from agentdata.filters import DedupConfig
-    from agentdata.pool.config import PoolConfig
-    from agentdata.pool.steps import POOL_STEP_NAMES, pool_steps
+    from agentdata.filter.config import PoolConfig
+    from agentdata.filter.steps import POOL_STEP_NAMES, pool_steps
+    from agentdata.steps import DedupConfig
 
     steps = pool_steps(PoolConfig(band=(0.2, 0.8), dedup=DedupConfig(near_dup_threshold=0)))
     assert [step.reason for step in steps] == [

@@ -4,7 +4,7 @@ With `--rl-problems FILE` (raw problems), between SFT and GRPO the model GRPO wi
 SFT output as `hf:DIR`; with `--stage rl`, the start model) solves each problem k times
 through the agent loop with GRPO's own rollout settings (temperature 1.0, max_new_tokens,
 max_tool_calls, protocol, tools, ...), the pass-rate band is kept, and GRPO trains on that
-pool. It is `filter`'s machinery (agentdata.pool): the profile is a collect run dir under
+pool. It is `filter`'s machinery (agentdata.filter): the profile is a collect run dir under
 `<train out>/profile/`, cached on the model's files and the settings, so a rerun with the same
 model and settings generates nothing; the pool, its report and histogram are
 `<train out>/pool.parquet`, `pool.report.json`, `pool.pass_rate.png`.
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from agentdata.events import Event, emit
-from agentdata.pool.config import DEFAULT_K
+from agentdata.filter.config import DEFAULT_K
 from agentdata.rl.config import GRPOStageConfig
 
 DEFAULT_BAND = (0.05, 0.8)  # ZeroTIR's online difficulty filter: 0.05 < pass rate < 0.8
@@ -94,8 +94,8 @@ def profiled_pool(rl_config: GRPOStageConfig, settings: RLProblemsConfig, out: P
     """Profile GRPO's start model on the raw problems with GRPO's loop, keep the band; the file GRPO reads."""
     from agentdata.agent.config import CollectConfig, all_in_flight
     from agentdata.agent.resume import unique_problems
-    from agentdata.pool.build import PoolConfig
-    from agentdata.pool.run import run_filter
+    from agentdata.filter.build import PoolConfig
+    from agentdata.filter.run import run_filter
     from agentdata.problems import load_problems
 
     problems_file = Path(settings.rl_problems)
@@ -111,10 +111,9 @@ def profiled_pool(rl_config: GRPOStageConfig, settings: RLProblemsConfig, out: P
     pool_file = out / POOL_NAME
     _note(
         f"profiling {student} on {len(problems)} problems of {problems_file} (k={settings.profile_k}, "
-        f"GRPO's loop: {rl_config.loop.protocol}, temperature {rl_config.loop.temperature}, "(
-            f"{rl_config.loop.max_new_tokens} tokens, {rl_config.loop.max_tool_calls} tool calls) to "
-            f"keep the band {settings.band}"
-        )
+        f"GRPO's loop: {rl_config.loop.protocol}, temperature {rl_config.loop.temperature}, "
+        f"{rl_config.loop.max_new_tokens} tokens, {rl_config.loop.max_tool_calls} tool calls) to "
+        f"keep the band {settings.band}"
     )
     run = run_filter(problems, pool_file, PoolConfig(band=settings.band), profiling)
     _note(
@@ -154,7 +153,7 @@ def profile_spec(model: str) -> str:
 
 def pool_warnings(rl_config: GRPOStageConfig) -> list[str]:
     """One line per way the pool's recorded profile differs from what GRPO is about to run."""
-    from agentdata.pool.loop_match import differences_text, loop_differences, loop_settings, recorded_profile
+    from agentdata.filter.loop_match import differences_text, loop_differences, loop_settings, recorded_profile
 
     recorded = recorded_profile(rl_config.rl_pool)
     if not recorded:
