@@ -16,7 +16,7 @@ from agentdata.filter.build import PoolConfig
 from agentdata.filter.loop_match import grpo_default_loop, recorded_profile
 from agentdata.filter.profile import FINGERPRINT_MEMO, profile_dir_for
 from agentdata.filter.run import default_profiling, run_filter
-from tests.test_pool import crafted_problems
+from tests.test_filter import crafted_problems
 
 
 def fake_collect_writing(problems, correct_per_problem: int, calls: list):
@@ -132,7 +132,7 @@ def test_cli_filter_profiles_at_grpos_temperature_and_warns_otherwise(tmp_path, 
 
 def test_a_given_profile_dir_made_with_other_settings_is_refused_even_when_nothing_is_missing(tmp_path):
     from agentdata.agent.rundir import RunDir
-    from tests.test_pool import write_profile
+    from tests.test_filter import write_profile
 
     problems, profile_dir = crafted_problems(1), tmp_path / "collect"
     write_profile(profile_dir, problems, 4, [1, 2, 3])

@@ -15,7 +15,7 @@ from agentdata.filter.profile import profile_dir_for
 from agentdata.filter.run import default_profiling, run_filter
 from agentdata.records import Problem
 from agentdata.steps.config import DedupConfig
-from tests.test_pool import write_profile
+from tests.test_filter import write_profile
 
 
 def mixed_problems(counts: dict[str, int]) -> list[Problem]:

@@ -303,7 +303,7 @@ def test_verl_multiturn_sft_dataset_gives_a_codeblock_set_no_tools(tiny_model_di
 @pytest.mark.slow
 def test_verl_rlhf_dataset_reads_the_rl_pool_export(tmp_path, tiny_model_dir):
     from agentdata.filter.build import PoolConfig, build_pool, problems_table, write_pool
-    from tests.test_pool import crafted_problems, rates_for
+    from tests.test_filter import crafted_problems, rates_for
 
     problems = crafted_problems(1)
     result = build_pool(
