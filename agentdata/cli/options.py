@@ -28,6 +28,7 @@ import typer
 from rich.markup import escape
 
 from agentdata.errors import UserError
+from agentdata.registry import load_object
 from agentdata.settings import (
     SettingError,
     build,
@@ -77,7 +78,7 @@ class GeneratedOption:
         if self.kind == "pairs":
             return parse_key_values(raw or [], self.flag)
         if self.kind == "parsed":  # a field with its own text form, e.g. --domain-mix math=0.5,code=0.5
-            return _load(self.parse)(raw, self.flag)
+            return load_object(self.parse)(raw, self.flag)
         if self.kind == "repeat" and self.split:
             parts = [part.strip() for value in raw or [] for part in value.split(",") if part.strip()]
             if raw and not parts:
@@ -142,13 +143,6 @@ def _option(name: str, item: dataclasses.Field, annotation: Any, default: Any, f
         append=item.metadata.get("append", False),
         parse=item.metadata.get("parse", ""),
     )
-
-
-def _load(spec: str) -> Callable[..., Any]:
-    import importlib
-
-    module, _, attribute = spec.partition(":")
-    return getattr(importlib.import_module(module), attribute)
 
 
 def _cli_kind(annotation: Any) -> tuple[str, Any]:
