@@ -4,23 +4,33 @@ An output file must name a file (not a folder) with a suffix of a form the comma
 a name such as `x.csv` for a Parquet set is refused rather than silently written as Parquet
 under the wrong name. An output folder must not be a file. Either must be creatable: the
 nearest existing folder above it must be a folder this user may write in.
+
+An output never destroys what the command reads: a path that is one of its inputs (by name,
+through a link, or as a second hard link to the same file) or lies inside an input folder is
+refused, and so is any path inside a run dir's `trajectories/` folder, which holds nothing but
+that run's shards (a file written there would be read back as one).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from agentdata.errors import UserError
 
+Inputs = Iterable["str | os.PathLike | None"]
 
-def check_output_file(path: str | os.PathLike, flag: str, suffixes: Sequence[str], what: str = "the output") -> Path:
-    """`path` can be written as a file of one of `suffixes`; else a UserError naming `flag`."""
+
+def check_output_file(
+    path: str | os.PathLike, flag: str, suffixes: Sequence[str], what: str = "the output", inputs: Inputs = ()
+) -> Path:
+    """`path` can be written as a file of one of `suffixes`, apart from `inputs`; else a UserError naming `flag`."""
     path = Path(path)
     with _os_errors_named(flag, path):
         _check_file(path, flag, suffixes, what)
+        _check_apart_from_inputs(path, flag, inputs, path)
     return path
 
 
@@ -37,14 +47,68 @@ def _check_file(path: Path, flag: str, suffixes: Sequence[str], what: str) -> No
     _check_creatable(path.parent, flag, path)
 
 
-def check_output_dir(path: str | os.PathLike, flag: str) -> Path:
-    """`path` is, or can be made, a folder this user can write in; else a UserError naming `flag`."""
+def check_output_dir(path: str | os.PathLike, flag: str, inputs: Inputs = ()) -> Path:
+    """`path` is, or can be made, a writable folder apart from `inputs`; else a UserError naming `flag`."""
     path = Path(path)
     with _os_errors_named(flag, path):
         if path.exists() and not path.is_dir():
             raise UserError(f"{flag} {path} is a file; it names a folder to write into: give a folder")
         _check_creatable(path, flag, path)
+        _check_apart_from_inputs(path, flag, inputs, path / "_")
     return path
+
+
+def _check_apart_from_inputs(path: Path, flag: str, inputs: Inputs, written: Path) -> None:
+    """Writing `path` would replace or change an input: refused before anything is read. `written` is
+    what lands on disk (`folder/_` for an output folder, so a folder in trajectories/ counts)."""
+    target = path.resolve()  # through every link, so a link to an input is that input
+    parts = list(_read_parts(inputs))
+    for given, source in parts:
+        if target == source or (path.exists() and source.exists() and os.path.samefile(path, source)):
+            what = f"the input {given}" if source == Path(given).resolve() else f"{source.name} of the input {given}"
+            raise UserError(f"{flag} {path} is {what}: writing it would destroy what is being read; give another path")
+    _check_not_in_shards(written, flag)
+    for given, source in parts:
+        if source.is_dir() and target.is_relative_to(source):
+            raise UserError(
+                f"{flag} {path} lies inside the input {given}: writing there would change what is being read; "
+                "give a path outside it"
+            )
+
+
+def _read_parts(inputs: Inputs) -> Iterator[tuple[str | os.PathLike, Path]]:
+    """(as given, resolved) for each existing input; a run dir is read only in its shards, journal and manifest,
+    so a file written beside them (`RUN/sft.parquet`) is fine."""
+    for given in inputs:
+        if given is None or not Path(given).exists():
+            continue
+        source = Path(given).resolve()
+        if source.is_dir() and is_run_dir(source):
+            for name in ("trajectories", "journal.jsonl", "manifest.json"):
+                yield given, source / name
+        else:
+            yield given, source
+
+
+def _check_not_in_shards(path: Path, flag: str) -> None:
+    """`path` (a file, or `folder/_` for a folder) must not sit in a run dir's `trajectories/`."""
+    target = path.resolve()
+    for folder in target.parents:
+        if folder.name == "trajectories" and is_run_dir(folder.parent):
+            raise UserError(
+                f"{flag} {path} is inside the run dir {folder.parent}'s trajectories/ folder, which holds only "
+                "its shards (anything written there is read back as one); write it elsewhere"
+            )
+
+
+def is_run_dir(folder: Path) -> bool:
+    """A collect run dir: its manifest, its journal, or trajectory shards."""
+    shards = folder / "trajectories"
+    return (
+        (folder / "manifest.json").is_file()
+        or (folder / "journal.jsonl").exists()
+        or (shards.is_dir() and any(shards.glob("part-*.parquet")))
+    )
 
 
 @contextmanager

@@ -36,7 +36,7 @@ def command(
     from agentdata.problems import load_problems
     from agentdata.synth.builtin import default_problems
 
-    output_dir(out, "--out")
+    output_dir(out, "--out", inputs=[problems_file])
     problems = load_problems(problems_file, question_field, answer_field) if problems_file else default_problems()
     problems = unique_problems(problems, problems_file)  # counted once each; one id with two contents is refused
     config = dataclasses.replace(config, engine_options=with_model(config.engine_options, model))

@@ -7,7 +7,8 @@ listed here: their options are generated from the dataclasses (cli/options.py).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from os import PathLike
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,16 +24,21 @@ err_console = Console(stderr=True)
 _output_place: list[Path] = []
 
 
-def output_file(path: Path, flag: str, suffixes: Sequence[str], what: str = "the output") -> Path:
-    """Check an output file before any work (one line naming `flag` if unusable); its folder takes the crash log."""
-    check_output_file(path, flag, suffixes, what)
+Inputs = Iterable["str | PathLike | None"]
+
+
+def output_file(path: Path, flag: str, suffixes: Sequence[str], what: str = "the output", inputs: Inputs = ()) -> Path:
+    """Check an output file before any work (one line naming `flag` if unusable or one of the command's
+    `inputs`); its folder takes the crash log."""
+    check_output_file(path, flag, suffixes, what, inputs)
     _output_place[:] = [path.parent]
     return path
 
 
-def output_dir(path: Path, flag: str) -> Path:
-    """Check an output folder before any work (one line naming `flag` if unusable); it takes the crash log."""
-    check_output_dir(path, flag)
+def output_dir(path: Path, flag: str, inputs: Inputs = ()) -> Path:
+    """Check an output folder before any work (one line naming `flag` if unusable or inside one of the
+    command's `inputs`); it takes the crash log."""
+    check_output_dir(path, flag, inputs)
     _output_place[:] = [path]
     return path
 

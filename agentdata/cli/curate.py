@@ -55,9 +55,12 @@ def command(
             raise UserError(f"--tool-calls {tool_calls}: {getattr(error, 'reason', error)}") from None
     openai = config.target == "openai"  # OpenAI fine-tuning takes JSONL; every other reader Parquet
     out = out or Path("sft.jsonl" if openai else "sft.parquet")
-    output_file(out, "--out", (".jsonl",) if openai else (".parquet",), f"the SFT set for {config.target}")
+    inputs = [*run_dirs, *config.dedup.decontam_files]
+    output_file(out, "--out", (".jsonl",) if openai else (".parquet",), f"the SFT set for {config.target}", inputs)
     if rejects is not None:
-        output_file(rejects, "--rejects", (".parquet",), "the rejects")
+        output_file(rejects, "--rejects", (".parquet",), "the rejects", inputs)
+        if rejects.resolve() == out.resolve():
+            raise UserError(f"--rejects {rejects} is also --out: give the rejects a file of their own")
     if as_json:
         result = curate(run_dirs, out, config, rejects=rejects)
         print_json(result.as_dict())

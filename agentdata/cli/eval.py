@@ -45,7 +45,7 @@ def command(
     from agentdata.cli.views import results_table
     from agentdata.evaluation.runner import run_eval
 
-    output_dir(out, "--out")
+    output_dir(out, "--out", inputs=bench_files)
     config = dataclasses.replace(config, engine_options=with_model(config.engine_options, model))
     models = [model_spec, *(compare or [])]
     if not as_json:

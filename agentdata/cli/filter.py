@@ -56,9 +56,10 @@ def command(
     from agentdata.problems import load_problems
     from agentdata.synth.builtin import default_problems
 
+    inputs = [problems_file, *pool.dedup.decontam_files]
     if profile_dir is not None:
-        output_dir(profile_dir, "--profile-dir")
-    output_file(out, "--out", (".parquet",), "the RL pool")
+        output_dir(profile_dir, "--profile-dir", inputs)
+    output_file(out, "--out", (".parquet",), "the RL pool", inputs)
     problems = load_problems(problems_file, question_field, answer_field) if problems_file else default_problems()
     problems = unique_problems(problems, problems_file)  # counted once each; one id with two contents is refused
     profiling = dataclasses.replace(profiling, engine_options=with_model(profiling.engine_options, model))

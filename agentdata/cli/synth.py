@@ -112,9 +112,9 @@ def stitch(
     from agentdata.cli.views import stitch_table
     from agentdata.synth.stitch import stitch_file
 
-    output_file(out, "--out", (".parquet",), "the SFT set")
+    output_file(out, "--out", (".parquet",), "the SFT set", [solutions])
     if trajectories is not None:
-        output_dir(trajectories, "--trajectories")
+        output_dir(trajectories, "--trajectories", [solutions, out])
     if not as_json:
         console.print(
             f"[bold]synth stitch[/] {solutions} · protocol {config.protocol} · sandbox {config.sandbox} → {out}"
