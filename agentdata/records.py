@@ -33,6 +33,8 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from agentdata.errors import OutputWriteError, write_refusal
+
 TOOL_NAME = "code_interpreter"
 
 CODE_TOOL: dict[str, Any] = {
@@ -268,18 +270,33 @@ def from_row(record_type: type[Record], row: dict[str, Any]) -> Record:
 # --------------------------------------------------------------------------- file I/O
 
 
-def atomic_write(path: str | os.PathLike, write: Any) -> Path:
-    """Call write(tmp_path) then rename into place, so readers never see half a file."""
+UNCHANGED = "nothing was half-written: the file is as it was before"
+
+
+def atomic_write(path: str | os.PathLike, write: Any, kept: str = UNCHANGED) -> Path:
+    """Call write(tmp_path) then rename into place, so readers never see half a file.
+
+    A write the system refuses (disk full, quota, read-only, ...) is an `OutputWriteError` naming `path`
+    and what is `kept`, whichever library wrapped the OS error.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as error:
+        if write_refusal(error) is None:
+            raise
+        raise OutputWriteError(path, write_refusal(error), kept) from None
     os.close(handle)
     try:
         write(tmp_name)
         os.replace(tmp_name, path)
-    except BaseException:
+    except BaseException as error:
         Path(tmp_name).unlink(missing_ok=True)
-        raise
+        number = write_refusal(error) if isinstance(error, Exception) else None
+        if number is None:
+            raise
+        raise OutputWriteError(path, number, kept) from error
     return path
 
 

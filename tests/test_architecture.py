@@ -23,7 +23,7 @@ LEAVES = ("engines", "formats", "tools", "verify", "sandbox")
 # layout modules (code and multiple-choice problems), which import no more than that.
 FOUNDATION_IMPORTS = {
     "errors": set(),
-    "records": set(),
+    "records": {"errors"},  # a refused write (disk full) is named as the user's to fix
     "problems": {"records", "errors", "inputs", "code_problems", "choice_problems"},
     "inputs": {"errors"},  # the one reader of input files (problems, benchmarks, solutions, trajectories, SFT sets)
     "outputs": {"errors"},  # the one check of output paths

@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentdata.errors import UserError
+from agentdata.errors import OutputWriteError, UserError, write_refusal
 from agentdata.records import Trajectory, atomic_write, from_row, to_row
 
 JOURNAL_NAME = "journal.jsonl"
 FSYNC_EVERY_S = 1.0
+KEPT = "every trajectory finished before is kept (shards and journal): run the same command again to resume"
 
 
 @dataclass
@@ -95,18 +96,27 @@ class Journal:
         self.reset()
 
     def append(self, trajectory: Trajectory) -> None:
-        self.handle.write(json.dumps(to_row(trajectory), ensure_ascii=False, default=str) + "\n")
-        self.handle.flush()  # in the OS's hands now: a killed process no longer loses it
-        now = time.monotonic()
-        if now - self.last_sync >= FSYNC_EVERY_S:
-            os.fsync(self.handle.fileno())
-            self.last_sync = now
+        try:
+            self.handle.write(json.dumps(to_row(trajectory), ensure_ascii=False, default=str) + "\n")
+            self.handle.flush()  # in the OS's hands now: a killed process no longer loses it
+            now = time.monotonic()
+            if now - self.last_sync >= FSYNC_EVERY_S:
+                os.fsync(self.handle.fileno())
+                self.last_sync = now
+        except OSError as error:
+            number = write_refusal(error)
+            if number is None:
+                raise
+            # A full disk cut this line short: reading drops it, the ones before are whole and kept.
+            with contextlib.suppress(OSError):
+                self._close_handle()
+            raise OutputWriteError(self.path, number, KEPT) from None
 
     def reset(self) -> None:
         """Start over with only the header: called after the rows so far are committed to a shard."""
         self._close_handle()
         header = _header(self.settings)
-        atomic_write(self.path, lambda tmp: Path(tmp).write_text(header, encoding="utf-8"))
+        atomic_write(self.path, lambda tmp: Path(tmp).write_text(header, encoding="utf-8"), KEPT)
         self.handle = open(self.path, "a", encoding="utf-8")
 
     def close(self) -> None:
@@ -115,9 +125,9 @@ class Journal:
         self.path.unlink(missing_ok=True)
 
     def _close_handle(self) -> None:
-        if self.handle is not None:
-            self.handle.close()
-            self.handle = None
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            handle.close()  # a flush that fails still closes the file, then raises
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from agentdata.agent.journal import JOURNAL_NAME, read_journal
+from agentdata.agent.journal import JOURNAL_NAME, KEPT, read_journal
 from agentdata.errors import InputFileError, UserError
 from agentdata.records import Trajectory, arrow_schema, atomic_write, read_records, records_to_table, write_json
 
@@ -222,7 +222,7 @@ class RunDir:
         if settings is not None:
             metadata = {**(table.schema.metadata or {}), SETTINGS_KEY: json.dumps(identity(settings)).encode()}
             table = table.replace_schema_metadata(metadata)
-        return atomic_write(self.next_shard_path(), lambda tmp: pq.write_table(table, tmp))
+        return atomic_write(self.next_shard_path(), lambda tmp: pq.write_table(table, tmp), KEPT)
 
     def remove_rows(self, ids: set[str]) -> int:
         """Take the rows with these ids out of the shards (each rewritten atomically, keeping its settings)."""

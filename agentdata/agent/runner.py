@@ -26,7 +26,7 @@ from agentdata.agent.journal import Journal, signals_deferred
 from agentdata.agent.loop import config_tools, solve
 from agentdata.agent.resume import HASH_KEY, ResumePlan, plan_resume, problem_hash, unique_problems
 from agentdata.agent.rundir import RunDir
-from agentdata.errors import UserError
+from agentdata.errors import OutputWriteError, UserError
 from agentdata.events import task
 from agentdata.records import Problem, Trajectory
 
@@ -135,20 +135,29 @@ async def _run_work(
                 sandbox.close()  # its worker processes must not outlive a refused engine
             raise
     writer = _ShardBuffer(run, config.shard_size, config.settings())
+    stopped = True  # by an exception, until the work is done
     try:
         with _LiveProgress(len(work)) as on_result:
             await _run_concurrently(work, engine, sandbox, config, lambda t: (writer.add(t), on_result(t)))
+        stopped = False
     except RunBroken:
         writer.drop_errors()  # nothing but failures so far: keep them out, so the dir stays fresh for a fix
         run.remove_rows({t.id for t in writer.written if t.finish_reason == "error"})
         raise
     finally:
-        writer.close()
-        if owns_engine:
-            await engine.aclose()
-        await sandbox.arelease()  # e.g. a remote sandbox's HTTP session belongs to this event loop
-        if owns_sandbox:
-            sandbox.close()
+        try:
+            writer.close()
+        except OutputWriteError:  # a full disk: the journal keeps the rows for a resume
+            if not stopped:
+                raise  # else the first failure is the one reported
+        finally:  # whatever the writes did, the engine's HTTP sessions and the sandbox's processes end
+            try:
+                if owns_engine:
+                    await engine.aclose()
+                await sandbox.arelease()  # e.g. a remote sandbox's HTTP session belongs to this event loop
+            finally:
+                if owns_sandbox:
+                    sandbox.close()
     return writer.written
 
 

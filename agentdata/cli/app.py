@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import importlib
+import os
 import signal
 import sys
 
@@ -15,7 +16,7 @@ from agentdata.cli import eval as eval_cmd
 from agentdata.cli import filter as filter_cmd
 from agentdata.cli.common import err_console, forget_output_place, output_place
 from agentdata.cli.crash import write_crash_log
-from agentdata.errors import UserError
+from agentdata.errors import UserError, write_refusal
 
 # Newer typer vendors click: take the usage-error classes from wherever typer's own come from.
 _click_errors = importlib.import_module(typer.BadParameter.__module__)
@@ -71,6 +72,9 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as error:  # noqa: BLE001 - the last resort: a short line, the traceback to a file
         if isinstance(error, OSError) and error.errno in REFUSED_BY_SYSTEM and error.filename:
             _fail(f"{error.filename}: {error.strerror} (check the path, its permissions and the free space)", 2)
+        if write_refusal(error) is not None:  # a library's write the system refused, the file unnamed
+            where = f" under {output_place()}" if output_place() else ""
+            _fail(f"writing{where}: {os.strerror(write_refusal(error))} (check the free space and permissions)", 2)
         log = write_crash_log(error, output_place())
         _fail(f"unexpected {type(error).__name__}: {str(error)[:300]} — the full traceback is in {log}", 1)
     if code == 130:  # typer turns Ctrl-C inside a command into exit code 130

@@ -6,6 +6,7 @@ file) when the command got far enough to name it, else in a per-user temp folder
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
@@ -22,11 +23,12 @@ def write_crash_log(error: BaseException, place: Path | None) -> Path:
     for folder in (place, FALLBACK_LOG_DIR):
         if folder is None:
             continue
+        path = folder / name
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            path = folder / name
             path.write_text(text, encoding="utf-8")
             return path
-        except OSError:
-            continue  # an unwritable output folder: fall back to the temp folder
+        except OSError:  # an unwritable or full output folder: fall back to the temp folder
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)  # no empty log left behind on a full disk
     return Path(os.devnull)

@@ -19,9 +19,9 @@ from agentdata.agent.rundir import ROW_ID, damaged_shard, scan_shards, shard_pat
 from agentdata.curate.config import CurateConfig
 from agentdata.curate.output import EmptySFTSetError, write_sft_form  # noqa: F401 (EmptySFTSetError re-exported)
 from agentdata.curate.steps import curate_steps
-from agentdata.errors import UserError
+from agentdata.errors import OutputWriteError, UserError
 from agentdata.formats.forms import target_form
-from agentdata.records import SFT_COLUMNS, atomic_write, write_json
+from agentdata.records import SFT_COLUMNS, UNCHANGED, atomic_write, write_json
 from agentdata.steps import REASON_COLUMN, Step, StepResult, run_steps
 from agentdata.steps.features import trajectory_features
 
@@ -145,7 +145,10 @@ def _write_sft_set(
     """The kept rows in canonical form to a temporary file, then in the reader's form to `out`."""
     staging = out.with_name(f".{out.name}.canonical.parquet")
     try:
-        _write_rows(paths, rows, staging, SFT_COLUMNS, strip_reasoning)
+        try:
+            _write_rows(paths, rows, staging, SFT_COLUMNS, strip_reasoning)
+        except OutputWriteError as error:  # the user knows `out`, not the staging file beside it
+            raise OutputWriteError(out, error.errno, UNCHANGED) from None
         return write_sft_form(staging, out, target)
     finally:
         staging.unlink(missing_ok=True)
