@@ -35,6 +35,16 @@ def test_tool_call_runs_in_sandbox_and_real_output_goes_back():
     validate_messages(trajectory.messages)
 
 
+def test_each_assistant_message_records_its_tokens_and_seconds():
+    trajectory, _ = run(ScriptedEngine(delay_s=0.01))
+    turns = trajectory.metadata["turns"]
+    assert len(turns) == sum(m["role"] == "assistant" for m in trajectory.messages) == 2
+    assert [t["completion_tokens"] for t in turns] == [7, 12]  # what the engine reported for each generation
+    assert sum(t["completion_tokens"] for t in turns) == trajectory.completion_tokens
+    assert all(t["prompt_tokens"] == 10 and t["generation_s"] >= 0.01 for t in turns)
+    assert turns[0]["tool_s"] > 0 and turns[1]["tool_s"] == 0  # the first turn's code ran, the answer ran none
+
+
 def test_wrong_answer_is_marked_incorrect():
     trajectory, _ = run(ScriptedEngine(answer="41"))
     assert trajectory.final_answer == "41" and not trajectory.correct
@@ -148,3 +158,5 @@ def test_stop_string_without_a_call_continues_the_same_turn():
     assert engine_requests == 2 and sandbox.calls == 0 and trajectory.correct
     assert [m["role"] for m in trajectory.messages] == ["system", "user", "assistant"]
     assert trajectory.messages[-1]["content"].startswith("Run this:\n```bash\nls\n```\n")
+    # the two generations made one message: one entry holding both generations' tokens
+    assert [turn["completion_tokens"] for turn in trajectory.metadata["turns"]] == [10]

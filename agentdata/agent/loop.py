@@ -12,7 +12,7 @@ import asyncio
 import functools
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from agentdata.agent.config import LoopConfig
@@ -49,6 +49,9 @@ class _State:
     tool_s: float = 0.0
     finish_reason: str = ""
     error: str | None = None
+    # One entry per assistant message: its tokens and seconds (a viewer shows them beside the turn).
+    turn_stats: list[dict[str, Any]] = field(default_factory=list)
+    last_generation: dict[str, Any] = field(default_factory=dict)
 
 
 def initial_messages(
@@ -115,9 +118,11 @@ async def _run_turns(
         if generation.finish_reason in ("error", "context"):  # "context": the conversation no longer fits the model
             state.finish_reason, state.error = generation.finish_reason, generation.error or "generation failed"
             break
+        merged = state.continuing  # this generation continues the last message rather than starting one
         parsed, stopped_at, reasoning = _read_turn(state, protocol, engine, generation)
         calls = _numbered(state, parsed.tool_calls)
         state.messages.append(assistant_message(parsed.content, calls, reasoning))
+        _count_turn(state, merged)
         if calls:
             await _run_tool_calls(state, calls, sandbox, session_id, config)
         elif parsed.errors:
@@ -130,6 +135,16 @@ async def _run_turns(
             state.continuing = True  # e.g. a bare ``` fence in codeblock: not a call, and not the end either
         else:
             state.finish_reason = "answer"
+
+
+def _count_turn(state: _State, merged: bool) -> None:
+    """The last generation's tokens and time, added to its assistant message's entry."""
+    if not merged or not state.turn_stats:
+        state.turn_stats.append({"prompt_tokens": 0, "completion_tokens": 0, "generation_s": 0.0, "tool_s": 0.0})
+    entry = state.turn_stats[-1]
+    entry["prompt_tokens"] = entry["prompt_tokens"] or state.last_generation["prompt_tokens"]
+    entry["completion_tokens"] += state.last_generation["completion_tokens"]
+    entry["generation_s"] = round(entry["generation_s"] + state.last_generation["generation_s"], 4)
 
 
 def _numbered(state: _State, calls: list[ToolCall]) -> list[ToolCall]:
@@ -196,8 +211,14 @@ async def _generate(
     )
     started = time.perf_counter()
     generation = await engine.generate(request)
-    state.generation_s += time.perf_counter() - started
+    elapsed = time.perf_counter() - started
+    state.generation_s += elapsed
     state.turns += 1
+    state.last_generation = {
+        "prompt_tokens": generation.prompt_tokens,
+        "completion_tokens": generation.completion_tokens,
+        "generation_s": elapsed,
+    }
     if not state.prompt_tokens:
         state.prompt_tokens = generation.prompt_tokens
     state.completion_tokens += generation.completion_tokens
@@ -232,7 +253,10 @@ async def _run_tool_calls(
             continue
         started = time.perf_counter()
         result = await call_tool(tools, call.name, call.arguments, context)
-        state.tool_s += time.perf_counter() - started
+        elapsed = time.perf_counter() - started
+        state.tool_s += elapsed
+        if state.turn_stats:
+            state.turn_stats[-1]["tool_s"] = round(state.turn_stats[-1]["tool_s"] + elapsed, 4)
         state.tool_calls += 1
         if not result.ok:
             state.tool_errors += 1
@@ -293,12 +317,16 @@ async def _to_trajectory(
 
 
 def _metadata(state: _State) -> dict[str, Any]:
-    """Counts worth keeping that not every trajectory has (reasoning tokens are in completion_tokens too)."""
+    """Counts worth keeping that not every trajectory has (reasoning tokens are in completion_tokens too),
+    and per assistant message (`turns`, in order): its prompt and completion tokens, generation seconds
+    and the seconds of the tool calls it made."""
     metadata: dict[str, Any] = {}
     if state.malformed_calls:
         metadata["malformed_tool_calls"] = state.malformed_calls
     if state.reasoning_tokens:
         metadata["reasoning_tokens"] = state.reasoning_tokens
+    if state.turn_stats:
+        metadata["turns"] = state.turn_stats
     return metadata
 
 
