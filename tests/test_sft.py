@@ -59,6 +59,18 @@ def test_codeblock_masking_cuts_tool_output_out_of_the_assistant_turn(tokenizer)
     assert "```output\n391\n```\n" in untrained
 
 
+def test_each_token_knows_its_place_in_the_rendered_text(tokenizer):
+    # What `agentdata view` marks: the text cut at the token offsets is the whole text, in order.
+    plain = plain_conversation(tool_conversation(), [], "codeblock")
+    conversation = tokenize_conversation(tokenizer, plain)
+    assert len(conversation.offsets) == len(conversation.input_ids)
+    assert "".join(conversation.text[start:end] for start, end in conversation.offsets) == conversation.text
+    trained = "".join(
+        conversation.text[s:e] for (s, e), m in zip(conversation.offsets, conversation.assistant_masks) if m
+    )
+    assert "print(17 * 23)" in trained and "391\n```" not in trained
+
+
 def test_masking_works_for_a_template_without_generation_markers(tokenizer):
     # SmolLM2's template has no {% generation %} markers; TRL's own assistant_only_loss would need them.
     assert "{% generation %}" not in tokenizer.chat_template

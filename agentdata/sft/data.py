@@ -20,7 +20,7 @@ from agentdata.formats.forms import canonical_messages as canonical_form
 from agentdata.inputs import read_nonempty_rows
 from agentdata.records import CODE_TOOL, MESSAGE_KEYS
 from agentdata.sft.config import LONG_ROW_POLICIES
-from agentdata.training.masking import tokenize_conversation
+from agentdata.training.masking import TokenizedConversation, tokenize_conversation
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
@@ -101,19 +101,25 @@ def tokenize_sft_set(path: str | Path, tokenizer: Any, protocol: str, limit: int
         raise InputFileError(path, f"no `messages` column (columns: {sorted(rows[0])})")
     tokenized = []
     for number, row in enumerate(rows[:limit] if limit else rows, start=1):
-        format = row.get("format") or protocol
-        try:
-            messages = canonical_form(canonical_messages(row.get("messages"), path, number), format)
-        except (ValueError, KeyError, TypeError) as error:
-            raise InputFileError(path, f"a tool call cannot be read ({error})", row=number) from None
-        tools = row_tools(row.get("tools"), path, number)
-        plain = plain_conversation(messages, tools, format)
-        try:
-            conversation = tokenize_conversation(tokenizer, plain, template_tools(tools, format))
-        except ValueError as error:
-            raise InputFileError(path, str(error), row=number) from None
+        conversation = tokenize_row(row, tokenizer, protocol, path, number)
         tokenized.append({"input_ids": conversation.input_ids, "assistant_masks": conversation.assistant_masks})
     return tokenized
+
+
+def tokenize_row(row: dict[str, Any], tokenizer: Any, protocol: str, path: Path, number: int) -> TokenizedConversation:
+    """One row of an SFT set (or a trajectory: `messages`, `tools`, `format`) as SFT trains on it: the
+    rendered text, its tokens and the mask of the trained ones (`agentdata view` shows the same)."""
+    format = row.get("format") or protocol
+    try:
+        messages = canonical_form(canonical_messages(row.get("messages"), path, number), format)
+    except (ValueError, KeyError, TypeError) as error:
+        raise InputFileError(path, f"a tool call cannot be read ({error})", row=number) from None
+    tools = row_tools(row.get("tools"), path, number)
+    plain = plain_conversation(messages, tools, format)
+    try:
+        return tokenize_conversation(tokenizer, plain, template_tools(tools, format))
+    except ValueError as error:
+        raise InputFileError(path, str(error), row=number) from None
 
 
 MAX_LENGTH_CAP = 4096  # the default max_length covers the longest row up to this: memory grows with it

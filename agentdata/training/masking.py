@@ -10,7 +10,7 @@ are mapped to tokens with the tokenizer's offset mapping.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentdata.formats.native import template_messages
@@ -22,6 +22,7 @@ class TokenizedConversation:
     assistant_masks: list[int]  # 1 on tokens the model wrote (trained), 0 elsewhere
     text: str  # the rendered conversation
     prompt_chars: int  # length of the text before the first assistant message's content
+    offsets: list[tuple[int, int]] = field(default_factory=list)  # each token's character span in `text`
 
 
 def render(
@@ -94,10 +95,11 @@ def tokenize_conversation(
     text, spans = trained_char_spans(tokenizer, messages, tools)
     encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     masks = []
-    for token_start, token_end in encoded["offset_mapping"]:
+    offsets = [(int(start), int(end)) for start, end in encoded["offset_mapping"]]
+    for token_start, token_end in offsets:
         # A token is trained when its first character lies in a trained span; a token that
         # straddles the edge of a span goes with the side it starts on.
         inside = any(start <= token_start < end for start, end in spans) if token_end > token_start else False
         masks.append(int(inside))
     first = min((start for start, _ in spans), default=len(text))
-    return TokenizedConversation(list(encoded["input_ids"]), masks, text, first)
+    return TokenizedConversation(list(encoded["input_ids"]), masks, text, first, offsets)
