@@ -144,6 +144,7 @@ def test_output_is_what_trl_reads(tmp_path):
     assert messages[1]["tool_calls"][0]["function"]["arguments"]["code"].startswith("print(")
     report = json.loads(result.report.read_text())
     assert report["kept_rows"] == 1 and report["input_rows"] == 1
+    assert report["rejects"] == str(tmp_path / "rejects.parquet")  # where the viewer finds the dropped rows
 
 
 def test_sft_set_loads_in_datasets_and_renders_with_tools(tmp_path):

@@ -221,6 +221,12 @@ def test_profile_cache_generates_only_what_is_missing(tmp_path, monkeypatch):
     assert first.plot.exists() and first.plot.read_bytes()[:4] == b"\x89PNG"
     report = json.loads(second.report.read_text())
     assert report["generated_rollouts"] == 0 and report["dropped"] == {"dropped_out_of_band": 2}
+    rejects = pl.read_parquet(report["rejects"])  # each problem left out, with its reason and pass rate
+    assert rejects["drop_reason"].to_list() == ["out_of_band"] * 2
+    left_out = second.result.profiled.filter(~pl.col("problem_id").is_in(second.result.pool["problem_id"].implode()))
+    assert sorted(rejects.select("problem_id", "pass_rate").rows()) == sorted(
+        left_out.select("problem_id", "pass_rate").rows()
+    )
 
 
 def test_profile_redoes_a_problem_whose_answer_changed_and_keys_its_dir_on_the_settings(tmp_path):
@@ -371,6 +377,7 @@ def test_empty_pool_is_refused_not_written(tmp_path, capsys):
     assert "RL pool is empty" in error and "--band" in error
     report = json.loads((tmp_path / "pool.report.json").read_text())
     assert report["output"] is None and report["dropped"] == {"dropped_out_of_band": 3}
+    assert pl.read_parquet(report["rejects"]).height == 3  # the rejects are written even when the pool is empty
 
 
 def test_write_pool_refuses_an_empty_pool(tmp_path):

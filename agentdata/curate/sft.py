@@ -128,7 +128,9 @@ def curate(
         pl.concat([result.kept.select("source", "problem_id"), result.rejected.select("source", "problem_id")]),
         result.kept,
     )
-    report = _write_report(out, config, input_rows, result.kept.height, result.counts, per_source, paths, empty)
+    report = _write_report(
+        out, config, input_rows, result.kept.height, result.counts, per_source, paths, empty, rejects_path
+    )
     return CurateResult(input_rows, result.kept.height, result.counts, output, rejects_path, report, per_source, empty)
 
 
@@ -188,10 +190,12 @@ def _write_report(
     per_source: list[dict],
     paths: Sequence[Path],
     empty: str | None = None,
+    rejects: Path | None = None,
 ) -> Path:
     report = {
         "output": None if empty else str(out),
         "empty": empty,
+        "rejects": str(rejects) if rejects else None,  # every dropped row with its drop_reason (--rejects)
         "input_rows": input_rows,
         "kept_rows": kept_rows,
         "dropped": {f"dropped_{reason}": count for reason, count in counts.items()},

@@ -168,6 +168,30 @@ def source_table(result: PoolResult) -> list[dict]:
     )
 
 
+REJECT_COLUMNS = (
+    "problem_id",
+    "source",
+    "domain",
+    "pass_rate",
+    "n_rollouts",
+    "n_errors",
+    "pass_rate_low",
+    "pass_rate_high",
+    "drop_reason",
+)
+
+
+def write_rejects(result: PoolResult, path: str | os.PathLike) -> Path:
+    """One row per problem the pool left out, with its pass rate and `drop_reason` (what `agentdata view`
+    shows on a problem's page); written even when empty, so a reader never mistakes an old file for it."""
+    from agentdata.records import atomic_write
+
+    frame = result.rejected
+    columns = [pl.col(name) if name in frame.columns else pl.lit(None).alias(name) for name in REJECT_COLUMNS]
+    rows = frame.select(columns)
+    return atomic_write(Path(path), lambda tmp: rows.write_parquet(tmp))
+
+
 class EmptyPoolError(UserError):
     """Nothing to write: `datasets` and verl cannot open a Parquet file with no rows."""
 

@@ -20,6 +20,7 @@ from agentdata.filter.build import (
     problems_table,
     source_table,
     write_pool,
+    write_rejects,
 )
 from agentdata.filter.confidence import straddling
 from agentdata.filter.config import DEFAULT_K
@@ -97,6 +98,7 @@ def run_filter(
         output, empty = write_pool(result, out, config.format, {POOL_METADATA_KEY: json.dumps(recorded)}), None
     except EmptyPoolError as error:
         output, empty = None, str(error)
+    rejects = write_rejects(result, out.with_name(out.stem + ".rejects.parquet"))
     per_source = source_table(result)
     per_domain = domain_table(result.profiled, result.pool, config.domain_mix)
     plot = pass_rate_histograms(
@@ -113,6 +115,7 @@ def run_filter(
         {
             "output": str(output) if output else None,
             "empty": empty,
+            "rejects": str(rejects),  # every problem left out, with its pass rate and drop_reason
             "problems": len(problems),
             "selected": result.pool.height,
             "student": student,
