@@ -43,6 +43,7 @@ def test_each_assistant_message_records_its_tokens_and_seconds():
     assert sum(t["completion_tokens"] for t in turns) == trajectory.completion_tokens
     assert all(t["prompt_tokens"] == 10 and t["generation_s"] >= 0.01 for t in turns)
     assert turns[0]["tool_s"] > 0 and turns[1]["tool_s"] == 0  # the first turn's code ran, the answer ran none
+    assert [t["tool_errors"] for t in turns] == [0, 0]
 
 
 def test_wrong_answer_is_marked_incorrect():
@@ -121,6 +122,7 @@ class ErrorCodeEngine(ScriptedEngine):
 def test_failing_code_is_data_not_exception():
     trajectory, _ = run(ErrorCodeEngine())
     assert trajectory.num_tool_errors == 1 and "ZeroDivisionError" in trajectory.messages[3]["content"]
+    assert [turn["tool_errors"] for turn in trajectory.metadata["turns"]] == [1, 0]  # the turn whose code failed
 
 
 def test_sessions_keep_state_within_a_trajectory_only():

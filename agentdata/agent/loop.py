@@ -140,7 +140,9 @@ async def _run_turns(
 def _count_turn(state: _State, merged: bool) -> None:
     """The last generation's tokens and time, added to its assistant message's entry."""
     if not merged or not state.turn_stats:
-        state.turn_stats.append({"prompt_tokens": 0, "completion_tokens": 0, "generation_s": 0.0, "tool_s": 0.0})
+        state.turn_stats.append(
+            {"prompt_tokens": 0, "completion_tokens": 0, "generation_s": 0.0, "tool_s": 0.0, "tool_errors": 0}
+        )
     entry = state.turn_stats[-1]
     entry["prompt_tokens"] = entry["prompt_tokens"] or state.last_generation["prompt_tokens"]
     entry["completion_tokens"] += state.last_generation["completion_tokens"]
@@ -260,6 +262,8 @@ async def _run_tool_calls(
         state.tool_calls += 1
         if not result.ok:
             state.tool_errors += 1
+            if state.turn_stats:
+                state.turn_stats[-1]["tool_errors"] += 1
         state.messages.append(tool_message(call.id, result.content, call.name))
 
 
@@ -318,8 +322,8 @@ async def _to_trajectory(
 
 def _metadata(state: _State) -> dict[str, Any]:
     """Counts worth keeping that not every trajectory has (reasoning tokens are in completion_tokens too),
-    and per assistant message (`turns`, in order): its prompt and completion tokens, generation seconds
-    and the seconds of the tool calls it made."""
+    and per assistant message (`turns`, in order): its prompt and completion tokens, generation seconds,
+    and the seconds and failures (`tool_errors`) of the tool calls it made."""
     metadata: dict[str, Any] = {}
     if state.malformed_calls:
         metadata["malformed_tool_calls"] = state.malformed_calls
