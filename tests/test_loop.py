@@ -37,13 +37,13 @@ def test_tool_call_runs_in_sandbox_and_real_output_goes_back():
 
 def test_each_assistant_message_records_its_tokens_and_seconds():
     trajectory, _ = run(ScriptedEngine(delay_s=0.01))
-    turns = trajectory.metadata["turns"]
-    assert len(turns) == sum(m["role"] == "assistant" for m in trajectory.messages) == 2
+    turns, seconds = trajectory.metadata["turns"], trajectory.timings["turns"]
+    assert len(turns) == len(seconds) == sum(m["role"] == "assistant" for m in trajectory.messages) == 2
     assert [t["completion_tokens"] for t in turns] == [7, 12]  # what the engine reported for each generation
     assert sum(t["completion_tokens"] for t in turns) == trajectory.completion_tokens
-    assert all(t["prompt_tokens"] == 10 and t["generation_s"] >= 0.01 for t in turns)
-    assert turns[0]["tool_s"] > 0 and turns[1]["tool_s"] == 0  # the first turn's code ran, the answer ran none
-    assert [t["tool_errors"] for t in turns] == [0, 0]
+    assert all(t["prompt_tokens"] == 10 for t in turns) and [t["tool_errors"] for t in turns] == [0, 0]
+    assert all(s["generation_s"] >= 0.01 for s in seconds)
+    assert seconds[0]["tool_s"] > 0 and seconds[1]["tool_s"] == 0  # the first turn's code ran, the answer ran none
 
 
 def test_wrong_answer_is_marked_incorrect():

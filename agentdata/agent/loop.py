@@ -49,8 +49,10 @@ class _State:
     tool_s: float = 0.0
     finish_reason: str = ""
     error: str | None = None
-    # One entry per assistant message: its tokens and seconds (a viewer shows them beside the turn).
+    # One entry per assistant message, each in both lists: its tokens and failed calls, and its seconds
+    # (kept apart from the counts: seconds differ between two runs of the same trajectory).
     turn_stats: list[dict[str, Any]] = field(default_factory=list)
+    turn_seconds: list[dict[str, float]] = field(default_factory=list)
     last_generation: dict[str, Any] = field(default_factory=dict)
 
 
@@ -140,13 +142,12 @@ async def _run_turns(
 def _count_turn(state: _State, merged: bool) -> None:
     """The last generation's tokens and time, added to its assistant message's entry."""
     if not merged or not state.turn_stats:
-        state.turn_stats.append(
-            {"prompt_tokens": 0, "completion_tokens": 0, "generation_s": 0.0, "tool_s": 0.0, "tool_errors": 0}
-        )
-    entry = state.turn_stats[-1]
+        state.turn_stats.append({"prompt_tokens": 0, "completion_tokens": 0, "tool_errors": 0})
+        state.turn_seconds.append({"generation_s": 0.0, "tool_s": 0.0})
+    entry, seconds = state.turn_stats[-1], state.turn_seconds[-1]
     entry["prompt_tokens"] = entry["prompt_tokens"] or state.last_generation["prompt_tokens"]
     entry["completion_tokens"] += state.last_generation["completion_tokens"]
-    entry["generation_s"] = round(entry["generation_s"] + state.last_generation["generation_s"], 4)
+    seconds["generation_s"] = round(seconds["generation_s"] + state.last_generation["generation_s"], 4)
 
 
 def _numbered(state: _State, calls: list[ToolCall]) -> list[ToolCall]:
@@ -257,8 +258,8 @@ async def _run_tool_calls(
         result = await call_tool(tools, call.name, call.arguments, context)
         elapsed = time.perf_counter() - started
         state.tool_s += elapsed
-        if state.turn_stats:
-            state.turn_stats[-1]["tool_s"] = round(state.turn_stats[-1]["tool_s"] + elapsed, 4)
+        if state.turn_seconds:
+            state.turn_seconds[-1]["tool_s"] = round(state.turn_seconds[-1]["tool_s"] + elapsed, 4)
         state.tool_calls += 1
         if not result.ok:
             state.tool_errors += 1
@@ -291,6 +292,8 @@ async def _to_trajectory(
         "generation_s": round(state.generation_s, 4),
         "tool_s": round(state.tool_s, 4),
     }
+    if state.turn_seconds:
+        timings["turns"] = state.turn_seconds  # per assistant message, as metadata["turns"]
     if verdict.details:  # code: per-test results; the test time is reported apart from the tool time
         metadata["tests"] = verdict.details
         timings["test_s"] = verdict.details.get("test_s", 0.0)
@@ -322,8 +325,8 @@ async def _to_trajectory(
 
 def _metadata(state: _State) -> dict[str, Any]:
     """Counts worth keeping that not every trajectory has (reasoning tokens are in completion_tokens too),
-    and per assistant message (`turns`, in order): its prompt and completion tokens, generation seconds,
-    and the seconds and failures (`tool_errors`) of the tool calls it made."""
+    and per assistant message (`turns`, in order): its prompt and completion tokens and how many of its
+    tool calls failed (`tool_errors`); its seconds are in `timings["turns"]`, in the same order."""
     metadata: dict[str, Any] = {}
     if state.malformed_calls:
         metadata["malformed_tool_calls"] = state.malformed_calls
