@@ -183,6 +183,11 @@ def call(**fields):
     run = reply.run_result
     return {"status": reply.status.value, "message": reply.message, "run_status": run.status.value,
             "return_code": run.return_code, "stdout": run.stdout, "stderr": run.stderr, "files": reply.files}
+def refused(**fields):
+    try:
+        call(**fields)
+    except Exception as error:  # the client raises on any answer but 200
+        return str(error)
 data = base64.b64encode(b"numbers 1 2 3").decode()
 print("RESULT" + json.dumps({
     "success": call(code="print(sum(range(10)))"),
@@ -190,7 +195,9 @@ print("RESULT" + json.dumps({
     "error": call(code="raise ValueError('bad input')"),
     "timeout": call(code="import time\ntime.sleep(10)", run_timeout=0.5),
     "files": call(code="text = open('in.txt').read()\nopen('out.txt', 'w').write(text.upper())",
-                  files={"in.txt": data}, fetch_files=["out.txt", "missing.txt"]),
+                  files={"in.txt": data, "skipped.txt": None}, fetch_files=["out.txt", "skipped.txt"]),
+    "above_ceiling": call(code="import time\ntime.sleep(60)", run_timeout=3600),
+    "refused": refused(code="print(1)", run_timeout=-1),
 }))
 """
 
@@ -228,4 +235,6 @@ def test_sandboxfusion_client_parses_agentdata_sandbox_serve(service):
     assert replies["files"]["status"] == "Success"
     assert {name: base64.b64decode(value) for name, value in replies["files"]["files"].items()} == {
         "out.txt": b"NUMBERS 1 2 3"
-    }
+    }  # a null file is skipped, as SandboxFusion's restore_files does
+    assert replies["above_ceiling"]["run_status"] == "TimeLimitExceeded"  # the server's 5 s, not the hour asked for
+    assert "responded with code 400" in replies["refused"] and "run_timeout: expected seconds" in replies["refused"]

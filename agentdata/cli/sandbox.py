@@ -26,28 +26,54 @@ RUN_DEFAULTS = {"workers": 1, "prefork": 0}
 @settings_command(defaults=SERVE_DEFAULTS)
 def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8080,
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.", min=0, max=65535)] = 8080,
     *,
     config: SandboxConfig,
+    as_json: bool = False,
 ) -> None:
     """Serve SandboxFusion's POST /run_code (and /v1/run with sessions) until interrupted."""
     from agentdata.sandbox import Sandbox
+    from agentdata.sandbox.service import listen
     from agentdata.sandbox.service import serve as serve_http
 
-    with Sandbox(config) as sandbox:
-        table = Table(title="agentdata sandbox service")
-        table.add_column("setting")
-        table.add_column("value")
-        table.add_row("url", f"http://{host}:{port}/run_code")
-        table.add_row("workers / spare executors", f"{config.workers} / {config.prefork}")
-        table.add_row("timeout / memory", f"{config.timeout_s:g} s / {config.memory_mb} MiB")
-        isolation = sandbox.isolation
-        table.add_row("own uid per session", str(isolation["own_uid"]))
-        table.add_row("private /tmp", str(isolation["private_tmp"]))
-        console.print(table)
-        for warning in isolation["warnings"]:
-            err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
-        serve_http(sandbox, host=host, port=port)
+    sock = listen(host, port)  # a taken port is one line, before any worker starts
+    try:
+        with Sandbox(config) as sandbox:
+            bound_host, bound_port = sock.getsockname()[:2]
+            settings = {
+                "url": f"http://{host}:{bound_port}/run_code",
+                "host": bound_host,
+                "port": bound_port,
+                "workers": config.workers,
+                "prefork": config.prefork,
+                "timeout_s": config.timeout_s,
+                "memory_mb": config.memory_mb,
+                "isolation": sandbox.isolation,
+            }
+            if as_json:  # one JSON document, then the service runs; warnings are in it
+                print_json(settings)
+            else:
+                _print_settings(settings)
+            serve_http(sandbox, sock)
+    finally:
+        sock.close()
+
+
+def _print_settings(settings: dict) -> None:
+    table = Table(title="agentdata sandbox service")
+    table.add_column("setting")
+    table.add_column("value")
+    table.add_row("url", settings["url"])
+    table.add_row("workers / spare executors", f"{settings['workers']} / {settings['prefork']}")
+    table.add_row(
+        "timeout / memory (ceilings of each call)", f"{settings['timeout_s']:g} s / {settings['memory_mb']} MiB"
+    )
+    isolation = settings["isolation"]
+    table.add_row("own uid per session", str(isolation["own_uid"]))
+    table.add_row("private /tmp", str(isolation["private_tmp"]))
+    console.print(table)
+    for warning in isolation["warnings"]:
+        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
 
 
 @app.command("run")

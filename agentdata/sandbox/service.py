@@ -7,15 +7,22 @@ sandbox tool and Open-AgentRL configs work unchanged: `run_result.status` is `Fi
 empty `message`, as SandboxFusion leaves it), and `fetch_files` come back base64 in `files`.
 `/v1/run` and `/v1/sessions/{id}` are agentdata's extension for stateful use; `RemoteSandbox` speaks them.
 
-Requests beyond the workers wait in the pool's queue; nothing is refused for load.
+Requests beyond the workers wait in the pool's queue; nothing is refused for load. Every field is
+checked first (`sandbox/fields.py`: HTTP 400 naming the field); the server's `--timeout` and
+`--memory-mb` are ceilings a request may lower, never raise; a client that hangs up has its call
+cancelled and its process killed, so it holds no worker.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
+import asyncio
+import contextlib
+import errno
 import json
+import logging
+import socket
 import uuid
+from collections.abc import Coroutine
 from typing import Any
 
 from starlette.applications import Starlette
@@ -23,8 +30,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from agentdata.errors import UserError
+from agentdata.sandbox.fields import BadField, run_code_call, session_call
 from agentdata.sandbox.local import Sandbox
 from agentdata.sandbox.result import ExecResult
+
+logger = logging.getLogger(__name__)
 
 PYTHON_LANGUAGES = ("python", "python3")
 
@@ -38,7 +49,10 @@ _RUN_STATUS = {
 }
 
 
-def _bad_request(message: str) -> JSONResponse:
+MAX_BODY_BYTES = 64 * 1024 * 1024  # code, stdin and files of one call; more is refused with 413
+
+
+def _bad_request(message: str, status: int = 400) -> JSONResponse:
     return JSONResponse(
         {
             "status": "SandboxError",
@@ -48,16 +62,57 @@ def _bad_request(message: str) -> JSONResponse:
             "executor_pod_name": None,
             "files": {},
         },
-        status_code=400,
+        status_code=status,
     )
 
 
-async def _json_body(request: Request) -> dict[str, Any] | None:
+class _RequestRefused(Exception):
+    def __init__(self, message: str, status: int = 400):
+        self.status = status
+        super().__init__(message)
+
+
+async def _json_body(request: Request) -> Any:
+    """The request's JSON, read within MAX_BODY_BYTES; NaN and Infinity are refused as JSON does."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _RequestRefused(f"body: more than {MAX_BODY_BYTES // 2**20} MiB", 413)
+        chunks.append(chunk)
     try:
-        body = await request.json()
-    except ValueError:
+        return json.loads(b"".join(chunks), parse_constant=_no_constant)
+    except (ValueError, RecursionError) as error:
+        raise _RequestRefused(f"body: not valid JSON ({' '.join(str(error).split())[:120]})") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+async def _unless_disconnected(request: Request, call: Coroutine[Any, Any, Any]) -> Any:
+    """`call`'s result; if the client hangs up first, the call is cancelled (its process killed) and None."""
+    running = asyncio.ensure_future(call)
+    watching = asyncio.ensure_future(_disconnect(request))
+    try:
+        done, _ = await asyncio.wait({running, watching}, return_when=asyncio.FIRST_COMPLETED)
+        if running in done:
+            return running.result()
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        logger.info("a client hung up: its call was cancelled and its process killed")
         return None
-    return body if isinstance(body, dict) else None
+    finally:
+        watching.cancel()
+        if not running.done():  # the handler itself was cancelled (the server shutting down)
+            running.cancel()
+
+
+async def _disconnect(request: Request) -> None:
+    """Returns when the client has gone; the body has been read, so the next message is the hang-up."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def sandboxfusion_response(result: ExecResult, files: dict[str, str] | None = None) -> dict[str, Any]:
@@ -76,19 +131,6 @@ def sandboxfusion_response(result: ExecResult, files: dict[str, str] | None = No
         },
         "executor_pod_name": None,
         "files": files or {},
-    }
-
-
-def _decode_files(files: Any) -> dict[str, bytes]:
-    """name -> base64 content; a null content is skipped, as SandboxFusion's restore_files does."""
-    if not files:
-        return {}
-    if not isinstance(files, dict):
-        raise ValueError("files must be an object of name -> base64 content")
-    return {
-        str(name): base64.b64decode(content, validate=True)
-        for name, content in files.items()
-        if isinstance(content, str)
     }
 
 
@@ -115,49 +157,51 @@ async def run_fetching(sandbox: Sandbox, code: str, fetch: list[str], **options:
 
 
 def build_app(sandbox: Sandbox) -> Starlette:
+    limits = sandbox.config
+
     async def run_code(request: Request) -> JSONResponse:
-        body = await _json_body(request)
-        if body is None or not isinstance(body.get("code"), str):
-            return _bad_request("the body must be JSON with a string `code`")
-        language = str(body.get("language") or "python").lower()
-        if language not in PYTHON_LANGUAGES:
-            return _bad_request(f"language {language!r} is not supported; this sandbox runs python")
         try:
-            files = _decode_files(body.get("files"))
-        except (ValueError, binascii.Error) as error:
-            return _bad_request(f"bad files: {error}")
-        memory = body.get("memory_limit_MB")
-        fetch = body.get("fetch_files") or []
-        if not isinstance(fetch, list):
-            return _bad_request("fetch_files must be a list of paths")
-        result, fetched = await run_fetching(  # a script, as SandboxFusion runs it: no echo of a last expression
-            sandbox,
-            body["code"],
-            fetch,
-            timeout=float(body.get("run_timeout") or sandbox.config.timeout_s),
-            stdin=body.get("stdin") or None,
-            files=files,
-            memory_mb=int(memory) if memory and int(memory) > 0 else None,
+            call = run_code_call(await _json_body(request), limits)
+        except (_RequestRefused, BadField) as error:
+            return _bad_request(str(error), getattr(error, "status", 400))
+        if call.language not in PYTHON_LANGUAGES:
+            return _bad_request(f"language {call.language!r} is not supported; this sandbox runs python")
+        outcome = await _unless_disconnected(
+            request,
+            run_fetching(  # a script, as SandboxFusion runs it: no echo of a last expression
+                sandbox,
+                call.code,
+                call.fetch_files,
+                timeout=call.timeout,
+                stdin=call.stdin,
+                files=call.files,
+                memory_mb=call.memory_mb,
+            ),
         )
+        if outcome is None:
+            return _bad_request("the client hung up", 499)
+        result, fetched = outcome
         return JSONResponse(sandboxfusion_response(result, fetched))
 
     async def run(request: Request) -> JSONResponse:
-        body = await _json_body(request)
-        if body is None or not isinstance(body.get("code"), str):
-            return JSONResponse({"error": "the body must be JSON with a string `code`"}, status_code=400)
         try:
-            files = _decode_files(body.get("files"))
-        except (ValueError, binascii.Error) as error:
-            return JSONResponse({"error": f"bad files: {error}"}, status_code=400)
-        result = await sandbox.arun(
-            body["code"],
-            session_id=body.get("session_id"),
-            timeout=body.get("timeout"),
-            stdin=body.get("stdin"),
-            files=files,
-            memory_mb=body.get("memory_mb"),
-            display_last=bool(body.get("display_last", True)),
+            call = session_call(await _json_body(request), limits)
+        except (_RequestRefused, BadField) as error:
+            return JSONResponse({"error": str(error)}, status_code=getattr(error, "status", 400))
+        result = await _unless_disconnected(
+            request,
+            sandbox.arun(
+                call.code,
+                session_id=call.session_id,
+                timeout=call.timeout,
+                stdin=call.stdin,
+                files=call.files,
+                memory_mb=call.memory_mb,
+                display_last=call.display_last,
+            ),
         )
+        if result is None:
+            return JSONResponse({"error": "the client hung up"}, status_code=499)
         return JSONResponse(result.to_dict())
 
     async def close_session(request: Request) -> JSONResponse:
@@ -178,8 +222,29 @@ def build_app(sandbox: Sandbox) -> Starlette:
     )
 
 
-def serve(sandbox: Sandbox, host: str = "127.0.0.1", port: int = 8080, log_level: str = "warning") -> None:
-    """Serve until interrupted. The sandbox is the caller's to close."""
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port, bound before any worker starts; a taken port is a UserError."""
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError as error:
+        raise UserError(f"--host {host}: {error.strerror or error}") from None
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart need not wait out TIME_WAIT
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except (OSError, OverflowError) as error:
+        sock.close()
+        reason = getattr(error, "strerror", None) or str(error)
+        if getattr(error, "errno", None) == errno.EADDRINUSE:
+            reason += " (another service listens there: stop it or choose another --port)"
+        raise UserError(f"--host {host} --port {port}: cannot listen there: {reason}") from None
+    return sock
+
+
+def serve(sandbox: Sandbox, sock: socket.socket, log_level: str = "warning") -> None:
+    """Serve on `sock` (from `listen`) until interrupted. The sandbox and the socket are the caller's to close."""
     import uvicorn
 
-    uvicorn.run(build_app(sandbox), host=host, port=port, log_level=log_level, access_log=False)
+    config = uvicorn.Config(build_app(sandbox), log_level=log_level, access_log=False)
+    uvicorn.Server(config).run(sockets=[sock])
