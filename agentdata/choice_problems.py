@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agentdata.errors import InputFileError
+from agentdata.inputs import kind_of
 from agentdata.records import Problem, normalise_question
 
 LETTERS = "ABCDEFGHIJKLMNOP"
@@ -87,7 +88,9 @@ def _gpqa(path: Path, number: int, row: dict[str, Any], seed: int) -> tuple[str,
 
 def _options(path: Path, number: int, row: dict[str, Any]) -> tuple[str, list[str], str]:
     question = row.get("question") or row.get("Question")
-    if not isinstance(question, str) or not question.strip():
+    if question is not None and not isinstance(question, str):
+        raise InputFileError(path, f"the question in column 'question' is {kind_of(question)}, not text", row=number)
+    if not question or not question.strip():
         raise InputFileError(path, "empty or missing question in column 'question'", row=number)
     options = row.get("options")
     if isinstance(options, str):

@@ -8,14 +8,19 @@ here, so every file form follows the same rules (docs/input-files.md):
 - Text is UTF-8; a UTF-8 byte-order mark (as spreadsheet programs write) is accepted and
   dropped. Other encodings are refused, naming the line and byte, rather than guessed:
   a wrong guess would silently change the questions.
+- An input is a regular file (or a dataset dir), read within a size bound: a FIFO would wait for
+  a writer for ever, a link to /dev/zero or /dev/urandom would read until memory runs out.
 - Anything wrong raises `InputFileError`: one line naming the file and, when known, the row.
 """
 
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
+import os
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,14 +37,63 @@ OTHER_BOMS = {
     b"\xfe\xff": "UTF-16",
 }
 SAVE_AS_UTF8 = "save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8 FILE > NEW`)"
+# The largest input file read (it is read whole): far above any real problem set, far below a machine's memory.
+MAX_INPUT_BYTES = 8 * 2**30
+_SPECIAL = {
+    stat.S_IFIFO: "a named pipe (FIFO)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def check_input(path: str | Path, max_bytes: int | None = None) -> os.stat_result:
+    """`path` is a readable regular file of at most `max_bytes`, or a folder; else an InputFileError saying
+    what it is instead (a broken link, a loop of links, a FIFO, a device, too big)."""
+    path = Path(path)
+    max_bytes = MAX_INPUT_BYTES if max_bytes is None else max_bytes
+    try:
+        status = path.stat()
+    except OSError as error:
+        raise InputFileError(path, _stat_problem(path, error)) from None
+    _check_status(path, status, max_bytes)
+    return status
+
+
+def _check_status(path: Path, status: os.stat_result, max_bytes: int) -> None:
+    if stat.S_ISDIR(status.st_mode):
+        return
+    kind = _SPECIAL.get(stat.S_IFMT(status.st_mode))
+    if kind is not None:
+        shown = f" (through the link to {os.path.realpath(path)})" if path.is_symlink() else ""
+        raise InputFileError(path, f"is {kind}{shown}, not a regular file: give a file or a dataset dir")
+    if status.st_size > max_bytes:
+        raise InputFileError(
+            path, f"is {_size(status.st_size)}, more than the {_size(max_bytes)} an input may be: split it"
+        )
+
+
+def _stat_problem(path: Path, error: OSError) -> str:
+    if error.errno == errno.ELOOP:
+        return "a loop of symbolic links: it points back at itself"
+    if error.errno == errno.ENOENT and path.is_symlink():
+        return f"a symbolic link to {os.readlink(path)}, which does not exist"
+    if error.errno == errno.ENOTDIR:
+        return "a part of the path is a file, not a folder"
+    return error.strerror.lower() if error.strerror else str(error)
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} bytes"
 
 
 def read_rows(path: str | Path) -> Iterator[dict[str, Any]]:
     """The raw rows of an input file, in order; a bad file raises InputFileError."""
     path = Path(path)
-    if not path.exists():
-        raise InputFileError(path, "no such file or directory")
-    if path.is_dir():
+    if stat.S_ISDIR(check_input(path).st_mode):
         yield from _read_dataset_dir(path)
         return
     suffix = path.suffix.lower()
@@ -60,6 +114,7 @@ def read_nonempty_rows(path: str | Path) -> list[dict[str, Any]]:
 def first_row(path: str | Path) -> dict[str, Any] | None:
     """The first row of a JSONL file or the column names of a Parquet file (as keys), to tell what a file holds."""
     path = Path(path)
+    check_input(path)
     if path.suffix.lower() == ".parquet":
         return dict.fromkeys(_parquet_schema_names(path))
     for row in read_rows(path):
@@ -70,18 +125,38 @@ def first_row(path: str | Path) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------- text
 
 
-def read_text(path: Path) -> str:
+def read_text(path: Path, max_bytes: int | None = None) -> str:
     """The whole file as text: UTF-8, a leading byte-order mark dropped; anything else is refused."""
-    data = _read_bytes(path)
+    data = _read_bytes(path, max_bytes)
     _refuse_other_boms(path, data)
     return _decode(path, data.removeprefix(UTF8_BOM), line_offset=0)
 
 
-def _read_bytes(path: Path) -> bytes:
+def _read_bytes(path: Path, max_bytes: int | None = None) -> bytes:
+    """The file's bytes, at most `max_bytes` (MAX_INPUT_BYTES). Opened without blocking and checked on the
+    open file, so a path swapped for a FIFO or a device after the first check is refused too, never waited on."""
+    max_bytes = MAX_INPUT_BYTES if max_bytes is None else max_bytes
     try:
-        return path.read_bytes()
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as error:
-        raise InputFileError(path, f"cannot read the file ({error.strerror or error})") from None
+        raise InputFileError(path, f"cannot read the file ({_stat_problem(Path(path), error)})") from None
+    with os.fdopen(descriptor, "rb") as handle:
+        status = os.fstat(descriptor)
+        _check_status(Path(path), status, max_bytes)
+        try:
+            chunks = [handle.read(status.st_size + 1)]
+            size = len(chunks[0])
+            while size > status.st_size and size <= max_bytes:  # it grew, or the system does not know its size
+                chunk = handle.read(2**20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        except OSError as error:
+            raise InputFileError(path, f"cannot read the file ({error.strerror or error})") from None
+    if size > max_bytes:
+        raise InputFileError(path, f"is more than the {_size(max_bytes)} an input may be: split it")
+    return b"".join(chunks) if len(chunks) > 1 else chunks[0]
 
 
 def _refuse_other_boms(path: Path, data: bytes) -> None:
@@ -133,7 +208,7 @@ def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
             continue
         row = _loads(path, _decode(path, line, line_offset=number - 1), row=number)
         if not isinstance(row, dict):
-            raise InputFileError(path, f"expected a JSON object, got {_kind(row)}", row=number)
+            raise InputFileError(path, f"expected a JSON object, got {kind_of(row)}", row=number)
         yield row
 
 
@@ -142,10 +217,10 @@ def _read_json(path: Path) -> Iterator[dict[str, Any]]:
     if isinstance(data, dict):
         data = data.get("data", data.get("rows", [data]))
     if not isinstance(data, list):
-        raise InputFileError(path, f"expected a list of objects, got {_kind(data)}")
+        raise InputFileError(path, f"expected a list of objects, got {kind_of(data)}")
     for number, row in enumerate(data, start=1):
         if not isinstance(row, dict):
-            raise InputFileError(path, f"expected a JSON object, got {_kind(row)}", row=number)
+            raise InputFileError(path, f"expected a JSON object, got {kind_of(row)}", row=number)
         yield row
 
 
@@ -197,7 +272,8 @@ def _read_dataset_dir(path: Path) -> Iterator[dict[str, Any]]:
     yield from dataset
 
 
-def _kind(value: Any) -> str:
+def kind_of(value: Any) -> str:
+    """What a JSON-ish value is, as a message says it: "an object", "a list", "a number", ..."""
     return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
         type(value), "a number"
     )

@@ -118,6 +118,10 @@ def _os_errors_named(flag: str, path: Path) -> Iterator[None]:
         yield
     except OSError as error:
         raise UserError(f"{flag} {str(path)[:200]}: {error.strerror or error}") from None
+    except RuntimeError as error:  # Path.resolve on a loop of links (Python < 3.13)
+        if "loop" not in str(error).lower():
+            raise
+        raise UserError(f"{flag} {str(path)[:200]}: a loop of symbolic links") from None
 
 
 def _check_creatable(folder: Path, flag: str, target: Path) -> None:

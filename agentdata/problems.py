@@ -12,6 +12,7 @@ MMLU-Pro, SuperGPQA) by `agentdata.choice_problems`.
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from agentdata.choice_problems import choice_layout, choice_problem
 from agentdata.code_problems import code_layout, code_problem, is_code_row
 from agentdata.errors import InputFileError
-from agentdata.inputs import SUFFIXES, read_nonempty_rows, read_rows  # noqa: F401 (re-exported: the one reader)
+from agentdata.inputs import SUFFIXES, kind_of, read_nonempty_rows, read_rows  # noqa: F401 (re-exported: the one reader)
 from agentdata.records import Problem
 
 QUESTION_FIELDS = ("question", "problem", "Problem", "Question", "prompt", "query")
@@ -127,31 +128,49 @@ def _first(row: dict[str, Any], names: tuple[str, ...]) -> Any:
     return None
 
 
-def _question_text(value: Any) -> str | None:
-    """A question may be plain text or chat messages (verl's `prompt`): take the last user turn."""
-    if isinstance(value, str):
-        return value
+def _question_text(path: Path, number: int, value: Any, column: str) -> str:
+    """A question may be plain text or chat messages (verl's `prompt`): take the last user turn.
+    Anything else is refused saying what it is, not reported as missing."""
     if isinstance(value, list):
         user_turns = [m.get("content") for m in value if isinstance(m, dict) and m.get("role") == "user"]
-        return user_turns[-1] if user_turns else None
-    return None
+        if not user_turns:
+            raise InputFileError(
+                path, f"the question in column {column!r} is a list with no user message (role 'user')", row=number
+            )
+        value = user_turns[-1]
+    if value is not None and not isinstance(value, str):
+        raise InputFileError(path, f"the question in column {column!r} is {kind_of(value)}, not text", row=number)
+    if value is None or not value.strip():
+        raise InputFileError(path, f"empty or missing question in column {column!r}", row=number)
+    return value
+
+
+def _answer_text(path: Path, number: int, value: Any, column: str) -> str | None:
+    """A gold answer is text or a number (42 is "42"); an object, list or boolean is refused rather than
+    stored as its Python repr, which no answer would ever match. None when empty."""
+    if isinstance(value, float) and math.isnan(value):  # a null as pandas writes it
+        return None
+    if isinstance(value, (dict, list, bool)):
+        raise InputFileError(
+            path, f"the answer in column {column!r} is {kind_of(value)}; expected text or a number", row=number
+        )
+    if value is None or str(value).strip() == "":
+        return None
+    return str(value)
 
 
 def _to_problem(
     path: Path, number: int, row: dict[str, Any], question_key: str, answer_key: str | None, code: str | None = None
 ) -> Problem:
-    question = _question_text(get_field(row, question_key))
-    if question is None or not str(question).strip():
-        raise InputFileError(path, f"empty or missing question in column {question_key!r}", row=number)
+    question = _question_text(path, number, get_field(row, question_key), question_key)
     answer = get_field(row, answer_key) if answer_key else ""
     if code or (answer_key and is_code_row(row, answer, _first(row, DOMAIN_FIELDS))):
         return code_problem(
             path, number, row, code or "tests", str(question), answer_key or "tests", _metadata(row), **_given(row)
         )
-    if answer is None or str(answer).strip() == "":
-        if answer_key:
-            raise InputFileError(path, f"empty or missing answer in column {answer_key!r}", row=number)
-        answer = ""
+    answer = _answer_text(path, number, answer, answer_key) if answer_key else ""
+    if answer is None:
+        raise InputFileError(path, f"empty or missing answer in column {answer_key!r}", row=number)
     return Problem(
         question=str(question),
         answer=str(answer),

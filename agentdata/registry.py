@@ -66,9 +66,13 @@ def _import(module_name: str, spec: str) -> Any:
 
 
 def _load_file(location: str, spec: str) -> Any:
-    path = Path(location).expanduser().resolve()
+    try:
+        path = Path(location).expanduser().resolve()
+    except (OSError, RuntimeError):  # a loop of links (RuntimeError before Python 3.13)
+        raise UserError(f"plug-in {spec!r}: {location} is a loop of symbolic links") from None
     if not path.is_file():
-        raise UserError(f"plug-in {spec!r}: no file {location}")
+        what = "is a folder" if path.is_dir() else "is not a regular file" if path.exists() else "does not exist"
+        raise UserError(f"plug-in {spec!r}: {location} {what}: give a Python file")
     # One module per file, named after its path, so loading it twice gives the same objects.
     module_name = f"agentdata_plugin_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}"
     if module_name in sys.modules:

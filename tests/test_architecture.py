@@ -28,7 +28,7 @@ FOUNDATION_IMPORTS = {
     "inputs": {"errors"},  # the one reader of input files (problems, benchmarks, solutions, trajectories, SFT sets)
     "outputs": {"errors"},  # the one check of output paths
     "code_problems": {"records", "errors", "code_tests"},
-    "choice_problems": {"records", "errors"},
+    "choice_problems": {"records", "errors", "inputs"},
     "code_tests": set(),
     "registry": {"errors"},
     "settings": {"errors", "inputs"},  # the settings machinery every stage's dataclasses use

@@ -86,7 +86,7 @@ def test_plugins_load_from_a_module_or_a_file(tmp_path, monkeypatch):
     "spec, message",
     [
         ("no_such_module_here.sub:thing", "no module named"),
-        ("/nowhere/at/all.py:thing", "no file"),
+        ("/nowhere/at/all.py:thing", "does not exist"),
         ("json:no_such_attr", "has no attribute 'no_such_attr'"),
     ],
 )

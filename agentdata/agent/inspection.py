@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from agentdata.agent.rundir import trajectory_files
 from agentdata.errors import InputFileError
-from agentdata.inputs import first_row, read_rows
+from agentdata.inputs import check_input, first_row, read_rows
 from agentdata.problems import load_problems
 from agentdata.records import Problem, Trajectory, from_row, message_tool_calls, validate_messages
 
@@ -35,8 +35,7 @@ def holds_trajectories(path: Path) -> bool:
 def load_for_inspection(
     path: Path, question_field: str | None = None, answer_field: str | None = None
 ) -> tuple[Kind, list[Problem] | list[Trajectory]]:
-    if not path.exists():
-        raise InputFileError(path, "no such file or directory")
+    check_input(path)  # what the path is, if it is no file or folder (a broken link, a FIFO, a device)
     if holds_trajectories(path):
         return "trajectories", read_trajectories(path)
     return "problems", load_problems(path, question_field, answer_field, require_answer=False)

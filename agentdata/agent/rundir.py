@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from agentdata.agent.journal import JOURNAL_NAME, KEPT, read_journal
 from agentdata.errors import InputFileError, UserError
+from agentdata.inputs import check_input
 from agentdata.records import Trajectory, arrow_schema, atomic_write, read_records, records_to_table, write_json
 
 SHARD_PATTERN = re.compile(r"part-(\d{5,})\.parquet$")
@@ -266,8 +267,7 @@ def shard_paths(run_dirs: Sequence[str | os.PathLike]) -> list[Path]:
     """Every trajectory shard of the given run dirs (or Parquet files), checked for the schema."""
     paths: list[Path] = []
     for run_dir in map(Path, run_dirs):
-        if not run_dir.exists():
-            raise InputFileError(run_dir, "no such file or directory")
+        check_input(run_dir)  # a FIFO or a device is refused, not waited on; a broken link is named
         shards = trajectory_files(run_dir)
         if not shards:
             raise InputFileError(run_dir, "no trajectory shards (expected trajectories/part-*.parquet)")

@@ -9,12 +9,11 @@ import signal
 import sys
 
 import typer
-from rich.markup import escape
 
 from agentdata.cli import collect, curate, inspect, sandbox, synth, train
 from agentdata.cli import eval as eval_cmd
 from agentdata.cli import filter as filter_cmd
-from agentdata.cli.common import err_console, forget_output_place, output_place
+from agentdata.cli.common import forget_output_place, output_place, print_error
 from agentdata.cli.crash import write_crash_log
 from agentdata.errors import UserError, write_refusal
 
@@ -84,8 +83,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _fail(message: str, code: int, style: str = "bold red") -> None:
-    one_line = " ".join(str(message).split())
-    err_console.print(f"[{style}]error:[/] {escape(one_line)}", highlight=False, soft_wrap=True)
+    print_error(message, style)
     sys.exit(code)
 
 

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from agentdata.outputs import check_output_dir, check_output_file
 
@@ -64,6 +65,17 @@ ModelName = Annotated[str | None, typer.Option("--model", help="Model name for o
 def with_model(options: dict[str, Any], model: str | None) -> dict[str, Any]:
     """The engine options with --model folded in."""
     return {**options, "model": model} if model else dict(options)
+
+
+MAX_ERROR_CHARS = 2000  # a message quoting a huge value is cut here, whatever made it
+
+
+def print_error(message: str, style: str = "bold red") -> None:
+    """The one line on stderr of a failed command: whitespace folded, cut to MAX_ERROR_CHARS, markup escaped."""
+    one_line = " ".join(str(message).split())
+    if len(one_line) > MAX_ERROR_CHARS:
+        one_line = f"{one_line[: MAX_ERROR_CHARS - 40]}… ({len(one_line):,} characters in all)"
+    err_console.print(f"[{style}]error:[/] {escape(one_line)}", highlight=False, soft_wrap=True)
 
 
 def print_json(data: Any) -> None:

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.markup import escape
 
 from agentdata.errors import UserError
 from agentdata.registry import load_object
@@ -33,6 +32,7 @@ from agentdata.settings import (
     SettingError,
     build,
     coerce,
+    cut,
     default_of,
     is_settings,
     leaf_fields,
@@ -230,7 +230,7 @@ def settings_command(
 
         @functools.wraps(func)
         def wrapper(**kwargs: Any) -> Any:
-            from agentdata.cli.common import err_console
+            from agentdata.cli.common import print_error
             from agentdata.cli.progress import rendering
 
             try:
@@ -238,8 +238,7 @@ def settings_command(
                 with rendering(enabled=not kwargs["as_json"]):
                     return func(**arguments)
             except UserError as error:  # the same one line as app.main, also for typer's own test runner
-                one_line = " ".join(str(error).split())
-                err_console.print(f"[bold red]error:[/] {escape(one_line)}", highlight=False, soft_wrap=True)
+                print_error(str(error))
                 raise typer.Exit(2) from None
 
         def _arguments(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -364,9 +363,9 @@ class _Invocation:
 
 
 def _flag_text(value: Any) -> str:
-    if isinstance(value, (list, tuple)):
-        return ",".join(map(str, value))
-    return str(value)
+    """A value as an error line shows it: cut, so a 10 MB value is named, not echoed."""
+    text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+    return cut(text)
 
 
 def field_option(config_type: type, name: str, *decls: str, note: str = "") -> Any:

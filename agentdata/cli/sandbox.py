@@ -12,6 +12,7 @@ from rich.table import Table
 from agentdata.cli.common import console, err_console, print_json
 from agentdata.cli.options import settings_command
 from agentdata.errors import InputFileError, UserError
+from agentdata.inputs import read_text
 from agentdata.sandbox.config import SandboxConfig
 
 app = typer.Typer(help="Run the code sandbox as a service, or run one piece of code in it.", no_args_is_help=True)
@@ -90,9 +91,9 @@ def run(
     if (path is None) == (code is None):
         raise UserError("give either a FILE or -c CODE")
     if path is not None:
-        if not path.is_file():
-            raise InputFileError(path, "no such file")
-        code = path.read_text(encoding="utf-8")
+        if path.is_dir():
+            raise InputFileError(path, "is a folder: give a Python file")
+        code = read_text(path)  # a FIFO, a device or a huge file is refused, not waited on
     from agentdata.sandbox import Sandbox, open_sandbox
 
     sandbox = open_sandbox(url) if url else Sandbox(config)
