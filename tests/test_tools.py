@@ -88,34 +88,112 @@ def test_calls_dispatch_by_name_and_failures_become_tool_errors(word_tools):
         assert not result.ok and result.content.startswith("Error: ") and message in result.content, result
 
 
-def test_a_slow_user_tool_times_out_and_long_output_is_cut():
-    def slow(seconds: float) -> str:
-        """Sleep, then talk a lot.
+SLOW_TOOLS = '''
+import asyncio
+import time
 
-        Args:
-            seconds: How long to sleep.
-        """
-        time.sleep(seconds)
-        return "x" * 1000
 
-    tool = FunctionTool(slow)
-    timed_out = asyncio.run(tool.call({"seconds": 0.5}, context(timeout=0.05)))
-    assert not timed_out.ok and "timed out" in timed_out.content
+def slow(seconds: float) -> str:
+    """Sleep, then talk a lot.
+
+    Args:
+        seconds: How long to sleep.
+    """
+    time.sleep(seconds)
+    return "x" * 1000
+
+
+def spin() -> str:
+    """Never returns, and holds the GIL while it runs.
+
+    """
+    while True:
+        pass
+
+
+def chatty() -> str:
+    """Prints, then answers."""
+    print("printed, not the answer")
+    return "the answer"
+
+
+async def lookup(key: str) -> dict:
+    """Look a key up.
+
+    Args:
+        key: The key.
+    """
+    await asyncio.sleep(0)
+    return {"key": key, "found": True}
+'''
+
+
+@pytest.fixture
+def slow_tools(tmp_path):
+    path = tmp_path / "slow_tools.py"
+    path.write_text(SLOW_TOOLS)
+    return path
+
+
+def test_a_slow_user_tool_times_out_and_long_output_is_cut(slow_tools):
+    tool = load_tool(f"{slow_tools}:slow")
+    timed_out = asyncio.run(tool.call({"seconds": 30}, context(timeout=0.5)))
+    assert not timed_out.ok and "timed out after 0.5 s" in timed_out.content
     shown = asyncio.run(tool.call({"seconds": 0}, context(output_chars=100)))
     assert shown.ok and len(shown.content) <= 100 and "characters cut" in shown.content
 
 
-def test_an_async_user_tool_is_awaited():
-    async def lookup(key: str) -> dict:
-        """Look a key up.
+def test_a_tool_that_never_returns_is_stopped_by_its_timeout_and_the_run_does_not_hang(slow_tools):
+    tool = load_tool(f"{slow_tools}:spin")
+    started = time.monotonic()
+    results = asyncio.run(_gather(tool, 3, timeout=1.0))
+    assert all(not r.ok and "timed out" in r.content for r in results)
+    assert time.monotonic() - started < 30  # the three ran at once, each stopped at 1 s (plus the process start)
+    assert tool._all == set()  # every stopped worker was killed, none is kept
+    script = f"""
+import asyncio
+from agentdata.tools import load_tool, ToolContext
+tool = load_tool({str(slow_tools) + ":spin"!r})
+print(asyncio.run(tool.call({{}}, ToolContext(None, "s", 0.5, 100))).content)
+"""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "timed out" in done.stdout, done.stderr  # and the interpreter exited
+
+
+async def _gather(tool, count, timeout):
+    return await asyncio.gather(*(tool.call({}, context(timeout=timeout)) for _ in range(count)))
+
+
+def test_a_tools_prints_do_not_reach_the_model_and_workers_are_reused(slow_tools):
+    tool = load_tool(f"{slow_tools}:chatty")
+    first = asyncio.run(tool.call({}, context()))
+    assert (first.content, first.ok) == ("the answer", True)
+    (worker,) = tool._all
+    asyncio.run(tool.call({}, context()))
+    assert tool._all == {worker}  # one process served both calls
+    tool.close()
+    assert worker.process.poll() is not None
+
+
+def test_an_async_user_tool_is_awaited(slow_tools):
+    result = asyncio.run(load_tool(f"{slow_tools}:lookup").call({"key": "k"}, context()))
+    assert (result.content, result.ok) == ('{"key": "k", "found": true}', True)
+
+
+def test_a_function_a_fresh_process_cannot_find_is_refused():
+    def local(x: int) -> int:
+        """A local function.
 
         Args:
-            key: The key.
+            x: A number.
         """
-        return {"key": key, "found": True}
+        return x
 
-    result = asyncio.run(FunctionTool(lookup).call({"key": "k"}, context()))
-    assert (result.content, result.ok) == ('{"key": "k", "found": true}', True)
+    with pytest.raises(UserError, match="define it at the top level of a module or file"):
+        FunctionTool(local)
 
 
 def test_a_function_without_hints_is_a_user_error(tmp_path):

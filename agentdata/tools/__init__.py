@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentdata.errors import UserError
-from agentdata.registry import Registry
+from agentdata.registry import Registry, is_plugin_path
 from agentdata.tools.base import Tool, ToolContext, ToolResult, error_result
 from agentdata.tools.code import CodeInterpreter
 from agentdata.tools.function import FunctionTool, argument_problem, function_schema
@@ -29,7 +29,7 @@ def load_tool(name: str) -> Tool:
         entry = entry()
     if isinstance(entry, Tool):
         return entry
-    return FunctionTool(entry)
+    return FunctionTool(entry, spec=name if is_plugin_path(name) else None)
 
 
 def load_tools(names: Sequence[str]) -> list[Tool]:

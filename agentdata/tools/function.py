@@ -9,17 +9,28 @@
         return len(text.split())
 
 Its JSON schema comes from `transformers.utils.get_json_schema` (what chat templates and
-TRL use). It runs in this process, in a worker thread (a coroutine function is awaited),
-with the loop's tool timeout: a user tool is trusted code, unlike the model's code, which
-runs in the sandbox. Its return value is shown to the model as text (JSON for non-strings).
+TRL use). It runs in a worker process of its own (`tools/_function_worker.py`, started on first
+use and kept for the next calls; a coroutine function is awaited there), so the loop's tool
+timeout can stop it: a call that passes the limit has its process killed (a thread could not be
+stopped, and would hold the run at exit). A user tool is trusted code, unlike the model's code,
+which runs in the sandbox: the worker is not isolated. The function must therefore be found again
+by a fresh process: defined at the top level of a module or a file. Its return value is shown to
+the model as text (JSON for non-strings).
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
+import atexit
 import json
+import os
+import selectors
+import subprocess
+import sys
+import threading
+import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from agentdata.errors import UserError
@@ -90,30 +101,159 @@ def _type_names(schema: dict[str, Any]) -> str:
     return " or ".join(kinds) if isinstance(kinds, list) else str(kinds)
 
 
-class FunctionTool:
-    """A `Tool` around a Python function."""
+STARTUP_TIMEOUT_S = 120.0  # importing the tool's module (and what it imports) on a loaded machine
 
-    def __init__(self, function: Callable[..., Any]):
+
+class ToolProcessGone(RuntimeError):
+    """The worker died, passed its deadline or could not start; it is replaced on the next call."""
+
+
+def function_spec(function: Callable[..., Any]) -> str:
+    """How a fresh process finds `function`: `module:qualname`, or `path/file.py:qualname` for a file's."""
+    name = getattr(function, "__qualname__", None) or ""
+    module = sys.modules.get(getattr(function, "__module__", None) or "")
+    if not name or "<" in name or module is None:
+        shown = getattr(function, "__name__", repr(function))
+        raise UserError(
+            f"tool {shown!r}: define it at the top level of a module or file (not inside a function, not a "
+            "lambda): a user tool runs in a process of its own, where --tool-timeout can stop it"
+        )
+    importable = module.__name__ != "__main__" and not module.__name__.startswith("agentdata_plugin_")
+    if not importable and getattr(module, "__file__", None):
+        return f"{Path(module.__file__).resolve()}:{name}"
+    return f"{module.__name__}:{name}"
+
+
+class _Worker:
+    """One worker process for one tool: a call at a time, killed when a call passes its deadline."""
+
+    def __init__(self, spec: str):
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "agentdata.tools._function_worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+            start_new_session=True,  # Ctrl-C reaches us, and we end it; what it starts goes with it
+        )
+        started = self._exchange({"spec": spec, "path": sys.path}, STARTUP_TIMEOUT_S)
+        if "error" in started:
+            self.kill()
+            raise ToolProcessGone(f"could not load the tool in its process: {started['error']}")
+
+    def call(self, arguments: dict[str, Any], timeout: float, max_chars: int) -> dict[str, Any]:
+        return self._exchange({"arguments": arguments, "max_chars": max_chars}, timeout)
+
+    def _exchange(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        try:
+            self.process.stdin.write((json.dumps(message, default=str) + "\n").encode("utf-8"))
+            self.process.stdin.flush()
+        except OSError as error:
+            raise ToolProcessGone(f"its process is gone ({error})") from None
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.process.stdout, selectors.EVENT_READ)
+            if not selector.select(timeout):
+                raise TimeoutError
+        line = self.process.stdout.readline()
+        if not line:
+            raise ToolProcessGone(f"its process ended (exit code {self.process.wait()})")
+        return json.loads(line)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, 9)  # the worker and anything the tool started
+            except OSError:
+                self.process.kill()
+        self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+
+
+class FunctionTool:
+    """A `Tool` around a Python function, run in worker processes (one per call in flight, reused)."""
+
+    def __init__(self, function: Callable[..., Any], spec: str | None = None):
+        """`spec`: where a fresh process finds the function (a plug-in path); derived when not given."""
         if not callable(function):
             raise UserError(f"tool {function!r} is not a function")
         self.function = function
         self.schema = function_schema(function)
         self.name: str = self.schema["function"]["name"]
+        self.spec = spec or function_spec(function)
+        self._lock = threading.Lock()
+        self._idle: list[_Worker] = []
+        self._all: set[_Worker] = set()
+        _OPEN.add(self)
 
     async def call(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
         problem = argument_problem(arguments, self.schema["function"].get("parameters", {}))
         if problem is not None:
             return error_result(f"{self.name}: {problem}")
+        max_chars = max(4 * context.output_chars, 65536)
         try:
-            value = await asyncio.wait_for(self._invoke(arguments), timeout=context.timeout)
-        except asyncio.TimeoutError:
-            return error_result(f"{self.name} timed out after {context.timeout:g} s")
-        except Exception as error:  # the tool's own failure is shown to the model, as code errors are
-            return error_result(f"{self.name} raised {type(error).__name__}: {error}")
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-        return ToolResult(truncate_middle(text, context.output_chars))
+            reply = await asyncio.to_thread(self._call, arguments, context.timeout, max_chars)
+        except TimeoutError:
+            return error_result(f"{self.name} timed out after {context.timeout:g} s (its process was stopped)")
+        except ToolProcessGone as error:
+            return error_result(f"{self.name} failed: {error}")
+        if not reply["ok"]:  # the tool's own failure is shown to the model, as code errors are
+            return error_result(f"{self.name} raised {reply['error']}")
+        return ToolResult(truncate_middle(reply["text"], context.output_chars))
 
-    async def _invoke(self, arguments: dict[str, Any]) -> Any:
-        if inspect.iscoroutinefunction(self.function):
-            return await self.function(**arguments)
-        return await asyncio.to_thread(self.function, **arguments)
+    def _call(self, arguments: dict[str, Any], timeout: float, max_chars: int) -> dict[str, Any]:
+        """In a thread: always returns or raises within `timeout` (plus a start-up), never hangs."""
+        worker = self._take()
+        try:
+            reply = worker.call(arguments, timeout, max_chars)
+        except BaseException:
+            self._discard(worker)  # stopped mid-call, or its pipe is out of step: never reused
+            raise
+        with self._lock:
+            self._idle.append(worker)
+        return reply
+
+    def _take(self) -> _Worker:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        worker = _Worker(self.spec)
+        with self._lock:
+            self._all.add(worker)
+        return worker
+
+    def _discard(self, worker: _Worker) -> None:
+        worker.kill()
+        with self._lock:
+            self._all.discard(worker)
+
+    def close(self) -> None:
+        """Stop every worker process (a later call starts a fresh one)."""
+        with self._lock:
+            workers, self._all, self._idle = list(self._all), set(), []
+        for worker in workers:
+            worker.kill()
+
+    def _forget(self) -> None:
+        """In a forked child: the parent's workers are not ours to use or kill."""
+        self._all, self._idle, self._lock = set(), [], threading.Lock()
+
+
+_OPEN: weakref.WeakSet[FunctionTool] = weakref.WeakSet()
+
+
+def _close_all() -> None:
+    for tool in list(_OPEN):
+        tool.close()
+
+
+def _forget_all_after_fork() -> None:
+    for tool in list(_OPEN):
+        tool._forget()
+
+
+atexit.register(_close_all)
+os.register_at_fork(after_in_child=_forget_all_after_fork)
