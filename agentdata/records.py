@@ -300,6 +300,23 @@ def atomic_write(path: str | os.PathLike, write: Any, kept: str = UNCHANGED) -> 
     return path
 
 
+def write_parquet_tables(
+    path: str | os.PathLike, schema: pa.Schema, tables: Iterable[pa.Table], metadata: dict[str, str] | None = None
+) -> Path:
+    """The one writer of the Parquet files agentdata hands to others (SFT sets, RL pools): each table one
+    row group, streamed, atomically, with `metadata` as the file's key-value metadata."""
+    if metadata:
+        schema = schema.with_metadata({**(schema.metadata or {}), **metadata})
+
+    def write(tmp: str) -> None:
+        with pq.ParquetWriter(tmp, schema) as writer:
+            for table in tables:
+                if table.num_rows:
+                    writer.write_table(table, row_group_size=table.num_rows)
+
+    return atomic_write(path, write)
+
+
 def write_json(path: str | os.PathLike, data: dict[str, Any]) -> Path:
     """A JSON report or manifest, written atomically."""
     text = json.dumps(data, indent=2, sort_keys=True, default=str)

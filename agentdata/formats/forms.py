@@ -17,8 +17,8 @@ calling instructions (`<tool_call>` JSON, XML functions) to the system prompt, w
 contradict the one the model was prompted with. So no template renders it as call markup, and
 the results stay out of the loss of trainers that train on assistant turns. Its `tools` is `[]`
 here (not null: verl hands a null to the template as pandas' NA, which it cannot iterate); a
-Parquet set in which no row lists a tool is written without the column (curate.output.
-lists_no_tool), because Llama 3.x templates render tool-calling instructions for `[]`.
+Parquet set in which no row lists a tool is written without the column (curate.hf_form.
+decoded_tools), because Llama 3.x templates render tool-calling instructions for `[]`.
 `canonical_messages` turns that back into canonical form for agentdata's own SFT stage.
 """
 
