@@ -33,6 +33,7 @@ from agentdata.records import Problem, Trajectory
 # If this many trajectories in a row fail from the start, the engine or sandbox is broken: stop early.
 FAIL_FAST_AFTER = 8
 FLUSH_SECONDS = 30.0
+WAIT_REPORT_S = 5.0  # with nothing finished for this long, the progress says what the run waits on
 # An upper bound that keeps a typo (--samples 10^23) from running until killed; docs/input-files.md.
 MAX_TRAJECTORIES = 10_000_000
 
@@ -137,8 +138,14 @@ async def _run_work(
     writer = _ShardBuffer(run, config.shard_size, config.settings())
     stopped = True  # by an exception, until the work is done
     try:
-        with _LiveProgress(len(work)) as on_result:
-            await _run_concurrently(work, engine, sandbox, config, lambda t: (writer.add(t), on_result(t)))
+        if hasattr(engine, "ready"):
+            await engine.ready()  # a server that cannot be reached, or never answers, stops the run here
+        with _LiveProgress(len(work), engine, config.concurrency) as progress:
+            watching = asyncio.ensure_future(progress.watch())
+            try:
+                await _run_concurrently(work, engine, sandbox, config, lambda t: (writer.add(t), progress.on_result(t)))
+            finally:
+                watching.cancel()
         stopped = False
     except RunBroken:
         writer.drop_errors()  # nothing but failures so far: keep them out, so the dir stays fresh for a fix
@@ -274,18 +281,21 @@ class _ShardBuffer:
 
 
 class _LiveProgress:
-    """Reports each finished trajectory as a "collect" progress event with live rates."""
+    """Reports each finished trajectory as a "collect" progress event with live rates, and while none
+    finishes for a while, what the run is waiting on (`stats["waiting"]`: the engine's account of a
+    slow or silent server and its retries, else how many trajectories are generating)."""
 
-    def __init__(self, total: int):
-        self.total = total
-        self.started = time.perf_counter()
+    def __init__(self, total: int, engine: Any = None, concurrency: int = 1):
+        self.total, self.engine, self.concurrency = total, engine, concurrency
+        self.started = self.last_result = time.perf_counter()
         self.done = self.correct = self.tool_calls = self.tokens = 0
+        self.stats: dict[str, Any] = {}
         self.task = task("collect", total)
         self.advance: Callable[..., None] = lambda completed, **stats: None
 
-    def __enter__(self) -> Callable[[Trajectory], None]:
+    def __enter__(self) -> _LiveProgress:
         self.advance = self.task.__enter__()
-        return self.on_result
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.task.__exit__(*exc)
@@ -295,14 +305,28 @@ class _LiveProgress:
         self.correct += trajectory.correct
         self.tool_calls += trajectory.num_tool_calls
         self.tokens += trajectory.completion_tokens
-        elapsed = max(time.perf_counter() - self.started, 1e-9)
-        self.advance(
-            self.done,
+        self.last_result = time.perf_counter()
+        elapsed = max(self.last_result - self.started, 1e-9)
+        self.stats = dict(
             accuracy=self.correct / self.done,
             trajectories_per_s=self.done / elapsed,
             tokens_per_s=self.tokens / elapsed,
             tool_calls=self.tool_calls,
         )
+        self.advance(self.done, **self.stats)
+
+    async def watch(self) -> None:
+        """Every WAIT_REPORT_S, when nothing finished for that long: say what the run is waiting on."""
+        while True:
+            await asyncio.sleep(WAIT_REPORT_S)
+            quiet = time.perf_counter() - self.last_result
+            if quiet >= WAIT_REPORT_S:
+                self.advance(self.done, **self.stats, waiting=self.waiting_text(quiet))
+
+    def waiting_text(self, quiet: float) -> str:
+        why = self.engine.waiting_on() if hasattr(self.engine, "waiting_on") else None
+        in_flight = min(self.concurrency, self.total - self.done)
+        return why or f"{in_flight} trajectories generating, none finished in the last {quiet:.0f} s"
 
 
 def summarise(

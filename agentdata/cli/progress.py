@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from agentdata.events import Event, listening
@@ -28,10 +29,15 @@ CONSOLE_KEYS = (
 def stats_text(task: str, stats: dict[str, Any]) -> str:
     """The live numbers beside a bar, e.g. collect's `acc 50% · 1.20 traj/s · 35 tok/s · 4 tool calls`."""
     if task == "collect" and stats:
-        return (
-            f"acc {stats['accuracy']:.0%} · {stats['trajectories_per_s']:.2f} traj/s · "
-            f"{stats['tokens_per_s']:.0f} tok/s · {stats['tool_calls']} tool calls"
-        )
+        parts = []
+        if "accuracy" in stats:
+            parts.append(
+                f"acc {stats['accuracy']:.0%} · {stats['trajectories_per_s']:.2f} traj/s · "
+                f"{stats['tokens_per_s']:.0f} tok/s · {stats['tool_calls']} tool calls"
+            )
+        if stats.get("waiting"):
+            parts.append(f"[yellow]waiting: {escape(stats['waiting'])}[/]")
+        return " · ".join(parts)
     return " · ".join(f"{key} {value}" for key, value in stats.items())
 
 

@@ -104,6 +104,16 @@ class Engine:
         """All requests at once, so local engines can batch them; results in request order."""
         return list(await asyncio.gather(*(self.generate(request) for request in requests)))
 
+    async def ready(self) -> None:
+        """Called once before any work: raise a UserError when the engine cannot serve at all (a server
+        that cannot be reached, or never answers), so a run stops at once instead of waiting on it."""
+        return None
+
+    def waiting_on(self) -> str | None:
+        """What the requests in flight are waiting for (a slow or silent server, retries), to show while
+        nothing comes back; None when there is nothing to say beyond "generating"."""
+        return None
+
     async def aclose(self) -> None:
         return None
 

@@ -84,9 +84,10 @@ class _LoopState:
     loop: asyncio.AbstractEventLoop = field(repr=False)
 
     @classmethod
-    def create(cls, concurrency: int, timeout_s: float) -> _LoopState:
+    def create(cls, concurrency: int, timeout_s: float, connect_timeout_s: float) -> _LoopState:
         connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=concurrency)
-        session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=timeout_s))
+        timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=connect_timeout_s)
+        session = aiohttp.ClientSession(connector=connector, timeout=timeout)
         return cls(session=session, slots=asyncio.Semaphore(concurrency), loop=asyncio.get_running_loop())
 
 
@@ -100,8 +101,9 @@ class OpenAIEngine(Engine):
         model: str | None = None,
         api_key_env: str = "OPENAI_API_KEY",
         concurrency: int = 64,
-        timeout_s: float = 600.0,
-        max_retries: int = 5,
+        timeout_s: float = 300.0,
+        connect_timeout_s: float = 10.0,
+        max_retries: int = 3,
         backoff_s: float = 1.0,
         max_backoff_s: float = 30.0,
         extra_body: dict | None = None,
@@ -114,7 +116,9 @@ class OpenAIEngine(Engine):
         them, then continues a turn by sending the tool output as the next message (False: always).
         `max_tokens_field`: "max_completion_tokens" for OpenAI's reasoning models.
         `drop_fields`: request fields never to send (e.g. ["stop", "temperature"]).
-        A refusal naming any of these is learned from at run time as well."""
+        A refusal naming any of these is learned from at run time as well.
+        `timeout_s` bounds one attempt; `connect_timeout_s` the connection, and the check at start that
+        the server answers at all (`ready`)."""
         url_list = [u for u in (urls.split(",") if isinstance(urls, str) else urls) if u.strip()]
         if not url_list:
             raise UserError("openai engine: give at least one server URL, e.g. openai:http://127.0.0.1:8000/v1")
@@ -126,7 +130,13 @@ class OpenAIEngine(Engine):
         self.model = model
         self.api_key = os.environ.get(api_key_env) if api_key_env else None
         self.concurrency = concurrency
-        self.timeout_s = timeout_s
+        for name, value in (("timeout_s", timeout_s), ("connect_timeout_s", connect_timeout_s)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise UserError(f"openai engine: {name} must be a positive number of seconds, got {value!r}")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise UserError(f"openai engine: max_retries must be a whole number of at least 0, got {max_retries!r}")
+        self.timeout_s = float(timeout_s)
+        self.connect_timeout_s = float(connect_timeout_s)
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
@@ -141,6 +151,8 @@ class OpenAIEngine(Engine):
         self.wire = WireSettings(continue_final_message, max_tokens_field, _field_names(drop_fields))
         self.adaptations: list[str] = []  # what was learned from refusals, in order
         self.attempts = 0  # HTTP attempts made, retries included
+        self._posted: dict[int, tuple[str, float]] = {}  # attempt in flight -> (url, when it was sent)
+        self._last_failure: tuple[str, int, float] | None = None  # (error, attempt it ended, when)
         self._turn = itertools.count()
         self._state: _LoopState | None = None
         self._model_lookup: asyncio.Lock | None = None
@@ -155,6 +167,39 @@ class OpenAIEngine(Engine):
                 return await self._generate_with_retries(state.session, request, model)
             except Exception as exc:  # never raise for one request
                 return error_generation(f"{type(exc).__name__}: {exc}")
+
+    async def ready(self) -> None:
+        """The first server answers at all: GET /v1/models within `connect_timeout_s` (any HTTP status
+        counts: it is alive); else a UserError before any work, instead of requests that wait for ever."""
+        state = self._loop_state()
+        url = self.servers[0].url.removesuffix("/chat/completions") + "/models"
+        timeout = aiohttp.ClientTimeout(total=self.connect_timeout_s)
+        try:
+            async with state.session.get(url, headers=self._headers(), timeout=timeout) as response:
+                await response.read()
+        except asyncio.TimeoutError:
+            raise UserError(
+                f"{self.spec}: the server accepted a connection but did not answer GET {url} within "
+                f"{self.connect_timeout_s:g} s (is it still loading? engine option connect_timeout_s=N waits longer)"
+            ) from None
+        except aiohttp.ClientError as error:
+            raise UserError(
+                f"{self.spec}: cannot be reached ({type(error).__name__}: {error}); is it running?"
+            ) from None
+
+    def waiting_on(self) -> str | None:
+        now = asyncio.get_running_loop().time() if self._state is not None else 0.0
+        parts = []
+        if self._posted:
+            oldest_url, oldest = min(self._posted.values(), key=lambda posted: posted[1])
+            parts.append(
+                f"{len(self._posted)} request(s) waiting on the server, the oldest {now - oldest:.0f} s of its "
+                f"{self.timeout_s:g} s timeout ({oldest_url})"
+            )
+        if self._last_failure is not None and now - self._last_failure[2] < 60:
+            error, attempt, _ = self._last_failure
+            parts.append(f"last failure: {error} (attempt {attempt} of {self.max_retries + 1}, retried with backoff)")
+        return "; ".join(parts) or None
 
     async def aclose(self) -> None:
         state, self._state = self._state, None
@@ -180,6 +225,7 @@ class OpenAIEngine(Engine):
             except RetryableError as exc:
                 last_error = exc
                 attempt += 1
+                self._last_failure = (str(exc)[:200], attempt, asyncio.get_running_loop().time())
             except RefusedRequest as exc:
                 overflow = context_overflow(exc.text)
                 if overflow is not None:  # before learning: vLLM's wording quotes 'max_tokens'
@@ -205,14 +251,18 @@ class OpenAIEngine(Engine):
 
     async def _post(self, session: aiohttp.ClientSession, url: str, body: dict) -> dict:
         self.attempts += 1
+        number = self.attempts
+        self._posted[number] = (url, asyncio.get_running_loop().time())
         try:
             async with session.post(url, json=body, headers=self._headers()) as response:
                 text = await response.text()
                 status, retry_after = response.status, _retry_after_seconds(response.headers)
         except asyncio.TimeoutError as exc:
-            raise RetryableError(f"{url}: timed out after {self.timeout_s:g} s") from exc
+            raise RetryableError(f"{url}: no answer within {self.timeout_s:g} s") from exc
         except aiohttp.ClientError as exc:
             raise RetryableError(f"{url}: {type(exc).__name__}: {exc}") from exc
+        finally:
+            self._posted.pop(number, None)
         if status in RETRYABLE_STATUS:
             raise RetryableError(f"{url}: HTTP {status}: {text[:300]}", retry_after=retry_after)
         if status >= 400:
@@ -244,7 +294,7 @@ class OpenAIEngine(Engine):
     def _loop_state(self) -> _LoopState:
         loop = asyncio.get_running_loop()
         if self._state is None or self._state.loop is not loop:
-            self._state = _LoopState.create(self.concurrency, self.timeout_s)
+            self._state = _LoopState.create(self.concurrency, self.timeout_s, self.connect_timeout_s)
             self._model_lookup = asyncio.Lock()
         return self._state
 
