@@ -86,6 +86,29 @@ def test_run_eval_reports_every_model_benchmark_and_budget(tmp_path, benchmarks)
     assert again.settings["models"] == {"base": "scripted", "letters": "letters"}
 
 
+def test_compared_models_get_paired_differences_with_intervals(tmp_path, benchmarks):
+    """`letters` (always B) against `base` (answers 42): a known per-problem difference on each benchmark."""
+    config = EvalConfig(samples=2, tool_call_budgets=[1], concurrency=2, loop=HERMES)
+    report = run_eval(
+        ["base=scripted", "letters"], benchmarks, tmp_path, config, engine_factory=engines, sandbox=InProcessSandbox()
+    )
+    aime = {c["metric"]: c for c in report.comparisons if c["benchmark"] == "aime"}
+    assert set(aime) == {"avg@2", "pass@2", "maj@2"}
+    avg = aime["avg@2"]
+    assert (avg["model"], avg["baseline"], avg["problems"]) == ("letters", "base", 3)
+    assert avg["difference"] == pytest.approx(-2 / 3)  # base solves 2 of the 3, letters none
+    assert avg["interval"]["low"] <= -2 / 3 <= avg["interval"]["high"]
+    assert avg["p_value"] == pytest.approx(0.5)  # McNemar: 2 discordant problems, both for base
+    assert avg["sentence"].startswith("no difference detectable at this size on avg@2")  # 3 problems say little
+    gpqa = next(c for c in report.comparisons if c["benchmark"] == "gpqa" and c["metric"] == "avg@2")
+    assert gpqa["difference"] == pytest.approx(0.5)  # letters gets B right, base (42) gets neither
+    result = report.results[0]
+    assert result.metrics.avg_at_k_ci.low <= result.metrics.avg_at_k <= result.metrics.avg_at_k_ci.high
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert saved["comparisons"] == report.comparisons
+    assert saved["results"][0]["ci95"]["avg@2"]["method"] in ("bootstrap", "wilson")
+
+
 def test_a_second_run_resumes_without_calling_the_model(tmp_path, benchmarks):
     config = EvalConfig(samples=2, tool_call_budgets=[1], concurrency=2, loop=HERMES)
     run_eval(["scripted"], benchmarks[:1], tmp_path, config, engine_factory=engines, sandbox=InProcessSandbox())
@@ -233,6 +256,24 @@ def test_eval_command_with_openai_engine_and_local_sandbox(tmp_path, benchmarks,
     assert with_tool["mean_tool_calls"] == 1.0 and with_tool["tool_error_rate"] == 0.0
     assert with_tool["pass@k"] == {"1": pytest.approx(2 / 3), "2": pytest.approx(2 / 3)}
     assert with_tool["finish_reasons"] == {"answer": 6}
+    assert "avg@2 66.7% [" in printed.out  # every score is shown with its interval
+
+
+def test_eval_compare_prints_the_paired_difference_in_a_sentence(tmp_path, benchmarks, capsys):
+    with (
+        load_fake_server().FakeOpenAIServer(script="tool") as tool,
+        load_fake_server().FakeOpenAIServer(script="echo") as echo,
+    ):
+        code = run_cli(
+            ["eval", f"tool=openai:{tool.url}", str(benchmarks[0]), "--compare", f"echo=openai:{echo.url}"]
+            + ["--k", "2", "--out", str(tmp_path / "r"), "--protocol", "hermes", "--concurrency", "4"]
+        )
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert "paired differences against tool" in printed.out
+    assert "aime · tools ≤ 4: no difference detectable at this size on avg@2 (echo 0.0% vs tool 66.7%" in printed.out
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert {c["metric"] for c in report["comparisons"]} == {"avg@2", "pass@2", "maj@2"}
 
 
 @pytest.mark.parametrize("args,message", [(["--max-tool-calls", "1,x"], "--max-tool-calls"), (["--k", "0"], "--k 0")])

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from agentdata.cli.common import ModelName, console, output_dir, print_json, with_model
 from agentdata.cli.options import settings_command
@@ -42,7 +43,7 @@ def command(
     as_json: bool = False,
 ) -> None:
     """Run models with the code tool on benchmarks; report avg@k, pass@k, maj@k and tool use, with plots."""
-    from agentdata.cli.views import results_table
+    from agentdata.cli.views import comparisons_table, results_table, with_interval
     from agentdata.evaluation.runner import run_eval
 
     output_dir(out, "--out", inputs=bench_files)
@@ -58,15 +59,24 @@ def command(
         m = result.metrics
         console.print(
             f"  {result.model} · {result.benchmark} · tools ≤ {result.max_tool_calls}: "
-            f"avg@{m.samples} {m.avg_at_k:.1%} · pass@{m.samples} {m.pass_at_samples:.1%} · "
-            f"maj@{m.samples} {m.maj_at_k:.1%}{_failure_note(m)}{_cache_note(result.cache)}"
+            f"avg@{m.samples} {with_interval(m.avg_at_k, m.avg_at_k_ci)} · "
+            f"pass@{m.samples} {with_interval(m.pass_at_samples, m.pass_at_samples_ci)} · "
+            f"maj@{m.samples} {with_interval(m.maj_at_k, m.maj_at_k_ci)}{_failure_note(m)}{_cache_note(result.cache)}"
         )
 
     report = run_eval(models, bench_files, out, config, on_result=None if as_json else on_result)
     if as_json:
         print_json(report.as_dict())
         return
-    console.print(results_table(report.results, title=f"eval · {out}"))
+    console.print(results_table(report.results, title=f"eval · {out} · 95% intervals over problems"))
+    if report.comparisons:
+        console.print(
+            comparisons_table(report.comparisons, title=f"paired differences against {report.results[0].model}")
+        )
+        for row in report.comparisons:
+            if row["metric"].startswith("avg@"):  # one line each, never wrapped: it is the verdict
+                line = f"  {row['benchmark']} · tools ≤ {row['max_tool_calls']}: {row['sentence']}"
+                console.print(escape(line), soft_wrap=True)
     console.print(
         f"Report: [cyan]{out / 'report.json'}[/] · plots: " + ", ".join(f"[cyan]{p}[/]" for p in report.plots)
     )

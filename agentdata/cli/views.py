@@ -177,15 +177,42 @@ def results_table(results: list[Any], title: str = "eval") -> Table:
             m.kind,
             str(result.max_tool_calls),
             str(m.num_problems),
-            f"{m.avg_at_k:.1%} @{k}",
-            f"{m.pass_at_samples:.1%} @{k}",
-            f"{m.maj_at_k:.1%} @{k}",
+            f"{with_interval(m.avg_at_k, m.avg_at_k_ci)} @{k}",
+            f"{with_interval(m.pass_at_samples, m.pass_at_samples_ci)} @{k}",
+            f"{with_interval(m.maj_at_k, m.maj_at_k_ci)} @{k}",
             f"{m.mean_tool_calls:.2f}",
             f"{m.tool_error_rate:.1%}",
             f"{m.mean_response_tokens:.0f}",
             f"{m.mean_test_s:.2f}" if m.kind in ("code", "mixed") else "-",
             str(m.failed_responses),
             reasons,
+        )
+    return table
+
+
+def with_interval(value: float, interval: Any) -> str:
+    """A score with its 95% interval: `12.5% [4.1, 22.0]` (percentage points)."""
+    return f"{value:.1%}" if interval is None else f"{value:.1%} {interval.points()}"
+
+
+def comparisons_table(comparisons: list[dict[str, Any]], title: str = "paired differences") -> Table:
+    """Paired comparisons (evaluation/compare.py's dicts): difference, 95% interval, p-value, verdict."""
+    table = Table(title=title)
+    for name in ("model", "vs", "benchmark", "tools ≤", "metric", "difference", "95% interval", "p", "problems"):
+        table.add_column(name, justify="left" if name in ("model", "vs", "benchmark", "metric") else "right")
+    for row in comparisons:
+        interval = row["interval"]
+        style = "bold" if row["significant"] else "dim"
+        table.add_row(
+            escape(str(row["model"])),
+            escape(str(row["baseline"])),
+            escape(str(row.get("benchmark", ""))),
+            str(row.get("max_tool_calls", "")),
+            row["metric"],
+            f"[{style}]{100 * row['difference']:+.1f} pts[/]",
+            f"[{100 * interval['low']:.1f}, {100 * interval['high']:.1f}]",
+            f"{row['p_value']:.2g}",
+            str(row["problems"]),
         )
     return table
 

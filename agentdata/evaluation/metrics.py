@@ -16,6 +16,9 @@ correct. Per benchmark:
   and `unscored_problems` for problems with no valid response at all).
 - kind: `code` (graded by running tests: maj@k votes on identical programs, and the time
   spent running tests is reported apart), `multiple choice` (letter answers), or `math`.
+- intervals: every avg@k, pass@k and maj@k carries its 95% interval over problems
+  (`evaluation/stats.py` says which and why), and `ProblemScores` keeps the per-problem values
+  that paired comparisons between models need (`score_benchmark` returns both).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from agentdata.evaluation.stats import Interval, mean_interval
 from agentdata.records import Trajectory
 
 Equivalence = Callable[[str, str], bool]
@@ -121,11 +125,46 @@ class BenchmarkMetrics:
     mean_passed_fraction: float | None = None  # code: the mean fraction of tests passed
     failed_responses: int = 0  # ended in an engine or sandbox error: in no score, counted here
     unscored_problems: int = 0  # problems whose every response failed: in no score either
+    # 95% intervals over problems (evaluation/stats.py); None / absent where no problem was scored.
+    avg_at_k_ci: Interval | None = None
+    maj_at_k_ci: Interval | None = None
+    pass_at_k_ci: dict[int, Interval] = field(default_factory=dict)
 
     @property
     def pass_at_samples(self) -> float:
         """pass@k at k = the number of samples drawn."""
         return self.pass_at_k[max(self.pass_at_k)] if self.pass_at_k else 0.0
+
+    @property
+    def pass_at_samples_ci(self) -> Interval | None:
+        return self.pass_at_k_ci.get(max(self.pass_at_k)) if self.pass_at_k else None
+
+
+@dataclass
+class ProblemScores:
+    """Per scored problem (failed responses left out): what avg@k, pass@k and maj@k average over problems."""
+
+    responses: dict[str, int]  # problem id -> valid responses
+    correct: dict[str, int]  # problem id -> correct responses
+    majority: dict[str, float]  # problem id -> 1.0 when the majority answer is right
+
+    def accuracy(self) -> dict[str, float]:
+        """Each problem's share of correct responses (its avg@k term)."""
+        return {pid: self.correct[pid] / n for pid, n in self.responses.items()}
+
+    def pass_at(self, k: int) -> dict[str, float]:
+        """Each problem's unbiased pass@k, for the problems with at least k responses."""
+        return {pid: pass_at_k(n, self.correct[pid], k) for pid, n in self.responses.items() if n >= k}
+
+    def metric(self, name: str) -> dict[str, float]:
+        """Per-problem values of `avg`, `maj` or `pass@K`."""
+        if name == "avg":
+            return self.accuracy()
+        if name == "maj":
+            return dict(self.majority)
+        if name.startswith("pass@"):
+            return self.pass_at(int(name.removeprefix("pass@")))
+        raise ValueError(f"unknown metric {name!r}: avg, maj or pass@K")
 
 
 def group_by_problem(trajectories: Iterable[Trajectory]) -> dict[str, list[Trajectory]]:
@@ -155,6 +194,13 @@ def benchmark_metrics(
 
     Failed responses (engine or sandbox errors) are left out of every score and counted apart.
     """
+    return score_benchmark(trajectories, equivalent)[0]
+
+
+def score_benchmark(
+    trajectories: Iterable[Trajectory], equivalent: Equivalence = answers_equivalent
+) -> tuple[BenchmarkMetrics, ProblemScores]:
+    """The metrics of one benchmark run and the per-problem scores they average (for paired comparisons)."""
     everything = list(trajectories)
     if not everything:
         raise ValueError("no trajectories to score")
@@ -166,13 +212,19 @@ def benchmark_metrics(
     if kind == "code":
         equivalent = _same_program
     tested = [t.metadata["tests"] for t in trajectories if isinstance(t.metadata.get("tests"), dict)]
-    return BenchmarkMetrics(
+    scores = ProblemScores(
+        responses={pid: len(rs) for pid, rs in groups.items()},
+        correct={pid: sum(t.correct for t in rs) for pid, rs in groups.items()},
+        majority={pid: _majority_correct(rs, equivalent) for pid, rs in groups.items()},
+    )
+    pass_curve = _pass_curve(scores)
+    metrics = BenchmarkMetrics(
         num_problems=len(groups),
         num_responses=len(trajectories),
         samples=max(len(responses) for responses in group_by_problem(everything).values()),
-        avg_at_k=_mean(sum(t.correct for t in rs) / len(rs) for rs in groups.values()),
-        pass_at_k=_pass_curve(groups),
-        maj_at_k=_mean(_majority_correct(rs, equivalent) for rs in groups.values()),
+        avg_at_k=_mean(scores.accuracy().values()),
+        pass_at_k={k: value for k, (value, _) in pass_curve.items()},
+        maj_at_k=_mean(scores.majority.values()),
         mean_tool_calls=calls / count,
         tool_error_rate=sum(t.num_tool_errors for t in trajectories) / calls if calls else 0.0,
         mean_response_tokens=sum(t.completion_tokens for t in trajectories) / count,
@@ -183,7 +235,11 @@ def benchmark_metrics(
         mean_passed_fraction=_mean(float(tests.get("fraction", 0.0)) for tests in tested) if tested else None,
         failed_responses=len(everything) - len(trajectories),
         unscored_problems=len({t.problem_id for t in everything} - set(groups)),
+        avg_at_k_ci=mean_interval(list(scores.accuracy().values())),
+        maj_at_k_ci=mean_interval(list(scores.majority.values())),
+        pass_at_k_ci={k: interval for k, (_, interval) in pass_curve.items() if interval is not None},
     )
+    return metrics, scores
 
 
 def benchmark_kind(trajectories: list[Trajectory]) -> str:
@@ -202,12 +258,12 @@ def _same_program(first: str, second: str) -> bool:
     return first.strip() == second.strip()
 
 
-def _pass_curve(groups: dict[str, list[Trajectory]]) -> dict[int, float]:
-    """pass@k for each reported k, over the problems that have at least k samples."""
-    curve: dict[int, float] = {}
-    for k in pass_k_values(max((len(rs) for rs in groups.values()), default=0)):
-        scores = [pass_at_k(len(rs), sum(t.correct for t in rs), k) for rs in groups.values() if len(rs) >= k]
-        curve[k] = _mean(scores)
+def _pass_curve(scores: ProblemScores) -> dict[int, tuple[float, Interval | None]]:
+    """pass@k and its interval for each reported k, over the problems that have at least k samples."""
+    curve: dict[int, tuple[float, Interval | None]] = {}
+    for k in pass_k_values(max(scores.responses.values(), default=0)):
+        values = list(scores.pass_at(k).values())
+        curve[k] = (_mean(values), mean_interval(values))
     return curve
 
 

@@ -14,7 +14,19 @@ from agentdata.evaluation.report import EvalResult  # noqa: E402
 
 ACCURACY_PLOT = "accuracy.png"
 SWEEP_PLOT = "tool_calls_sweep.png"
-METRICS = (("avg@k", lambda m: m.avg_at_k), ("pass@k", lambda m: m.pass_at_samples), ("maj@k", lambda m: m.maj_at_k))
+# (name, value, its 95% interval): every bar carries its interval as an error bar.
+METRICS = (
+    ("avg@k", lambda m: m.avg_at_k, lambda m: m.avg_at_k_ci),
+    ("pass@k", lambda m: m.pass_at_samples, lambda m: m.pass_at_samples_ci),
+    ("maj@k", lambda m: m.maj_at_k, lambda m: m.maj_at_k_ci),
+)
+
+
+def error_bars(values: list[float], intervals: list) -> list[list[float]]:
+    """matplotlib's yerr (distances below and above each value) from 95% intervals; 0 where none."""
+    below = [value - interval.low if interval else 0.0 for value, interval in zip(values, intervals)]
+    above = [interval.high - value if interval else 0.0 for value, interval in zip(values, intervals)]
+    return [[max(0.0, b) for b in below], [max(0.0, a) for a in above]]
 
 
 def _ordered(values: list[str]) -> list[str]:
@@ -22,7 +34,8 @@ def _ordered(values: list[str]) -> list[str]:
 
 
 def accuracy_plot(results: list[EvalResult], path: str | Path) -> Path:
-    """Grouped bars: one group per benchmark, one bar per model, one panel per metric.
+    """Grouped bars: one group per benchmark, one bar per model, one panel per metric, each bar with
+    its 95% interval (over problems) as an error bar.
 
     With a tool-call sweep, each model is shown at its largest budget.
     """
@@ -35,16 +48,16 @@ def accuracy_plot(results: list[EvalResult], path: str | Path) -> Path:
     benchmarks = _ordered([r.benchmark for r in results])
     figure, axes = plt.subplots(1, len(METRICS), figsize=(4.5 * len(METRICS), 4), sharey=True, squeeze=False)
     width = 0.8 / len(models)
-    for axis, (name, value_of) in zip(axes[0], METRICS):
+    for axis, (name, value_of, interval_of) in zip(axes[0], METRICS):
         for index, model in enumerate(models):
             positions = [b + (index - (len(models) - 1) / 2) * width for b in range(len(benchmarks))]
-            values = [
-                value_of(largest[(model, bench)].metrics) if (model, bench) in largest else 0.0 for bench in benchmarks
-            ]
-            bars = axis.bar(positions, values, width, label=model)
-            axis.bar_label(bars, labels=[f"{v:.0%}" for v in values], fontsize=7)
+            shown = [largest.get((model, bench)) for bench in benchmarks]
+            values = [value_of(r.metrics) if r else 0.0 for r in shown]
+            intervals = [interval_of(r.metrics) if r else None for r in shown]
+            bars = axis.bar(positions, values, width, label=model, yerr=error_bars(values, intervals), capsize=3)
+            axis.bar_label(bars, labels=[f"{v:.0%}" for v in values], fontsize=7, padding=2)
         samples = max(r.metrics.samples for r in results)
-        axis.set_title(name.replace("k", str(samples)))
+        axis.set_title(f"{name.replace('k', str(samples))} (95% interval)")
         axis.set_xticks(range(len(benchmarks)), benchmarks, rotation=15)
         axis.set_ylim(0, 1.05)
     axes[0][0].set_ylabel("accuracy")
@@ -53,15 +66,29 @@ def accuracy_plot(results: list[EvalResult], path: str | Path) -> Path:
 
 
 def sweep_plot(results: list[EvalResult], path: str | Path) -> Path:
-    """avg@k against the allowed number of tool calls: one panel per benchmark, one line per model."""
+    """avg@k (with its 95% interval) against the allowed number of tool calls: one panel per benchmark,
+    one line per model."""
     benchmarks = _ordered([r.benchmark for r in results])
     figure, axes = plt.subplots(1, len(benchmarks), figsize=(4.5 * len(benchmarks), 4), squeeze=False)
     for axis, bench in zip(axes[0], benchmarks):
         for model in _ordered([r.model for r in results]):
             points = sorted(
-                (r.max_tool_calls, r.metrics.avg_at_k) for r in results if r.model == model and r.benchmark == bench
+                (
+                    (r.max_tool_calls, r.metrics.avg_at_k, r.metrics.avg_at_k_ci)
+                    for r in results
+                    if r.model == model and r.benchmark == bench
+                ),
+                key=lambda point: point[0],
             )
-            axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=model)
+            values = [p[1] for p in points]
+            axis.errorbar(
+                [p[0] for p in points],
+                values,
+                yerr=error_bars(values, [p[2] for p in points]),
+                marker="o",
+                capsize=3,
+                label=model,
+            )
         budgets = sorted({r.max_tool_calls for r in results})
         if budgets and min(budgets) > 0:
             axis.set_xscale("log", base=2)

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from agentdata.errors import InputFileError
-from agentdata.evaluation.metrics import BenchmarkMetrics
+from agentdata.evaluation.metrics import BenchmarkMetrics, ProblemScores
+from agentdata.evaluation.stats import Interval
 from agentdata.records import atomic_write
 
 REPORT_FILE = "report.json"
@@ -24,16 +25,21 @@ class EvalResult:
     metrics: BenchmarkMetrics
     # What this run generated rather than reused: {"generated", "redone_problem_changed", "redone_error"}.
     cache: dict[str, int] = field(default_factory=dict)
+    # The per-problem values (in memory only: paired comparisons between models are made from them).
+    scores: ProblemScores | None = field(default=None, compare=False, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data.pop("scores")
         metrics = data.pop("metrics")
         k = metrics["samples"]
         # Named as papers write them, so the JSON reads without this code at hand.
         metrics[f"avg@{k}"] = metrics.pop("avg_at_k")
         metrics[f"maj@{k}"] = metrics.pop("maj_at_k")
         metrics["pass@k"] = {str(j): value for j, value in metrics.pop("pass_at_k").items()}
-        return {**data, **metrics}
+        for name in ("avg_at_k_ci", "maj_at_k_ci", "pass_at_k_ci"):
+            metrics.pop(name)
+        return {**data, **metrics, "ci95": intervals_dict(self.metrics)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EvalResult:
@@ -56,8 +62,32 @@ class EvalResult:
             mean_passed_fraction=data.pop("mean_passed_fraction", None),
             failed_responses=data.pop("failed_responses", 0),
             unscored_problems=data.pop("unscored_problems", 0),
+            **read_intervals(data.pop("ci95", {}), k),
         )
         return cls(metrics=metrics, **data)
+
+
+def intervals_dict(metrics: BenchmarkMetrics) -> dict[str, dict[str, Any]]:
+    """The 95% intervals keyed as the scores are (`avg@4`, `maj@4`, `pass@2`): {low, high, method}."""
+    k = metrics.samples
+    named = {f"avg@{k}": metrics.avg_at_k_ci, f"maj@{k}": metrics.maj_at_k_ci}
+    named.update({f"pass@{j}": interval for j, interval in metrics.pass_at_k_ci.items()})
+    return {name: interval.as_dict() for name, interval in named.items() if interval is not None}
+
+
+def read_intervals(data: dict[str, dict[str, Any]], k: int) -> dict[str, Any]:
+    """BenchmarkMetrics' interval fields from `intervals_dict`'s form (a report without them has none)."""
+
+    def interval(name: str) -> Interval | None:
+        return Interval.from_dict(data[name]) if name in data else None
+
+    return {
+        "avg_at_k_ci": interval(f"avg@{k}"),
+        "maj_at_k_ci": interval(f"maj@{k}"),
+        "pass_at_k_ci": {
+            int(name[5:]): Interval.from_dict(value) for name, value in data.items() if name[:5] == "pass@"
+        },
+    }
 
 
 @dataclass
@@ -65,9 +95,16 @@ class EvalReport:
     results: list[EvalResult] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
     plots: list[str] = field(default_factory=list)
+    # Paired differences against the first model (evaluation/compare.py), JSON-ready, each with its sentence.
+    comparisons: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"settings": self.settings, "results": [r.as_dict() for r in self.results], "plots": self.plots}
+        return {
+            "settings": self.settings,
+            "results": [r.as_dict() for r in self.results],
+            "comparisons": self.comparisons,
+            "plots": self.plots,
+        }
 
     def write(self, out_dir: str | Path) -> Path:
         text = json.dumps(self.as_dict(), indent=2, sort_keys=True)
@@ -86,6 +123,7 @@ class EvalReport:
                 results=[EvalResult.from_dict(r) for r in data["results"]],
                 settings=data.get("settings", {}),
                 plots=data.get("plots", []),
+                comparisons=data.get("comparisons", []),
             )
         except FileNotFoundError:
             raise InputFileError(path, "no such file: run `agentdata eval` first") from None

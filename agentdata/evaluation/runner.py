@@ -25,8 +25,9 @@ from agentdata.agent.resume import unique_problems
 from agentdata.agent.rundir import RunDir, settings_digest
 from agentdata.agent.runner import CollectConfig, CollectSummary, collect
 from agentdata.errors import UserError
+from agentdata.evaluation.compare import compare_to_baseline
 from agentdata.evaluation.config import EvalConfig
-from agentdata.evaluation.metrics import Equivalence, answers_equivalent, benchmark_metrics
+from agentdata.evaluation.metrics import Equivalence, answers_equivalent, score_benchmark
 from agentdata.evaluation.plots import ACCURACY_PLOT, SWEEP_PLOT, accuracy_plot, sweep_plot
 from agentdata.evaluation.report import EvalReport, EvalResult
 from agentdata.problems import load_problems
@@ -106,6 +107,9 @@ def run_eval(
 ) -> EvalReport:
     """Evaluate every model on every benchmark at every tool-call budget; write report.json and plots.
 
+    Every model after the first is compared with the first on the same problems (paired
+    differences with their interval, p-value and sentence: `report.comparisons`).
+
     `engine_factory(spec)` supplies a ready engine (tests, or a model already loaded); without
     it, each collect run loads the engine from its spec. Likewise `sandbox`: a ready one, or
     each run opens `config.loop.sandbox`. Progress is reported as `agentdata.events`.
@@ -125,22 +129,25 @@ def run_eval(
                 collect_config = config.collect_config(model.spec, budget)
                 run_dir = benchmark_run_dir(out_dir, model, bench_name, collect_config)
                 responses, summary = run_benchmark(problems, run_dir, collect_config, engine, sandbox)
+                metrics, scores = score_benchmark(responses, equivalent)
                 result = EvalResult(
                     model.label,
                     model.spec,
                     bench_name,
                     budget,
                     str(run_dir),
-                    benchmark_metrics(responses, equivalent),
+                    metrics,
                     cache={
                         "generated": summary.new,
                         "redone_problem_changed": summary.stale,
                         "redone_error": summary.retried,
                     },
+                    scores=scores,
                 )
                 report.results.append(result)
                 if on_result:
                     on_result(result)
+    report.comparisons = [c.as_dict() for c in compare_to_baseline(report.results, models[0].label)]
     report.plots = [str(p) for p in write_plots(report, out_dir)]
     report.write(out_dir)
     return report

@@ -8,23 +8,12 @@ straddles an edge of the band: the ones more rollouts can still move in or out o
 
 from __future__ import annotations
 
-import math
-
 import polars as pl
 
-CONFIDENCE_Z = 1.96  # two-sided 95%
+from agentdata.evaluation.stats import Z as CONFIDENCE_Z  # two-sided 95%
+from agentdata.evaluation.stats import wilson_interval
 
-
-def wilson_interval(successes: int, trials: int, z: float = CONFIDENCE_Z) -> tuple[float, float]:
-    """The Wilson score interval of `successes` in `trials` (it stays inside [0, 1] and is not
-    empty at 0 or k successes, unlike the normal approximation)."""
-    if trials <= 0:
-        raise ValueError("a confidence interval needs at least one trial")
-    rate, z2 = successes / trials, z * z
-    denominator = 1 + z2 / trials
-    centre = (rate + z2 / (2 * trials)) / denominator
-    half = z * math.sqrt(rate * (1 - rate) / trials + z2 / (4 * trials * trials)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
+__all__ = ["CONFIDENCE_Z", "straddling", "wilson_interval", "with_intervals"]
 
 
 def with_intervals(rates: pl.DataFrame, z: float = CONFIDENCE_Z) -> pl.DataFrame:
