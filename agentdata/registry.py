@@ -23,13 +23,16 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import sys
+import traceback
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from agentdata.errors import UserError
 
 T = TypeVar("T")
+_PACKAGE_DIR = str(Path(__file__).resolve().parent)  # frames in here are agentdata's, not the plug-in's
 
 
 def is_plugin_path(name: str) -> bool:
@@ -52,7 +55,7 @@ def load_object(spec: str) -> Any:
         try:
             target = getattr(target, part)
         except AttributeError:
-            raise UserError(f"plug-in {spec!r}: {location} has no attribute {attr!r}") from None
+            raise PluginError(spec, f"{location} has no attribute {attr!r}") from None
     return target
 
 
@@ -62,7 +65,58 @@ def _import(module_name: str, spec: str) -> Any:
     except ModuleNotFoundError as error:
         if error.name and module_name.startswith(error.name):  # the plug-in itself, not one of its imports
             raise UserError(f"plug-in {spec!r}: no module named {module_name!r} (is it on PYTHONPATH?)") from None
+        raise PluginError(spec, f"importing {module_name} failed: {_described(error)}") from None
+    except Exception as error:  # whatever the plug-in's module does when imported is its own fault
+        raise PluginError(spec, f"importing {module_name} failed: {_described(error)}") from None
+
+
+class PluginError(UserError):
+    """A plug-in is broken (it does not import, is of the wrong kind, raises, returns the wrong thing):
+    the user's to fix, named as the plug-in's fault rather than reported as agentdata's own bug."""
+
+    def __init__(self, spec: str, problem: str):
+        self.spec = spec
+        super().__init__(f"plug-in {spec!r}: {problem}")
+
+
+def _described(error: BaseException) -> str:
+    """`Type: message (file, line N)`: where in the plug-in it went wrong, for a one-line error."""
+    text = f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"
+    if isinstance(error, SyntaxError):
+        return text  # its message already names the file and line
+    frames = traceback.extract_tb(error.__traceback__)
+    own = [frame for frame in frames if not frame.filename.startswith(("<frozen", _PACKAGE_DIR))]
+    if own:
+        text += f" (at {Path(own[-1].filename).name}, line {own[-1].lineno})"
+    return text
+
+
+def is_builtin(obj: Any) -> bool:
+    """Defined in agentdata itself (a failure there is our bug), not in a plug-in."""
+    module = getattr(obj, "__module__", None) or getattr(type(obj), "__module__", "")
+    return module == "agentdata" or module.startswith("agentdata.")
+
+
+def call_plugin(spec: str, kind: str, called_as: str, function: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """`function(*args, **kwargs)` for the plug-in `spec` (a constructor, a factory, a step's function);
+    a call its signature does not take, or any exception it raises, is a PluginError naming it and how
+    a {kind} is called (`called_as`). A built-in's own failures are not dressed up: they are bugs."""
+    if is_builtin(function):
+        return function(*args, **kwargs)
+    if not callable(function):
+        raise PluginError(spec, f"is {type(function).__name__}, not callable: a {kind} is called as {called_as}")
+    try:
+        inspect.signature(function).bind(*args, **kwargs)
+    except TypeError as error:
+        raise PluginError(spec, f"a {kind} is called as {called_as}, which it does not take ({error})") from None
+    except ValueError:  # no signature to read (a C function): just call it
+        pass
+    try:
+        return function(*args, **kwargs)
+    except UserError:
         raise
+    except Exception as error:
+        raise PluginError(spec, f"raised {_described(error)} when called as {called_as}") from None
 
 
 def _load_file(location: str, spec: str) -> Any:
@@ -84,6 +138,9 @@ def _load_file(location: str, spec: str) -> Any:
     sys.modules[module_name] = module  # before exec: dataclasses and pickling look the module up
     try:
         module_spec.loader.exec_module(module)
+    except Exception as error:  # a syntax error, a failed import, anything its top level raises
+        del sys.modules[module_name]
+        raise PluginError(spec, f"importing {location} failed: {_described(error)}") from None
     except BaseException:
         del sys.modules[module_name]
         raise

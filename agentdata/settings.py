@@ -81,7 +81,7 @@ def _number(value: float) -> str:
     return str(int(value)) if value.is_integer() else str(value)
 
 
-SHOWN_CHARS = 80  # of a value in an error line: a 10 MB value is named, not echoed
+SHOWN_CHARS = 200  # of a value in an error line (a long path fits): a 10 MB value is named, not echoed
 
 
 def _show(value: Any) -> str:

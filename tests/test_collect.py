@@ -81,7 +81,7 @@ def test_one_failure_is_recorded_and_the_run_goes_on(tmp_path):
 def test_everything_failing_stops_with_a_clear_message_and_writes_nothing(tmp_path):
     problems = [Problem(f"FAIL {i}", "1") for i in range(20)]
     engine = ScriptedEngine()
-    with pytest.raises(RunBroken, match="all failed; first error: server said 500"):
+    with pytest.raises(RunBroken, match=r"all failed \(teacher scripted\); first error: server said 500"):
         collect(
             problems,
             tmp_path / "run",

@@ -113,7 +113,7 @@ def test_an_engine_plugin_from_a_file_generates(tmp_path):
     assert engine.spec == f"{plugin}:EchoEngine:hello" and engine.target == "hello"
     generation = asyncio.run(engine.generate(GenerationRequest(messages=[{"role": "user", "content": "hi"}])))
     assert generation.text == "hello: \\boxed{9}"
-    with pytest.raises(UserError, match="does not take that option"):
+    with pytest.raises(UserError, match="which it does not take .got an unexpected keyword argument .temprature"):
         load_engine(f"{plugin}:EchoEngine", temprature=1.0)
 
 

@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentdata.engines.defaults import DEFAULT_ENGINE, DEFAULT_PROTOCOL
+from agentdata.errors import UserError
+from agentdata.formats import get_protocol
 from agentdata.formats.tool_output import DEFAULT_TOOL_OUTPUT_CHARS
-from agentdata.settings import check_fields, flatten
+from agentdata.settings import SettingError, check_fields, flatten
 from agentdata.tools import DEFAULT_TOOLS
 
 # An upper bound that keeps a typo (--samples 10^23) from running until killed; docs/input-files.md.
@@ -69,6 +71,12 @@ class LoopConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        try:  # when the settings are built, before a model loads or a run dir is written
+            get_protocol(self.protocol)
+        except UserError as error:
+            raise SettingError(
+                "protocol", self.protocol, str(error).removeprefix(f"plug-in {self.protocol!r}: ")
+            ) from None
 
     def sampling(self) -> dict[str, Any]:
         return {

@@ -26,6 +26,7 @@ from agentdata.agent.journal import Journal, signals_deferred
 from agentdata.agent.loop import config_tools, solve
 from agentdata.agent.resume import HASH_KEY, ResumePlan, plan_resume, problem_hash, unique_problems
 from agentdata.agent.rundir import RunDir
+from agentdata.engines.spec import check_engine_spec
 from agentdata.errors import OutputWriteError, UserError
 from agentdata.events import task
 from agentdata.records import Problem, Trajectory
@@ -100,6 +101,8 @@ async def collect_async(
     if not problems:
         raise UserError("no problems to collect on")
     config_tools(config.loop)  # a tool that cannot be loaded is the user's to fix before anything runs
+    if engine is None:
+        check_engine_spec(config.teacher)  # and so is a teacher spec that does not parse or import
     if len(problems) * config.samples > MAX_TRAJECTORIES:
         raise UserError(
             f"{len(problems):,} problems × {config.samples:,} samples is more than one run takes "
@@ -178,7 +181,7 @@ async def _run_concurrently(
     queue: asyncio.Queue[tuple[Problem, int]] = asyncio.Queue()
     for item in work:
         queue.put_nowait(item)
-    failures = _FailFast(min(FAIL_FAST_AFTER, len(work)))
+    failures = _FailFast(min(FAIL_FAST_AFTER, len(work)), getattr(engine, "spec", None) or config.teacher)
 
     async def worker() -> None:
         while not queue.empty():
@@ -226,8 +229,8 @@ class RunBroken(UserError):
 class _FailFast:
     """Stops the run when its first trajectories all fail: a broken engine should not burn the whole list."""
 
-    def __init__(self, window: int):
-        self.window = window
+    def __init__(self, window: int, teacher: str = ""):
+        self.window, self.teacher = window, teacher
         self.seen = 0
         self.errors: list[str] = []
 
@@ -238,7 +241,10 @@ class _FailFast:
         if trajectory.finish_reason == "error":
             self.errors.append(trajectory.error or "unknown error")
         if self.seen == self.window and len(self.errors) == self.window:
-            raise RunBroken(f"the first {self.window} trajectories all failed; first error: {self.errors[0]}")
+            raise RunBroken(
+                f"the first {self.window} trajectories all failed (teacher {self.teacher}); "
+                f"first error: {self.errors[0]}"
+            )
 
 
 class _ShardBuffer:

@@ -8,12 +8,13 @@ An engine factory is called as `factory(target, spec=spec, **options)` and retur
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
 from agentdata.engines.base import Engine
 from agentdata.errors import UserError
-from agentdata.registry import Registry, is_plugin_path
+from agentdata.registry import PluginError, Registry, call_plugin, is_plugin_path
 
 ENGINES: Registry[Callable[..., Engine]] = Registry("engine")
 ENGINES.register("smollm2", "agentdata.engines.smollm2:smollm2_engine")
@@ -39,9 +40,9 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return kind, target
 
 
-def load_engine(spec: str, **options: Any) -> Engine:
-    """Build the engine a spec names; `options` go to that engine (e.g. model=, device=, concurrency=)."""
-    spec = (spec or "smollm2").strip()
+def check_engine_spec(spec: str) -> tuple[str, str]:
+    """(kind, target) of a spec, checked, a plug-in imported, nothing built (a built-in's module stays
+    unimported): what can be known of a teacher before a model loads."""
     kind, target = parse_spec(spec)
     if kind not in ENGINES and not is_plugin_path(kind):
         raise UserError(f"unknown engine {spec!r}: {SPEC_HELP}")
@@ -49,10 +50,33 @@ def load_engine(spec: str, **options: Any) -> Engine:
         raise UserError(f"engine {kind!r} takes no target: {SPEC_HELP}")
     if kind in ENGINES and kind not in TARGETLESS_KINDS and not target:
         raise UserError(f"engine {spec!r} needs a target after '{kind}:': {SPEC_HELP}")
+    if is_plugin_path(kind) and not callable(factory := ENGINES.get(kind)):
+        raise PluginError(kind, f"is {type(factory).__name__}, not callable: an engine is a class or a factory")
+    return kind, target
+
+
+def load_engine(spec: str, **options: Any) -> Engine:
+    """Build the engine a spec names; `options` go to that engine (e.g. model=, device=, concurrency=)."""
+    spec = (spec or "smollm2").strip()
+    kind, target = check_engine_spec(spec)
     factory = ENGINES.get(kind)
+    if is_plugin_path(kind):
+        return _plugin_engine(kind, factory, target, spec, options)
     try:
         return factory(target, spec=spec, **options)
     except TypeError as exc:
         if "unexpected keyword argument" not in str(exc):
             raise
         raise UserError(f"engine {spec!r} does not take that option: {exc}") from exc
+
+
+def _plugin_engine(kind: str, factory: Any, target: str, spec: str, options: dict[str, Any]) -> Engine:
+    """A plug-in engine, built as `factory(target, spec=spec, **options)`: a constructor that does not take
+    that call, raises, or builds something that cannot generate is the plug-in's fault, named."""
+    called_as = "factory(target, spec=spec, **engine options)"
+    engine = call_plugin(kind, "engine", called_as, factory, target, spec=spec, **options)
+    if not inspect.iscoroutinefunction(getattr(engine, "generate", None)):
+        raise PluginError(
+            kind, f"built {type(engine).__name__}, not an engine: an Engine has `async def generate(self, request)`"
+        )
+    return engine

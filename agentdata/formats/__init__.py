@@ -20,7 +20,7 @@ from agentdata.formats.native import NativeProtocol
 from agentdata.formats.qwen3coder import Qwen3CoderProtocol
 from agentdata.formats.reasoning import split_reasoning
 from agentdata.formats.tool_output import DEFAULT_TOOL_OUTPUT_CHARS, tool_output_text, truncate_middle
-from agentdata.registry import Registry
+from agentdata.registry import Registry, call_plugin
 
 # Protocols by name; a plug-in (`module:attr` or `file.py:attr`) names a Protocol class or instance.
 PROTOCOL_REGISTRY: Registry[Protocol | type[Protocol]] = Registry("tool-call format")
@@ -35,7 +35,7 @@ def get_protocol(name: str) -> Protocol:
         raise UserError(f"unknown tool-call format {name!r}: choose one of {', '.join(PROTOCOLS)}")
     protocol = PROTOCOL_REGISTRY.get(name)
     if isinstance(protocol, type):
-        protocol = protocol()
+        protocol = call_plugin(name, "protocol class", "Class()", protocol)
     if not isinstance(protocol, Protocol):
         raise UserError(f"tool-call format {name!r} is not a Protocol (agentdata.formats.base.Protocol)")
     return protocol

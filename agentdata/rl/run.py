@@ -9,6 +9,7 @@ from typing import Any
 
 from transformers import PrinterCallback, TrainerCallback
 
+from agentdata.agent.loop import config_tools
 from agentdata.engines.demonstrated import demonstrated_policy
 from agentdata.errors import UserError
 from agentdata.evaluation.curves import SCALING_PLOT, scaling_plot
@@ -150,6 +151,8 @@ class StepTimeCallback(TrainerCallback):
 
 def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any):
     out_dir = Path(config.out)
+    rewards = reward_functions(config)  # a broken reward plug-in is named before the model loads
+    config_tools(config.loop)  # and so is a broken tool
     model_dir = resolve_model_dir(config.model)
     tokenizer = load_tokenizer(model_dir, config.prompt_template)
     problems = load_pool(config)
@@ -167,7 +170,7 @@ def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any):
     step_times = StepTimeCallback(rollout)
     trainer = AgentGRPOTrainer(
         model=load_model(model_dir, bf16=config.bf16),
-        reward_funcs=reward_functions(config),
+        reward_funcs=rewards,
         args=trl_grpo_config(config, out_dir, use_vllm),
         train_dataset=pool_dataset(problems),
         processing_class=tokenizer,

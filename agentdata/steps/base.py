@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from agentdata.registry import PluginError, is_builtin
+
 REASON_COLUMN = "drop_reason"
 
 
@@ -78,7 +80,24 @@ def run_steps(
 
 def _step_reasons(step: Step, frame: pl.DataFrame) -> pl.Series:
     if isinstance(step, MultiReasonStep):
-        return step.reasons(frame).alias(REASON_COLUMN)
-    keep = step.keep(frame)
+        reasons = _checked(step, frame, "reasons", pl.String, "a drop reason (or null) per row")
+        return reasons.alias(REASON_COLUMN)
+    keep = _checked(step, frame, "keep", pl.Boolean, "one boolean per row")
     reason = pl.when(keep).then(pl.lit(None, dtype=pl.String)).otherwise(pl.lit(step.reason))
     return pl.select(reason.alias(REASON_COLUMN)).to_series()
+
+
+def _checked(step: Step, frame: pl.DataFrame, method: str, dtype: pl.DataType, what: str) -> pl.Series:
+    """`step.keep(frame)` (or `reasons`): a Series of `dtype`, one per row. A plug-in step's exception or
+    wrong answer is a PluginError naming it; a mask of another length would count its rows wrongly."""
+    name = f"{type(step).__module__}:{type(step).__qualname__}"
+    try:
+        result = getattr(step, method)(frame)
+    except Exception as error:
+        if is_builtin(step):
+            raise
+        raise PluginError(name, f"{method}() raised {type(error).__name__}: {error}") from None
+    if not isinstance(result, pl.Series) or result.dtype != dtype or result.len() != frame.height:
+        shown = f"a {result.dtype} Series of {result.len()}" if isinstance(result, pl.Series) else type(result).__name__
+        raise PluginError(name, f"{method}() returned {shown} for {frame.height} rows; it must return {what}")
+    return result

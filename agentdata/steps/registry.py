@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentdata.errors import UserError
-from agentdata.registry import Registry
+from agentdata.registry import Registry, call_plugin
 from agentdata.steps.base import Step
 
 FILTER_STEPS: Registry[Any] = Registry("filter step")
@@ -26,11 +26,14 @@ def build_step(name: str, settings: Any = None, registry: Registry[Any] = FILTER
     """The step `name` gives for `settings` (see the module doc), looked up in `registry`."""
     entry = registry.get(name)
     if isinstance(entry, type) and issubclass(entry, Step):
-        entry = entry()
+        entry = call_plugin(name, "filter step class", "Class()", entry)
     elif not isinstance(entry, Step) and callable(entry):
-        entry = entry(settings)
+        entry = call_plugin(name, "filter step function", "function(settings)", entry, settings)
     if entry is not None and not isinstance(entry, Step):
-        raise UserError(f"filter step {name!r} is not a Step (agentdata.steps.Step) nor a function returning one")
+        raise UserError(
+            f"filter step {name!r} is {type(entry).__name__}, not a Step (agentdata.steps.Step) "
+            "nor a function returning one"
+        )
     if entry is not None and not entry.reason:
         raise UserError(f"filter step {name!r} has no drop `reason`")
     return entry

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentdata.errors import UserError
-from agentdata.registry import Registry, is_plugin_path
+from agentdata.registry import Registry, call_plugin, is_builtin, is_plugin_path
 from agentdata.tools.base import Tool, ToolContext, ToolResult, error_result
 from agentdata.tools.code import CodeInterpreter
 from agentdata.tools.function import FunctionTool, argument_problem, function_schema
@@ -26,9 +26,11 @@ DEFAULT_TOOLS = ("code_interpreter",)
 def load_tool(name: str) -> Tool:
     entry = TOOLS.get(name)
     if isinstance(entry, type):
-        entry = entry()
+        entry = call_plugin(name, "tool class", "Class()", entry)
     if isinstance(entry, Tool):
         return entry
+    if not callable(entry):
+        raise UserError(f"tool {name!r} is {type(entry).__name__}: a tool is a typed function or a Tool")
     return FunctionTool(entry, spec=name if is_plugin_path(name) else None)
 
 
@@ -49,7 +51,12 @@ async def call_tool(tools: Sequence[Tool], name: str, arguments: dict[str, Any],
     if tool is None:
         known = ", ".join(repr(tool.name) for tool in tools)
         return error_result(f"unknown tool {name!r}; the tools are {known}")
-    return await tool.call(arguments, context)
+    if is_builtin(tool):  # the code interpreter: a sandbox failure is not the code's, it is raised
+        return await tool.call(arguments, context)
+    try:
+        return await tool.call(arguments, context)
+    except Exception as error:  # a plug-in Tool's failure is data the model reads, as a function tool's is
+        return error_result(f"{name} raised {type(error).__name__}: {error}")
 
 
 __all__ = [

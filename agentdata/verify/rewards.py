@@ -17,13 +17,14 @@ function is used as it is; a class is built with `from_settings(settings)` when 
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agentdata.errors import UserError
-from agentdata.registry import Registry
+from agentdata.registry import PluginError, Registry, call_plugin, is_builtin
 from agentdata.verify.answers import DEFAULT_TIMEOUT_S, is_correct
 
 RewardFunction = Callable[..., list[float | None]]
@@ -218,18 +219,77 @@ DEFAULT_REWARDS = ("correctness", "overlong")
 
 
 def build_reward(name: str, settings: Any = None) -> RewardFunction | None:
-    """The reward function `name` gives (see the module doc), or None when it is off for `settings`."""
+    """The reward function `name` gives (see the module doc), or None when it is off for `settings`.
+    A plug-in's is wrapped so that what it raises or returns wrongly is named as its fault."""
     entry = REWARDS.get(name)
     if isinstance(entry, type):
         configurable = settings is not None and hasattr(entry, "from_settings")
-        entry = entry.from_settings(settings) if configurable else entry()
+        build, called_as = (entry.from_settings, "from_settings(settings)") if configurable else (entry, "Class()")
+        entry = call_plugin(name, "reward class", called_as, build, *([settings] if configurable else []))
         if entry is None:
             return None
     if not callable(entry):
         raise UserError(f"reward {name!r} is not callable: a reward is a function (prompts, completions, **kwargs)")
     if not hasattr(entry, "__name__"):  # TRL logs each reward under its __name__
         entry.__name__ = name.rpartition(":")[2] or name
-    return entry
+    if is_builtin(entry):
+        return entry
+    return (AsyncCheckedReward if _is_async(entry) else CheckedReward)(name, entry)
+
+
+def _is_async(function: Any) -> bool:
+    """An async function, or an instance whose `__call__` is async (as TRL's is_async_callable reads it)."""
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(type(function).__call__)
+
+
+class CheckedReward:
+    """A plug-in reward as TRL calls it; an exception, or anything but one number (or None) per completion,
+    is a PluginError naming the reward, instead of a crash deep in the trainer (or counts that silently
+    misalign with the completions)."""
+
+    def __init__(self, spec: str, function: RewardFunction):
+        self.spec, self.function = spec, function
+        self.__name__ = function.__name__
+
+    def __call__(self, prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
+        try:
+            values = self.function(prompts=prompts, completions=completions, **kwargs)
+        except UserError:
+            raise
+        except Exception as error:
+            problem = f"raised {type(error).__name__}: {error} on a batch of {len(completions)}"
+            raise PluginError(self.spec, problem) from None
+        return self.checked(values, completions)
+
+    def checked(self, values: Any, completions: list[Any]) -> list[float | None]:
+        if not isinstance(values, (list, tuple)):
+            raise PluginError(
+                self.spec, f"returned {type(values).__name__}; a reward returns a list, one per completion"
+            )
+        if len(values) != len(completions):
+            raise PluginError(
+                self.spec, f"returned {len(values)} rewards for {len(completions)} completions; give one per completion"
+            )
+        for index, value in enumerate(values):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value != value):
+                raise PluginError(
+                    self.spec, f"reward {index} is {value!r}; each reward is a number (not NaN) or None (no opinion)"
+                )
+        return list(values)
+
+
+class AsyncCheckedReward(CheckedReward):
+    """`CheckedReward` for an async reward (TRL awaits it, in parallel with the other async ones)."""
+
+    async def __call__(self, prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
+        try:
+            values = await self.function(prompts=prompts, completions=completions, **kwargs)
+        except UserError:
+            raise
+        except Exception as error:
+            problem = f"raised {type(error).__name__}: {error} on a batch of {len(completions)}"
+            raise PluginError(self.spec, problem) from None
+        return self.checked(values, completions)
 
 
 def build_rewards(names: Sequence[str], settings: Any = None) -> list[RewardFunction]:
