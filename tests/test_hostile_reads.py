@@ -2,7 +2,7 @@
 links, a broken link, a folder that is no dataset) or is over the size bound is refused at once by every
 command that reads one, in one line saying what it is; settings files refuse YAML alias bombs, keys
 given twice and keys that are not text; an error line cuts a huge value; a question or answer of the
-wrong type is named as such, not as missing."""
+wrong type is named as such, not as missing; `inspect` on a killed run reads what its journal kept."""
 
 from __future__ import annotations
 
@@ -179,3 +179,20 @@ def test_a_number_answer_is_its_text(tmp_path):
     problems = tmp_path / "p.jsonl"
     problems.write_text(json.dumps({"question": "6 * 7?", "answer": 42}) + "\n")
     assert load_problems(problems)[0].answer == "42"
+
+
+def test_inspect_on_a_killed_run_reads_its_journal(tmp_path, capsys):
+    """A run killed between shards has finished trajectories only in journal.jsonl: inspect counts them."""
+    from agentdata.agent.journal import Journal
+
+    run_dir = write_run(tmp_path / "run", [trajectory(f"t{i}", problem_id=f"p{i}") for i in range(4)], per_shard=2)
+    journal = Journal(run_dir / "journal.jsonl", {"teacher": "crafted"})
+    for index in range(3):
+        journal.append(trajectory(f"j{index}", problem_id=f"q{index}"))
+    journal.append(trajectory("t0"))  # already in a shard too (killed between the shard and the journal reset)
+    journal.handle.close()  # the process died here: no close(), the journal stays
+    assert run_cli(["inspect", str(run_dir), "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["trajectories"] == 4 + 3 and stats["only_in_journal"] == 3
+    assert run_cli(["inspect", str(run_dir)]) == 0
+    assert "3 of them are only in" in " ".join(capsys.readouterr().out.split())

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from agentdata.agent.rundir import trajectory_files
+from agentdata.agent.rundir import RunDir, trajectory_files
 from agentdata.errors import InputFileError
 from agentdata.inputs import check_input, first_row, read_rows
 from agentdata.problems import load_problems
@@ -42,12 +42,19 @@ def load_for_inspection(
 
 
 def read_trajectories(path: str | Path) -> list[Trajectory]:
-    """Every trajectory of a run dir or a trajectory file, each row checked (InputFileError names the field)."""
-    return [
+    """Every trajectory of a run dir or a trajectory file, each row checked (InputFileError names the field).
+    A run dir's include those a stopped (killed) run left only in its journal."""
+    shards = [
         trajectory_from_row(file, number, row)
         for file in trajectory_files(path)
         for number, row in enumerate(read_rows(file), start=1)
     ]
+    return shards + journal_only(path)
+
+
+def journal_only(path: str | Path) -> list[Trajectory]:
+    """The trajectories of a run dir that are in its journal and in no shard yet ([] for a file)."""
+    return RunDir(path).journaled() if Path(path).is_dir() else []
 
 
 def trajectory_from_row(path: Path, number: int, row: dict[str, Any]) -> Trajectory:

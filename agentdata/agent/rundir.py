@@ -127,6 +127,12 @@ class RunDir:
     def trajectories(self) -> list[Trajectory]:
         return [t for shard in self.shards() for t in read_records(shard, Trajectory)]
 
+    def journaled(self) -> list[Trajectory]:
+        """Finished trajectories a stopped run left only in its journal (the next run moves them into a shard)."""
+        done = self.done_ids()
+        kept = {t.id: t for t in read_journal(self.journal_path).trajectories if t.id not in done}
+        return list(kept.values())
+
     def manifest(self) -> dict[str, Any] | None:
         """The manifest, or None; a damaged one is a UserError saying what to move aside."""
         if not self.manifest_path.exists():

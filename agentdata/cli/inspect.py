@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from agentdata.agent.inspection import load_for_inspection
+from agentdata.agent.inspection import journal_only, load_for_inspection
+from agentdata.agent.journal import JOURNAL_NAME
 from agentdata.cli.common import AnswerField, QuestionField, console, print_json
 from agentdata.cli.options import settings_command
 from agentdata.cli.views import conversation, problems_summary, problems_table, trajectories_stats, trajectories_summary
@@ -25,9 +26,10 @@ def command(
 ) -> None:
     """Pretty-print problems or trajectories, with a summary table."""
     kind, records = load_for_inspection(path, question_field, answer_field)
+    journaled = len(journal_only(path)) if kind == "trajectories" else 0
     if as_json:
         if kind == "trajectories":
-            print_json({"path": str(path), "kind": kind, **trajectories_stats(records)})
+            print_json({"path": str(path), "kind": kind, **trajectories_stats(records), "only_in_journal": journaled})
         else:
             print_json(
                 {
@@ -42,6 +44,11 @@ def command(
         for trajectory in records[:show]:
             console.print(conversation(trajectory))
         console.print(trajectories_summary(records, title=f"{path}"))
+        if journaled:
+            console.print(
+                f"{journaled} of them are only in {path / JOURNAL_NAME}: the run was stopped before they reached "
+                "a shard; running the same command again keeps them and does the rest"
+            )
     else:
         console.print(problems_table(records, limit=show))
         console.print(problems_summary(records))
