@@ -109,7 +109,7 @@ class OpenAIEngine(Engine):
         extra_body: dict | None = None,
         continue_final_message: bool | None = None,
         max_tokens_field: str = "max_tokens",
-        drop_fields: list[str] | tuple[str, ...] = (),
+        drop_fields: list[str] | tuple[str, ...] | str = (),  # a str: "stop,top_p" or a JSON list, from a flag
         spec: str | None = None,
     ):
         """`continue_final_message`: None sends vLLM's continuation fields until a server refuses

@@ -77,6 +77,10 @@ def smollm2_tir_engine(target: str = "", *, spec: str = SMOLLM2_TIR_SPEC, **opti
     return DemonstratedEngine(smollm2_engine(**options), spec=SMOLLM2_TIR_SPEC)
 
 
+# Their options go to HFEngine: checked against its constructor's types (engines/option_types.py).
+smollm2_engine.options_from = smollm2_tir_engine.options_from = "agentdata.engines.hf:HFEngine"
+
+
 def load_smollm2_tokenizer():
     """The SmolLM2 tokenizer: from the cache when converted, else straight from the GGUF (a few seconds)."""
     from transformers import AutoTokenizer

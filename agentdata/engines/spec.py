@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentdata.engines.base import Engine
+from agentdata.engines.option_types import check_option_types
 from agentdata.errors import UserError
 from agentdata.registry import PluginError, Registry, call_plugin, is_plugin_path
 
@@ -60,6 +61,7 @@ def load_engine(spec: str, **options: Any) -> Engine:
     spec = (spec or "smollm2").strip()
     kind, target = check_engine_spec(spec)
     factory = ENGINES.get(kind)
+    check_option_types(factory, options, spec)
     if is_plugin_path(kind):
         return _plugin_engine(kind, factory, target, spec, options)
     try:
