@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import tempfile
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -275,20 +277,60 @@ def test_no_network_even_to_the_hosts_loopback(sandbox):
             listener.accept()
 
 
+def needs_view(box: Sandbox) -> None:
+    if not box.isolation["private_view"]:
+        pytest.skip(f"this kernel allows no private filesystem view: {box.isolation['warnings']}")
+
+
 @pytest.mark.parametrize(
     "path",
     [
-        "/etc/agentdata-sandbox-test",
-        "/root/agentdata-sandbox-test",
+        "/mnt/agentdata-sandbox-test",
+        "/agentdata-sandbox-test",
+        "/home/agentdata-sandbox-test",
         "/var/tmp/agentdata-sandbox-test",
-        "/run/lock/agentdata-sandbox-test",
-        "/work/agentdata-sandbox-test",
+        "/dev/shm/agentdata-sandbox-test",
+        "/tmp/agentdata-sandbox-test/nested",
     ],
 )
-def test_cannot_write_outside_the_working_dir(sandbox, path):
+def test_writes_anywhere_stay_inside_the_call(sandbox, path):
+    needs_view(sandbox)
+    code = f"import os\nos.makedirs(os.path.dirname({path!r}), exist_ok=True)\nopen({path!r}, 'w').write('x')\n"
+    result = sandbox.run(code + f"print(open({path!r}).read())")
+    assert (result.status, result.stdout) == ("ok", "x\n"), result
+    assert not os.path.exists(path)  # the host never sees it
+    assert sandbox.run(f"import os\nprint(os.path.exists({path!r}))").stdout == "False\n"  # nor does the next call
+
+
+@pytest.mark.parametrize(
+    "path", ["/etc/agentdata-sandbox-test", "/usr/agentdata-sandbox-test", "/usr/lib/agentdata-sandbox-test"]
+)
+def test_the_system_is_read_only(sandbox, path):
     result = sandbox.run(f"open({path!r}, 'w').write('x')")
     assert result.status == "error"
     assert not os.path.exists(path)
+
+
+def test_the_hosts_files_are_out_of_sight(sandbox, tmp_path):
+    needs_view(sandbox)
+    secrets = [tmp_path / "secret.txt", Path(__file__).resolve().parent / "conftest.py"]
+    secrets[0].write_text("host")
+    home = tempfile.NamedTemporaryFile(dir=Path.home(), prefix=".agentdata-secret-", delete=False)
+    secrets.append(Path(home.name))
+    try:
+        for secret in secrets:
+            result = sandbox.run(f"print(open({str(secret)!r}).read())")
+            assert result.status == "error" and "FileNotFoundError" in result.stderr, (secret, result)
+    finally:
+        os.unlink(home.name)
+    listing = sandbox.run("import os\nprint(sorted(os.listdir('/work')), sorted(os.listdir('/root')))").stdout
+    assert "PREAMBLE.md" not in listing and ".bashrc" not in listing  # only the Python install's own folders
+
+
+def test_files_given_at_absolute_paths_are_written_into_the_view(sandbox):
+    needs_view(sandbox)
+    result = sandbox.run("print(open('/data/in.txt').read())", files={"/data/in.txt": b"given"})
+    assert result.stdout == "given\n" and not os.path.exists("/data/in.txt")
 
 
 def python_skeleton() -> list[str]:

@@ -40,7 +40,10 @@ class SandboxConfig:
     )
     disk_mb: int = field(
         default=256,
-        metadata={"help": "Size of each session's private /tmp working dir (MiB, RAM-backed).", "range": "[1, inf)"},
+        metadata={
+            "help": "Disk of each session or call: all it writes, anywhere in its private view (MiB, RAM-backed).",
+            "range": "[1, inf)",
+        },
     )
     max_output_bytes: int = field(
         default=65536,
@@ -68,7 +71,10 @@ class SandboxConfig:
         default=True, metadata={"help": "Run code in a network namespace with no interfaces up."}
     )
     isolate_filesystem: bool = field(
-        default=True, metadata={"help": "Give each session a private tmpfs /tmp in its own mount namespace."}
+        default=True,
+        metadata={
+            "help": "Give each session or call a private, throwaway view of the filesystem (system files read-only)."
+        },
     )
     drop_privileges: bool = field(
         default=True, metadata={"help": "Run each session as its own unprivileged uid (needs root to set up)."}

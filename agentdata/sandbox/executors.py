@@ -88,6 +88,7 @@ class Pool:
         return {
             "own_uid": info.get("own_uid", False),
             "private_tmp": info.get("private_tmp", False),
+            "private_view": info.get("private_view", False),
             "warnings": list(self.warnings),
         }
 

@@ -32,12 +32,11 @@ from starlette.routing import Route
 
 from agentdata.errors import UserError
 from agentdata.sandbox.fields import BadField, run_code_call, session_call
+from agentdata.sandbox.languages import LANGUAGES, script_for
 from agentdata.sandbox.local import Sandbox
 from agentdata.sandbox.result import ExecResult
 
 logger = logging.getLogger(__name__)
-
-PYTHON_LANGUAGES = ("python", "python3")
 
 # ExecResult.status -> SandboxFusion's run_result.status
 _RUN_STATUS = {
@@ -164,13 +163,15 @@ def build_app(sandbox: Sandbox) -> Starlette:
             call = run_code_call(await _json_body(request), limits)
         except (_RequestRefused, BadField) as error:
             return _bad_request(str(error), getattr(error, "status", 400))
-        if call.language not in PYTHON_LANGUAGES:
-            return _bad_request(f"language {call.language!r} is not supported; this sandbox runs python")
+        if call.language not in LANGUAGES:
+            return _bad_request(
+                f"language {call.language!r} is not supported; this sandbox runs {', '.join(LANGUAGES)}"
+            )
         outcome = await _unless_disconnected(
             request,
             run_fetching(  # a script, as SandboxFusion runs it: no echo of a last expression
                 sandbox,
-                call.code,
+                script_for(call.language, call.code),
                 call.fetch_files,
                 timeout=call.timeout,
                 stdin=call.stdin,

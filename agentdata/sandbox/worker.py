@@ -29,13 +29,14 @@ import time
 
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import fs_view  # noqa: E402
     import jail  # noqa: E402
     from worker_capture import OutputCapture  # noqa: E402
     from worker_executor import executor_main, import_path, python_paths, set_environment  # noqa: E402
 
     sys.path.pop(0)
 else:  # importable by package, e.g. to read it; the host only ever runs it as a script
-    from agentdata.sandbox import jail
+    from agentdata.sandbox import fs_view, jail
     from agentdata.sandbox.worker_capture import OutputCapture
     from agentdata.sandbox.worker_executor import executor_main, import_path, python_paths, set_environment
 
@@ -49,7 +50,8 @@ class Template:
         self.executors: dict[int, dict] = {}  # pid -> {"uid", "workdir"}
         self.killers: dict[int, int] = {}  # killer pid -> uid
         self.warnings: list[str] = []
-        self.state = {"own_uid": False, "private_tmp": False, "tmp_root": "/tmp"}
+        # view: the root of the private filesystem views (fs_view), or None where the kernel allows none
+        self.state = {"own_uid": False, "private_tmp": False, "tmp_root": "/tmp", "view": None, "view_binds": []}
 
     def send(self, message: dict, fds: list[int] = ()) -> None:
         data = json.dumps(message).encode()
@@ -105,7 +107,7 @@ class Template:
                 self.warnings.append(reason)
             else:
                 jail.hide_shared_writable_dirs()
-                self.state["private_tmp"] = self._probe_private_tmp()
+                self.state["private_tmp"] = self._probe_view() or self._probe_private_tmp()
         if not self.state["private_tmp"]:
             import tempfile
 
@@ -114,11 +116,12 @@ class Template:
         if self.settings["drop_privileges"] and is_root:
             self.state["own_uid"] = True
             needed = self.state["python_paths"]
-            hidden = (
-                jail.expose_paths(needed)
-                if self.state["private_tmp"]
-                else [p for p in needed if p and os.path.exists(p) and jail._closed_ancestor(p)]
-            )
+            if self.state["view"]:
+                hidden = []  # the view binds them in under open parents
+            elif self.state["private_tmp"]:
+                hidden = jail.expose_paths(needed)
+            else:
+                hidden = [p for p in needed if p and os.path.exists(p) and jail._closed_ancestor(p)]
             if hidden:
                 self.warnings.append(f"sandboxed code cannot read {sorted(set(hidden))[:3]}: imports from there fail")
         elif self.settings["drop_privileges"]:
@@ -126,6 +129,48 @@ class Template:
                 "not root: executors keep the host's uid, so the process limit is not per sandbox "
                 "and leftover processes are found by session id"
             )
+
+    def _probe_view(self) -> bool:
+        """Build the private filesystem views' skeleton, then try one in a throwaway child, as an executor would."""
+        import tempfile
+
+        root = tempfile.mkdtemp(prefix="agentdata-view-")
+        try:
+            binds = fs_view.build_view(root, self.state["python_paths"])
+        except OSError as error:
+            self.warnings.append(f"no private filesystem view per call ({error}); trying a private /tmp only")
+            self._remove_view(root)
+            return False
+        pid = os.fork()
+        if pid == 0:
+            try:
+                fs_view.enter_view(root, binds, 1)
+                if os.geteuid() == 0 and self.settings["drop_privileges"]:
+                    jail.drop_to_uid(99_999_999)
+                with open("/mnt/agentdata-probe", "w") as probe:
+                    probe.write("x")
+                os._exit(2 if os.path.exists(root) else 0)  # the host's /tmp must be out of sight
+            except BaseException:  # noqa: BLE001
+                os._exit(1)
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            self.warnings.append("cannot enter a private filesystem view per call; trying a private /tmp only")
+            self._remove_view(root)
+            return False
+        self.state["view"], self.state["view_binds"] = root, binds
+        return True
+
+    @staticmethod
+    def _remove_view(root: str) -> None:
+        """The view's mounts live in this namespace only; the empty dir it hides is the host's."""
+        try:
+            jail.unmount(root)
+        except OSError:
+            pass  # nothing was mounted there yet
+        try:
+            os.rmdir(root)
+        except OSError:
+            pass
 
     def _probe_private_tmp(self) -> bool:
         """Mounting a tmpfs per executor needs CAP_SYS_ADMIN: try it once in a throwaway child."""
@@ -219,6 +264,8 @@ class Template:
             except OSError:
                 pass
             time.sleep(0.01)
+        if self.state["view"]:
+            self._remove_view(self.state["view"])
         if not self.state["private_tmp"]:
             import shutil
 
@@ -237,6 +284,7 @@ class Template:
                 "warnings": self.warnings,
                 "own_uid": self.state["own_uid"],
                 "private_tmp": self.state["private_tmp"],
+                "private_view": bool(self.state["view"]),
                 "pid": os.getpid(),
             }
         )

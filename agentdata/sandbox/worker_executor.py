@@ -20,10 +20,11 @@ import time
 import traceback
 
 if __package__:  # imported by the host as agentdata.sandbox.worker_executor
-    from agentdata.sandbox import jail
+    from agentdata.sandbox import fs_view, jail
     from agentdata.sandbox.worker_capture import OutputCapture
     from agentdata.sandbox.worker_framing import encode_frame, recv_frame
 else:  # a top-level module of the worker script, which puts this directory on sys.path
+    import fs_view
     import jail
     from worker_capture import OutputCapture
     from worker_framing import encode_frame, recv_frame
@@ -32,10 +33,11 @@ else:  # a top-level module of the worker script, which puts this directory on s
 class Executor:
     """Runs cells in one namespace, like a notebook kernel."""
 
-    def __init__(self, sock: socket.socket, settings: dict, own_uid: bool):
+    def __init__(self, sock: socket.socket, settings: dict, own_uid: bool, private_view: bool = False):
         self.sock = sock
         self.settings = settings
         self.own_uid = own_uid
+        self.private_view = private_view  # the whole filesystem the code sees is its own (fs_view)
         self.pid = os.getpid()
         self.namespace: dict = {"__name__": "__main__", "__builtins__": builtins}  # the module, as in a script
         self.devnull = os.open(os.devnull, os.O_RDWR)
@@ -78,7 +80,8 @@ class Executor:
     # -- one cell
     def _prepare_files(self, files: dict) -> None:
         for name, content in (files or {}).items():
-            if os.path.isabs(name) or ".." in name.split("/"):
+            # In a private view every path is the call's own; otherwise only the working dir is.
+            if not self.private_view and (os.path.isabs(name) or ".." in name.split("/")):
                 raise ValueError(f"file name {name!r} must be relative, inside the working directory")
             if os.path.dirname(name):
                 os.makedirs(os.path.dirname(name), exist_ok=True)
@@ -231,7 +234,10 @@ def executor_main(sock: socket.socket, uid: int, settings: dict, state: dict) ->
     """Runs in the forked child, as root until `drop_to_uid`; never returns."""
     try:
         os.setsid()
-        if state["private_tmp"]:
+        if state["view"]:
+            fs_view.enter_view(state["view"], state["view_binds"], int(settings["disk_mb"]))
+            workdir = "/tmp"
+        elif state["private_tmp"]:
             jail.private_tmp(int(settings["disk_mb"]), keep=state["python_paths"])
             workdir = "/tmp"
         else:
@@ -260,7 +266,7 @@ def executor_main(sock: socket.socket, uid: int, settings: dict, state: dict) ->
         else:
             set_environment(workdir)
             sys.path[:] = import_path(workdir)
-        executor = Executor(sock, settings, state["own_uid"])
+        executor = Executor(sock, settings, state["own_uid"], bool(state["view"]))
         # Pay this process's copy-on-write page faults now, while it waits as a spare.
         executor.run_cell({"code": "None", "timeout": 1})
         executor.cells = 0
