@@ -32,12 +32,11 @@ def test_the_dry_run_prints_every_check_and_runs_nothing(tmp_path):
         assert f"check {name}" in result.stdout
     assert "tests/test_engines_vllm.py" in result.stdout and "train_rl colocated" in result.stdout
     assert "vllm_server: http://127.0.0.1:" in (tmp_path / "out" / "server.yaml").read_text()
-    from agentdata.rl.config import GRPOStageConfig
-    from agentdata.train.run import make_config, read_config_file
+    from agentdata.train.settings import train_settings
 
     for name in ("colocated", "server"):  # the GRPO settings the checks train with are accepted
         path = tmp_path / "out" / f"{name}.yaml"
-        config = make_config(GRPOStageConfig, read_config_file(path)["rl"], str(path))
+        config = train_settings(path)["rl"]
         assert config.max_steps == 2 and config.use_vllm == "yes"
         assert bool(config.vllm_server) == (name == "server")
     assert not any((tmp_path / "out").glob("*/metrics.jsonl")), "a dry run trains nothing"

@@ -110,7 +110,7 @@ def test_an_input_over_the_size_bound_is_refused_before_it_is_read(tmp_path, mon
     monkeypatch.setattr("agentdata.inputs.MAX_INPUT_BYTES", 1000)
     with pytest.raises(InputFileError, match=r"is 4.9 KiB, more than the 1000 bytes an input may be: split it"):
         load_problems(problems)
-    monkeypatch.setattr("agentdata.settings.MAX_SETTINGS_BYTES", 100)
+    monkeypatch.setattr("agentdata.settings.files.MAX_SETTINGS_BYTES", 100)
     config = tmp_path / "c.yaml"
     config.write_text("max_turns: 3\n" + "#" * 200 + "\n")
     assert "more than the 100 bytes" in one_error_line(["collect", "--config", str(config)])

@@ -168,8 +168,10 @@ def test_config_reads_the_online_band_from_text_or_a_list():
     assert GRPOStageConfig(online_band=[0.1, 0.9]).online_band == (0.1, 0.9)
     with pytest.raises(ValueError, match="LO,HI"):
         GRPOStageConfig(online_band="0.5")
-    with pytest.raises(ValueError, match="0 <= LO < HI <= 1"):
+    with pytest.raises(ValueError, match="online_band '0.8,0.05': needs LO < HI"):
         GRPOStageConfig(online_band="0.8,0.05")
+    with pytest.raises(ValueError, match="online_band 1.5: must be in"):
+        GRPOStageConfig(online_band="0.5,1.5")
 
 
 def test_the_online_band_replaces_groups_outside_it_with_fresh_prompts(tmp_path, tiny_model_dir):
@@ -235,16 +237,16 @@ def test_the_online_band_replaces_groups_outside_it_with_fresh_prompts(tmp_path,
 
 
 def test_a_section_key_that_is_neither_ours_nor_trls_is_refused_with_the_closest_keys():
-    from trl import GRPOConfig
+    from agentdata.train.settings import TRAIN_SETTINGS
 
-    from agentdata.training.trl_settings import split_section
-
-    stage, trl = split_section(
-        {"max_steps": 3, "num_iterations": 2, "scale_rewards": "batch"}, GRPOStageConfig, GRPOConfig, "cfg.yaml rl"
-    )
-    assert stage == {"max_steps": 3} and trl == {"num_iterations": 2, "scale_rewards": "batch"}
+    section = {"max_steps": 3, "num_iterations": 2, "scale_rewards": "batch"}
+    layer, _ = TRAIN_SETTINGS.layer({"rl": section}, "cfg.yaml")
+    assert {name: given.value for name, given in layer["rl"].items()} == {
+        "max_steps": 3,
+        "trl": {"num_iterations": 2, "scale_rewards": "batch"},
+    }
     with pytest.raises(UserError, match=r"cfg.yaml rl: unknown setting 'num_iteration'; did you mean num_iterations"):
-        split_section({"num_iteration": 2}, GRPOStageConfig, GRPOConfig, "cfg.yaml rl")
+        TRAIN_SETTINGS.layer({"rl": {"num_iteration": 2}}, "cfg.yaml")
 
 
 def test_a_trl_only_field_reaches_the_trl_config_and_a_bad_value_is_a_user_error(tmp_path):
@@ -269,25 +271,19 @@ def test_a_trl_only_field_reaches_the_trl_config_and_a_bad_value_is_a_user_error
 
 def test_a_trl_only_field_reaches_the_grpo_trainer(tmp_path, tiny_model_dir):
     from agentdata.rl.run import build_grpo_trainer
-    from agentdata.train.run import section_settings
+    from agentdata.train.settings import train_settings
 
-    section = section_settings(
-        "rl",
-        {
-            "num_generations": 2,
-            "num_iterations": 2,
-            "max_grad_norm": 0.5,
-            "scale_rewards": "batch",
-            "max_new_tokens": 16,
-            "overlong_buffer": 0,
-        },
-        "cfg.yaml rl",
-    )
-    assert section["trl"] == {"num_iterations": 2, "max_grad_norm": 0.5, "scale_rewards": "batch"}
-    config = build(
-        GRPOStageConfig,
-        {**section, "model": f"hf:{tiny_model_dir}", "out": str(tmp_path), "max_steps": 1, "use_vllm": "no"},
-    )
+    section = {
+        "num_generations": 2,
+        "num_iterations": 2,
+        "max_grad_norm": 0.5,
+        "scale_rewards": "batch",
+        "max_new_tokens": 16,
+        "overlong_buffer": 0,
+    }
+    own = {"model": f"hf:{tiny_model_dir}", "out": str(tmp_path), "max_steps": 1, "use_vllm": "no"}
+    config = train_settings(settings={"rl": {**section, **own}})["rl"]
+    assert config.trl == {"num_iterations": 2, "max_grad_norm": 0.5, "scale_rewards": "batch"}
     trainer, _, _ = build_grpo_trainer(config, sandbox=None)
     assert (trainer.args.num_iterations, trainer.args.max_grad_norm, trainer.args.scale_rewards) == (2, 0.5, "batch")
     assert trainer.num_iterations == 2  # what the trainer itself runs with, not only its args
@@ -317,11 +313,10 @@ def test_settings_that_depend_on_another_follow_it_unless_set():
 
 
 def test_train_with_a_small_max_new_tokens_scales_the_buffer_and_refuses_an_explicit_misfit(tmp_path, capsys):
-    from agentdata.train.run import TrainRequest, rl_stage_config
+    from agentdata.train.run import TrainRequest, plan_train
     from tests.cli_helpers import run_cli
 
-    request = TrainRequest(stage="rl", rl_flags={"max_new_tokens": 128})
-    assert rl_stage_config(request, {}, False, tmp_path, "flags").overlong_buffer == 32
+    assert plan_train(TrainRequest(stage="rl", settings={"max_new_tokens": 128})).rl.overlong_buffer == 32
     assert (
         run_cli(
             [

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import math
 from pathlib import Path
@@ -23,7 +22,7 @@ from agentdata.events import listening
 from agentdata.filter.config import PoolConfig
 from agentdata.records import Problem
 from agentdata.rl.config import GRPOStageConfig
-from agentdata.settings import Range, SettingError, build, flatten, is_settings, leaf_fields
+from agentdata.settings import Range, SettingError, build, flatten, leaf_fields
 from agentdata.steps.config import DedupConfig
 from tests.cli_helpers import run_cli
 from tests.curate_fixtures import trajectory, write_run
@@ -51,9 +50,11 @@ def settings_commands(typer_app: typer.Typer = app, prefix: tuple[str, ...] = ()
 COMMANDS = list(settings_commands())
 
 
-def config_types(callback) -> list[type]:
-    signature = inspect.signature(callback.__wrapped__, eval_str=True)
-    return [p.annotation for p in signature.parameters.values() if is_settings(p.annotation)]
+def section_fields(callback):
+    """(section, setting name, field) of every field of the command's settings path."""
+    for section in callback.sections.sections.values():
+        for name, (item, _) in section.fields.items():
+            yield section.name, name, item
 
 
 def click_options(path: tuple[str, ...]) -> set[str]:
@@ -83,15 +84,13 @@ def test_every_command_that_prints_a_summary_has_config_and_json():
 @pytest.mark.parametrize("path,callback", COMMANDS, ids=lambda v: " ".join(v) if isinstance(v, tuple) else "")
 def test_every_field_is_a_flag(path, callback):
     """A field added to a settings dataclass is a flag of each command using it, with no other change."""
-    generated = {option.name: option for option in callback.generated_options}
+    setting = {(section, o.name): o for o in callback.generated_options if not o.hidden for section in o.targets}
     options = click_options(path)
-    for config_type in config_types(callback):
-        for field_path, item, _ in leaf_fields(config_type):
-            name = field_path[-1]
-            if item.metadata.get("cli") is False or (path == ("eval",) and name == "max_tool_calls"):
-                continue
-            assert name in generated, f"{' '.join(path)}: no flag for {config_type.__name__}.{name}"
-            assert generated[name].flag in options
+    for section, name, item in section_fields(callback):
+        if item.metadata.get("cli") is False or (path, name) in ((("eval",), "max_tool_calls"), (("train",), "out")):
+            continue
+        assert (section, name) in setting, f"{' '.join(path)}: no flag for {name} of {section}"
+        assert setting[section, name].flag in options
 
 
 def documented_fields():
@@ -130,8 +129,8 @@ def test_loop_config_is_composed_with_one_set_of_defaults():
         own = {f.name for f in dataclasses.fields(config_type)}
         assert not own & loop_fields, f"{config_type.__name__} copies loop fields {own & loop_fields}"
         assert {f.name: f.type for f in dataclasses.fields(config_type)}["loop"] in (LoopConfig, "LoopConfig")
-    grpo = GRPOStageConfig().loop
-    assert dataclasses.replace(grpo, temperature=LoopConfig().temperature) == LoopConfig()  # only T differs (1.0)
+    grpo = GRPOStageConfig().loop  # its protocol is set: the start model's, else codeblock (LoopConfig.for_model)
+    assert dataclasses.replace(grpo, temperature=LoopConfig().temperature) == LoopConfig().for_model(None)  # only T
 
 
 DEDUP_FLAGS = {"--near-dup-threshold", "--near-dup-ngram", "--decontam", "--decontam-ngram"}
@@ -179,7 +178,7 @@ def bad_values(option) -> list[str]:
 def range_cases():
     for path, callback in COMMANDS:
         for option in callback.generated_options:
-            if "Range " in option.help:
+            if "Range " in option.help and not option.hidden:  # an old spelling says so first (its own test)
                 for value in bad_values(option):
                     yield path, option.flag, value
 
@@ -238,7 +237,7 @@ def test_json_config_files_and_their_mistakes(tmp_path):
     code, output = run_probe(["--config", str(good)])
     assert code == 0 and json.loads(output)["samples"] == 5
     for text, message in [
-        ("max_turn: 3\n", "unknown setting(s) max_turn"),
+        ("max_turn: 3\n", "unknown setting 'max_turn'; did you mean max_turns?"),
         ("top_p: 2\n", "top_p 2: must be in (0, 1]"),
         ("max_turns: [1\n", "not valid YAML"),
         ("- 1\n", "expected a mapping"),

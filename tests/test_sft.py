@@ -228,19 +228,15 @@ def test_the_sft_trainer_leaves_out_a_conversation_longer_than_max_length(tmp_pa
 
 def test_a_trl_only_field_reaches_the_sft_trainer(tmp_path, tiny_model_dir):
     from agentdata.sft.run import build_sft_trainer
-    from agentdata.train.run import section_settings
+    from agentdata.train.settings import train_settings
 
-    section = section_settings(
-        "sft",
-        {"max_length": 512, "max_grad_norm": 0.25, "lr_scheduler_type": "constant", "weight_decay": 0.1},
-        "cfg.yaml sft",
-    )
-    config = SFTStageConfig(
-        model=f"hf:{tiny_model_dir}",
-        sft_data=str(write_sft_set(tmp_path / "sft.jsonl", count=2)),
-        out=str(tmp_path / "out"),
-        **section,
-    )
+    section = {"max_length": 512, "max_grad_norm": 0.25, "lr_scheduler_type": "constant", "weight_decay": 0.1}
+    own = {
+        "model": f"hf:{tiny_model_dir}",
+        "sft_data": str(write_sft_set(tmp_path / "sft.jsonl", count=2)),
+        "out": str(tmp_path / "out"),
+    }
+    config = train_settings(settings={"sft": {**section, **own}})["sft"]
     trainer = build_sft_trainer(config)
     assert (trainer.args.max_grad_norm, trainer.args.lr_scheduler_type, trainer.args.weight_decay) == (
         0.25,
@@ -343,4 +339,4 @@ def test_long_rows_error_stops_naming_the_first_long_row_exit_2(tmp_path, tiny_m
     assert run_cli([*args, "--long-rows", "error"]) == 2
     assert f"{data}, row 4: {_longest(tokenizer, data)} tokens, over max_length 512" in capsys.readouterr().err
     assert run_cli([*args, "--long-rows", "cut"]) == 2
-    assert "long_rows 'cut': must be one of drop, truncate, error" in capsys.readouterr().err
+    assert "error: --long-rows cut: must be one of drop, truncate, error" in capsys.readouterr().err  # names the flag

@@ -183,7 +183,7 @@ def test_pool_settings_produce_its_named_steps_in_order():
     assert [step.reason for step in steps] == [
         name for name in POOL_STEP_NAMES if name not in ("contaminated", "near_duplicate")
     ]
-    assert (steps[2].low, steps[2].high) == (0.2, 0.8)
+    assert steps[2].band == (0.2, 0.8)
 
 
 def test_an_unknown_step_lists_the_stage_built_ins():

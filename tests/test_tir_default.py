@@ -113,9 +113,17 @@ def test_default_problems_are_the_ladder_at_every_level_apart_from_the_dev_and_h
 
 
 def test_every_stage_defaults_to_the_tool_using_model_and_its_protocol():
-    assert CollectConfig().teacher == DEFAULT_ENGINE and LoopConfig().protocol == DEFAULT_PROTOCOL
-    assert EvalConfig().loop.protocol == DEFAULT_PROTOCOL and StitchConfig().protocol == DEFAULT_PROTOCOL
-    assert (SFTStageConfig().model, SFTStageConfig().protocol) == (DEFAULT_ENGINE, DEFAULT_PROTOCOL)
+    from pathlib import Path
+
+    from agentdata.sft.data import row_format
+
+    # an unset protocol is the model's own (what agentdata train recorded in its dir), else the default
+    assert CollectConfig().teacher == DEFAULT_ENGINE and CollectConfig().loop.protocol == DEFAULT_PROTOCOL
+    assert LoopConfig().protocol is None and LoopConfig().for_model(DEFAULT_ENGINE).protocol == DEFAULT_PROTOCOL
+    assert EvalConfig().collect_config(DEFAULT_ENGINE, 4).loop.protocol == DEFAULT_PROTOCOL
+    assert StitchConfig().protocol == DEFAULT_PROTOCOL
+    sft = SFTStageConfig()  # a row without a `format` column is trained in the default
+    assert (sft.model, row_format({}, sft.protocol, Path("set"), 1)) == (DEFAULT_ENGINE, DEFAULT_PROTOCOL)
     assert (GRPOStageConfig().model, GRPOStageConfig().loop.protocol) == (DEFAULT_ENGINE, DEFAULT_PROTOCOL)
     assert load_pool(GRPOStageConfig()) == default_problems()  # GRPO with no pool: the default problems
 

@@ -115,17 +115,17 @@ def test_train_all_runs_sft_then_grpo_with_the_sandbox(tmp_path, tiny_model_dir)
     assert json.loads((out / "sft" / "trl_config.json").read_text())["lr_scheduler_type"] == "constant"
 
 
-def test_train_rejects_a_missing_sft_set_in_one_line(tmp_path):
-    result = CliRunner().invoke(app, ["train", "--stage", "sft", "--sft-data", str(tmp_path / "none.parquet")])
-    assert result.exit_code != 0
-    assert "no SFT set" in str(result.exception)
+def test_train_rejects_a_missing_sft_set_in_one_line(tmp_path, capsys):
+    assert run_cli(["train", "--stage", "sft", "--sft-data", str(tmp_path / "none.parquet")]) == 2
+    error = capsys.readouterr().err
+    assert "none.parquet: no SFT set" in error and error.count("\n") == 1
 
 
-def test_train_rejects_unknown_config_fields(tmp_path):
+def test_train_rejects_unknown_config_fields(tmp_path, capsys):
     config = tmp_path / "c.yaml"
     config.write_text("rl:\n  not_a_field: 1\n")
-    result = CliRunner().invoke(app, ["train", "--stage", "rl", "--config", str(config)])
-    assert "unknown setting" in str(result.exception)
+    assert run_cli(["train", "--stage", "rl", "--config", str(config)]) == 2
+    assert f"{config} rl: unknown setting 'not_a_field'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -130,7 +130,7 @@ def test_stage_rl_profiles_the_start_model_with_the_band_and_k_from_the_config(
 
     config = tmp_path / "train.yaml"
     config.write_text(f"rl:\n  rl_problems: {write_problems(tmp_path / 'p.jsonl')}\n  band: 0.3,1.0\n  profile_k: 2\n")
-    train(TrainRequest(stage="rl", out=tmp_path / "rl", config_file=config, flags={"model": f"hf:{tiny_model_dir}"}))
+    train(TrainRequest(stage="rl", out=tmp_path / "rl", config_file=config, settings={"model": f"hf:{tiny_model_dir}"}))
     assert student[0].spec == f"hf:{tiny_model_dir}" and len(student[0].requests) == 8
     [profile_dir] = [path for path in (tmp_path / "rl" / "profile").iterdir() if path.is_dir()]
     # all 4 problems × k=2 rollouts in flight at once: one batch for an in-memory engine
@@ -152,9 +152,7 @@ def test_an_empty_band_trains_on_all_problems_with_a_warning(tmp_path, tiny_mode
             TrainRequest(
                 stage="rl",
                 out=out,
-                rl_problems=problems,
-                flags={"model": f"hf:{tiny_model_dir}"},
-                rl_flags={"band": "0.6,0.7"},
+                settings={"rl_problems": str(problems), "model": f"hf:{tiny_model_dir}", "band": "0.6,0.7"},
             )
         )
     [warning] = [m for m in messages if m.startswith("warning:")]
@@ -174,7 +172,11 @@ def test_a_given_pool_profiled_otherwise_is_trained_on_with_warnings(tmp_path, t
     run_filter(load_problems(write_problems(tmp_path / "p.jsonl")), pool, PoolConfig(embedding="tfidf"), profiling)
     messages: list[str] = []
     with listening(lambda event: messages.append(event.message)):
-        train(TrainRequest(stage="rl", out=tmp_path / "rl", rl_pool=pool, flags={"model": f"hf:{tiny_model_dir}"}))
+        train(
+            TrainRequest(
+                stage="rl", out=tmp_path / "rl", settings={"rl_pool": str(pool), "model": f"hf:{tiny_model_dir}"}
+            )
+        )
     warnings = [m for m in messages if m.startswith("warning:")]
     assert len(warnings) == 2 and all("\n" not in w for w in warnings)
     assert "temperature 0.7 (GRPO: 1.0)" in warnings[0]
@@ -191,8 +193,10 @@ def test_a_pool_and_raw_problems_together_are_refused(tmp_path):
             TrainRequest(
                 stage="rl",
                 out=tmp_path,
-                rl_pool=tmp_path / "pool.parquet",
-                rl_problems=write_problems(tmp_path / "p.jsonl"),
+                settings={
+                    "rl_pool": str(tmp_path / "pool.parquet"),
+                    "rl_problems": str(write_problems(tmp_path / "p.jsonl")),
+                },
             )
         )
 
@@ -227,8 +231,11 @@ def test_stage_rl_from_smollm2_tir_profiles_under_the_worked_examples_grpo_rollo
         TrainRequest(
             stage="rl",
             out=out,
-            rl_problems=write_problems(tmp_path / "p.jsonl"),
-            flags={"model": "smollm2-tir", "max_new_tokens": 64},
+            settings={
+                "rl_problems": str(write_problems(tmp_path / "p.jsonl")),
+                "model": "smollm2-tir",
+                "max_new_tokens": 64,
+            },
         )
     )
     [engine] = embedded_student

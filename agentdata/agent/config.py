@@ -7,7 +7,7 @@ This module is light (no model, no Arrow) so the CLI can build its options from 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentdata.engines.defaults import DEFAULT_ENGINE, DEFAULT_PROTOCOL
@@ -31,8 +31,12 @@ def all_in_flight(rollouts: int) -> int:
 
 @dataclass
 class LoopConfig:
-    protocol: str = field(
-        default=DEFAULT_PROTOCOL, metadata={"help": "Tool-call protocol: codeblock, hermes, qwen3coder or native."}
+    protocol: str | None = field(
+        default=None,
+        metadata={
+            "help": "Tool-call protocol: codeblock, hermes, qwen3coder or native; unset: the one the model was "
+            f"trained in (its dir's agentdata.json, written by agentdata train), else {DEFAULT_PROTOCOL}."
+        },
     )
     max_tool_calls: int = field(
         default=4, metadata={"help": "Tool calls run per trajectory; one more is refused.", "range": "[0, 1000]"}
@@ -52,7 +56,13 @@ class LoopConfig:
     tool_timeout: float = field(
         default=10.0, metadata={"help": "Seconds one tool call may run.", "range": "(0, 86400]"}
     )
-    system_prompt: str | None = field(default=None, metadata={"help": "Overrides the protocol's system prompt."})
+    system_prompt: str | None = field(
+        default=None,
+        metadata={
+            "help": "Overrides the protocol's system prompt; unset: the one the model was trained with (its "
+            "agentdata.json, when it was trained in this protocol), else the protocol's."
+        },
+    )
     sandbox: str = field(
         default="local",
         metadata={"help": "'local', or URLs (comma separated) of `agentdata sandbox serve` or SandboxFusion."},
@@ -71,12 +81,29 @@ class LoopConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.protocol is None:  # unset: the model's own, known once the model is (for_model)
+            return
         try:  # when the settings are built, before a model loads or a run dir is written
             get_protocol(self.protocol)
         except UserError as error:
             raise SettingError(
                 "protocol", self.protocol, str(error).removeprefix(f"plug-in {self.protocol!r}: ")
             ) from None
+
+    def for_model(self, spec: str | None) -> LoopConfig:
+        """This loop for the model `spec` names: an unset protocol is the one the model was trained in
+        (agentdata.json in its dir), else the default; an unset system prompt is the one it was trained
+        with, when that was in this protocol."""
+        from agentdata.engines.trained import read_trained_prompt
+
+        trained = read_trained_prompt(spec) if self.protocol is None or self.system_prompt is None else None
+        protocol = self.protocol or (trained.protocol if trained else DEFAULT_PROTOCOL)
+        system_prompt = self.system_prompt
+        if system_prompt is None and trained is not None and trained.protocol == protocol:
+            system_prompt = trained.system_prompt
+        if (protocol, system_prompt) == (self.protocol, self.system_prompt):
+            return self
+        return replace(self, protocol=protocol, system_prompt=system_prompt)
 
     def sampling(self) -> dict[str, Any]:
         return {
@@ -121,6 +148,7 @@ class CollectConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        self.loop = self.loop.for_model(self.teacher)  # an unset protocol: the teacher's own (engines/trained.py)
 
     def settings(self) -> dict[str, Any]:
         """What the run dir's manifest records: every field, flat (engine options may hold secrets)."""

@@ -86,6 +86,8 @@ async def solve(
     seed: int | None = None,
 ) -> Trajectory:
     """Run one trajectory of `engine` on `problem` with real code execution."""
+    if config.protocol is None:  # a loop not yet given its model: the engine's (collect's is already)
+        config = config.for_model(engine.spec)
     protocol = get_protocol(config.protocol)
     state = _State(messages=initial_messages(problem, protocol, config))
     session_id = f"{problem.id}-{sample_index}-{uuid.uuid4().hex[:8]}"

@@ -13,29 +13,11 @@ from agentdata.curate.config import CurateConfig
 from agentdata.errors import UserError
 
 
-def parse_pair(text: str, flag: str, kind: type = float) -> tuple:
-    """`A,B` -> (A, B) of `kind`, or a one-line error naming the flag."""
-    parts = [part.strip() for part in text.split(",")]
-    try:
-        if len(parts) != 2:
-            raise ValueError
-        return kind(parts[0]), kind(parts[1])
-    except ValueError:
-        raise UserError(f"{flag} {text}: expected two numbers as A,B") from None
-
-
 @settings_command()
 def command(
     run_dirs: Annotated[list[Path], typer.Argument(help="Collect run dirs (or trajectory Parquet files).")],
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="SFT set to write (default sft.parquet; sft.jsonl --for openai).")
-    ] = None,
-    tool_calls: Annotated[
-        str | None,
-        typer.Option(
-            "--tool-calls",
-            help="Band MIN,MAX of tool calls kept (sets --min-tool-calls and --max-tool-calls).  [default: 1,8]",
-        ),
     ] = None,
     rejects: Annotated[Path | None, typer.Option(help="Write every dropped row with its drop_reason here.")] = None,
     *,
@@ -45,14 +27,7 @@ def command(
     """Write an SFT set (`messages` + `tools`) from trajectories, through named filter steps."""
     from agentdata.cli.views import drop_table, rows_table
     from agentdata.curate import curate
-    from agentdata.settings import SettingError, build, flatten
 
-    if tool_calls is not None:
-        low, high = parse_pair(tool_calls, "--tool-calls", int)
-        try:
-            config = build(CurateConfig, {**flatten(config), "min_tool_calls": low, "max_tool_calls": high})
-        except (SettingError, ValueError) as error:
-            raise UserError(f"--tool-calls {tool_calls}: {getattr(error, 'reason', error)}") from None
     openai = config.target == "openai"  # OpenAI fine-tuning takes JSONL; every other reader Parquet
     out = out or Path("sft.jsonl" if openai else "sft.parquet")
     inputs = [*run_dirs, *config.dedup.decontam_files]

@@ -52,7 +52,7 @@ def command(
     if not as_json:
         console.print(
             f"[bold]eval[/] {len(models)} model(s) × {len(bench_files)} benchmark(s) × tool calls "
-            f"{config.tool_call_budgets} · k={config.samples} · protocol {config.loop.protocol} → {out}"
+            f"{config.tool_call_budgets} · k={config.samples} · protocol {config.loop.protocol or _TRAINED} → {out}"
         )
 
     def on_result(result) -> None:
@@ -80,6 +80,9 @@ def command(
     console.print(
         f"Report: [cyan]{out / 'report.json'}[/] · plots: " + ", ".join(f"[cyan]{p}[/]" for p in report.plots)
     )
+
+
+_TRAINED = "each model's own (else codeblock)"  # unset: the one a model agentdata trained records in its dir
 
 
 def _failure_note(metrics) -> str:

@@ -29,7 +29,12 @@ PROFILE_FLAGS = {"teacher": "--student", "samples": "--k"}
 
 
 # Profiled as GRPO samples (temperature 1.0, agentdata.rl.config): the pass rates are the ones training will see.
-@settings_command(flags=PROFILE_FLAGS, defaults={"samples": 4, "temperature": ROLLOUT_TEMPERATURE})
+# Two sections: `--seed` sets both seeds (the rollouts' and the clustering's), `--profile-seed` / `--pool-seed` one.
+@settings_command(
+    flags=PROFILE_FLAGS,
+    defaults={"samples": 4, "temperature": ROLLOUT_TEMPERATURE},
+    section_names={"profiling": "profile"},
+)
 def command(
     problems_file: Annotated[
         Path | None,

@@ -7,70 +7,78 @@ A command declares the settings it needs as parameters annotated with their data
 
 and gets one option per field (`--max-turns`, help and default from the field), plus
 `--config FILE.yaml|json` and `--json`. A new field in a dataclass is a new flag with no
-other change. Values come from: the field's default < the command's default < the file <
-the flag. A flag shared by two dataclasses of one command (filter's `--seed`) feeds both.
-A value out of its range ends the command with one line naming the flag.
+other change. Each settings parameter is a section of the command's settings path
+(`agentdata.settings.sections`); `train` declares its sections itself (`sft`, and `rl` with the
+closed loop's settings). A name only one section has is one flag (`--num-generations`); a name
+several sections have is one flag that sets it in all of them (`--max-steps`: SFT's and GRPO's)
+plus one flag per section (`--sft-max-steps`, `--rl-max-steps`). Values come from: the field's
+default < the command's default < the file < the flag. A value out of its range ends the command
+with one line naming the flag. A renamed flag keeps its old spelling as a hidden alias that
+prints a one-line note.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 import json
 import typing
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from rich.markup import escape
 
 from agentdata.errors import UserError
 from agentdata.registry import load_object
 from agentdata.settings import (
-    SettingError,
-    build,
-    coerce,
-    cut,
-    default_of,
+    Append,
+    Given,
+    Section,
+    Sections,
     is_settings,
-    leaf_fields,
+    is_value_type,
     read_settings_file,
-    unnest,
     value_type,
 )
 
 CONFIG_HELP = "YAML or JSON file of settings (names as the flags, with _ for -); flags override it."
 CONTEXT = "_typer_context"
 JSON_HELP = "Print the summary as JSON (machine-readable) instead of tables."
+EVERY_SECTION = "Every stage"  # the --help group of the flags that set a name in every section having it
 
 
 @dataclass
 class GeneratedOption:
-    name: str  # the field's name: a Python parameter and the key in files and records
+    name: str  # the setting's name: the key in files and records
     flag: str
     aliases: tuple[str, ...]
     annotation: Any  # what the CLI parses (a str for lists and pairs)
     default: Any
     help: str
     field_type: Any  # the dataclass field's own type
-    kind: str  # "plain", "bool", "joined" (A,B), "repeat" (a list), "pairs" (KEY=VALUE)
+    kind: str  # "plain", "bool", "joined" (A,B), "repeat" (a list), "pairs" (KEY=VALUE), "parsed"
+    targets: tuple[str, ...] = ()  # the sections it sets
+    param: str = ""  # the Python parameter behind it (unique in the command)
     split: bool = True  # a repeated option also takes comma-separated values
     append: bool = False  # a repeated option adds to the file's (or default) list instead of replacing it
     parse: str = ""  # "module:function" turning the flag's text into the value (metadata "parse")
+    panel: str | None = None  # the --help group it is listed in
+    hidden: bool = False  # an old spelling: works, is not listed
+    notice: str = ""  # said when the option is used (an old spelling)
 
     def parameter(self) -> inspect.Parameter:
         decls = [f"{self.flag}/--no-{self.flag[2:]}"] if self.kind == "bool" else [self.flag, *self.aliases]
-        shown = (
-            _shown_default(self.default)
-            if self.kind in ("joined", "repeat", "pairs", "parsed")
-            else self.default is not None
-        )
-        info = typer.Option(*decls, help=self.help, show_default=shown)
-        default = self.default if self.kind in ("plain", "bool") else None
+        # typer parses a bool or a plain number or text itself; any other value is text that coerce reads,
+        # so its default is shown in the help and the value stays unset until given
+        parsed_by_typer = self.kind == "bool" or (self.kind == "plain" and self.annotation in (int, float, str))
+        default = self.default if parsed_by_typer else None
+        shown = self.default is not None if parsed_by_typer else _shown_default(self.default)
+        info = typer.Option(*decls, help=self.help, show_default=shown, rich_help_panel=self.panel, hidden=self.hidden)
         return inspect.Parameter(
-            self.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[self.annotation, info]
+            self.param, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[self.annotation, info]
         )
 
     def value(self, raw: Any) -> Any:
@@ -83,7 +91,9 @@ class GeneratedOption:
             parts = [part.strip() for value in raw or [] for part in value.split(",") if part.strip()]
             if raw and not parts:
                 raise UserError(f"{self.flag} {','.join(raw)}: give at least one value")
-            return parts
+            return Append(parts) if self.append else parts
+        if self.kind == "repeat" and self.append:
+            return Append(raw or [])
         return raw
 
 
@@ -96,37 +106,70 @@ def _shown_default(value: Any) -> str | bool:
 
 
 def generated_options(
-    config_types: list[type],
+    sections: Sections,
     flags: dict[str, Any] | None = None,
     defaults: dict[str, Any] | None = None,
     exclude: tuple[str, ...] = (),
+    renamed: dict[str, str] | None = None,
 ) -> list[GeneratedOption]:
-    """One option per field of the given settings dataclasses (a name shared by two gives one option)."""
+    """The options of a command's settings: one per name, and for a name several sections share, one
+    more per section (`--rl-max-steps`). `renamed` keeps old spellings: {old flag: the flag it now is}."""
     flags, defaults = flags or {}, defaults or {}
-    options: dict[str, GeneratedOption] = {}
-    for config_type in config_types:
-        base = config_type()
-        for path, item, annotation in leaf_fields(config_type):
-            name = path[-1]
-            if name in exclude or name in options or item.metadata.get("cli") is False:
-                continue
-            default = defaults.get(name, _nested_default(base, path, item))
-            options[name] = _option(name, item, annotation, default, flags.get(name))
-    return list(options.values())
+    by_name: dict[str, list[Section]] = {}
+    for section in sections.sections.values():
+        for name, (item, _) in section.fields.items():
+            if name not in exclude and item.metadata.get("cli") is not False:
+                by_name.setdefault(name, []).append(section)
+    options = []
+    for name, owners in by_name.items():
+        if len(owners) == 1:
+            options.append(_option(name, owners, flags.get(name), defaults, owners[0].label))
+            continue
+        if _one_meaning(name, owners):
+            options.append(_option(name, owners, flags.get(name), defaults, EVERY_SECTION))
+        for section in owners:
+            options.append(_option(name, [section], flags.get(name), defaults, section.label, prefix=section.name))
+    renamed = renamed or {}
+    options = [option for option in options if option.flag not in renamed]  # the old flag means the new one now
+    options += _old_spellings(options, renamed) + _band_ends(options, sections)
+    if sections.single:  # one section: every option in the one list
+        for option in options:
+            option.panel = None
+    return options
 
 
-def _nested_default(base: Any, path: tuple[str, ...], item: dataclasses.Field) -> Any:
-    value = base
-    for part in path:
-        value = getattr(value, part, MISSING)
-    return default_of(item) if value is MISSING else value
+def _one_meaning(name: str, owners: list[Section]) -> bool:
+    """A name whose fields have one type and range in every section: one flag can set them all."""
+    kinds = {
+        (str(value_type(owner.fields[name][1])[0]), owner.fields[name][0].metadata.get("range")) for owner in owners
+    }
+    return len(kinds) == 1
 
 
-def _option(name: str, item: dataclasses.Field, annotation: Any, default: Any, flag: Any) -> GeneratedOption:
+def _option(
+    name: str, owners: list[Section], flag: Any, defaults: dict[str, Any], panel: str, prefix: str = ""
+) -> GeneratedOption:
+    item, annotation = owners[0].fields[name]
     declared = flag or item.metadata.get("flag") or "--" + name.replace("_", "-")
     names = (declared,) if isinstance(declared, str) else tuple(declared)
     aliases = tuple(item.metadata.get("aliases", ())) + names[1:]
+    if prefix:
+        names, aliases = (f"--{prefix}-{names[0][2:]}",), tuple(f"--{prefix}-{a[2:]}" for a in aliases if a[:2] == "--")
+    helps = {owner.label: owner.fields[name][0].metadata.get("help", "") for owner in owners}
     help_text = item.metadata.get("help", "")
+    if len(set(helps.values())) > 1:  # each stage says it its own way: the first sentence of each
+        help_text = " ".join(f"{label}: {_first_sentence(text)}" for label, text in helps.items())
+    section_defaults = {owner.name: defaults.get(name, owner.defaults().get(name)) for owner in owners}
+    default = next(iter(section_defaults.values()))
+    if len(owners) > 1:
+        flags = ", ".join(f"--{owner.name}-{names[0][2:]}" for owner in owners)
+        help_text += f" Sets it for {' and '.join(owner.label for owner in owners)}; {flags} set one."
+        if len({repr(value) for value in section_defaults.values()}) > 1:
+            shown = ", ".join(
+                f"{owner.label} {_shown_default(section_defaults[owner.name]) or 'none'}" for owner in owners
+            )
+            help_text += f" Defaults: {shown}."
+            default = None
     if item.metadata.get("range"):
         help_text += f" Range {item.metadata['range']}."
     kind, cli_type = ("parsed", Optional[str]) if item.metadata.get("parse") else _cli_kind(annotation)
@@ -139,10 +182,68 @@ def _option(name: str, item: dataclasses.Field, annotation: Any, default: Any, f
         help_text,
         annotation,
         kind,
+        targets=tuple(owner.name for owner in owners),
+        param=f"{prefix}__{name}" if prefix else name,
         split=item.metadata.get("split", True),
         append=item.metadata.get("append", False),
         parse=item.metadata.get("parse", ""),
+        panel=panel,
     )
+
+
+def _first_sentence(text: str) -> str:
+    head, dot, _ = text.partition(". ")
+    return head + "." if dot else text
+
+
+def _old_spellings(options: list[GeneratedOption], renamed: dict[str, str]) -> list[GeneratedOption]:
+    """A hidden option per old flag, setting what the new one sets and saying so when used."""
+    by_flag = {option.flag: option for option in options}
+    old = []
+    for old_flag, new_flag in renamed.items():
+        target = by_flag[new_flag]
+        note = f"{old_flag} is now {new_flag} (the same setting: {target.name} of {', '.join(target.targets)})"
+        old.append(
+            GeneratedOption(
+                **{
+                    **target.__dict__,
+                    "flag": old_flag,
+                    "aliases": (),
+                    "param": "old_" + old_flag.lstrip("-").replace("-", "_"),
+                    "hidden": True,
+                    "notice": note,
+                    "help": f"Old spelling of {new_flag}.",
+                }
+            )
+        )
+    return old
+
+
+def _band_ends(options: list[GeneratedOption], sections: Sections) -> list[GeneratedOption]:
+    """A hidden option per old one-end name of a band (`--max-tool-calls` for `--tool-calls MIN,MAX`)."""
+    hidden = []
+    for option in options:
+        item, _ = sections.sections[option.targets[0]].fields[option.name]
+        for end, old in zip(("bottom", "top"), item.metadata.get("ends", ())):
+            flag = "--" + old.replace("_", "-")
+            hidden.append(
+                GeneratedOption(
+                    old,
+                    flag,
+                    (),
+                    Optional[str],
+                    None,
+                    f"Old spelling: the {end} of {option.flag}.",
+                    int,
+                    "plain",
+                    targets=option.targets,
+                    param=(f"{option.targets[0]}__" if option.param != option.name else "") + old,
+                    panel=option.panel,
+                    hidden=True,
+                    notice=f"{flag} sets the {end} of {option.name}: write {option.flag} MIN,MAX",
+                )
+            )
+    return hidden
 
 
 def _cli_kind(annotation: Any) -> tuple[str, Any]:
@@ -154,10 +255,12 @@ def _cli_kind(annotation: Any) -> tuple[str, Any]:
         return "pairs", Optional[list[str]]
     if origin is list:
         return "repeat", Optional[list[str]]
-    if origin is tuple:
+    if origin is tuple or is_value_type(inner):
         return "joined", Optional[str]
-    if inner in (int, float, str):
-        return "plain", Optional[inner] if optional else inner
+    if inner is str:
+        return "plain", Optional[str] if optional else str
+    if inner in (int, float):  # an optional number also takes `none` (off), so its text is read by coerce
+        return "plain", Optional[str] if optional else inner
     return "plain", Optional[str]
 
 
@@ -190,190 +293,149 @@ def _json_or_text(raw: str, where: str) -> Any:
 
 
 # ------------------------------------------------------------------ the decorator
+@dataclass
+class GivenSettings:
+    """What the command line gave, not yet built: for a command whose library builds its own settings
+    (`train`: its stages' defaults depend on the data). `values` are written as a config file writes them
+    (`"rl.max_steps"`), each a `Given` that names its flag; `config_file` is `--config`, unread."""
+
+    values: dict[str, Given] = field(default_factory=dict)
+    config_file: Path | None = None
+
+
 def settings_command(
     flags: dict[str, Any] | None = None,
     defaults: dict[str, Any] | None = None,
     exclude: tuple[str, ...] = (),
     config_file: bool = True,
+    sections: Sections | None = None,
+    section_names: dict[str, str] | None = None,
+    renamed: dict[str, str] | None = None,
 ) -> Callable:
-    """Give a command its generated settings options, `--config` and `--json` (see the module doc)."""
+    """Give a command its generated settings options, `--config` and `--json` (see the module doc).
+
+    The command takes its settings as parameters annotated with their dataclasses (each one section,
+    named after the parameter unless `section_names` says otherwise), or, with `sections` given, one
+    parameter annotated `GivenSettings` that receives what the command line gave, unbuilt.
+    """
 
     def decorate(func: Callable) -> Callable:
         signature = inspect.signature(func, eval_str=True)
-        configs = {name: p.annotation for name, p in signature.parameters.items() if is_settings(p.annotation)}
-        plain = [p for name, p in signature.parameters.items() if name not in configs and name != "as_json"]
-        options = generated_options(list(configs.values()), flags, defaults, exclude)
-        clash = {p.name for p in plain} & {o.name for o in options}
+        unbuilt = next((n for n, p in signature.parameters.items() if p.annotation is GivenSettings), None)
+        configs = {
+            name: p.annotation
+            for name, p in signature.parameters.items()
+            if is_settings(p.annotation) and name != unbuilt
+        }
+        path = sections or Sections.of(configs, section_names)
+        special = {*configs, "as_json", unbuilt}
+        plain = [p for name, p in signature.parameters.items() if name not in special]
+        options = generated_options(path, flags, defaults, exclude, renamed)
+        clash = {p.name for p in plain} & {o.param for o in options}
         if clash:
             raise TypeError(f"{func.__name__}: parameters {sorted(clash)} are also settings fields")
-        extra = [option.parameter() for option in options]
-        if config_file:
-            extra.append(
-                inspect.Parameter(
-                    "config_file",
-                    inspect.Parameter.KEYWORD_ONLY,
-                    default=None,
-                    annotation=Annotated[Path | None, typer.Option("--config", help=CONFIG_HELP)],
-                )
-            )
-        extra.append(
-            inspect.Parameter(
-                "as_json",
-                inspect.Parameter.KEYWORD_ONLY,
-                default=False,
-                annotation=Annotated[bool, typer.Option("--json", help=JSON_HELP)],
-            )
-        )
-        # typer hands the command's context to a parameter annotated typer.Context (typer vendors its own click)
-        extra.append(inspect.Parameter(CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context))
-        parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in plain] + extra
+        parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in plain]
+        parameters += [option.parameter() for option in options] + _common_parameters(config_file)
 
         @functools.wraps(func)
         def wrapper(**kwargs: Any) -> Any:
-            from agentdata.cli.common import print_error
+            from agentdata.cli.common import err_console, print_error
             from agentdata.cli.progress import rendering
 
             try:
-                arguments = _arguments(kwargs)
+                call = _Invocation(kwargs.pop(CONTEXT), options, path, defaults or {}, kwargs)
+                config_path = kwargs.pop("config_file", None)
+                if unbuilt:
+                    built = {unbuilt: GivenSettings(call.flag_values(), config_path)}
+                else:
+                    call.read_file(config_path, [p.name for p in plain])
+                    built = call.build()
+                arguments = {name: kwargs[name] for name in (p.name for p in plain)} | built
+                if "as_json" in signature.parameters:
+                    arguments["as_json"] = kwargs["as_json"]
+                for notice in call.notices():
+                    err_console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False, soft_wrap=True)
                 with rendering(enabled=not kwargs["as_json"]):
                     return func(**arguments)
             except UserError as error:  # the same one line as app.main, also for typer's own test runner
                 print_error(str(error))
                 raise typer.Exit(2) from None
 
-        def _arguments(kwargs: dict[str, Any]) -> dict[str, Any]:
-            call = _Invocation(kwargs.pop(CONTEXT), options, configs, defaults or {}, kwargs)
-            call.read_file(kwargs.pop("config_file", None))
-            call.apply_file_to_plain([p.name for p in plain])
-            built = call.build_configs()
-            call.check_file_used()
-            arguments = {name: kwargs[name] for name in (p.name for p in plain)}
-            if "as_json" in signature.parameters:
-                arguments["as_json"] = kwargs["as_json"]
-            return {**arguments, **built}
-
         wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
         wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
         wrapper.generated_options = options  # type: ignore[attr-defined]
+        wrapper.sections = path  # type: ignore[attr-defined]
         return wrapper
 
     return decorate
 
 
+def _common_parameters(config_file: bool) -> list[inspect.Parameter]:
+    extra = []
+    if config_file:
+        option = typer.Option("--config", help=CONFIG_HELP)
+        extra.append(_keyword("config_file", None, Annotated[Path | None, option]))
+    extra.append(_keyword("as_json", False, Annotated[bool, typer.Option("--json", help=JSON_HELP)]))
+    # typer hands the command's context to a parameter annotated typer.Context (typer vendors its own click)
+    extra.append(inspect.Parameter(CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context))
+    return extra
+
+
+def _keyword(name: str, default: Any, annotation: Any) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+
+
 class _Invocation:
-    """One run of a generated command: where each setting's value comes from."""
+    """One run of a generated command: the values its flags and file gave, and the settings built from them."""
 
     def __init__(
         self,
         context: typer.Context,
         options: list[GeneratedOption],
-        configs: dict[str, type],
+        sections: Sections,
         defaults: dict[str, Any],
         kwargs: dict[str, Any],
     ):
-        self.context, self.options, self.configs, self.defaults, self.kwargs = (
-            context,
-            options,
-            configs,
-            defaults,
-            kwargs,
-        )
-        self.by_name = {option.name: option for option in options}
-        self.file: dict[str, Any] = {}
-        self.file_path: Path | None = None
-        self.used: set[str] = set()
-        self.given = {
-            option.name: option.value(kwargs.pop(option.name))
-            for option in options
-            if self._from_command_line(option.name)
-        }
+        self.context, self.sections, self.defaults, self.kwargs = context, sections, defaults, kwargs
+        self.used = [option for option in options if self._from_command_line(option.param)]
+        # A flag that sets every section goes first, so a section's own flag (--rl-max-steps) wins over it.
+        self.used.sort(key=lambda option: -len(option.targets))
+        self.given = [(option, option.value(kwargs.get(option.param))) for option in self.used]
         for option in options:
-            kwargs.pop(option.name, None)
+            kwargs.pop(option.param, None)
+        self.file_layer: dict = {}
 
     def _from_command_line(self, name: str) -> bool:
         source = self.context.get_parameter_source(name)
         return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
 
-    def read_file(self, path: Path | None) -> None:
-        if path is not None:
-            self.file_path = path
-            self.file = unnest(read_settings_file(path), list(self.configs.values()))
+    def flag_values(self) -> dict[str, Given]:
+        """What the flags gave, as `section.name` keys (each names its flag)."""
+        values = {}
+        for option, value in self.given:
+            for section in option.targets:
+                values[f"{section}.{option.name}"] = Given(value, option.flag, flag=True)
+        return values
 
-    def apply_file_to_plain(self, names: list[str]) -> None:
-        """A file may also set a command's own options (e.g. `out`), below the flags."""
+    def notices(self) -> list[str]:
+        return [option.notice for option in self.used if option.notice]
+
+    def read_file(self, path: Path | None, plain_names: list[str]) -> None:
+        """The file's settings; it may also set a command's own options (e.g. `out`), below the flags."""
+        if path is None:
+            return
+        self.file_layer, plain_values = self.sections.layer(read_settings_file(path), str(path), plain=plain_names)
         params = {param.name: param for param in self.context.command.params}
-        for name in names:
-            if name in self.file and name in params and not self._from_command_line(name):
-                self.used.add(name)
-                param = params[name]
-                if param.param_type_name == "argument":
-                    continue
-                try:
-                    self.kwargs[name] = param.type_cast_value(self.context, self.file[name])
-                except Exception as error:  # click's BadParameter: a value the option's type refuses
-                    raise UserError(f"{self.file_path}: {name}: {getattr(error, 'message', error)}") from None
+        for name, value in plain_values.items():
+            param = params.get(name)
+            if param is None or self._from_command_line(name) or param.param_type_name == "argument":
+                continue
+            try:
+                self.kwargs[name] = param.type_cast_value(self.context, value)
+            except Exception as error:  # click's BadParameter: a value the option's type refuses
+                raise UserError(f"{path}: {name}: {getattr(error, 'message', error)}") from None
 
-    def build_configs(self) -> dict[str, Any]:
-        built = {}
-        for param_name, config_type in self.configs.items():
-            names = {path[-1] for path, _, _ in leaf_fields(config_type)}
-            values = {name: value for name, value in self.defaults.items() if name in names}
-            for name in names & set(self.file):
-                values[name] = self.file[name]
-                self.used.add(name)
-            for name, value in self.given.items():
-                if name in names:
-                    values[name] = self._appended(name, values.get(name), value)
-            built[param_name] = self._build(config_type, values)
-        return built
-
-    def _appended(self, name: str, below: Any, given: Any) -> Any:
-        """An `append` option's names after the file's list (or the default one); others replace it."""
-        option = self.by_name.get(name)
-        if option is None or not option.append:
-            return given
-        base = list(below if below is not None else option.default or [])
-        return base + [item for item in given if item not in base]
-
-    def _build(self, config_type: type, values: dict[str, Any]) -> Any:
-        try:
-            for name, value in list(values.items()):
-                if name in self.by_name:
-                    values[name] = coerce(name, self.by_name[name].field_type, value)
-            return build(config_type, values)
-        except SettingError as error:
-            raise UserError(self._describe(error)) from None
-
-    def _describe(self, error: SettingError) -> str:
-        option = self.by_name.get(error.name)
-        if error.name in self.given and option is not None:
-            return f"{option.flag} {_flag_text(self.given[error.name])}: {error.reason}"
-        if error.name in self.file:
-            return f"{self.file_path}: {error.name} {_flag_text(self.file[error.name])}: {error.reason}"
-        flag = option.flag if option else error.name
-        return f"{flag} {_flag_text(error.value)}: {error.reason}"
-
-    def check_file_used(self) -> None:
-        unknown = sorted(set(self.file) - self.used)
-        if unknown:
-            raise UserError(
-                f"{self.file_path}: unknown setting(s) {', '.join(unknown)} for this command; "
-                "see `--help` or docs/settings.md"
-            )
-
-
-def _flag_text(value: Any) -> str:
-    """A value as an error line shows it: cut, so a 10 MB value is named, not echoed."""
-    text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
-    return cut(text)
-
-
-def field_option(config_type: type, name: str, *decls: str, note: str = "") -> Any:
-    """A hand-placed option whose help comes from the field (for commands like `train` that pick a few)."""
-    for path, item, _ in leaf_fields(config_type):
-        if path[-1] == name:
-            help_text = " ".join(filter(None, [item.metadata.get("help", ""), note]))
-            if item.metadata.get("range"):
-                help_text += f" Range {item.metadata['range']}."
-            return typer.Option(*(decls or ("--" + name.replace("_", "-"),)), help=help_text)
-    raise KeyError(f"{config_type.__name__} has no field {name}")
+    def build(self) -> dict[str, Any]:
+        defaults, _ = self.sections.layer(self.defaults)
+        flags, _ = self.sections.layer(self.flag_values())
+        return self.sections.build([defaults, self.file_layer, flags])

@@ -22,30 +22,35 @@ from agentdata.sft.config import SFTStageConfig
 from agentdata.steps.config import DedupConfig
 from agentdata.synth.config import ProblemsConfig
 from agentdata.synth.stitch.build import StitchConfig
-from agentdata.train.closed_loop import RLProblemsConfig
+from agentdata.train.closed_loop import ClosedLoopConfig
 
 # (settings, where they are used) in the order the pipeline runs.
 DOCUMENTED: list[tuple[type, str]] = [
     (LoopConfig, "the agent loop: `collect`, `filter` (profiling), `eval`, and GRPO rollouts (`train`, `rl:`)"),
-    (CollectConfig, "`agentdata collect`; `filter` profiles the student with it (`--student`, `--k`, default k 4)"),
+    (
+        CollectConfig,
+        "`agentdata collect`; `filter` profiles the student with it (its `profile` section: `--student`, `--k`, "
+        "default k 4)",
+    ),
     (DedupConfig, "`agentdata curate` and `agentdata filter`: near-dedup and decontamination (their `dedup`)"),
-    (PoolConfig, "`agentdata filter`: the RL pool"),
-    (CurateConfig, "`agentdata curate` (`--tool-calls MIN,MAX` sets both tool-call bounds)"),
+    (PoolConfig, "`agentdata filter`: the RL pool (its `pool` section)"),
+    (CurateConfig, "`agentdata curate` (the old `--min-tool-calls` / `--max-tool-calls` set an end of `--tool-calls`)"),
     (EvalConfig, "`agentdata eval`"),
     (ProblemsConfig, "`agentdata synth problems`"),
     (StitchConfig, "`agentdata synth stitch`"),
     (SandboxConfig, "`agentdata sandbox serve` (default prefork 4) and `sandbox run` (1 worker, prefork 0)"),
-    (SFTStageConfig, "`agentdata train`, the `sft:` section of its --config file"),
-    (GRPOStageConfig, "`agentdata train`, the `rl:` section of its --config file"),
+    (SFTStageConfig, "`agentdata train`, its `sft:` section (flags `--NAME`; `--sft-NAME` for a name GRPO has too)"),
+    (GRPOStageConfig, "`agentdata train`, its `rl:` section (flags `--NAME`; `--rl-NAME` for a name SFT has too)"),
     (
-        RLProblemsConfig,
+        ClosedLoopConfig,
         "`agentdata train` between SFT and GRPO (the closed loop: `--rl-problems`, `--band`, "
-        "`--profile-k`), also keys of the `rl:` section of its --config file",
+        "`--profile-k`), keys of its `rl:` section beside GRPO's",
     ),
     (
         ValidationConfig,
         "`agentdata train`: validation during training, in both the `sft:` and `rl:` sections "
-        "(`--eval-problems`, `--eval-k` set both stages, `--eval-every` GRPO's); docs/train.md",
+        "(`--eval-problems`, `--eval-k` set both stages; `--sft-eval-every`, `--rl-eval-every` one; the old "
+        "`--eval-every` is GRPO's); docs/train.md",
     ),
 ]
 
@@ -55,11 +60,27 @@ Generated from the settings dataclasses by `python -m agentdata.cli.settings_doc
 
 Every setting is a command-line flag of the commands that use it and a key of a `--config FILE.yaml`
 (or `.json`) file: flags override the file, the file overrides the defaults. Composed settings (`loop`,
-`dedup`) stay flat: `--max-turns` on the command line, `max_turns:` in a file (a `loop:` section works too).
-`agentdata train` takes a few of its settings as flags (`agentdata train --help`) and the rest from the
-`sft:` and `rl:` sections of its --config file. A value outside its range stops the command with one
-line naming the flag (exit code 2); NaN and infinity are never accepted. Every run dir, report and output records the
-settings it ran with (`manifest.json` "settings", `report.json` "settings", `*.report.json` "config").
+`dedup`, `validation`) stay flat: `--max-turns` on the command line, `max_turns:` in a file (a `loop:`
+section works too). A key nobody knows stops the command with one line naming it and the closest keys.
+
+**Sections.** A command's settings are sections of these dataclasses. `agentdata train` has two: `sft:`
+(SFTStageConfig) and `rl:` (GRPOStageConfig with ClosedLoopConfig beside it), each also taking any field
+of TRL's SFTConfig / GRPOConfig. A name only one stage has is one flag (`--num-generations`); a name both
+have is one flag that sets both (`--max-steps`) and one per stage (`--sft-max-steps`, `--rl-max-steps`).
+In a file the same goes: `max_steps:` at the top sets both, under `rl:` only GRPO's (a dotted key
+`rl.max_steps:` too). `filter`'s sections are `profile` (CollectConfig) and `pool` (PoolConfig):
+`--seed` sets both seeds, `--profile-seed` / `--pool-seed` one.
+
+**Off.** A setting that can be off (or unset, following another) is `None`: `null` in a file, `none` on
+the command line; its help says what off means. Older spellings keep working: `0` for
+`near_dup_threshold` and `max_per_problem`, `-1` for SFT's `max_steps`, an empty `online_band`.
+
+**Bands.** A band is `LO,HI` on the command line and in a file (a two-item list works too): a pass-rate
+band has both ends exclusive (`LO < rate < HI`), a count band (curate's `tool_calls`) both inclusive.
+
+A value outside its range stops the command with one line naming the flag (exit code 2); NaN and
+infinity are never accepted. Every run dir, report and output records the settings it ran with
+(`manifest.json` "settings", `report.json` "settings", `*.report.json` "config").
 """
 
 

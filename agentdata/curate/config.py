@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agentdata.formats.forms import SFT_TARGETS
-from agentdata.settings import check_fields
+from agentdata.settings import CountBand, check_fields
 from agentdata.steps.config import DedupConfig
 
 NEAR_DUP_FIELDS = ("question", "solution")
@@ -15,11 +15,14 @@ REASONING_MODES = ("keep", "strip")
 @dataclass
 class CurateConfig:
     keep_incorrect: bool = field(default=False, metadata={"help": "Keep trajectories with a wrong final answer."})
-    min_tool_calls: int = field(
-        default=1, metadata={"help": "Fewest tool calls kept (below: `no_tool_call`).", "range": "[0, 1000]"}
-    )
-    max_tool_calls: int = field(
-        default=8, metadata={"help": "Most tool calls kept (above: `too_many_tool_calls`).", "range": "[0, 1000]"}
+    tool_calls: CountBand = field(
+        default=CountBand(1, 8),
+        metadata={
+            "help": "MIN,MAX tool calls a kept trajectory made, both inclusive (fewer: `no_tool_call`, more: "
+            "`too_many_tool_calls`). The loop's own cap is collect's --max-tool-calls.",
+            "range": "[0, 1000]",
+            "ends": ("min_tool_calls", "max_tool_calls"),  # the old one-end names (flags and file keys)
+        },
     )
     max_tool_error_ratio: float = field(
         default=0.5, metadata={"help": "Largest share of failing tool calls.", "range": "[0, 1]"}
@@ -39,7 +42,12 @@ class CurateConfig:
         },
     )
     max_per_problem: int | None = field(
-        default=4, metadata={"help": "Most trajectories per problem; 0: no cap.", "range": "[0, inf)"}
+        default=4,
+        metadata={
+            "help": "Most trajectories per problem; none (or 0, as before): no cap.",
+            "range": "[0, inf)",
+            "none_alias": 0,
+        },
     )
     balance_sources: float | None = field(
         default=None, metadata={"help": "Largest share (0-1] of the set any one source may hold.", "range": "(0, 1]"}
@@ -73,8 +81,4 @@ class CurateConfig:
     )
 
     def __post_init__(self) -> None:
-        # 0 is how the command line says "off"; the steps read None.
-        self.max_per_problem = self.max_per_problem or None
         check_fields(self)
-        if self.min_tool_calls > self.max_tool_calls:
-            raise ValueError("tool-call band: need MIN <= MAX, e.g. --tool-calls 1,8")

@@ -52,7 +52,7 @@ def tool_error_ratio(config: CurateConfig) -> Step:
 
 @step("tool_call_band")
 def tool_call_band(config: CurateConfig) -> Step:
-    return ToolCallBandFilter(config.min_tool_calls, config.max_tool_calls)
+    return ToolCallBandFilter(*config.tool_calls)
 
 
 @step("too_long")

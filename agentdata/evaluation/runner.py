@@ -164,4 +164,11 @@ def _settings(config: EvalConfig, models: list[ModelSpec], paths: list[Path]) ->
     settings = {
         name: value for name, value in flatten(config).items() if name not in ("max_tool_calls", "engine_options")
     }
-    return {**settings, "models": {m.label: m.spec for m in models}, "benchmarks": [str(p) for p in paths]}
+    # an unset protocol is each model's own (engines/trained.py): the one each was run in
+    protocols = {m.label: config.loop.for_model(m.spec).protocol for m in models}
+    return {
+        **settings,
+        "models": {m.label: m.spec for m in models},
+        "protocols": protocols,
+        "benchmarks": [str(p) for p in paths],
+    }

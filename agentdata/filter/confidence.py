@@ -12,6 +12,7 @@ import polars as pl
 
 from agentdata.evaluation.stats import Z as CONFIDENCE_Z  # two-sided 95%
 from agentdata.evaluation.stats import wilson_interval
+from agentdata.settings import Band
 
 __all__ = ["CONFIDENCE_Z", "straddling", "wilson_interval", "with_intervals"]
 
@@ -30,9 +31,7 @@ def with_intervals(rates: pl.DataFrame, z: float = CONFIDENCE_Z) -> pl.DataFrame
     )
 
 
-def straddling(rates: pl.DataFrame, band: tuple[float, float]) -> list[str]:
+def straddling(rates: pl.DataFrame, band: Band) -> list[str]:
     """Problems whose interval holds a band edge strictly inside: more rollouts may move them across it."""
-    inside = pl.lit(False)
-    for edge in band:
-        inside = inside | ((pl.col("pass_rate_low") < edge) & (edge < pl.col("pass_rate_high")))
+    inside = band.straddles(pl.col("pass_rate_low"), pl.col("pass_rate_high"))
     return rates.filter(inside.fill_null(False))["problem_id"].to_list()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agentdata.settings import check_fields
+from agentdata.settings import Band, check_fields
 from agentdata.steps.config import DedupConfig
 
 POOL_FORMATS = ("agentdata", "verl")
@@ -18,8 +18,8 @@ EMBEDDINGS = ("auto", "sentence-transformers", "tfidf")
 
 @dataclass
 class PoolConfig:
-    band: tuple[float, float] = field(
-        default=(0.0, 1.0),
+    band: Band = field(
+        default=Band(0.0, 1.0),
         metadata={"help": "Keep LO < pass rate < HI (ends exclusive), given as LO,HI.", "range": "[0, 1]"},
     )
     size: int | None = field(
@@ -81,8 +81,4 @@ class PoolConfig:
     )
 
     def __post_init__(self) -> None:
-        self.band = tuple(self.band)
         check_fields(self)
-        low, high = self.band
-        if not low < high:
-            raise ValueError("band must be LO,HI with 0 <= LO < HI <= 1, e.g. --band 0.2,0.8")

@@ -36,11 +36,12 @@ def loop_settings(loop: LoopConfig) -> dict[str, Any]:
     return {key: _plain(getattr(loop, key)) for key in MATCHED_KEYS}
 
 
-def grpo_default_loop() -> dict[str, Any]:
-    """The loop GRPO's rollouts run with when no setting is given."""
+def grpo_default_loop(model: str | None = None) -> dict[str, Any]:
+    """The loop GRPO's rollouts from `model` run with when no setting is given (its protocol: the model's own,
+    recorded in its dir when agentdata trained it, else the default)."""
     from agentdata.rl.config import rollout_loop
 
-    return loop_settings(rollout_loop())
+    return loop_settings(rollout_loop().for_model(model))
 
 
 def loop_differences(profiled: dict[str, Any], grpo: dict[str, Any]) -> dict[str, tuple[Any, Any]]:

@@ -155,7 +155,7 @@ def run_filter(
 
 def grpo_mismatch_warnings(profiling: CollectConfig) -> list[str]:
     """One line when the profile samples or uses tools otherwise than GRPO's rollouts will by default."""
-    differences = loop_differences(loop_settings(profiling.loop), grpo_default_loop())
+    differences = loop_differences(loop_settings(profiling.loop), grpo_default_loop(profiling.teacher))
     if not differences:
         return []
     return [

@@ -9,12 +9,13 @@ ranks what is left (`build.py`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
 from agentdata.filter.config import PoolConfig
 from agentdata.registry import Registry
+from agentdata.settings import Band
 from agentdata.steps import (
     FILTER_STEPS,
     ExactDuplicateFilter,
@@ -35,12 +36,11 @@ step = POOL_STEPS.register
 class PassRateBand(ExpressionStep):
     """Keeps problems the student solves sometimes: LO < pass rate < HI."""
 
-    low: float = 0.0
-    high: float = 1.0
+    band: Band = field(default_factory=lambda: Band(0.0, 1.0))
     reason = "out_of_band"
 
     def expression(self) -> pl.Expr:
-        return (pl.col("pass_rate") > self.low) & (pl.col("pass_rate") < self.high)
+        return self.band.contains(pl.col("pass_rate"))
 
 
 @step("not_profiled")
@@ -72,7 +72,7 @@ def _attempted() -> pl.Expr:
 
 @step("out_of_band")
 def out_of_band(config: PoolConfig) -> Step:
-    return PassRateBand(*config.band)
+    return PassRateBand(config.band)
 
 
 @step("unprofiled")

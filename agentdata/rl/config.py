@@ -14,7 +14,7 @@ from agentdata.agent.config import LoopConfig
 from agentdata.engines.defaults import DEFAULT_ENGINE
 from agentdata.engines.prompt_template import PROMPT_TEMPLATE_HELP, check_prompt_template
 from agentdata.evaluation.validation import ValidationConfig
-from agentdata.settings import check_fields
+from agentdata.settings import Band, check_fields
 from agentdata.training.trl_settings import check_trl_overrides
 
 ROLLOUT_TEMPERATURE = 1.0
@@ -94,8 +94,11 @@ class GRPOStageConfig:
             "help": (
                 "Reward functions, by name (correctness, overlong) or plug-in (mypkg.rewards:brevity, "
                 "path/to/rewards.py:brevity); each is (prompts, completions, **kwargs) -> list[float | "
-                "None]."
-            )
+                "None]. --reward adds one beside the file's or default list (repeatable)."
+            ),
+            "flag": "--reward",
+            "split": False,
+            "append": True,
         },
     )
     overlong_buffer: int | None = field(
@@ -142,13 +145,13 @@ class GRPOStageConfig:
             "help": "Leave groups whose rewards are all equal out of the loss (the cheap mode: no extra rollouts)."
         },
     )
-    online_band: tuple[float, float] | None = field(
+    online_band: Band | None = field(
         default=None,
         metadata={
             "help": (
                 "LO,HI (e.g. 0.05,0.8, ZeroTIR's dynamic filtering): a group whose pass rate is not inside "
                 "(ends exclusive) is dropped and replaced by a fresh prompt's group until the batch is "
-                "full; unset: off."
+                "full; unset (none): off."
             ),
             "range": "[0, 1]",
         },
@@ -192,7 +195,7 @@ class GRPOStageConfig:
         },
     )
     resume_from_checkpoint: str | None = field(
-        default=None, metadata={"help": "Checkpoint dir to resume from, or 'last'."}
+        default=None, metadata={"help": "Checkpoint dir to resume from, or 'last'.", "flag": "--resume"}
     )
     gradient_checkpointing: bool = field(
         default=False,
@@ -215,6 +218,7 @@ class GRPOStageConfig:
         default_factory=dict,
         metadata={
             "cli": False,
+            "extra": "trl:GRPOConfig",
             "help": (
                 "Any other field of TRL's GRPOConfig (num_iterations, steps_per_generation, scale_rewards, "
                 "mask_truncated_completions, max_grad_norm, lr_scheduler_type, top_entropy_quantile, ...); "
@@ -228,8 +232,8 @@ class GRPOStageConfig:
     )
 
     def __post_init__(self) -> None:
-        self.online_band = parse_band(self.online_band)
         check_fields(self)
+        self.loop = self.loop.for_model(self.model)  # an unset protocol: the start model's (engines/trained.py)
         self._scale_unset()
         check_trl_overrides(self, TRL_COMPUTED)
         check_prompt_template(self.prompt_template)
@@ -280,17 +284,3 @@ def check_rollout_protocol(name: str) -> None:
             "which the training re-rendering does not reproduce; use one of "
             f"{', '.join(usable)} (or a plug-in protocol that writes calls as text)"
         )
-
-
-def parse_band(value: object) -> tuple[float, float] | None:
-    """`0.05,0.8`, [0.05, 0.8] or None as (LO, HI) with 0 <= LO < HI <= 1."""
-    if value is None or value == "":
-        return None
-    parts = value.split(",") if isinstance(value, str) else list(value)  # type: ignore[call-overload]
-    try:
-        low, high = (float(part) for part in parts)
-    except (TypeError, ValueError):
-        raise ValueError(f"online_band must be LO,HI (e.g. 0.05,0.8), got {value!r}") from None
-    if not 0 <= low < high <= 1:
-        raise ValueError(f"online_band must have 0 <= LO < HI <= 1, got {value!r}")
-    return low, high

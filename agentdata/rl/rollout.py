@@ -28,6 +28,7 @@ from typing import Any
 from agentdata.agent.loop import LoopConfig, solve
 from agentdata.formats import get_protocol
 from agentdata.records import Problem, Trajectory
+from agentdata.settings import Band
 from agentdata.training.masking import tokenize_conversation
 
 
@@ -85,7 +86,7 @@ class AgentRollout:
         loop_config: LoopConfig,
         num_generations: int,
         seed: int = 0,
-        online_band: tuple[float, float] | None = None,
+        online_band: Band | None = None,
         online_band_rounds: int = 4,
     ):
         self.problems = list(problems)
@@ -156,7 +157,7 @@ class AgentRollout:
         resampled = 0
         for _ in range(self.online_band_rounds):
             outside = [
-                slot for slot, group in enumerate(groups) if not in_band(group_pass_rate(group), self.online_band)
+                slot for slot, group in enumerate(groups) if not self.online_band.contains(group_pass_rate(group))
             ]
             fresh = self._fresh_problems(len(outside), used)
             if not fresh:
@@ -165,7 +166,7 @@ class AgentRollout:
             for slot, start in zip(outside, range(0, len(redone), size)):
                 groups[slot] = redone[start : start + size]
             resampled += len(fresh)
-        unfilled = sum(1 for group in groups if not in_band(group_pass_rate(group), self.online_band))
+        unfilled = sum(1 for group in groups if not self.online_band.contains(group_pass_rate(group)))
         metrics = trainer._metrics["train" if trainer.model.training else "eval"]
         metrics["online_band/resampled_groups"].append(float(resampled))
         metrics["online_band/unfilled_groups"].append(float(unfilled))
@@ -207,11 +208,6 @@ def group_pass_rate(group: list[Trajectory]) -> float | None:
     """Share correct among the group's valid rollouts; None when every one failed."""
     valid = [t for t in group if not rollout_failed(t)]
     return sum(t.correct for t in valid) / len(valid) if valid else None
-
-
-def in_band(rate: float | None, band: tuple[float, float]) -> bool:
-    """LO < rate < HI, ends exclusive as in `filter`'s band; a group with no valid rollout is outside."""
-    return rate is not None and band[0] < rate < band[1]
 
 
 def rollout_failed(trajectory: Trajectory) -> bool:

@@ -11,6 +11,7 @@ from transformers import PrinterCallback, TrainerCallback
 
 from agentdata.agent.loop import config_tools
 from agentdata.engines.demonstrated import demonstrated_policy
+from agentdata.engines.trained import TrainedPrompt, write_trained_prompt
 from agentdata.errors import UserError
 from agentdata.evaluation.curves import SCALING_PLOT, scaling_plot
 from agentdata.records import Problem
@@ -203,6 +204,8 @@ def run_grpo(config: GRPOStageConfig) -> GRPOResult:
         write_trl_settings(trainer.args, out_dir)  # what TRL actually ran with, after its own defaults
         trainer.train(resume_from_checkpoint=resume_path(config.resume_from_checkpoint, out_dir / "checkpoints"))
         save_trained(trainer.model, trainer.processing_class, out_dir)
+        # what later runs of the model default to: the protocol and prompt it was rolled out in
+        write_trained_prompt(out_dir, TrainedPrompt(config.loop.protocol, config.loop.system_prompt, "rl"))
     finally:
         sandbox.close()
     history = read_metrics(out_dir / "metrics.jsonl")

@@ -41,21 +41,26 @@ class SFTStageConfig:
     out: str = field(
         default="runs/train/sft", metadata={"help": "Output dir: checkpoints, metrics and the final model."}
     )
-    protocol: str = field(
-        default=DEFAULT_PROTOCOL,
+    protocol: str | None = field(
+        default=None,
         metadata={
             "help": (
-                "Tool-call protocol the conversations are rendered in (codeblock or hermes); a `format` "
-                "column overrides it per row."
+                "Tool-call protocol of the conversations without a `format` column (codeblock, hermes, ...); "
+                f"unset: each row's `format`, else {DEFAULT_PROTOCOL}. Given, it must agree with the rows' `format`."
             )
         },
     )
     prompt_template: str = field(default="auto", metadata={"help": PROMPT_TEMPLATE_HELP})
-    max_steps: int = field(
-        default=-1, metadata={"help": "Optimizer steps; -1 runs `epochs` epochs.", "range": "[-1, inf)"}
+    max_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": "Optimizer steps; unset (or -1, TRL's spelling): `epochs` passes over the data.",
+            "range": "[1, inf)",
+            "none_alias": -1,
+        },
     )
     epochs: float = field(
-        default=3.0, metadata={"help": "Passes over the data when max_steps is -1.", "range": "(0, 10000]"}
+        default=3.0, metadata={"help": "Passes over the data when max_steps is unset.", "range": "(0, 10000]"}
     )
     learning_rate: float | None = field(
         default=None,
@@ -118,7 +123,8 @@ class SFTStageConfig:
         default="all-linear", metadata={"help": "Modules LoRA wraps: all-linear or a comma list (q_proj,v_proj)."}
     )
     resume_from_checkpoint: str | None = field(
-        default=None, metadata={"help": "Checkpoint dir to resume from, or 'last' for the newest in --out."}
+        default=None,
+        metadata={"help": "Checkpoint dir to resume from, or 'last' for the newest in --out.", "flag": "--resume"},
     )
     save_steps: int = field(default=500, metadata={"help": "Save a checkpoint every N steps.", "range": "[1, inf)"})
     save_total_limit: int | None = field(
@@ -139,6 +145,7 @@ class SFTStageConfig:
         default_factory=dict,
         metadata={
             "cli": False,
+            "extra": "trl:SFTConfig",
             "help": (
                 "Any other field of TRL's SFTConfig (max_grad_norm, lr_scheduler_type, weight_decay, "
                 "neftune_noise_alpha, ...); in a config file, written straight in the `sft:` section. "
@@ -164,20 +171,8 @@ class SFTStageConfig:
             self.learning_rate = LORA_LEARNING_RATE if self.lora else LEARNING_RATE
         check_trl_overrides(self, TRL_COMPUTED)
         check_prompt_template(self.prompt_template)
-        if self.max_steps == 0:
-            raise ValueError("max_steps must be positive, or -1 to train for `epochs` epochs")
-        if self.max_steps == -1 and self.epochs <= 0:
-            raise ValueError("epochs must be positive when max_steps is -1; or set max_steps")
-        if self.batch_size < 1 or self.gradient_accumulation_steps < 1:
-            raise ValueError("batch_size and gradient_accumulation_steps must be at least 1")
-        if self.max_length is not None and self.max_length < 16:
-            raise ValueError(f"max_length {self.max_length} is too short for a conversation; use 512 or more")
         if self.packing and self.packing_strategy not in PACKING_STRATEGIES:
             raise ValueError(
                 f"packing_strategy {self.packing_strategy!r} is not allowed: use one of {PACKING_STRATEGIES} "
                 "(they keep each conversation whole and separate), or turn packing off"
             )
-        if self.lora and self.lora_r < 1:
-            raise ValueError("lora_r must be at least 1")
-        if self.learning_rate <= 0:
-            raise ValueError("learning_rate must be positive")

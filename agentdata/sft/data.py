@@ -91,7 +91,27 @@ def template_tools(tools: list[dict[str, Any]], protocol_name: str) -> list[dict
     return tools if get_protocol(protocol_name).native_tools else None
 
 
-def tokenize_sft_set(path: str | Path, tokenizer: Any, protocol: str, limit: int | None = None) -> list[dict[str, Any]]:
+def row_format(row: dict[str, Any], protocol: str | None, path: Path, number: int) -> str:
+    """The protocol a row is trained in: its `format`, else `protocol`, else the default. A `protocol` given
+    that the row's own `format` contradicts is refused: SFT would teach one syntax while the run (GRPO's
+    rollouts, the record of the trained model) believes another."""
+    from agentdata.engines.defaults import DEFAULT_PROTOCOL
+
+    own = row.get("format") or None
+    if own and protocol and own != protocol:
+        raise InputFileError(
+            path,
+            f"this row is in {own} (its `format` column) but protocol {protocol} was given: each row is trained "
+            f"in its own format, so the run would teach {own} and use {protocol}; leave protocol unset to "
+            f"use {own}, or curate the set in {protocol}",
+            row=number,
+        )
+    return own or protocol or DEFAULT_PROTOCOL
+
+
+def tokenize_sft_set(
+    path: str | Path, tokenizer: Any, protocol: str | None, limit: int | None = None
+) -> list[dict[str, Any]]:
     """Rows of `input_ids` + `assistant_masks`, one per conversation, in file order."""
     path = Path(path)
     rows = read_rows(path)
@@ -106,10 +126,12 @@ def tokenize_sft_set(path: str | Path, tokenizer: Any, protocol: str, limit: int
     return tokenized
 
 
-def tokenize_row(row: dict[str, Any], tokenizer: Any, protocol: str, path: Path, number: int) -> TokenizedConversation:
+def tokenize_row(
+    row: dict[str, Any], tokenizer: Any, protocol: str | None, path: Path, number: int
+) -> TokenizedConversation:
     """One row of an SFT set (or a trajectory: `messages`, `tools`, `format`) as SFT trains on it: the
     rendered text, its tokens and the mask of the trained ones (`agentdata view` shows the same)."""
-    format = row.get("format") or protocol
+    format = row_format(row, protocol, path, number)
     try:
         messages = canonical_form(canonical_messages(row.get("messages"), path, number), format)
     except (ValueError, KeyError, TypeError) as error:

@@ -15,9 +15,11 @@ from typing import Any
 
 from transformers import PrinterCallback
 
+from agentdata.engines.trained import TrainedPrompt, write_trained_prompt
 from agentdata.events import Event, emit
 from agentdata.sft.config import SFTStageConfig
 from agentdata.sft.data import MAX_LENGTH_CAP, fitting_max_length, handle_long_rows, tokenize_sft_set
+from agentdata.sft.prompt import set_prompt
 from agentdata.sft.validation import validation_callback
 from agentdata.training.metrics import MetricsFileCallback, ProgressCallback, read_metrics
 from agentdata.training.model import (
@@ -56,7 +58,7 @@ def trl_sft_config(config: SFTStageConfig, out_dir: Path) -> Any:
 def sft_arguments(config: SFTStageConfig, out_dir: Path) -> dict[str, Any]:
     return dict(
         output_dir=str(out_dir / "checkpoints"),
-        max_steps=config.max_steps,
+        max_steps=-1 if config.max_steps is None else config.max_steps,  # TRL's -1: run num_train_epochs
         num_train_epochs=config.epochs,
         learning_rate=config.learning_rate,
         per_device_train_batch_size=config.batch_size,
@@ -103,7 +105,8 @@ def build_sft_trainer(config: SFTStageConfig) -> Any:
     # Counted for the result: rows longer than max_length, left out or cut.
     trainer.long_rows_dropped = long_rows if config.long_rows == "drop" else 0
     trainer.long_rows_truncated = long_rows if config.long_rows == "truncate" else 0
-    validation = validation_callback(config, trainer)
+    trainer.taught = set_prompt(config.sft_data, config.protocol, config.limit)  # the protocol and prompt taught
+    validation = validation_callback(config, trainer, trainer.taught)
     if validation is not None:  # after the last step (and every eval_every steps); saves a checkpoint each time
         trainer.add_callback(validation)
     return trainer
@@ -150,6 +153,8 @@ def run_sft(config: SFTStageConfig) -> SFTResult:
     resume = resume_path(config.resume_from_checkpoint, out_dir / "checkpoints")
     trainer.train(resume_from_checkpoint=resume)
     save_trained(trainer.model, trainer.processing_class, out_dir)
+    taught = trainer.taught  # what later runs of the model default to (engines/trained.py)
+    write_trained_prompt(out_dir, TrainedPrompt(taught.protocol, taught.system_prompt, "sft"))
     history = read_metrics(out_dir / "metrics.jsonl")
     losses = [entry["loss"] for entry in history if isinstance(entry.get("loss"), float)]
     trained = sum(sum(1 for label in labels if label != -100) for labels in trainer.train_dataset["labels"])

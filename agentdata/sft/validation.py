@@ -1,5 +1,6 @@
 """SFT's validation: the model being fine-tuned answers the held-out problems at the end (and every
-`eval_every` steps when set), through the agent loop with this stage's protocol.
+`eval_every` steps when set), through the agent loop in the protocol and under the system prompt
+the set teaches (`sft/prompt.py`).
 
 The loop has its defaults otherwise (the SFT stage has no rollouts to copy settings from), at
 temperature 1.0 as the findings evaluate. With `--stage all`, GRPO's step-0 evaluation is the
@@ -15,13 +16,13 @@ from agentdata.agent.config import LoopConfig
 EVAL_TEMPERATURE = 1.0
 
 
-def validation_callback(config: Any, trainer: Any) -> Any:
-    """The callback for an SFTStageConfig with eval problems (None without)."""
+def validation_callback(config: Any, trainer: Any, taught: Any) -> Any:
+    """The callback for an SFTStageConfig with eval problems (None without); `taught` is the set's SetPrompt."""
     if not config.validation.enabled:
         return None
     from agentdata.evaluation.during_training import ValidationCallback, model_engine
 
-    loop = LoopConfig(protocol=config.protocol, temperature=EVAL_TEMPERATURE)
+    loop = LoopConfig(protocol=taught.protocol, system_prompt=taught.system_prompt, temperature=EVAL_TEMPERATURE)
     return ValidationCallback(
         config.validation,
         loop,

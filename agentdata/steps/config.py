@@ -17,7 +17,11 @@ from agentdata.settings import check_fields
 class DedupConfig:
     near_dup_threshold: float | None = field(
         default=0.8,
-        metadata={"help": "MinHash Jaccard threshold for `near_duplicate`; 0 turns near-dedup off.", "range": "[0, 1]"},
+        metadata={
+            "help": "MinHash Jaccard threshold for `near_duplicate`; none (or 0, as before) turns near-dedup off.",
+            "range": "[0, 1]",
+            "none_alias": 0,
+        },
     )
     near_dup_ngram: int = field(
         default=5, metadata={"help": "Word n-gram size of the MinHash shingles.", "range": "[1, 100]"}
@@ -35,5 +39,4 @@ class DedupConfig:
     )
 
     def __post_init__(self) -> None:
-        self.near_dup_threshold = self.near_dup_threshold or None  # 0 is how the command line says "off"
         check_fields(self)

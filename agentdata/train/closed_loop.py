@@ -27,13 +27,16 @@ from typing import Any
 from agentdata.events import Event, emit
 from agentdata.filter.config import DEFAULT_K
 from agentdata.rl.config import GRPOStageConfig
+from agentdata.settings import Band, check_fields
 
-DEFAULT_BAND = (0.05, 0.8)  # ZeroTIR's online difficulty filter: 0.05 < pass rate < 0.8
+DEFAULT_BAND = Band(0.05, 0.8)  # ZeroTIR's online difficulty filter: 0.05 < pass rate < 0.8
 POOL_NAME = "pool.parquet"
 
 
 @dataclass
-class RLProblemsConfig:
+class ClosedLoopConfig:
+    """Where GRPO's pool comes from when it is profiled here: `rl:` keys of train's file, beside GRPO's own."""
+
     rl_problems: str = field(
         default="",
         metadata={
@@ -42,7 +45,7 @@ class RLProblemsConfig:
             "(written as <out>/pool.parquet)."
         },
     )
-    band: tuple[float, float] = field(
+    band: Band = field(
         default=DEFAULT_BAND,
         metadata={
             "help": "Pass-rate band of the --rl-problems profile, LO,HI, ends exclusive (ZeroTIR's 0.05,0.8).",
@@ -55,34 +58,12 @@ class RLProblemsConfig:
     )
 
     def __post_init__(self) -> None:
-        from agentdata.settings import check_fields
-
-        self.band = tuple(self.band)
         check_fields(self)
-        if not self.band[0] < self.band[1]:
-            raise ValueError("band must be LO,HI with 0 <= LO < HI <= 1, e.g. 0.05,0.8")
 
 
-PROFILE_KEYS = tuple(item.name for item in dataclasses.fields(RLProblemsConfig))
-
-
-def split_profile_settings(section: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the closed loop's settings, GRPO's) from one `rl:` section or set of flags."""
-    return (
-        {key: value for key, value in section.items() if key in PROFILE_KEYS},
-        {key: value for key, value in section.items() if key not in PROFILE_KEYS},
-    )
-
-
-def pool_for_grpo(
-    rl_config: GRPOStageConfig, profile_settings: RLProblemsConfig, out: Path, explicit_pool: bool
-) -> GRPOStageConfig:
+def pool_for_grpo(rl_config: GRPOStageConfig, profile_settings: ClosedLoopConfig, out: Path) -> GRPOStageConfig:
     """`rl_config` with the pool GRPO trains on: profiled here from `rl_problems`, or the given one (checked)."""
     if profile_settings.rl_problems:
-        if explicit_pool:
-            from agentdata.errors import UserError
-
-            raise UserError("give --rl-pool (a profiled pool) or --rl-problems (raw problems profiled here), not both")
         return dataclasses.replace(rl_config, rl_pool=str(profiled_pool(rl_config, profile_settings, out)))
     if rl_config.rl_pool:
         for warning in pool_warnings(rl_config):
@@ -90,7 +71,7 @@ def pool_for_grpo(
     return rl_config
 
 
-def profiled_pool(rl_config: GRPOStageConfig, settings: RLProblemsConfig, out: Path) -> Path:
+def profiled_pool(rl_config: GRPOStageConfig, settings: ClosedLoopConfig, out: Path) -> Path:
     """Profile GRPO's start model on the raw problems with GRPO's loop, keep the band; the file GRPO reads."""
     from agentdata.agent.config import CollectConfig, all_in_flight
     from agentdata.agent.resume import unique_problems

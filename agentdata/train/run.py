@@ -1,19 +1,27 @@
-"""`agentdata train` as a library call: settings from a file and flags, the demonstration, the stages in order.
+"""`agentdata train` as a library call: its settings, the demonstration, the stages in order.
 
-    from agentdata.train.run import TrainRequest, train
-    results = train(TrainRequest(stage="all", sft_data=Path("sft.parquet"), rl_pool=Path("pool.parquet")))
+    from agentdata.train import TrainRequest, train
+    results = train(TrainRequest(out=Path("runs/x"), settings={"sft_data": "sft.parquet", "rl_pool": "pool.parquet"}))
 
-SFT runs on an SFT set, then GRPO starts from the SFT model; with `rl_problems` (raw problems)
-the SFT model is profiled on them between the stages and GRPO trains on its band (train/closed_loop.py).
-With no data at all (stage `all`,
-no SFT set, no pool, no config file) it runs the demonstration: a short SFT on stitched worked
-solutions, then a few GRPO steps on the default problems (synth.builtin.default_problems). Notes and progress are
-`agentdata.events`; nothing is drawn here.
+`settings` are written the way a config file writes them, and override the file's
+(`config_file`): a stage's section (`{"rl": {"max_steps": 3}}`), a dotted key (`"rl.max_steps"`),
+or a name without a section, for every stage that has it (`{"max_new_tokens": 64}`); any field
+of TRL's SFTConfig / GRPOConfig in a section too (`train/settings.py`). `plan_train` settles every
+stage's settings before any work (a bad value is one UserError, exit 2 on the command line);
+`train` runs the plan.
+
+SFT runs on an SFT set, then GRPO starts from the SFT model, in the protocol and under the system
+prompt the set teaches (train/prompt.py); with `rl_problems` (raw problems) the SFT model is
+profiled on them between the stages and GRPO trains on its band (train/closed_loop.py). With no
+data at all (stage `all`, no SFT set, no pool, no config file) it runs the demonstration: a short
+SFT on stitched worked solutions, then a few GRPO steps on the default problems
+(synth.builtin.default_problems). Notes and progress are `agentdata.events`; nothing is drawn here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +29,11 @@ from agentdata.engines.defaults import DEFAULT_PROTOCOL
 from agentdata.errors import UserError
 from agentdata.events import Event, emit
 from agentdata.rl.config import GRPOStageConfig
-from agentdata.settings import build, read_settings_file
+from agentdata.settings import Layer, read_settings_file
 from agentdata.sft.config import SFTStageConfig
-from agentdata.train.closed_loop import RLProblemsConfig, pool_for_grpo, split_profile_settings
+from agentdata.train.closed_loop import ClosedLoopConfig, pool_for_grpo
+from agentdata.train.prompt import rollout_prompt
+from agentdata.train.settings import TRAIN_SETTINGS
 
 DEFAULT_SFT_SET = Path("sft.parquet")  # what `agentdata curate` writes by default
 DEFAULT_RL_POOL = Path("pool.parquet")  # what `agentdata filter` writes by default
@@ -53,173 +63,164 @@ DEMO_RL = {
 
 @dataclass
 class TrainRequest:
-    """What the user asked for.
-
-    `flags` are settings for both stages, `sft_flags` for SFT only, `rl_flags` for GRPO only.
-    """
+    """What the user asked for: the stages, where they write, and their settings (see the module doc)."""
 
     stage: str = "all"
-    sft_data: Path | None = None
-    rl_pool: Path | None = None
     out: Path = Path("runs/train")
     config_file: Path | None = None
-    flags: dict[str, Any] = field(default_factory=dict)
-    rl_flags: dict[str, Any] = field(default_factory=dict)
-    sft_flags: dict[str, Any] = field(default_factory=dict)
-    rl_extra: dict[str, list[str]] = field(default_factory=dict)  # rewards/tools added to the file's or default list
-    rl_problems: Path | None = None  # raw problems: profiled with GRPO's start model, band kept (train/closed_loop.py)
+    settings: Mapping[str, Any] = field(default_factory=dict)  # over the file's; written as the file writes them
 
 
-def read_config_file(path: Path | None) -> dict[str, dict[str, Any]]:
-    """A YAML or JSON file with optional `sft:` and `rl:` sections of settings: the stage's own
-    fields, and any field of TRL's SFTConfig / GRPOConfig, which go under the stage's `trl` field."""
-    if path is None:
-        return {"sft": {}, "rl": {}, "rl_profile": {}}
-    data = read_settings_file(path)
-    if set(data) - {"sft", "rl"}:
-        raise UserError(f"{path}: expected top-level sections `sft:` and/or `rl:` only")
-    sections = {"sft": data.get("sft") or {}, "rl": data.get("rl") or {}}
-    for name, section in sections.items():
-        if not isinstance(section, dict):
-            raise UserError(f"{path}: the `{name}:` section must be a mapping of settings")
-    profile, sections["rl"] = split_profile_settings(sections["rl"])  # the closed loop's keys (train/closed_loop.py)
-    return {
-        **{name: section_settings(name, section, f"{path} {name}") for name, section in sections.items()},
-        "rl_profile": profile,
-    }
+@dataclass
+class TrainPlan:
+    """What a `train` runs, settled before any work."""
+
+    stage: str
+    out: Path
+    demo: bool
+    sft: SFTStageConfig | None  # None: no SFT in this run
+    rl: GRPOStageConfig | None  # None: no GRPO (--stage sft); its model is the SFT output when SFT runs
+    closed_loop: ClosedLoopConfig
+    demo_set: Path | None = None  # the demonstration's SFT set, stitched before SFT
+    notes: list[str] = field(default_factory=list)  # one line each: what the run decided or noticed
+    warnings: list[str] = field(default_factory=list)  # one line each: what disagrees
 
 
-def section_settings(stage: str, section: dict[str, Any], where: str) -> dict[str, Any]:
-    """One section as the stage config's values: TRL-only fields gathered under `trl`; a key that is
-    neither the stage's nor TRL's is a UserError naming the closest keys."""
-    if not section:
-        return {}
-    import trl  # only when there is a section to sort: TRL takes seconds to import
-
-    from agentdata.training.trl_settings import split_section
-
-    stage_type, trl_type = (SFTStageConfig, trl.SFTConfig) if stage == "sft" else (GRPOStageConfig, trl.GRPOConfig)
-    from agentdata.train.closed_loop import PROFILE_KEYS
-
-    also_valid = frozenset(PROFILE_KEYS) if stage == "rl" else frozenset()
-    own, trl_only = split_section(section, stage_type, trl_type, where, also_valid)
-    if trl_only:
-        given = own.get("trl") or {}  # a `trl:` mapping written in the section
-        if not isinstance(given, dict):
-            raise UserError(f"{where}: `trl:` must be a mapping of TRL field names to values")
-        own["trl"] = {**trl_only, **given}
-    return own
-
-
-def make_config(config_type: type, values: dict[str, Any], source: str) -> Any:
-    """A stage config from flat settings (the loop's fields included); one-line UserError otherwise."""
-    try:
-        return build(config_type, values, source=source)
-    except UserError as error:
-        message = str(error)
-        raise UserError(message if message.startswith(source) else f"{source}: {message}") from None
+def plan_train(request: TrainRequest) -> TrainPlan:
+    """Every stage's settings from the defaults, the config file and `request.settings`; one UserError for any
+    mistake, before any work."""
+    if request.stage not in STAGES:
+        raise UserError(f"--stage {request.stage}: expected one of {', '.join(STAGES)}")
+    path = request.config_file
+    user = [TRAIN_SETTINGS.layer(read_settings_file(path), str(path))[0]] if path is not None else []
+    user.append(TRAIN_SETTINGS.layer(request.settings)[0])  # over the file's, as flags are
+    given = TRAIN_SETTINGS.given(user)
+    _refuse_what_train_sets(given)
+    demo = is_demo(request, given)
+    both = request.stage == "all"
+    sft_out, rl_out = (request.out / "sft", request.out / "rl") if both else (request.out, request.out)
+    defaults: Layer = {"sft": {}, "rl": {}}
+    fixed: Layer = {"sft": {"out": _set(str(sft_out))}, "rl": {"out": _set(str(rl_out))}}
+    plan = TrainPlan(request.stage, request.out, demo, None, None, ClosedLoopConfig())
+    taught, sft_data = _plan_sft_data(request, given, demo, plan, defaults, fixed)
+    if request.stage in ("rl", "all"):
+        _plan_rl(request, given, taught, sft_data, plan, defaults, fixed)
+    elif _value(given, "rl", "rl_problems"):
+        plan.notes.append("--rl-problems is for the GRPO stage: not used with --stage sft")
+    built = TRAIN_SETTINGS.build([defaults, *user, fixed])
+    plan.sft = built["sft"] if taught is not None else None
+    plan.rl = built["rl"] if request.stage in ("rl", "all") else None
+    plan.closed_loop = built["closed_loop"]
+    return plan
 
 
-def is_demo(request: TrainRequest) -> bool:
-    return (
-        request.stage == "all"
-        and request.sft_data is None
-        and request.rl_pool is None
-        and request.config_file is None
-        and request.rl_problems is None
-        and not DEFAULT_RL_POOL.exists()
+def _plan_sft_data(
+    request: TrainRequest, given: Layer, demo: bool, plan: TrainPlan, defaults: Layer, fixed: Layer
+) -> tuple[Any, Path | None]:
+    """(what SFT teaches, its set) when SFT runs, else (None, None); fills in the SFT layers."""
+    if request.stage not in ("sft", "all"):
+        return None, None
+    from agentdata.sft.prompt import set_prompt, uniform_prompt
+
+    data = Path(_value(given, "sft", "sft_data") or DEFAULT_SFT_SET)
+    protocol = _value(given, "sft", "protocol")
+    if demo and not data.exists():
+        data = plan.demo_set = request.out / "demo_sft.parquet"
+        defaults["sft"].update({name: _set(value) for name, value in DEMO_SFT.items()})
+        fixed["sft"]["sft_data"] = _set(str(data))
+        return uniform_prompt(protocol or DEFAULT_PROTOCOL, rows=DEMO_SFT_CONVERSATIONS), data
+    if not data.exists():
+        if request.stage == "sft" or _value(given, "sft", "sft_data"):
+            raise UserError(f"{data}: no SFT set; write one with `agentdata curate` or pass --sft-data")
+        plan.notes.append(f"no SFT set at {data}: skipping SFT (write one with `agentdata curate`)")
+        return None, None
+    if demo:
+        defaults["sft"].update({name: _set(value) for name, value in DEMO_SFT.items()})
+    fixed["sft"]["sft_data"] = _set(str(data))
+    limit = _value(given, "sft", "limit")
+    return set_prompt(data, protocol, int(limit) if limit else None), data
+
+
+def _plan_rl(
+    request: TrainRequest,
+    given: Layer,
+    taught: Any,
+    sft_data: Path | None,
+    plan: TrainPlan,
+    defaults: Layer,
+    fixed: Layer,
+) -> None:
+    """GRPO's layers: where it starts, its pool, the demonstration's sizes and the protocol SFT taught."""
+    pool, problems = _value(given, "rl", "rl_pool"), _value(given, "rl", "rl_problems")
+    if pool and problems:
+        raise UserError("give --rl-pool (a profiled pool) or --rl-problems (raw problems profiled here), not both")
+    if not pool and not problems and DEFAULT_RL_POOL.exists():
+        defaults["rl"]["rl_pool"] = _set(str(DEFAULT_RL_POOL))
+    if plan.demo:
+        defaults["rl"].update({name: _set(value) for name, value in DEMO_RL.items()})
+    rl_model = _value(given, "rl", "model")
+    start = rl_model or GRPOStageConfig.model
+    if taught is not None:  # GRPO starts from the SFT model (OUT/sft as `hf:`)
+        start = f"hf:{fixed['sft']['out'].value}"
+        if rl_model and rl_model != (_value(given, "sft", "model") or SFTStageConfig.model):
+            plan.notes.append(f"GRPO starts from the SFT model {start}, not from {rl_model} (its model setting)")
+        fixed["rl"]["model"] = _set(start)
+    prompt_defaults, warnings = rollout_prompt(
+        taught, sft_data, _value(given, "rl", "protocol"), _value(given, "rl", "system_prompt"), start
     )
+    defaults["rl"].update({name: _set(value) for name, value in prompt_defaults.items()})
+    plan.warnings += warnings
+
+
+def _refuse_what_train_sets(given: Layer) -> None:
+    for values in given.values():
+        if "out" in values:
+            where = values["out"].where
+            raise UserError(
+                f"{where + ': ' if where else ''}out: train writes each stage under --out (OUT/sft and OUT/rl with "
+                "--stage all, OUT itself for one stage): set --out instead"
+            )
+
+
+def _set(value: Any) -> Any:
+    from agentdata.settings import Given
+
+    return Given(value)
+
+
+def _value(given: Layer, section: str, name: str) -> Any:
+    entry = given[section].get(name)
+    return entry.value if entry is not None else None
+
+
+def is_demo(request: TrainRequest, given: Layer) -> bool:
+    data_given = any(_value(given, section, name) for section, name in DATA_SETTINGS)
+    return request.stage == "all" and request.config_file is None and not data_given and not DEFAULT_RL_POOL.exists()
+
+
+DATA_SETTINGS = (("sft", "sft_data"), ("rl", "rl_pool"), ("rl", "rl_problems"))
 
 
 def train(request: TrainRequest) -> list[tuple[str, Any]]:
     """Run the stages asked for; returns [(stage, SFTResult | GRPOResult)] in order."""
-    if request.stage not in STAGES:
-        raise UserError(f"--stage {request.stage}: expected one of {', '.join(STAGES)}")
-    sections = read_config_file(request.config_file)
-    demo = is_demo(request)
-    source = str(request.config_file or "flags")
-    sft_out, rl_out = (
-        (request.out / "sft", request.out / "rl") if request.stage == "all" else (request.out, request.out)
-    )
-    results: list[tuple[str, Any]] = []
-    if demo:
+    plan = plan_train(request)
+    if plan.demo:
         _note(
             "demonstration: SFT of SmolLM2 on stitched worked solutions, then GRPO on the default problems "
             "(about ten minutes on two CPU cores; docs/train.md)"
         )
-    if request.stage in ("sft", "all"):
-        sft_config = sft_stage_config(request, sections["sft"], demo, sft_out, source)
-        if sft_config is not None:
-            results.append(("sft", _run_sft(sft_config)))
-    if request.stage in ("rl", "all"):
-        start_from = results[-1][1].model_dir if results else None
-        results.append(("rl", _run_grpo(grpo_config(request, sections, demo, rl_out, source, start_from))))
-    elif request.rl_problems is not None:
-        _note("--rl-problems is for the GRPO stage: not used with --stage sft")
+    for line in plan.notes:
+        _note(line)
+    for line in plan.warnings:
+        _note(f"warning: {line}")
+    results: list[tuple[str, Any]] = []
+    if plan.sft is not None:
+        if plan.demo_set is not None:
+            build_demo_sft_set(plan.demo_set, plan.sft.protocol or DEFAULT_PROTOCOL)
+        results.append(("sft", _run_sft(plan.sft)))
+    if plan.rl is not None:
+        results.append(("rl", _run_grpo(pool_for_grpo(plan.rl, plan.closed_loop, plan.out))))
     return results
-
-
-def grpo_config(
-    request: TrainRequest,
-    sections: dict[str, dict[str, Any]],
-    demo: bool,
-    out: Path,
-    source: str,
-    start_from: Path | None,
-) -> GRPOStageConfig:
-    """GRPO's settings with its pool: the given one, or one profiled here from --rl-problems (train/closed_loop.py)."""
-    profile_section, section = sections.get("rl_profile", {}), sections["rl"]
-    profile_flags, rl_flags = split_profile_settings(request.rl_flags)
-    rl_config = rl_stage_config(replace(request, rl_flags=rl_flags), section, demo, out, source, start_from)
-    given = {"rl_problems": str(request.rl_problems)} if request.rl_problems is not None else {}
-    profiling = make_config(RLProblemsConfig, {**profile_section, **profile_flags, **given}, source)
-    return pool_for_grpo(
-        rl_config, profiling, request.out, explicit_pool=bool(request.rl_pool or section.get("rl_pool"))
-    )
-
-
-def sft_stage_config(
-    request: TrainRequest, section: dict[str, Any], demo: bool, out: Path, source: str
-) -> SFTStageConfig | None:
-    """The SFT settings, or None when there is no SFT set and SFT may be skipped."""
-    data = request.sft_data or (Path(section["sft_data"]) if "sft_data" in section else DEFAULT_SFT_SET)
-    values = {**section, **request.flags, **request.sft_flags}
-    if demo and not data.exists():
-        data = build_demo_sft_set(request.out / "demo_sft.parquet", values.get("protocol", DEFAULT_PROTOCOL))
-        values = {**DEMO_SFT, **values}
-    if data.exists():
-        return make_config(SFTStageConfig, {**values, "sft_data": str(data), "out": str(out)}, source)
-    if request.stage == "sft" or request.sft_data is not None:
-        raise UserError(f"{data}: no SFT set; write one with `agentdata curate` or pass --sft-data")
-    _note(f"no SFT set at {data}: skipping SFT (write one with `agentdata curate`)")
-    return None
-
-
-def rl_stage_config(
-    request: TrainRequest, section: dict[str, Any], demo: bool, out: Path, source: str, start_from: Path | None = None
-) -> GRPOStageConfig:
-    values = {**section, **request.flags, **request.rl_flags, "out": str(out)}
-    for key, extra in request.rl_extra.items():
-        base = list(section.get(key) or _default_list(key))
-        values[key] = base + [name for name in extra if name not in base]
-    if start_from is not None:  # GRPO starts from the SFT model
-        values["model"] = f"hf:{start_from}"
-    pool = request.rl_pool or (DEFAULT_RL_POOL if DEFAULT_RL_POOL.exists() else None)
-    if pool is not None:
-        values["rl_pool"] = str(pool)
-    if demo:
-        values = {**DEMO_RL, **values}
-    return make_config(GRPOStageConfig, values, source)
-
-
-def _default_list(key: str) -> list[str]:
-    if key == "tools":
-        from agentdata.tools import DEFAULT_TOOLS
-
-        return list(DEFAULT_TOOLS)
-    from agentdata.verify.rewards import DEFAULT_REWARDS
-
-    return list(DEFAULT_REWARDS)
 
 
 def build_demo_sft_set(path: Path, protocol: str) -> Path:
@@ -239,7 +240,10 @@ def _run_sft(config: SFTStageConfig) -> Any:
 def _run_grpo(config: GRPOStageConfig) -> Any:
     from agentdata.rl.run import run_grpo
 
-    _note(f"GRPO {config.model} on {config.rl_pool or 'the default problems'} → {config.out}")
+    _note(
+        f"GRPO {config.model} on {config.rl_pool or 'the default problems'} → {config.out} "
+        f"(protocol {config.loop.protocol})"
+    )
     return run_grpo(config)
 
 

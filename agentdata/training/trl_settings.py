@@ -1,11 +1,12 @@
 """Every TRL field reachable: a stage's config-file section may set any `GRPOConfig` /
 `SFTConfig` field, beside agentdata's own stage settings.
 
-`split_section` sorts one section (`rl:` or `sft:`) into the stage's own fields and TRL-only
-fields, and refuses a key that is neither, naming it and the closest valid keys (difflib), so
-a misspelling never silently does nothing. `trl_arguments` builds TRL's config from what the
-stage computes, with the TRL-only fields the user set on top (theirs win: they asked for it).
-`write_trl_settings` records the effective TRL settings in the run dir.
+The settings path sorts a section's keys (`agentdata.settings.sections`): a stage's own name is
+its field, a name only TRL's config has goes into the stage's `trl` mapping (its field's
+metadata `extra` names the TRL type), and a key that is neither is refused, naming it and the
+closest valid keys, so a misspelling never silently does nothing. `trl_arguments` builds TRL's
+config from what the stage computes, with the TRL-only fields the user set on top (theirs win:
+they asked for it). `write_trl_settings` records the effective TRL settings in the run dir.
 
 The TRL-only fields travel in the stage config's `trl` mapping. A TRL field that the stage
 computes from one of its own settings (`output_dir` from `out`, GRPO's
@@ -16,7 +17,6 @@ use instead: one name per setting, and nothing the user sets is silently overwri
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 from pathlib import Path
 from typing import Any
@@ -35,30 +35,6 @@ def stage_names(stage_type: type) -> set[str]:
     from agentdata.settings import flat_names
 
     return field_names(stage_type) | set(flat_names(stage_type))
-
-
-def split_section(
-    section: dict[str, Any], stage_type: type, trl_type: type, where: str, also_valid: frozenset[str] = frozenset()
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(stage settings, TRL-only settings) of one section; an unknown key is a UserError.
-
-    A name both define (`learning_rate`, `temperature`) is the stage's: it sets TRL's from it.
-    `also_valid` are keys the section may hold that were taken out before (the closed loop's):
-    they count as known, so a misspelling of one is told its closest name too.
-    """
-    own, trl = stage_names(stage_type) | also_valid, field_names(trl_type)
-    unknown = sorted(key for key in section if key not in own and key not in trl)
-    if unknown:
-        key = unknown[0]
-        close = difflib.get_close_matches(key, sorted(own | trl), n=3, cutoff=0.6)
-        hint = (
-            f"; did you mean {', '.join(close)}?"
-            if close
-            else f"; valid keys are the fields of {stage_type.__name__} and TRL's {trl_type.__name__}"
-        )
-        raise UserError(f"{where}: unknown setting {key!r}{hint}")
-    stage = {key: value for key, value in section.items() if key in own}
-    return stage, {key: value for key, value in section.items() if key not in own}
 
 
 def check_trl_overrides(config: Any, computed_from: dict[str, str]) -> None:

@@ -1,0 +1,83 @@
+"""Settings: dataclasses whose fields document themselves, checked once, read from flags, files and code.
+
+Every stage's settings are a dataclass whose fields carry their documentation:
+
+    max_turns: int = field(default=8, metadata={"help": "Model turns per trajectory.", "range": "[1, inf)"})
+
+- `help` (required) is what `--help`, `docs/settings.md` and errors show.
+- `range` (every number has one) is an interval, `[0, 1]`, `(0, 1]`, `[1, inf)`; it is checked
+  once, when the dataclass is built (`check_fields` in `__post_init__`). NaN is never accepted.
+- `choices` lists the values a text setting takes.
+- Off is None: `null` in a file, `none` on the command line, and the field's help says what off
+  means. `none_alias` names an older spelling of off that still works (`0` for "no cap").
+- `split: False` keeps a repeated option's values whole (file paths may hold commas); `append: True`
+  makes a repeated flag add to the list below it instead of replacing it.
+- `flag` / `aliases` rename the generated command-line option; `cli: False` leaves a field off
+  the command line (still settable from a `--config` file).
+- `extra: "module:Type"` makes a dict field gather the names only that type knows (the stages' `trl`
+  mapping takes any field of TRL's SFTConfig / GRPOConfig).
+- `ends: (LOW_NAME, HIGH_NAME)` on a band keeps its two old one-end names working.
+
+A dataclass field whose type is another settings dataclass composes it (`loop: LoopConfig`):
+its fields stay flat on the command line and in records (`--max-turns`, `"max_turns"`), so
+`flatten` and `build` convert between the nested objects and the flat names. Value types with
+rules of their own (`Band`, `CountBand`) are in `values.py`; a command's settings as sections of
+dataclasses, fed by layers (defaults < file < flags or code), are `sections.py`; files are read
+by `files.py`.
+This package imports no other part of agentdata but `errors` (and `inputs` to read a file).
+"""
+
+from agentdata.settings.build import build, composed_names, flat_names, flatten, unnest
+from agentdata.settings.fields import (
+    NONE_WORD,
+    SHOWN_CHARS,
+    Range,
+    SettingError,
+    SettingValue,
+    check_fields,
+    coerce,
+    cut,
+    default_of,
+    field_range,
+    field_types,
+    is_settings,
+    is_value_type,
+    leaf_fields,
+    value_type,
+)
+from agentdata.settings.files import MAX_SETTINGS_BYTES, MAX_SETTINGS_VALUES, read_settings_file
+from agentdata.settings.sections import Append, Given, Layer, Section, Sections
+from agentdata.settings.values import Band, CountBand
+
+__all__ = [
+    "MAX_SETTINGS_BYTES",
+    "MAX_SETTINGS_VALUES",
+    "NONE_WORD",
+    "SHOWN_CHARS",
+    "Append",
+    "Band",
+    "CountBand",
+    "Given",
+    "Layer",
+    "Range",
+    "Section",
+    "Sections",
+    "SettingError",
+    "SettingValue",
+    "build",
+    "check_fields",
+    "coerce",
+    "composed_names",
+    "cut",
+    "default_of",
+    "field_range",
+    "field_types",
+    "flat_names",
+    "flatten",
+    "is_settings",
+    "is_value_type",
+    "leaf_fields",
+    "read_settings_file",
+    "unnest",
+    "value_type",
+]
