@@ -93,7 +93,7 @@ def test_sections_in_a_file_flat_names_dotted_keys_and_trl_fields(tmp_path):
     "source,message",
     [
         ({"rl": {"max_steps": 0}}, "max_steps 0: must be at least 1"),
-        ({"rl.band": "0.8,0.2"}, "band '0.8,0.2': needs LO < HI"),
+        ({"rl.band": "0.8,0.2"}, "rl: band 0.8,0.2: needs LO < HI"),
         ({"rl": {"max_stpes": 1}}, "rl: unknown setting 'max_stpes'; did you mean max_steps"),
         ({"sft": {"num_generations": 2}}, "sft: unknown setting 'num_generations'"),  # GRPO's, not SFT's
     ],

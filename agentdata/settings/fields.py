@@ -32,8 +32,8 @@ class SettingError(UserError, ValueError):
         self.name, self.value, self.reason, self.where, self.flag = name, value, message, where, flag
         if flag:  # a flag: `--max-steps 0: must be at least 1`
             text = f"{where} {show_value(value)}: {message}"
-        else:  # a file or code: `train.yaml rl: max_steps 0: must be at least 1`
-            text = f"{where + ': ' if where else ''}{name} {show_value(value, quote=True)}: {message}"
+        else:  # a file (as written there) or code (text quoted): `train.yaml rl: max_steps 0: must be at least 1`
+            text = f"{where + ': ' if where else ''}{name} {show_value(value, quote=not where)}: {message}"
         super().__init__(text)
 
     def at(self, where: str, flag: bool = False) -> SettingError:
