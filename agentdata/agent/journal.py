@@ -70,7 +70,7 @@ def _parse_header(path: Path, line: str) -> dict[str, Any]:
         header = None
     if not isinstance(header, dict) or not isinstance(header.get("settings"), dict):
         raise UserError(
-            f"{path}, line 1: not a journal header: move the file aside to resume (trajectories it held are redone)"
+            f"{path}, line 1: not a journal header: move it aside to resume (trajectories it held are redone)"
         )
     return header["settings"]
 
@@ -80,7 +80,7 @@ def _parse_row(path: Path, number: int, line: str) -> Trajectory:
         return from_row(Trajectory, json.loads(line))
     except (json.JSONDecodeError, TypeError, ValueError) as error:
         raise UserError(
-            f"{path}, line {number}: not a trajectory ({error}); move the file aside to resume "
+            f"{path}, line {number}: not a trajectory ({error}); move it aside to resume "
             "(trajectories it held are redone)"
         ) from None
 
