@@ -240,12 +240,12 @@ def arrow_schema(record_type: type) -> pa.Schema:
     return pa.schema([(f.name, _arrow_type(record_type, f.name)) for f in dataclasses.fields(record_type)])
 
 
-def _strip_none(value: Any) -> Any:
+def strip_none(value: Any) -> Any:
     """Arrow gives every struct field; canonical messages leave out keys with no value."""
     if isinstance(value, dict):
-        return {key: _strip_none(item) for key, item in value.items() if item is not None}
+        return {key: strip_none(item) for key, item in value.items() if item is not None}
     if isinstance(value, list):
-        return [_strip_none(item) for item in value]
+        return [strip_none(item) for item in value]
     return value
 
 
@@ -263,7 +263,7 @@ def from_row(record_type: type[Record], row: dict[str, Any]) -> Record:
         if isinstance(values[name], str):
             values[name] = json.loads(values[name])
     if "messages" in values:
-        values["messages"] = _strip_none(list(values["messages"]))
+        values["messages"] = strip_none(list(values["messages"]))
     return record_type(**values)
 
 

@@ -171,7 +171,13 @@ def test_curate_settings_produce_its_named_steps_in_order(tmp_path):
     assert all(name in CURATE_STEPS for name in SCALAR_STEPS + FEATURE_STEPS)
     scalar, feature = curate_steps(CurateConfig(keep_incorrect=True, max_per_problem=0, extra_steps=["no_answer"]))
     assert "incorrect" not in [step.reason for step in scalar]
-    assert [step.reason for step in feature] == ["malformed_tool_call", "duplicate", "near_duplicate", "no_answer"]
+    assert [step.reason for step in feature] == [
+        "malformed_tool_call",
+        "health",
+        "duplicate",
+        "near_duplicate",
+        "no_answer",
+    ]
 
 
 def test_pool_settings_produce_its_named_steps_in_order():

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from agentdata.agent.config import LoopConfig
 from agentdata.engines.base import Engine, Generation, GenerationRequest
 from agentdata.formats import ParsedTurn, Protocol, get_protocol, parse_native_calls, split_reasoning
+from agentdata.formats.health import HEALTH_KEY, measure_health
 from agentdata.records import Problem, ToolCall, Trajectory, assistant_message, message_tool_calls, tool_message
 from agentdata.tools import Tool, ToolContext, call_tool, load_tools
 from agentdata.verify.grade import grade, is_code_problem
@@ -289,6 +290,7 @@ async def _to_trajectory(
 ) -> Trajectory:
     verdict = await asyncio.to_thread(grade, problem, _final_text(problem, state, config), sandbox)
     metadata = _metadata(state)
+    metadata[HEALTH_KEY] = measure_health(state.messages, config.protocol, problem.domain).as_dict()
     timings = {
         "total_s": round(elapsed_s, 4),
         "generation_s": round(state.generation_s, 4),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -26,10 +27,12 @@ from agentdata.agent.journal import Journal, signals_deferred
 from agentdata.agent.loop import config_tools, solve
 from agentdata.agent.resume import HASH_KEY, ResumePlan, plan_resume, problem_hash, unique_problems
 from agentdata.agent.rundir import RunDir
+from agentdata.agent.tool_use import ToolUse, tool_use_by
 from agentdata.engines.spec import check_engine_spec
 from agentdata.errors import OutputWriteError, UserError
 from agentdata.events import task
-from agentdata.records import Problem, Trajectory
+from agentdata.formats.health import HEALTH_REASONS, failed_checks, measure_health, stored_health
+from agentdata.records import Problem, Trajectory, strip_none
 
 # If this many trajectories in a row fail from the start, the engine or sandbox is broken: stop early.
 FAIL_FAST_AFTER = 8
@@ -53,6 +56,11 @@ class CollectSummary:
     new_completion_tokens: int = 0
     stale: int = 0  # redone this run: their problem changed since they were made
     retried: int = 0  # redone this run: they had ended in an error
+    # Trajectories failing each rollout health check (formats.health, default limits); one may fail several.
+    health: dict[str, int] = field(default_factory=dict)
+    tool_use: dict[str, Any] = field(default_factory=dict)  # agent.tool_use: calls per correct answer, ...
+    tool_use_by_source: list[dict[str, Any]] = field(default_factory=list)
+    tool_use_by_domain: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def accuracy(self) -> float:
@@ -349,14 +357,40 @@ def summarise(
         retried=len(plan.retried),
     )
     reasons: Counter[str] = Counter()
+    health: Counter[str] = Counter()
+    everything, by_source, by_domain = ToolUse(), [], []
     columns = ["correct", "num_tool_calls", "num_tool_errors", "completion_tokens", "finish_reason"]
     for shard in run.shards():
-        table = pq.read_table(shard, columns=columns).to_pydict()
-        summary.total += len(table["correct"])
-        summary.correct += sum(table["correct"])
-        summary.tool_calls += sum(table["num_tool_calls"])
-        summary.tool_errors += sum(table["num_tool_errors"])
-        summary.completion_tokens += sum(table["completion_tokens"])
-        reasons.update(table["finish_reason"])
+        rows = pq.read_table(shard, columns=[*columns, "source", "domain", "metadata"]).to_pylist()
+        for row in rows:
+            counts = (row["correct"], row["num_tool_calls"], row["num_tool_errors"])
+            everything.add(*counts)
+            by_source.append((row["source"], *counts))
+            by_domain.append((row["domain"], *counts))
+            summary.completion_tokens += row["completion_tokens"]
+            reasons[row["finish_reason"]] += 1
+        health.update(_health_failures(shard, [row["metadata"] for row in rows]))
+    summary.total, summary.correct = everything.trajectories, everything.correct
+    summary.tool_calls, summary.tool_errors = everything.tool_calls, everything.tool_errors
     summary.finish_reasons = dict(reasons)
+    summary.health = {reason: health[reason] for reason in HEALTH_REASONS if health[reason]}
+    summary.tool_use = everything.as_dict()
+    summary.tool_use_by_source = tool_use_by(by_source, "source")
+    summary.tool_use_by_domain = tool_use_by(by_domain, "domain")
     return summary
+
+
+def _health_failures(shard: Path, metadata: list[str | None]) -> Counter[str]:
+    """The health checks each trajectory of a shard fails: from its stored measures, else measured now
+    (a trajectory collected before they were stored: the shard's messages are read only then)."""
+    failures: Counter[str] = Counter()
+    stored = [stored_health(json.loads(text or "{}")) for text in metadata]
+    if any(measures is None for measures in stored):
+        rows = pq.read_table(shard, columns=["messages", "format", "domain"]).to_pylist()
+        stored = [
+            measures or measure_health(strip_none(row["messages"] or []), row["format"], row["domain"]).as_dict()
+            for measures, row in zip(stored, rows)
+        ]
+    for measures in stored:
+        failures.update(failed_checks(measures))
+    return failures

@@ -32,7 +32,7 @@ def command(
     """Run a teacher model against the code sandbox and record real trajectories."""
     from agentdata.agent.resume import unique_problems
     from agentdata.agent.runner import collect
-    from agentdata.cli.views import collect_table
+    from agentdata.cli.views import collect_table, tool_use_table
     from agentdata.problems import load_problems
     from agentdata.synth.builtin import default_problems
 
@@ -51,4 +51,7 @@ def command(
         print_json(summary.as_dict())
         return
     console.print(collect_table(summary))
+    for rows, name in ((summary.tool_use_by_source, "source"), (summary.tool_use_by_domain, "domain")):
+        if len(rows) > 1:
+            console.print(tool_use_table(rows, title=f"tool use per {name}"))
     console.print(f"Inspect with: [cyan]agentdata inspect {out}[/]")

@@ -25,7 +25,7 @@ def command(
     as_json: bool = False,
 ) -> None:
     """Write an SFT set (`messages` + `tools`) from trajectories, through named filter steps."""
-    from agentdata.cli.views import drop_table, rows_table
+    from agentdata.cli.views import drop_table, rows_table, tool_use_table
     from agentdata.curate import curate
 
     openai = config.target == "openai"  # OpenAI fine-tuning takes JSONL; every other reader Parquet
@@ -53,6 +53,10 @@ def command(
         )
     console.print(drop_table(result.input_rows, result.counts, result.kept_rows, title="curate: rows per drop reason"))
     console.print(rows_table(result.per_source, title="per source"))
+    tool_use = result.tool_use
+    console.print(
+        tool_use_table([{"rows": "input", **tool_use["input"]}, {"rows": "kept", **tool_use["kept"]}], "tool use")
+    )
     if result.empty:
         raise UserError(f"{result.empty} (report: {result.report})")
     console.print(

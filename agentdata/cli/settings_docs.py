@@ -15,6 +15,7 @@ from agentdata.curate.config import CurateConfig
 from agentdata.evaluation.config import EvalConfig
 from agentdata.evaluation.validation import ValidationConfig
 from agentdata.filter.config import PoolConfig
+from agentdata.formats.health import HealthLimits
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.sandbox.config import SandboxConfig
 from agentdata.settings import default_of, field_types, is_settings
@@ -34,6 +35,7 @@ DOCUMENTED: list[tuple[type, str]] = [
     ),
     (DedupConfig, "`agentdata curate` and `agentdata filter`: near-dedup and decontamination (their `dedup`)"),
     (PoolConfig, "`agentdata filter`: the RL pool (its `pool` section)"),
+    (HealthLimits, "`agentdata curate`: the rollout health checks (its `rollout_health`; docs/curate.md)"),
     (CurateConfig, "`agentdata curate` (the old `--min-tool-calls` / `--max-tool-calls` set an end of `--tool-calls`)"),
     (EvalConfig, "`agentdata eval`"),
     (ProblemsConfig, "`agentdata synth problems`"),

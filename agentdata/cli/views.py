@@ -140,11 +140,38 @@ def collect_table(summary: Any) -> Table:
         table.add_row("redone: problem changed · error retried", f"{summary.stale} · {summary.retried}")
     table.add_row("accuracy", f"{summary.accuracy:.1%}")
     table.add_row("mean tool calls", f"{data['mean_tool_calls']:.2f}")
+    table.add_row("tool calls per correct answer", _per_correct(summary.tool_use.get("calls_per_correct")))
     table.add_row("tool error rate", f"{data['tool_error_rate']:.1%}")
     table.add_row("completion tokens", f"{summary.completion_tokens:,}")
     table.add_row("trajectories/s · tokens/s", f"{summary.trajectories_per_s:.2f} · {summary.tokens_per_s:.1f}")
     for reason, count in sorted(summary.finish_reasons.items()):
         table.add_row(f"finish: {reason}", str(count))
+    for check, count in summary.health.items():
+        table.add_row(f"health: {check}", f"{count} ({_share(count, summary.total)})")
+    return table
+
+
+def _per_correct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def tool_use_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
+    """Tool-use efficiency per group (agent.tool_use rows): calls per trajectory and per correct answer."""
+    table = Table(title=title)
+    if not rows:
+        return table
+    name = next(iter(rows[0]))
+    for column in (name, "trajectories", "correct", "calls/traj", "calls/correct", "failed calls"):
+        table.add_column(column, justify="left" if column == name else "right")
+    for row in rows:
+        table.add_row(
+            escape(str(row[name])),
+            f"{row['trajectories']:,}",
+            f"{row['correct']:,}",
+            f"{row['calls_per_trajectory']:.2f}",
+            _per_correct(row["calls_per_correct"]),
+            f"{row['failed_call_share']:.1%}",
+        )
     return table
 
 
@@ -160,6 +187,7 @@ def results_table(results: list[Any], title: str = "eval") -> Table:
         "pass@k",
         "maj@k",
         "calls/resp",
+        "calls/correct",
         "tool err",
         "resp tokens",
         "test s/resp",
@@ -181,6 +209,7 @@ def results_table(results: list[Any], title: str = "eval") -> Table:
             f"{with_interval(m.pass_at_samples, m.pass_at_samples_ci)} @{k}",
             f"{with_interval(m.maj_at_k, m.maj_at_k_ci)} @{k}",
             f"{m.mean_tool_calls:.2f}",
+            _per_correct(m.calls_per_correct),
             f"{m.tool_error_rate:.1%}",
             f"{m.mean_response_tokens:.0f}",
             f"{m.mean_test_s:.2f}" if m.kind in ("code", "mixed") else "-",

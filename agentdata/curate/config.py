@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agentdata.formats.forms import SFT_TARGETS
+from agentdata.formats.health import HealthLimits
 from agentdata.settings import CountBand, check_fields
 from agentdata.steps.config import DedupConfig
 
@@ -29,6 +30,9 @@ class CurateConfig:
     )
     max_tokens: int = field(
         default=32768, metadata={"help": "Longest trajectory kept (prompt + completion tokens).", "range": "[1, inf)"}
+    )
+    rollout_health: HealthLimits = field(
+        default_factory=HealthLimits, metadata={"help": "The rollout health checks and their limits (docs/curate.md)."}
     )
     dedup: DedupConfig = field(
         default_factory=DedupConfig, metadata={"help": "Near-dedup and decontamination, as `filter` has them."}

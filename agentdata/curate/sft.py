@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import polars as pl
 
 from agentdata.agent.rundir import ROW_ID, damaged_shard, scan_shards, shard_paths
+from agentdata.agent.tool_use import ToolUse
 from agentdata.curate.config import CurateConfig
+from agentdata.curate.health import stored_health_columns, with_health
 from agentdata.curate.output import EmptySFTSetError, write_sft_form  # noqa: F401 (EmptySFTSetError re-exported)
 from agentdata.curate.steps import curate_steps
 from agentdata.errors import OutputWriteError, UserError
@@ -30,6 +32,7 @@ SCALAR_COLUMNS = (
     "problem_id",
     "question",
     "source",
+    "domain",
     "teacher",
     "format",
     "correct",
@@ -53,6 +56,7 @@ class CurateResult:
     report: Path
     per_source: list[dict]
     empty: str | None = None  # why no SFT set was written (the report and rejects still are)
+    tool_use: dict = field(default_factory=dict)  # agent.tool_use numbers of the input and the kept rows
 
     def as_dict(self) -> dict:
         return {
@@ -64,6 +68,7 @@ class CurateResult:
             "rejects": str(self.rejects) if self.rejects else None,
             "report": str(self.report),
             "per_source": self.per_source,
+            "tool_use": self.tool_use,
         }
 
 
@@ -78,7 +83,8 @@ def feature_table(paths: Sequence[Path], rows: pl.Series, with_text: bool = Fals
     """Pass 2: text features (from the messages) of the rows the scalar rules kept, streamed."""
     wanted = pl.DataFrame({ROW_ID: rows}).lazy()
     frame = scan_shards(paths).join(wanted, on=ROW_ID, how="semi")
-    return frame.select(ROW_ID, *trajectory_features(with_text)).collect(engine="streaming")
+    features = frame.select(ROW_ID, *trajectory_features(with_text), *stored_health_columns())
+    return with_health(paths, features.collect(engine="streaming"))
 
 
 def run_curate_steps(
@@ -124,14 +130,20 @@ def curate(
             rejects_path = _write_rows(paths, reasons, Path(rejects), None)
     except pl.exceptions.PolarsError as error:  # a shard whose schema reads but whose data does not
         raise damaged_shard(paths, error) from None
-    per_source = source_counts(
-        pl.concat([result.kept.select("source", "problem_id"), result.rejected.select("source", "problem_id")]),
-        result.kept,
+    every_row = pl.concat([result.kept.select(INPUT_COLUMNS), result.rejected.select(INPUT_COLUMNS)])
+    curated = CurateResult(
+        input_rows,
+        result.kept.height,
+        result.counts,
+        output,
+        rejects_path,
+        report_path(out),
+        source_counts(every_row, result.kept),
+        empty,
+        tool_use_report(every_row, result.kept),
     )
-    report = _write_report(
-        out, config, input_rows, result.kept.height, result.counts, per_source, paths, empty, rejects_path
-    )
-    return CurateResult(input_rows, result.kept.height, result.counts, output, rejects_path, report, per_source, empty)
+    _write_report(curated, config, paths)
+    return curated
 
 
 def check_suffix(out: Path, target: str) -> None:
@@ -154,6 +166,31 @@ def _write_sft_set(
         return write_sft_form(staging, out, target)
     finally:
         staging.unlink(missing_ok=True)
+
+
+INPUT_COLUMNS = ("source", "domain", "problem_id", "correct", "num_tool_calls", "num_tool_errors")
+
+
+def tool_use_report(table: pl.DataFrame, kept: pl.DataFrame) -> dict:
+    """Tool-use efficiency (agent.tool_use) of all input rows and of the kept ones, and of the input per source
+    and per domain."""
+    sums = [
+        pl.len().alias("trajectories"),
+        pl.col("correct").fill_null(False).sum().alias("correct"),
+        pl.col("num_tool_calls").sum().alias("tool_calls"),
+        pl.col("num_tool_errors").sum().alias("tool_errors"),
+    ]
+
+    def per(by: str) -> list[dict]:
+        groups = table.group_by(by).agg(sums).sort(by).to_dicts()
+        return [{by: group.pop(by), **ToolUse(**group).as_dict()} for group in groups]
+
+    return {
+        "input": ToolUse(**table.select(sums).row(0, named=True)).as_dict(),
+        "kept": ToolUse(**kept.select(sums).row(0, named=True)).as_dict(),
+        "by_source": per("source"),
+        "by_domain": per("domain"),
+    }
 
 
 def source_counts(table: pl.DataFrame, kept: pl.DataFrame) -> list[dict]:
@@ -181,29 +218,10 @@ def _write_rows(
     return atomic_write(target, lambda tmp: selected.sink_parquet(tmp, engine="streaming"))
 
 
-def _write_report(
-    out: Path,
-    config: CurateConfig,
-    input_rows: int,
-    kept_rows: int,
-    counts: dict[str, int],
-    per_source: list[dict],
-    paths: Sequence[Path],
-    empty: str | None = None,
-    rejects: Path | None = None,
-) -> Path:
-    report = {
-        "output": None if empty else str(out),
-        "empty": empty,
-        "rejects": str(rejects) if rejects else None,  # every dropped row with its drop_reason (--rejects)
-        "input_rows": input_rows,
-        "kept_rows": kept_rows,
-        "dropped": {f"dropped_{reason}": count for reason, count in counts.items()},
-        "per_source": per_source,
-        "config": asdict(config),
-        "shards": [str(path) for path in paths],
-    }
-    return write_json(report_path(out), report)
+def _write_report(result: CurateResult, config: CurateConfig, paths: Sequence[Path]) -> Path:
+    report = {**result.as_dict(), "config": asdict(config), "shards": [str(path) for path in paths]}
+    del report["report"]
+    return write_json(result.report, report)
 
 
 def report_path(out: Path) -> Path:

@@ -24,11 +24,13 @@ from agentdata.steps import (
     near_duplicate_step,
 )
 from agentdata.steps.diversity import MaxPerProblemFilter, SourceShareFilter
+from agentdata.steps.health import HealthFilter
 
 # no_answer and malformed_tool_call come from the shared registry as they are.
 SCALAR_STEPS = ("no_answer", "incorrect", "tool_error_ratio", "tool_call_band", "too_long")
 FEATURE_STEPS = (
     "malformed_tool_call",
+    "health",
     "contaminated",
     "duplicate",
     "near_duplicate",
@@ -58,6 +60,12 @@ def tool_call_band(config: CurateConfig) -> Step:
 @step("too_long")
 def too_long(config: CurateConfig) -> Step:
     return TooLongFilter(config.max_tokens)
+
+
+@step("health")
+def health(config: CurateConfig) -> Step | None:
+    """The rollout health checks (formats.health), each failed one its own drop reason."""
+    return HealthFilter(config.rollout_health) if config.rollout_health.health else None
 
 
 @step("contaminated")

@@ -9,8 +9,9 @@ correct. Per benchmark:
 - maj@k: a problem counts as solved when the answer most responses agree on is correct.
   Answers are grouped by a normalised string first and then merged when math-verify says
   they are equal (`answers_equivalent`), so "1/2", "0.5" and "\\frac{1}{2}" are one vote.
-- tool use: mean tool calls per response, tool error rate (failed calls / calls), mean
-  response length (completion tokens and characters), finish reasons.
+- tool use: mean tool calls per response, tool calls per correct response, tool error rate (failed
+  calls / calls), the same per source and domain (agent.tool_use), mean response length (completion
+  tokens and characters), finish reasons.
 - failures: a response that ended in an engine or sandbox error (finish reason `error`) is no
   wrong answer: it is left out of every score above and counted apart (`failed_responses`,
   and `unscored_problems` for problems with no valid response at all).
@@ -28,6 +29,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from agentdata.agent.tool_use import tool_use_by
 from agentdata.evaluation.stats import Interval, mean_interval
 from agentdata.records import Trajectory
 
@@ -129,6 +131,9 @@ class BenchmarkMetrics:
     avg_at_k_ci: Interval | None = None
     maj_at_k_ci: Interval | None = None
     pass_at_k_ci: dict[int, Interval] = field(default_factory=dict)
+    calls_per_correct: float | None = None  # tool calls of all responses per correct one (agent.tool_use)
+    tool_use_by_source: list[dict] = field(default_factory=list)  # agent.tool_use numbers per source
+    tool_use_by_domain: list[dict] = field(default_factory=list)
 
     @property
     def pass_at_samples(self) -> float:
@@ -207,6 +212,7 @@ def score_benchmark(
     trajectories = [t for t in everything if t.finish_reason != "error"]
     groups = group_by_problem(trajectories)
     calls = sum(t.num_tool_calls for t in trajectories)
+    correct = sum(t.correct for t in trajectories)
     count = max(1, len(trajectories))
     kind = benchmark_kind(trajectories or everything)
     if kind == "code":
@@ -238,8 +244,15 @@ def score_benchmark(
         avg_at_k_ci=mean_interval(list(scores.accuracy().values())),
         maj_at_k_ci=mean_interval(list(scores.majority.values())),
         pass_at_k_ci={k: interval for k, (_, interval) in pass_curve.items() if interval is not None},
+        calls_per_correct=calls / correct if correct else None,
+        tool_use_by_source=tool_use_by(_counts(trajectories, "source"), "source"),
+        tool_use_by_domain=tool_use_by(_counts(trajectories, "domain"), "domain"),
     )
     return metrics, scores
+
+
+def _counts(trajectories: list[Trajectory], key: str) -> list[tuple[str, bool, int, int]]:
+    return [(getattr(t, key), t.correct, t.num_tool_calls, t.num_tool_errors) for t in trajectories]
 
 
 def benchmark_kind(trajectories: list[Trajectory]) -> str:

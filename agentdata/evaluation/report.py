@@ -63,6 +63,9 @@ class EvalResult:
             failed_responses=data.pop("failed_responses", 0),
             unscored_problems=data.pop("unscored_problems", 0),
             **read_intervals(data.pop("ci95", {}), k),
+            calls_per_correct=data.pop("calls_per_correct", None),
+            tool_use_by_source=data.pop("tool_use_by_source", []),
+            tool_use_by_domain=data.pop("tool_use_by_domain", []),
         )
         return cls(metrics=metrics, **data)
 
