@@ -13,6 +13,7 @@ Scripts:
              then, once the last message holds a tool response, "The answer is \\boxed{42}."
   codeblock  the same call as a ```python block, then the answer once an ```output block was shown
   answer     the final answer at once, no tool call
+  verdict    an LLM judge's reply: a rationale, then "Score: 7"
   echo       "You said: <last message content>"
 
 Modes that copy what real servers do (each seen on one; see docs/engines.md):
@@ -109,6 +110,11 @@ def answer_script(body: dict) -> str:
     return FINAL_ANSWER_TEXT
 
 
+def verdict_script(body: dict) -> str:
+    """A judge's reply: a rationale, then the score line the judge prompt asks for."""
+    return "The reasoning follows from the tool outputs and the answer is supported.\nScore: 7"
+
+
 def echo_script(body: dict) -> str:
     last = (body.get("messages") or [{}])[-1]
     return f"You said: {last.get('content') or ''}"
@@ -118,6 +124,7 @@ SCRIPTS: dict[str, Responder] = {
     "tool": tool_script,
     "codeblock": codeblock_script,
     "answer": answer_script,
+    "verdict": verdict_script,
     "echo": echo_script,
 }
 

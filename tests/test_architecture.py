@@ -140,6 +140,11 @@ def test_steps_need_no_engine():
     assert not violations("steps", {"engines", "agent", "sandbox"})
 
 
+def test_judges_know_no_stage_and_run_no_code():
+    # PRMs and LLM judges score what is on disk: a model, never the sandbox, the agent loop or a stage.
+    assert not violations("judge", {*STAGES, "agent", "sandbox", "tools", "training"})
+
+
 def test_training_knows_no_stage():
     assert not violations("training", STAGES)
 

@@ -194,3 +194,33 @@ def test_loop_after_a_tool_call_on_the_real_server(serve_url, protocol):
             "name": "code_interpreter",
             "content": "42",
         }
+
+
+def test_the_llm_judge_grades_through_the_real_server(serve_url, tmp_path):
+    """curate --judge openai:URL with the embedded model: every row gets a verdict or a failure counted apart
+    (whatever the 135M model's scores), each request one the real server accepted."""
+    import polars as pl
+
+    from agentdata.curate import CurateConfig, curate
+    from agentdata.judge.config import ScoringConfig
+    from tests.curate_fixtures import trajectory, write_run
+
+    questions = ("What is the sum of the first ten primes?", "How many primes are below thirty?")
+    write_run(tmp_path / "run", [trajectory(f"t{i}", f"p{i}", question) for i, question in enumerate(questions)])
+    scoring = ScoringConfig(
+        judge=f"openai:{serve_url}",
+        judge_max_tokens=48,
+        score_retries=1,
+        judge_options={"timeout_s": 600, "max_retries": 1},
+        score_cache=str(tmp_path / "cache"),
+    )
+    result = curate([tmp_path / "run"], tmp_path / "sft.parquet", CurateConfig(scoring=scoring))
+    counts = result.scoring["judge"]
+    assert counts["scored"] + counts["failed"] == 2 and result.kept_rows == 2  # no minimum: nothing dropped
+    rows = pl.read_parquet(tmp_path / "sft.parquet")
+    for score, rationale, error in rows.select("judge_score", "judge_rationale", "judge_error").iter_rows():
+        assert (score is None) == (error is not None)  # a failure is never a score
+        if score is not None:
+            assert 0.0 <= score <= 1.0 and isinstance(rationale, str)
+        else:
+            assert "no score in the judge's reply" in error  # the server answered; the model wrote no score

@@ -160,11 +160,22 @@ def test_benchmark_missing_file_is_a_user_error(tmp_path):
 def test_curate_settings_produce_its_named_steps_in_order(tmp_path):
     from agentdata.curate.config import CurateConfig
     from agentdata.curate.steps import CURATE_STEPS, FEATURE_STEPS, SCALAR_STEPS, curate_steps
+    from agentdata.judge.config import ScoringConfig
     from agentdata.steps import DedupConfig
 
     benchmark = tmp_path / "bench.jsonl"
     benchmark.write_text(json.dumps({"question": LONG_QUESTION, "answer": "1"}) + "\n")
-    everything_on = CurateConfig(dedup=DedupConfig(decontam_files=[str(benchmark)]), balance_sources=0.5)
+    prm = tmp_path / "prm.py"
+    prm.write_text(
+        "from agentdata.judge.prm import ProcessRewardModel\n\n"
+        "class Constant(ProcessRewardModel):\n"
+        "    def __init__(self, target, *, spec, batch_size=8):\n"
+        "        self.spec = spec\n"
+    )
+    scoring = ScoringConfig(prm=f"{prm}:Constant", judge="smollm2")  # the judge's engine loads when it first runs
+    everything_on = CurateConfig(
+        dedup=DedupConfig(decontam_files=[str(benchmark)]), balance_sources=0.5, scoring=scoring
+    )
     scalar, feature = curate_steps(everything_on)
     assert [step.reason for step in scalar] == list(SCALAR_STEPS)  # a built-in step's name is its drop reason
     assert [step.reason for step in feature] == list(FEATURE_STEPS)

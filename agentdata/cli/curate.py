@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from agentdata.cli.common import console, output_file, print_json
 from agentdata.cli.options import settings_command
@@ -25,7 +26,7 @@ def command(
     as_json: bool = False,
 ) -> None:
     """Write an SFT set (`messages` + `tools`) from trajectories, through named filter steps."""
-    from agentdata.cli.views import drop_table, rows_table, tool_use_table
+    from agentdata.cli.views import drop_table, rows_table, scoring_line, tool_use_table
     from agentdata.curate import curate
 
     openai = config.target == "openai"  # OpenAI fine-tuning takes JSONL; every other reader Parquet
@@ -43,20 +44,22 @@ def command(
             raise UserError(f"{result.empty} (report: {result.report})")
         return
     console.print(f"[bold]curate[/] {', '.join(map(str, run_dirs))} → {out} (for {config.target})")
-    with console.status("filtering…") as status:
-        result = curate(
-            run_dirs,
-            out,
-            config,
-            rejects=rejects,
-            on_step=lambda step, rows: status.update(f"{step.reason}: {rows:,} rows left"),
-        )
+    # One line per step (a model-scored step draws its own progress bar, which a spinner would fight).
+    result = curate(
+        run_dirs,
+        out,
+        config,
+        rejects=rejects,
+        on_step=lambda step, rows: console.print(f"[dim]{escape(step.reason)}: {rows:,} rows left[/]"),
+    )
     console.print(drop_table(result.input_rows, result.counts, result.kept_rows, title="curate: rows per drop reason"))
     console.print(rows_table(result.per_source, title="per source"))
     tool_use = result.tool_use
     console.print(
         tool_use_table([{"rows": "input", **tool_use["input"]}, {"rows": "kept", **tool_use["kept"]}], "tool use")
     )
+    for name, counts in result.scoring.items():
+        console.print(scoring_line(name, counts))
     if result.empty:
         raise UserError(f"{result.empty} (report: {result.report})")
     console.print(

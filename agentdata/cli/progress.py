@@ -38,6 +38,11 @@ def stats_text(task: str, stats: dict[str, Any]) -> str:
         if stats.get("waiting"):
             parts.append(f"[yellow]waiting: {escape(stats['waiting'])}[/]")
         return " · ".join(parts)
+    if task in ("PRM", "judge") and stats:  # judge.runner's counts
+        return (
+            f"{stats['scored']} scored · {stats['cached']} from the journal · {stats['failed']} failed · "
+            f"{stats['per_s']:.2f}/s"
+        )
     return " · ".join(f"{key} {value}" for key, value in stats.items())
 
 

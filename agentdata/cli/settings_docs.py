@@ -16,6 +16,7 @@ from agentdata.evaluation.config import EvalConfig
 from agentdata.evaluation.validation import ValidationConfig
 from agentdata.filter.config import PoolConfig
 from agentdata.formats.health import HealthLimits
+from agentdata.judge.config import ScoringConfig
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.sandbox.config import SandboxConfig
 from agentdata.settings import default_of, field_types, is_settings
@@ -36,6 +37,7 @@ DOCUMENTED: list[tuple[type, str]] = [
     (DedupConfig, "`agentdata curate` and `agentdata filter`: near-dedup and decontamination (their `dedup`)"),
     (PoolConfig, "`agentdata filter`: the RL pool (its `pool` section)"),
     (HealthLimits, "`agentdata curate`: the rollout health checks (its `rollout_health`; docs/curate.md)"),
+    (ScoringConfig, "`agentdata curate`: a process reward model and an LLM judge (its `scoring`; docs/curate.md)"),
     (CurateConfig, "`agentdata curate` (the old `--min-tool-calls` / `--max-tool-calls` set an end of `--tool-calls`)"),
     (EvalConfig, "`agentdata eval`"),
     (ProblemsConfig, "`agentdata synth problems`"),

@@ -151,6 +151,17 @@ def collect_table(summary: Any) -> Table:
     return table
 
 
+def scoring_line(name: str, counts: dict[str, Any]) -> str:
+    """One line per scorer (PRM, judge): what it scored now, reused, tried again, and what failed (not low scores)."""
+    line = (
+        f"{escape(name)}: {counts['scored']:,} scored · {counts['cached']:,} from the journal · "
+        f"{counts['retried']:,} retried · {counts['failed']:,} failed"
+    )
+    if counts["failed"]:
+        line += f" (counted apart, not as low scores; first: {escape(counts['failures'][0])})"
+    return line
+
+
 def _per_correct(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from agentdata.formats.forms import SFT_TARGETS
 from agentdata.formats.health import HealthLimits
+from agentdata.judge.config import ScoringConfig
 from agentdata.settings import CountBand, check_fields
 from agentdata.steps.config import DedupConfig
 
@@ -44,6 +45,9 @@ class CurateConfig:
             "(trajectories whose text repeats another's).",
             "choices": NEAR_DUP_FIELDS,
         },
+    )
+    scoring: ScoringConfig = field(
+        default_factory=ScoringConfig, metadata={"help": "A process reward model and an LLM judge (docs/curate.md)."}
     )
     max_per_problem: int | None = field(
         default=4,

@@ -19,14 +19,16 @@ from agentdata.agent.rundir import ROW_ID, damaged_shard, scan_shards, shard_pat
 from agentdata.agent.tool_use import ToolUse
 from agentdata.curate.config import CurateConfig
 from agentdata.curate.health import stored_health_columns, with_health
+from agentdata.curate.messages import trajectory_batches
 from agentdata.curate.output import EmptySFTSetError, write_sft_form  # noqa: F401 (EmptySFTSetError re-exported)
 from agentdata.curate.steps import curate_steps
 from agentdata.errors import OutputWriteError, UserError
 from agentdata.formats.forms import target_form
 from agentdata.records import SFT_COLUMNS, UNCHANGED, atomic_write, write_json
-from agentdata.steps import REASON_COLUMN, Step, StepResult, run_steps
+from agentdata.steps import REASON_COLUMN, ScoreStep, Step, StepResult, run_steps
 from agentdata.steps.features import trajectory_features
 
+SCORED_COLUMNS = ("messages", "question", "format")  # what a scoring step (PRM, judge) reads of a trajectory
 SCALAR_COLUMNS = (
     "id",
     "problem_id",
@@ -57,6 +59,7 @@ class CurateResult:
     per_source: list[dict]
     empty: str | None = None  # why no SFT set was written (the report and rejects still are)
     tool_use: dict = field(default_factory=dict)  # agent.tool_use numbers of the input and the kept rows
+    scoring: dict = field(default_factory=dict)  # per scorer (prm, judge): scored, cached, retried, failed
 
     def as_dict(self) -> dict:
         return {
@@ -69,6 +72,7 @@ class CurateResult:
             "report": str(self.report),
             "per_source": self.per_source,
             "tool_use": self.tool_use,
+            "scoring": self.scoring,
         }
 
 
@@ -89,17 +93,20 @@ def feature_table(paths: Sequence[Path], rows: pl.Series, with_text: bool = Fals
 
 def run_curate_steps(
     paths: Sequence[Path], config: CurateConfig, on_step: Callable[[Step, int], None] | None = None
-) -> tuple[int, StepResult]:
-    """Both phases; returns (input rows, the combined result)."""
+) -> tuple[int, StepResult, list[ScoreStep]]:
+    """Both phases; returns (input rows, the combined result, the scoring steps that ran)."""
     scalar_steps, feature_steps = curate_steps(config)
+    scorers = [step for step in feature_steps if isinstance(step, ScoreStep)]
+    for scorer in scorers:  # they read whole trajectories: streamed from the shards, only for the rows left
+        scorer.loader = scorer.loader or (lambda frame: trajectory_batches(paths, frame[ROW_ID], SCORED_COLUMNS))
     table = scalar_table(paths)
     first = run_steps(table, scalar_steps, on_step=on_step)
     features = feature_table(paths, first.kept[ROW_ID], with_text=config.near_dup_field == "solution")
     second = run_steps(
         first.kept.join(features, on=ROW_ID, how="left", maintain_order="left"), feature_steps, on_step=on_step
     )
-    rejected = pl.concat([first.rejected, second.rejected.select(first.rejected.columns)], how="vertical_relaxed")
-    return table.height, StepResult(second.kept, rejected, {**first.counts, **second.counts})
+    rejected = pl.concat([first.rejected, second.rejected], how="diagonal_relaxed")
+    return table.height, StepResult(second.kept, rejected, {**first.counts, **second.counts}), scorers
 
 
 def curate(
@@ -115,10 +122,12 @@ def curate(
     check_suffix(out, config.target)
     paths = shard_paths(run_dirs)
     try:
-        input_rows, result = run_curate_steps(paths, config, on_step)
+        input_rows, result, scorers = run_curate_steps(paths, config, on_step)
+        scores = [column for scorer in scorers for column in scorer.columns]  # stored on the rows, kept or not
         output, empty = None, None
         if result.kept.height:
-            output = _write_sft_set(paths, result.kept.select(ROW_ID), out, config.target, config.reasoning == "strip")
+            kept = result.kept.select(ROW_ID, *scores)
+            output = _write_sft_set(paths, kept, out, config.target, config.reasoning == "strip")
         else:
             empty = (
                 f"{out}: the SFT set is empty (none of {input_rows} trajectories kept), so nothing was written: "
@@ -126,7 +135,9 @@ def curate(
             )
         rejects_path = None
         if rejects is not None:
-            reasons = result.rejected.select(ROW_ID, REASON_COLUMN)
+            reasons = result.rejected.select(
+                ROW_ID, REASON_COLUMN, *(c for c in scores if c in result.rejected.columns)
+            )
             rejects_path = _write_rows(paths, reasons, Path(rejects), None)
     except pl.exceptions.PolarsError as error:  # a shard whose schema reads but whose data does not
         raise damaged_shard(paths, error) from None
@@ -141,6 +152,7 @@ def curate(
         source_counts(every_row, result.kept),
         empty,
         tool_use_report(every_row, result.kept),
+        {scorer.reason.removesuffix("_low"): scorer.counts.as_dict() for scorer in scorers},
     )
     _write_report(curated, config, paths)
     return curated
@@ -207,11 +219,11 @@ def _write_rows(
     columns: Sequence[str] | None,
     strip_reasoning: bool = False,
 ) -> Path:
-    """Stream the shards, keep `rows` (by global row number, in input order), write atomically."""
-    selected = scan_shards(paths).join(
-        rows.lazy(), on=ROW_ID, how="semi" if columns else "inner", maintain_order="left"
-    )
-    selected = selected.select(*columns) if columns else selected.drop(ROW_ID)
+    """Stream the shards, keep `rows` (by global row number, in input order) with their own columns (a drop
+    reason, scores) after `columns` (default: all of the trajectory's), write atomically."""
+    selected = scan_shards(paths).join(rows.lazy(), on=ROW_ID, how="inner", maintain_order="left")
+    extra = [column for column in rows.columns if column != ROW_ID]
+    selected = selected.select(*columns, *extra) if columns else selected.drop(ROW_ID)
     if strip_reasoning:  # a null field is an absent one to every reader (our records, chat templates)
         no_reasoning = pl.element().struct.with_fields(pl.lit(None, dtype=pl.String).alias("reasoning_content"))
         selected = selected.with_columns(pl.col("messages").list.eval(no_reasoning))

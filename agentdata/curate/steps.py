@@ -26,7 +26,7 @@ from agentdata.steps import (
 from agentdata.steps.diversity import MaxPerProblemFilter, SourceShareFilter
 from agentdata.steps.health import HealthFilter
 
-# no_answer and malformed_tool_call come from the shared registry as they are.
+# no_answer, malformed_tool_call, prm_low and judge_low come from the shared registry as they are.
 SCALAR_STEPS = ("no_answer", "incorrect", "tool_error_ratio", "tool_call_band", "too_long")
 FEATURE_STEPS = (
     "malformed_tool_call",
@@ -34,6 +34,8 @@ FEATURE_STEPS = (
     "contaminated",
     "duplicate",
     "near_duplicate",
+    "prm_low",  # scored by a model: after every cheaper step, so only the rows still in the running are paid for
+    "judge_low",
     "max_per_problem",
     "source_share",
 )

@@ -4,7 +4,7 @@ Pure table work: no model, no sandbox. `run_steps` applies a list of steps and k
 the rejects with their reason.
 """
 
-from agentdata.steps.base import REASON_COLUMN, ExpressionStep, MultiReasonStep, Step, StepResult, run_steps
+from agentdata.steps.base import REASON_COLUMN, ExpressionStep, MultiReasonStep, ScoreStep, Step, StepResult, run_steps
 from agentdata.steps.config import DedupConfig
 from agentdata.steps.decontam import BenchmarkNgrams, ContaminationFilter, contamination_step
 from agentdata.steps.dedup import (
@@ -35,6 +35,7 @@ __all__ = [
     "Step",
     "ExpressionStep",
     "MultiReasonStep",
+    "ScoreStep",
     "StepResult",
     "run_steps",
     "BenchmarkNgrams",

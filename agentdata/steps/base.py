@@ -8,8 +8,9 @@ Steps see only the rows that earlier steps kept, so a row has exactly one reason
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
@@ -47,6 +48,40 @@ class MultiReasonStep(Step):
         raise NotImplementedError
 
 
+class ScoreStep(MultiReasonStep):
+    """A step that scores every row (a process reward model, an LLM judge) and drops by the score.
+
+    `score_rows(rows)` turns a batch of rows (dicts holding the trajectory: `messages`, `question`,
+    `format`, ...) into one dict of `columns` values per row (`columns`: name -> polars type);
+    `annotate(frame)` adds those columns before `reasons` reads them, so the kept rows and the
+    rejects both carry the scores. The rows come from the frame itself (it must then hold
+    `messages`), or from `loader(frame)`: a stage that keeps messages on disk (curate) sets it to
+    stream them, in the frame's order.
+    """
+
+    columns: dict[str, pl.DataType] = {}
+    loader: Callable[[pl.DataFrame], Iterable[list[dict[str, Any]]]] | None = None
+
+    def score_rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def score_batches(self, batches: Iterable[list[dict[str, Any]]], total: int) -> list[dict[str, Any]]:
+        """Every batch's scores in order (a step that keeps state across batches, e.g. one event loop, overrides it)."""
+        return [values for rows in batches for values in self.score_rows(rows)]
+
+    def annotate(self, frame: pl.DataFrame) -> pl.DataFrame:
+        if all(column in frame.columns for column in self.columns):
+            return frame  # scored already
+        batches = self.loader(frame) if self.loader is not None else [frame.to_dicts()] if frame.height else []
+        scored = self.score_batches(batches, frame.height)
+        if len(scored) != frame.height:
+            raise RuntimeError(f"{type(self).__name__}: {len(scored)} scores for {frame.height} rows")
+        values = pl.DataFrame(
+            [{column: row.get(column) for column in self.columns} for row in scored], schema=self.columns
+        )
+        return pl.concat([frame.drop(list(self.columns), strict=False), values], how="horizontal")
+
+
 @dataclass
 class StepResult:
     kept: pl.DataFrame
@@ -64,6 +99,8 @@ def run_steps(
     rejected: list[pl.DataFrame] = []
     counts: dict[str, int] = {}
     for step in steps:
+        if isinstance(step, ScoreStep):
+            frame = step.annotate(frame)
         reasons = _step_reasons(step, frame)
         dropped = reasons.is_not_null()
         if dropped.any():

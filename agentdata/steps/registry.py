@@ -20,11 +20,15 @@ FILTER_STEPS: Registry[Any] = Registry("filter step")
 FILTER_STEPS.register("no_answer", "agentdata.steps.rules:NoAnswerFilter")
 FILTER_STEPS.register("incorrect", "agentdata.steps.rules:IncorrectFilter")
 FILTER_STEPS.register("malformed_tool_call", "agentdata.steps.rules:MalformedToolCallFilter")
+# Scored by a model (judge/steps.py), so named here as strings: nothing of the model is imported until used.
+FILTER_STEPS.register("prm_low", "agentdata.judge.steps:prm_step")
+FILTER_STEPS.register("judge_low", "agentdata.judge.steps:judge_step")
 
 
-def build_step(name: str, settings: Any = None, registry: Registry[Any] = FILTER_STEPS) -> Step | None:
-    """The step `name` gives for `settings` (see the module doc), looked up in `registry`."""
-    entry = registry.get(name)
+def build_step(name: str | Step, settings: Any = None, registry: Registry[Any] = FILTER_STEPS) -> Step | None:
+    """The step `name` gives for `settings` (see the module doc), looked up in `registry`; from Python a
+    `Step` instance may stand in a stage's `extra_steps` for its name."""
+    entry = name if isinstance(name, Step) else registry.get(name)
     if isinstance(entry, type) and issubclass(entry, Step):
         entry = call_plugin(name, "filter step class", "Class()", entry)
     elif not isinstance(entry, Step) and callable(entry):
