@@ -17,6 +17,7 @@ class InputFileError(UserError):
     def __init__(self, path: object, message: str, row: int | None = None):
         self.path = str(path)
         self.row = row
+        self.reason = message  # what is wrong, without the file and row
         where = f"{self.path}, row {row}" if row is not None else self.path
         super().__init__(f"{where}: {message}")
 

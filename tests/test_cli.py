@@ -8,7 +8,7 @@ from agentdata.records import Trajectory, write_records
 from tests.cli_helpers import run_cli
 from tests.test_records import make_trajectory
 
-COMMANDS = ["collect", "curate", "filter", "train", "eval", "synth", "sandbox", "inspect"]
+COMMANDS = ["collect", "curate", "filter", "train", "eval", "regrade", "validate", "synth", "sandbox", "inspect"]
 
 
 def run_main(args, capsys):

@@ -33,6 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 REQUIRED_ARGS = {
     ("eval",): ["smollm2", "bench.jsonl"],
     ("curate",): ["run_dir"],
+    ("regrade",): ["run_dir"],
+    ("validate",): ["problems.jsonl"],
     ("synth", "stitch"): ["s.jsonl"],
     ("sandbox", "run"): ["-c", "print(1)"],
 }
@@ -72,6 +74,8 @@ def test_every_command_that_prints_a_summary_has_config_and_json():
         ("filter",),
         ("eval",),
         ("inspect",),
+        ("regrade",),
+        ("validate",),
         ("synth", "problems"),
         ("synth", "stitch"),
         ("sandbox", "run"),

@@ -19,9 +19,9 @@ from agentdata.agent.config import LoopConfig
 from agentdata.engines.base import Engine, Generation, GenerationRequest
 from agentdata.formats import ParsedTurn, Protocol, get_protocol, parse_native_calls, split_reasoning
 from agentdata.formats.health import HEALTH_KEY, measure_health
-from agentdata.records import Problem, ToolCall, Trajectory, assistant_message, message_tool_calls, tool_message
+from agentdata.records import Problem, ToolCall, Trajectory, assistant_message, tool_message
 from agentdata.tools import Tool, ToolContext, call_tool, load_tools
-from agentdata.verify.grade import grade, is_code_problem
+from agentdata.verify.grade import grade, graded_text
 
 if TYPE_CHECKING:
     from agentdata.sandbox.base import CodeSandbox
@@ -288,7 +288,9 @@ async def _to_trajectory(
     seed: int | None,
     elapsed_s: float,
 ) -> Trajectory:
-    verdict = await asyncio.to_thread(grade, problem, _final_text(problem, state, config), sandbox)
+    verdict = await asyncio.to_thread(
+        grade, problem, graded_text(state.messages, problem.domain, config.protocol), sandbox
+    )
     metadata = _metadata(state)
     metadata[HEALTH_KEY] = measure_health(state.messages, config.protocol, problem.domain).as_dict()
     timings = {
@@ -339,20 +341,3 @@ def _metadata(state: _State) -> dict[str, Any]:
     if state.turn_stats:
         metadata["turns"] = state.turn_stats
     return metadata
-
-
-def _final_text(problem: Problem, state: _State, config: LoopConfig) -> str:
-    """The last reply; for a code problem under codeblock, where a ```python block is a tool call,
-    the whole final turn with its blocks, so the last program the model wrote is the one graded."""
-    replies = [m for m in state.messages if m["role"] == "assistant"]
-    if not replies:
-        return ""
-    if not (is_code_problem(problem) and config.protocol == "codeblock"):
-        return replies[-1]["content"]
-    last_user = max(index for index, m in enumerate(state.messages) if m["role"] == "user")
-    pieces = []
-    for message in state.messages[last_user + 1 :]:
-        if message["role"] == "assistant":
-            pieces.append(message["content"])
-            pieces.extend(f"```python\n{call.code}\n```" for call in message_tool_calls(message))
-    return "\n".join(pieces)

@@ -17,6 +17,7 @@ from agentdata.evaluation.validation import ValidationConfig
 from agentdata.filter.config import PoolConfig
 from agentdata.formats.health import HealthLimits
 from agentdata.judge.config import ScoringConfig
+from agentdata.regrade.config import RegradeConfig
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.sandbox.config import SandboxConfig
 from agentdata.settings import default_of, field_types, is_settings
@@ -25,6 +26,7 @@ from agentdata.steps.config import DedupConfig
 from agentdata.synth.config import ProblemsConfig
 from agentdata.synth.stitch.build import StitchConfig
 from agentdata.train.closed_loop import ClosedLoopConfig
+from agentdata.validate.config import ValidateConfig
 
 # (settings, where they are used) in the order the pipeline runs.
 DOCUMENTED: list[tuple[type, str]] = [
@@ -40,6 +42,8 @@ DOCUMENTED: list[tuple[type, str]] = [
     (ScoringConfig, "`agentdata curate`: a process reward model and an LLM judge (its `scoring`; docs/curate.md)"),
     (CurateConfig, "`agentdata curate` (the old `--min-tool-calls` / `--max-tool-calls` set an end of `--tool-calls`)"),
     (EvalConfig, "`agentdata eval`"),
+    (RegradeConfig, "`agentdata regrade` (docs/regrade.md)"),
+    (ValidateConfig, "`agentdata validate`, with the near-dedup and decontamination settings above (docs/validate.md)"),
     (ProblemsConfig, "`agentdata synth problems`"),
     (StitchConfig, "`agentdata synth stitch`"),
     (SandboxConfig, "`agentdata sandbox serve` (default prefork 4) and `sandbox run` (1 worker, prefork 0)"),

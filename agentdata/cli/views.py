@@ -279,3 +279,64 @@ def stitch_table(summary: Any) -> Table:
     if summary.trajectories_dir:
         table.add_row("trajectories (for `agentdata curate`)", str(summary.trajectories_dir))
     return table
+
+
+def regrade_table(result: Any) -> Table:
+    """`regrade`'s summary (a regrade.RegradeResult)."""
+    table = Table(title=f"regrade · {escape(str(result.source))} → {escape(str(result.run_dir))}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_row(
+        "trajectories (graded · errors copied)",
+        f"{result.trajectories:,} ({result.regraded:,} · {result.copied_errors:,})",
+    )
+    table.add_row("gold answers changed", f"{result.gold_changed:,}")
+    if result.not_in_problems:
+        table.add_row("not in the problems file (stored gold)", f"{result.not_in_problems:,}")
+    table.add_row("flipped wrong → correct", f"{result.to_correct:,}")
+    table.add_row("flipped correct → wrong", f"{result.to_wrong:,}")
+    table.add_row("accuracy before → after", f"{result.accuracy_before:.1%} → {result.accuracy_after:.1%}")
+    return table
+
+
+def flips_table(flips: Sequence[Any], title: str) -> Table:
+    table = Table(title=title)
+    for column in ("id", "source", "verdict", "final answer", "old gold", "new gold"):
+        table.add_column(column, overflow="fold")
+    for flip in flips:
+        verdict = "wrong → correct" if flip.now_correct else "correct → wrong"
+        cells = (
+            flip.id,
+            flip.source,
+            verdict,
+            _clip(str(flip.final_answer), 60),
+            _clip(flip.old_gold, 60),
+            _clip(flip.new_gold, 60),
+        )
+        table.add_row(*(Text(cell) for cell in cells))
+    return table
+
+
+def validate_table(result: Any) -> Table:
+    """`validate`'s summary (a validate.ValidateResult): problems per finding."""
+    from agentdata.validate.run import CHECKS
+
+    table = Table(title=f"validate · {escape(str(result.path))}")
+    table.add_column("check")
+    table.add_column("problems", justify="right")
+    table.add_column("finds")
+    table.add_row("rows", f"{result.rows:,}", "")
+    for check, count in result.findings.items():
+        table.add_row(check, f"{count:,}", CHECKS[check])
+    table.add_row("[bold]clean[/]", f"[bold]{result.clean:,}[/]", "no finding: written to the clean file")
+    return table
+
+
+def findings_table(broken: Sequence[dict[str, Any]], title: str) -> Table:
+    table = Table(title=title, show_lines=True)
+    for column in ("row", "question", "findings"):
+        table.add_column(column, overflow="fold")
+    for problem in broken:
+        findings = "\n".join(f"{finding['check']}: {finding['detail']}" for finding in problem["findings"])
+        table.add_row(str(problem["row"]), Text(_clip(problem["question"], 120)), Text(findings))
+    return table

@@ -1,0 +1,56 @@
+"""`agentdata validate PROBLEMS`: broken problems found before a model is paid to solve them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agentdata.cli.common import AnswerField, QuestionField, console, output_file, print_json
+from agentdata.cli.options import settings_command
+from agentdata.validate.config import ValidateConfig
+
+SUFFIXES = (".jsonl", ".json", ".parquet")
+
+
+@settings_command()
+def command(
+    problems_file: Annotated[
+        Path, typer.Argument(help="Problems (JSONL, JSON, Parquet, CSV, dataset dir), any layout.")
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="The clean problems (default PROBLEMS.clean.jsonl; .jsonl, .json, .parquet)."),
+    ] = None,
+    report: Annotated[
+        Path | None, typer.Option("--report", help="The report (default beside --out: NAME.report.json).")
+    ] = None,
+    question_field: QuestionField = None,
+    answer_field: AnswerField = None,
+    *,
+    config: ValidateConfig,
+    as_json: bool = False,
+) -> None:
+    """Find broken problems (unreadable gold, trivially matched gold, missing choices, code tests an empty
+    program passes or the reference fails, duplicates, benchmark overlap); write a report and a clean file."""
+    from agentdata.cli.views import findings_table, validate_table
+    from agentdata.validate import validate
+
+    out = out or problems_file.with_name(f"{problems_file.stem}.clean.jsonl")
+    output_file(out, "--out", SUFFIXES, "the clean problems", [problems_file])
+    if report is not None:
+        output_file(report, "--report", (".json",), "the report", [problems_file])
+    if not as_json:
+        console.print(f"[bold]validate[/] {problems_file} → {out}")
+    result = validate(problems_file, out, config, question_field, answer_field, report_out=report)
+    if as_json:
+        print_json(result.as_dict())
+        return
+    console.print(validate_table(result))
+    if result.broken:
+        console.print(
+            findings_table(result.broken[:20], title=f"broken problems (first {min(20, len(result.broken))})")
+        )
+    clean = f"clean problems: [cyan]{result.clean_file}[/]" if result.clean_file else "no problem is clean: no file"
+    console.print(f"{clean} · report: {result.report}")

@@ -1,0 +1,258 @@
+"""Grade stored trajectories again: new gold answers, a newer math-verify, fixed code tests; nothing is generated.
+
+    regrade("runs/teacher", "runs/teacher-regraded", problems=load_problems("fixed.jsonl"))
+
+Each trajectory is graded on the text the agent loop graded (`verify.graded_text`) against its
+problem's gold: the one in `problems` (matched by id, else by the normalised question), or the
+one it stored. The new run dir holds the same trajectories, shard for shard with the same
+settings, with `answer`, `correct`, `final_answer` (and a code problem's test results) as they
+are now, `metadata.regrade` saying what they were, and the problem digest of the gold they were
+graded against: collect, filter (`--profile-dir`) and eval see them as done for the new problems.
+A trajectory that ended in an error has no answer to grade and is copied as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from itertools import repeat
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from agentdata import __version__
+from agentdata.agent.resume import HASH_KEY, problem_hash
+from agentdata.agent.rundir import RunDir, shard_paths
+from agentdata.agent.runner import summarise
+from agentdata.errors import UserError
+from agentdata.events import task
+from agentdata.records import Problem, Trajectory, normalise_question, read_records, write_json
+from agentdata.regrade.config import RegradeConfig
+from agentdata.verify.grade import grade, graded_text
+
+REPORT_FILE = "regrade.json"
+MAX_LISTED_FLIPS = 1000  # the report lists at most this many flipped verdicts (all are counted)
+
+
+@dataclass
+class Flip:
+    id: str
+    problem_id: str
+    source: str
+    was_correct: bool
+    now_correct: bool
+    final_answer: str | None
+    old_gold: str
+    new_gold: str
+
+
+@dataclass
+class RegradeResult:
+    run_dir: Path
+    source: Path
+    trajectories: int = 0
+    regraded: int = 0
+    copied_errors: int = 0  # ended in an error: nothing to grade, copied as they were
+    gold_changed: int = 0
+    not_in_problems: int = 0  # a problems file was given but holds no such problem: graded on the stored gold
+    to_correct: int = 0
+    to_wrong: int = 0
+    flips: list[Flip] = field(default_factory=list)
+    per_source: list[dict[str, Any]] = field(default_factory=list)
+    accuracy_before: float = 0.0
+    accuracy_after: float = 0.0
+    report: Path | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run_dir": str(self.run_dir),
+            "source": str(self.source),
+            "trajectories": self.trajectories,
+            "regraded": self.regraded,
+            "copied_errors": self.copied_errors,
+            "gold_changed": self.gold_changed,
+            "not_in_problems": self.not_in_problems,
+            "flipped_to_correct": self.to_correct,
+            "flipped_to_wrong": self.to_wrong,
+            "accuracy_before": self.accuracy_before,
+            "accuracy_after": self.accuracy_after,
+            "per_source": self.per_source,
+            "flips": [vars(flip) for flip in self.flips[:MAX_LISTED_FLIPS]],
+            "report": str(self.report) if self.report else None,
+        }
+
+
+class _Golds:
+    """The problems to grade against: by id, else by the normalised question."""
+
+    def __init__(self, problems: list[Problem] | None):
+        self.given = problems is not None
+        self.by_id = {problem.id: problem for problem in problems or []}
+        self.by_question = {normalise_question(problem.question): problem for problem in problems or []}
+
+    def problem_of(self, trajectory: Trajectory) -> Problem | None:
+        found = self.by_id.get(trajectory.problem_id)
+        return found or self.by_question.get(normalise_question(trajectory.question))
+
+
+def regrade(
+    run: str | os.PathLike,
+    out: str | os.PathLike,
+    problems: list[Problem] | None = None,
+    config: RegradeConfig | None = None,
+    sandbox: Any = None,
+) -> RegradeResult:
+    """Write `out`: the trajectories of `run` graded again (see the module doc); returns what flipped.
+
+    The run is written beside `out` and renamed into place when whole, so a killed regrade leaves no
+    half run behind (its leftovers are cleared by the next one); `out` must not hold anything yet.
+    """
+    config = config or RegradeConfig()
+    run, out = Path(run), Path(out)
+    shards = shard_paths([run])
+    if out.exists() and any(out.iterdir()):
+        raise UserError(f"{out} is not empty: give a new folder for the regraded run")
+    source = RunDir(run) if run.is_dir() else None
+    staging = out.parent / f".{out.name}.regrading"
+    shutil.rmtree(staging, ignore_errors=True)
+    target = RunDir(staging)
+    golds, result = _Golds(problems), RegradeResult(run_dir=out, source=run)
+    started = time.perf_counter()
+    settings = _regrade_shards(shards, source, target, golds, config, sandbox, result)
+    manifest = (source.manifest() if source else None) or {}
+    target.write_manifest(
+        {
+            **{key: value for key, value in manifest.items() if key != "settings"},
+            "settings": manifest.get("settings") or settings or {},
+            "agentdata_version": __version__,
+            "regraded_from": str(run),
+            "regrade": {"problems_given": golds.given, "gold_changed": result.gold_changed},
+        }
+    )
+    target.write_stats(summarise(target, time.perf_counter() - started, []).as_dict())
+    result.per_source = _per_source(result)
+    result.report = out / REPORT_FILE
+    write_json(staging / REPORT_FILE, result.as_dict())
+    if out.exists():
+        out.rmdir()  # empty, checked above
+    staging.rename(out)
+    return result
+
+
+def _regrade_shards(
+    shards: list[Path],
+    source: RunDir | None,
+    target: RunDir,
+    golds: _Golds,
+    config: RegradeConfig,
+    sandbox: Any,
+    result: RegradeResult,
+) -> dict[str, Any] | None:
+    """Grade shard by shard, each written as one shard of `target` with its settings; returns the last settings."""
+    owns_sandbox, settings = sandbox is None, None
+    before = after = 0
+    total = sum(pq.read_metadata(shard).num_rows for shard in shards)
+    with task("regrade", total) as advance, ThreadPoolExecutor(config.concurrency) as pool:
+        try:
+            for shard in shards:
+                trajectories = read_records(shard, Trajectory)
+                if sandbox is None and any(t.domain == "code" for t in trajectories):
+                    from agentdata.sandbox import open_sandbox
+
+                    sandbox = open_sandbox(config.sandbox)
+                outcomes = list(pool.map(_regrade_one, trajectories, repeat(golds), repeat(sandbox)))
+                for outcome in outcomes:
+                    _count(result, outcome, golds.given)
+                before += sum(outcome.was_correct for outcome in outcomes)
+                after += sum(outcome.trajectory.correct for outcome in outcomes)
+                settings = source.shard_settings(shard) if source else None
+                target.shard_dir.mkdir(parents=True, exist_ok=True)
+                target.write_shard([outcome.trajectory for outcome in outcomes], settings)
+                advance(result.trajectories, flipped=result.to_correct + result.to_wrong)
+        finally:
+            if owns_sandbox and sandbox is not None:
+                sandbox.close()
+    result.accuracy_before = before / max(result.trajectories, 1)
+    result.accuracy_after = after / max(result.trajectories, 1)
+    return settings
+
+
+@dataclass
+class _Outcome:
+    trajectory: Trajectory  # as graded now (or as it was, for an errored one)
+    was_correct: bool
+    graded: bool
+    found: bool  # its problem is in the problems given
+    gold_changed: bool
+
+
+def _regrade_one(trajectory: Trajectory, golds: _Golds, sandbox: Any) -> _Outcome:
+    was_correct = bool(trajectory.correct)
+    problem = golds.problem_of(trajectory)
+    if trajectory.finish_reason == "error":  # no answer to grade
+        return _Outcome(trajectory, was_correct, False, problem is not None, False)
+    current = problem or Problem(
+        trajectory.question, trajectory.answer, trajectory.problem_id, trajectory.source, trajectory.domain
+    )
+    verdict = grade(current, graded_text(trajectory.messages, current.domain, trajectory.format), sandbox)
+    metadata = {
+        **trajectory.metadata,
+        "regrade": {
+            "was_correct": was_correct,
+            "old_answer": trajectory.answer,
+            "old_final_answer": trajectory.final_answer,
+        },
+    }
+    if problem is not None:  # made for this problem as it is now: a resumed collect, filter or eval keeps it
+        metadata[HASH_KEY] = problem_hash(problem)
+    if verdict.details:
+        metadata["tests"] = verdict.details
+    regraded = dataclasses.replace(
+        trajectory,
+        answer=current.answer,
+        domain=current.domain,
+        correct=verdict.correct,
+        final_answer=verdict.final_answer,
+        metadata=metadata,
+    )
+    return _Outcome(regraded, was_correct, True, problem is not None, current.answer != trajectory.answer)
+
+
+def _count(result: RegradeResult, outcome: _Outcome, problems_given: bool) -> None:
+    trajectory = outcome.trajectory
+    result.trajectories += 1
+    result.regraded += outcome.graded
+    result.copied_errors += not outcome.graded
+    result.not_in_problems += problems_given and not outcome.found
+    result.gold_changed += outcome.gold_changed
+    if outcome.graded and trajectory.correct != outcome.was_correct:
+        result.to_correct += trajectory.correct
+        result.to_wrong += not trajectory.correct
+        old = trajectory.metadata["regrade"]["old_answer"]
+        result.flips.append(
+            Flip(
+                trajectory.id,
+                trajectory.problem_id,
+                trajectory.source,
+                outcome.was_correct,
+                trajectory.correct,
+                trajectory.final_answer,
+                old,
+                trajectory.answer,
+            )
+        )
+
+
+def _per_source(result: RegradeResult) -> list[dict[str, Any]]:
+    to_correct = Counter(flip.source for flip in result.flips if flip.now_correct)
+    to_wrong = Counter(flip.source for flip in result.flips if not flip.now_correct)
+    return [
+        {"source": source, "flipped_to_correct": to_correct[source], "flipped_to_wrong": to_wrong[source]}
+        for source in sorted(set(to_correct) | set(to_wrong))
+    ]

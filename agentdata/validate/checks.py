@@ -1,0 +1,135 @@
+"""The checks of one problem, each a named finding: what makes a problem broken before any model sees it.
+
+- `gold_unparseable`: math-verify reads nothing in the gold (plain numbers and letters, which the
+  quick rules settle, always read); for a code problem, its tests cannot be read or there are none;
+- `trivial_gold`: a response that says nothing (empty, an empty box) or only repeats the question is
+  graded correct (the question gives the answer away);
+- `choice_not_listed`: a letter gold the question's lettered choices do not hold (or past the
+  number of choices the problem says it has);
+- `empty_program_passes`: a program that does nothing passes every code test;
+- `reference_fails`: the problem's own reference solution fails its tests.
+
+Grading is verify's (`is_correct`, `grade_code`), so the checks judge exactly what training and
+evaluation will reward.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from agentdata.code_tests import code_tests_of
+from agentdata.records import Problem
+from agentdata.verify.answers import DEFAULT_TIMEOUT_S, gold_answer, is_correct
+from agentdata.verify.code import grade_code
+from agentdata.verify.quick import choice_letter, normalise, parse_number
+from agentdata.verify.workers import shared_pool
+
+_LISTED_CHOICE = re.compile(r"^\s*\(?([A-P])[).:]\s", re.MULTILINE)
+LETTERS = "ABCDEFGHIJKLMNOP"
+EMPTY_PROGRAMS = (("an empty program", "pass"), ("a program that prints nothing but a newline", "print()"))
+# Columns a layout may keep a reference solution in (a layout module can also set metadata.reference_solution).
+REFERENCE_COLUMNS = ("reference_solution", "solutions", "solution", "canonical_solution")
+
+
+@dataclass
+class Finding:
+    check: str
+    detail: str
+
+
+def problem_findings(problem: Problem, row: dict[str, Any], sandbox: Any) -> list[Finding]:
+    """Every finding for one problem (its raw row gives a reference solution, if it has one)."""
+    if problem.domain == "code":
+        return code_findings(problem, reference_solution(problem, row), sandbox)
+    return answer_findings(problem)
+
+
+def answer_findings(problem: Problem) -> list[Finding]:
+    findings = []
+    gold = gold_answer(problem.answer)
+    if not verifier_reads(gold):
+        findings.append(Finding("gold_unparseable", f"math-verify reads nothing in the gold {_clip(gold)!r}"))
+    for description, response in (
+        ("an empty response", ""),
+        ("an empty box", "\\boxed{}"),
+        ("a response that only repeats the question", problem.question),
+    ):
+        if is_correct(response, problem.answer):
+            findings.append(Finding("trivial_gold", f"{description} is graded correct"))
+            break
+    letter = choice_letter(gold)
+    listed = listed_choices(problem)
+    if letter is not None and listed and letter not in listed:
+        findings.append(Finding("choice_not_listed", f"the gold {letter} is not among the choices {''.join(listed)}"))
+    return findings
+
+
+def verifier_reads(gold: str) -> bool:
+    """Whether the grader can read the gold: a number or a letter (settled by the quick rules), else math-verify
+    matching the gold with itself (it reads nothing in a broken expression, and then matches nothing)."""
+    if not gold.strip():
+        return False
+    if parse_number(normalise(gold)) is not None or choice_letter(gold) is not None:
+        return True
+    return shared_pool().check(gold, gold, DEFAULT_TIMEOUT_S)
+
+
+def listed_choices(problem: Problem) -> str:
+    """The letters the question lists as choices ("A) ...", "(B) ...", "C. ..."), or the first N letters when the
+    problem says it has N choices; "" when it lists none."""
+    count = problem.metadata.get("choices") if isinstance(problem.metadata, dict) else None
+    if isinstance(count, int) and not isinstance(count, bool) and 0 < count <= len(LETTERS):
+        return LETTERS[:count]
+    return "".join(dict.fromkeys(_LISTED_CHOICE.findall(problem.question)))
+
+
+def code_findings(problem: Problem, reference: str | None, sandbox: Any) -> list[Finding]:
+    tests = code_tests_of(problem.answer)
+    if tests is None or not tests.tests:
+        return [Finding("gold_unparseable", "its code tests cannot be read" if tests is None else "it has no tests")]
+    findings = []
+    for description, program in EMPTY_PROGRAMS:
+        if grade_code(tests, _fenced(program), sandbox).correct:
+            findings.append(Finding("empty_program_passes", f"{description} passes all {len(tests.tests)} tests"))
+            break
+    if reference:
+        graded = grade_code(tests, _fenced(reference), sandbox)
+        if not graded.correct:
+            why = f" ({graded.reason})" if graded.reason else ""
+            findings.append(
+                Finding(
+                    "reference_fails", f"its reference solution passes {graded.passed}/{len(tests.tests)} tests{why}"
+                )
+            )
+    return findings
+
+
+def reference_solution(problem: Problem, row: dict[str, Any]) -> str | None:
+    """The problem's own solution program: `metadata.reference_solution`, else a column layouts keep one in
+    (TACO's `solutions` list, `solution`, HumanEval's `canonical_solution` after its `prompt`)."""
+    metadata = problem.metadata if isinstance(problem.metadata, dict) else {}
+    for source in (metadata, row):
+        for column in REFERENCE_COLUMNS:
+            value = source.get(column)
+            if isinstance(value, str) and value.strip().startswith("["):
+                try:
+                    value = json.loads(value)
+                except json.JSONDecodeError:
+                    pass
+            if isinstance(value, list):
+                value = next((item for item in value if isinstance(item, str) and item.strip()), None)
+            if isinstance(value, str) and value.strip():
+                prompt = source.get("prompt") if column == "canonical_solution" else ""
+                return f"{prompt or ''}{value}"
+    return None
+
+
+def _fenced(program: str) -> str:
+    return f"```python\n{program}\n```"
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,27 @@
+"""validate's settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agentdata.settings import check_fields
+from agentdata.steps.config import DedupConfig
+
+
+@dataclass
+class ValidateConfig:
+    dedup: DedupConfig = field(
+        default_factory=DedupConfig, metadata={"help": "Near-duplicates and benchmark overlap, as curate has them."}
+    )
+    sandbox: str = field(
+        default="local",
+        metadata={
+            "help": "Where code problems' tests run: 'local', or URLs of `agentdata sandbox serve` / SandboxFusion."
+        },
+    )
+    concurrency: int = field(
+        default=8, metadata={"help": "Problems checked at once (code tests run in parallel).", "range": "[1, 1024]"}
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)

@@ -1,0 +1,117 @@
+"""agentdata validate on a file seeded with every kind of broken problem: each is found (and nothing else is),
+the clean file holds exactly the sound problems and reads back as they were."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentdata.errors import UserError
+from agentdata.problems import load_problems
+from agentdata.steps import DedupConfig
+from agentdata.validate import CHECKS, ValidateConfig, validate
+from tests.cli_helpers import run_cli
+
+LONG = (
+    "A farmer plants apple trees in straight rows across a wide valley, each row holding exactly the same number "
+    "of trees, and after counting the rows twice she finds there are seventeen rows with nine trees in each row. "
+    "How many apple trees did she plant?"
+)
+BENCHMARK = (
+    "Every morning a baker bakes loaves of rye bread in a stone oven that holds twelve loaves at once and he runs "
+    "the oven four times before sunrise. How many loaves does he bake?"
+)
+
+
+def code_tests(cases: list[tuple[str, str]]) -> str:
+    return json.dumps({"tests": [{"input": given, "output": out, "testtype": "stdin"} for given, out in cases]})
+
+
+DOUBLING = code_tests([("3\n", "6\n"), ("5\n", "10\n")])
+ROWS = [
+    # sound problems
+    {"question": "What is 6 times 7?", "answer": "42"},
+    {"question": LONG, "answer": "153"},
+    {
+        "question": "Read n and print twice n.",
+        "answer": DOUBLING,
+        "domain": "code",
+        "solution": "print(int(input()) * 2)",
+    },
+    {"question": "Which is a prime?\nA) 4\nB) 6\nC) 7\nD) 9", "answer": "C"},
+    # broken ones, one kind each (the comment names what must be found)
+    {"question": "What is the answer to this one?", "answer": None},  # unreadable
+    {"question": "What is a half of one?", "answer": "\\frac{1}{"},  # gold_unparseable
+    {"question": "Check the worked line 3 \\times 4 = \\boxed{12} and give the product.", "answer": "12"},  # trivial
+    {"question": "Which is even?\nA) 3\nB) 5\nC) 8\nD) 9", "answer": "E"},  # choice_not_listed
+    {"question": "Read n and print nothing.", "answer": code_tests([("3\n", "")]), "domain": "code"},  # empty passes
+    {
+        "question": "Read n and print n squared.",
+        "answer": code_tests([("3\n", "9\n"), ("4\n", "16\n")]),
+        "domain": "code",
+        "solution": "print(int(input()) + 6)",  # right for 3, wrong for 4: reference_fails
+    },
+    {"question": "what is  6 TIMES 7?", "answer": "42"},  # duplicate of row 1
+    {"question": LONG.replace("wide valley", "broad valley"), "answer": "153"},  # near_duplicate of row 2
+    {"question": BENCHMARK, "answer": "48"},  # contaminated
+]
+EXPECTED = {
+    5: ["unreadable"],
+    6: ["gold_unparseable"],
+    7: ["trivial_gold"],
+    8: ["choice_not_listed"],
+    9: ["empty_program_passes"],
+    10: ["reference_fails"],
+    11: ["duplicate"],
+    12: ["near_duplicate"],
+    13: ["contaminated"],
+}
+
+
+@pytest.fixture()
+def seeded(tmp_path):
+    path = tmp_path / "problems.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    (tmp_path / "bench.jsonl").write_text(json.dumps({"question": BENCHMARK, "answer": "48"}) + "\n")
+    return path
+
+
+def test_every_kind_of_broken_problem_is_found_and_the_rest_is_clean(seeded, tmp_path):
+    config = ValidateConfig(dedup=DedupConfig(decontam_files=[str(tmp_path / "bench.jsonl")]))
+    result = validate(seeded, tmp_path / "clean.jsonl", config)
+    found = {problem["row"]: [finding["check"] for finding in problem["findings"]] for problem in result.broken}
+    assert found == EXPECTED
+    assert set(result.findings) == set(CHECKS) and result.clean == 4 and result.rows == len(ROWS)
+    details = {problem["row"]: problem["findings"][0]["detail"] for problem in result.broken}
+    assert "empty or missing answer" in details[5] and "the same question as row 1" in details[11]
+    assert "passes 1/2 tests" in details[10] and "is graded correct" in details[7]
+    clean = load_problems(tmp_path / "clean.jsonl")
+    sound = tmp_path / "sound.jsonl"
+    sound.write_text("".join(json.dumps(row) + "\n" for row in ROWS[:4]))
+    assert [(p.id, p.question, p.answer, p.domain) for p in clean] == [
+        (p.id, p.question, p.answer, p.domain) for p in load_problems(sound)
+    ]
+    report = json.loads((tmp_path / "clean.report.json").read_text())
+    assert report["findings"] == result.findings and report["broken"] == 9
+
+
+def test_a_file_wide_mistake_is_still_one_error(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"text": "no question column"}) + "\n")
+    with pytest.raises(UserError, match="question"):
+        validate(path, tmp_path / "clean.jsonl")
+
+
+def test_the_command_line(seeded, tmp_path, capsys):
+    code = run_cli(["validate", str(seeded), "--decontam", str(tmp_path / "bench.jsonl"), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["clean"] == 4 and summary["clean_file"] == str(tmp_path / "problems.clean.jsonl")
+    code = run_cli(["validate", str(seeded), "--near-dup-threshold", "0"])
+    out, err = capsys.readouterr()
+    assert code == 0 and "near_duplicate" not in out and "choice_not_listed" in out
+    code = run_cli(["validate", str(seeded), "--out", str(seeded)])
+    out, err = capsys.readouterr()
+    assert code == 2 and len(err.strip().splitlines()) == 1
