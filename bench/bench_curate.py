@@ -24,6 +24,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from agentdata.formats.health import HEALTH_KEY, measure_health  # noqa: E402
 from agentdata.records import CODE_TOOL, MESSAGES_TYPE, Trajectory, arrow_schema
 
 CACHE = Path("/tmp/agentdata-bench-curate")
@@ -49,7 +50,7 @@ def synthetic_questions(count: int, seed: int = 0) -> list[str]:
 
 def synthetic_run(rows: int, shard_rows: int = 100_000) -> Path:
     """A run dir of `rows` trajectories (4 per problem), built with Arrow arrays, cached."""
-    run = CACHE / f"run-{rows}"
+    run = CACHE / f"run-{rows}-v2"  # v2: the health measures collect stores on every trajectory
     if (run / "done").exists():
         return run
     problems = max(1, rows // 4)
@@ -117,7 +118,8 @@ def synthetic_run(rows: int, shard_rows: int = 100_000) -> Path:
             "sampling": ["{}"] * count,
             "timings": ["{}"] * count,
             "error": [None] * count,
-            "metadata": ["{}"] * count,
+            # what collect stores on each trajectory (every synthetic row has the same shape: the same measures)
+            "metadata": [json.dumps({HEALTH_KEY: measure_health(messages[0], "hermes").as_dict()})] * count,
         }
         table = pa.table(columns, schema=arrow_schema(Trajectory))
         (run / "trajectories").mkdir(parents=True, exist_ok=True)

@@ -1,16 +1,18 @@
-"""LLM-judge throughput: `curate --judge` against an OpenAI-compatible server that answers in a fixed latency.
+"""What judging costs in curate: the LLM judge's throughput, and the rollout health checks' share of a run.
 
-The server (bench/fake_openai_server.py, its own process) answers every judge request after
-`--latency` seconds with a verdict; the ideal is `concurrency / latency` verdicts per second.
-Measured, in the same run and alternating rounds:
+1. `judge`: `curate --judge` against an OpenAI-compatible server (bench/fake_openai_server.py, its own
+   process) that answers every judge request after `--latency` seconds with a verdict; the ideal is
+   `concurrency / latency` verdicts per second. Measured in the same run, alternating rounds: the
+   judge step alone (transcripts, requests, verdict parsing, one journal line per verdict) on the rows
+   curate hands it; `curate` with `--judge` against the same `curate` without it (the baseline), the
+   judge's share of a whole run; the rerun, every verdict read back from the journal.
+2. `health`: `curate` (default steps) on the synthetic run of bench_curate.py with the health checks on (the
+   measures read from `metadata.health`, as collect stores them), off (`--no-health`), and on for a run
+   whose trajectories carry no measures (collected before they were stored: measured from the messages),
+   alternating.
 
-- the judge step alone (transcripts, requests, verdict parsing, one journal line per verdict), on the
-  rows curate hands it;
-- `curate` with `--judge` against the same `curate` without it (the baseline): the judge's share of
-  a whole run, steps and writing included;
-- the rerun: every verdict read back from the journal, no request sent.
-
-    python bench/bench_judge.py --trajectories 512 --concurrency 64 --latency 1.0 --rounds 2
+    python bench/bench_judge.py judge --trajectories 512 --concurrency 64 --latency 1.0 --rounds 2
+    python bench/bench_judge.py health --rows 200000 --rounds 2
 """
 
 from __future__ import annotations
@@ -27,10 +29,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import polars as pl  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
 
-from agentdata.agent.rundir import shard_paths  # noqa: E402
+from agentdata.agent.rundir import RunDir, shard_paths  # noqa: E402
 from agentdata.curate import CurateConfig, curate  # noqa: E402
 from agentdata.curate.messages import trajectory_batches  # noqa: E402
+from agentdata.formats.health import HealthLimits  # noqa: E402
 from agentdata.judge.config import ScoringConfig  # noqa: E402
 from agentdata.judge.steps import judge_step  # noqa: E402
 from bench.bench_collect import _server_process  # noqa: E402
@@ -83,19 +88,14 @@ def baseline_round(run: Path, out: Path) -> float:
     return time.perf_counter() - started
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--trajectories", type=int, default=512)
-    parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--latency", type=float, default=1.0)
-    parser.add_argument("--rounds", type=int, default=2)
-    args = parser.parse_args()
+def judge_benchmark(args: argparse.Namespace) -> dict:
     ideal = args.concurrency / args.latency
     with tempfile.TemporaryDirectory() as folder, _server_process(args.latency, ("--script", "verdict")) as url:
         folder = Path(folder)
         run = crafted_run(folder, args.trajectories)
         paths = shard_paths([run])
         rows = [row for batch in trajectory_batches(paths, pl.Series(range(args.trajectories))) for row in batch]
+        baseline_round(run, folder / "warm.parquet")  # imports and first reads before any clock
         rounds = []
         for number in range(args.rounds):  # alternate, so every arm sees the same machine load
             step_s = step_round(rows, url, args.concurrency, folder / f"step-cache-{number}")
@@ -116,20 +116,71 @@ def main() -> None:
                 }
             )
             print(json.dumps(rounds[-1]), file=sys.stderr, flush=True)
-    print(
-        json.dumps(
-            {
-                "benchmark": "LLM judge throughput (curate --judge, latency server)",
-                "trajectories": args.trajectories,
-                "concurrency": args.concurrency,
-                "latency_s": args.latency,
-                "ideal_verdicts_per_s": ideal,
-                "rounds": rounds,
-                "load_average": os.getloadavg()[0],
-            },
-            indent=2,
-        )
-    )
+    return {
+        "benchmark": "LLM judge throughput (curate --judge, latency server)",
+        "trajectories": args.trajectories,
+        "concurrency": args.concurrency,
+        "latency_s": args.latency,
+        "ideal_verdicts_per_s": ideal,
+        "rounds": rounds,
+        "load_average": os.getloadavg()[0],
+    }
+
+
+def health_benchmark(args: argparse.Namespace) -> dict:
+    from bench.bench_curate import synthetic_run
+
+    stored = synthetic_run(args.rows)
+    unmeasured = stored.with_name(stored.name + "-unmeasured")  # the same rows, no stored measures
+    if not (unmeasured / "done").exists():
+        (unmeasured / "trajectories").mkdir(parents=True, exist_ok=True)
+        for shard in RunDir(stored).shards():
+            table = pq.read_table(shard)
+            metadata = pa.array(["{}"] * table.num_rows, type=table.schema.field("metadata").type)
+            table = table.set_column(table.schema.get_field_index("metadata"), "metadata", metadata)
+            pq.write_table(table, unmeasured / "trajectories" / shard.name)
+        (unmeasured / "done").write_text("ok")
+    arms = {
+        "health off": (stored, CurateConfig(rollout_health=HealthLimits(health=False))),
+        "health on, stored measures": (stored, CurateConfig()),
+        "health on, measured from messages": (unmeasured, CurateConfig()),
+    }
+    times: dict[str, list[float]] = {name: [] for name in arms}
+    kept: dict[str, int] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        curate([stored], Path(folder) / "warm.parquet", arms["health off"][1])
+        for _ in range(args.rounds):
+            for name, (run, config) in arms.items():
+                started = time.perf_counter()
+                result = curate([run], Path(folder) / "out.parquet", config)
+                times[name].append(round(time.perf_counter() - started, 2))
+                kept[name] = result.kept_rows
+                print(json.dumps({name: times[name][-1]}), file=sys.stderr, flush=True)
+    off = min(times["health off"])
+    return {
+        "benchmark": "rollout health cost (curate, default steps)",
+        "rows": args.rows,
+        "times_s": times,
+        "kept": kept,
+        "best_over_off": {name: round(min(values) / off, 3) for name, values in times.items()},
+        "load_average": os.getloadavg()[0],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="which", required=True)
+    judge = sub.add_parser("judge")
+    judge.add_argument("--trajectories", type=int, default=512)
+    judge.add_argument("--concurrency", type=int, default=64)
+    judge.add_argument("--latency", type=float, default=1.0)
+    judge.add_argument("--rounds", type=int, default=2)
+    health = sub.add_parser("health")
+    health.add_argument("--rows", type=int, default=200_000)
+    health.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    result = judge_benchmark(args) if args.which == "judge" else health_benchmark(args)
+    print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ read the way their model cards read them; the pooling endpoint against a stand-i
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import textwrap
 from pathlib import Path
@@ -23,7 +24,6 @@ from agentdata.judge.transcript import trajectory_steps
 from agentdata.records import ToolCall, assistant_message, tool_message
 from tests.curate_fixtures import trajectory, write_run
 from tests.pooling_server_standin import PoolingServer
-from tests.train_fixtures import smollm2_tokenizer
 
 SEP = "<extra_0>"
 SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -59,10 +59,11 @@ class TinyProcessRewardModel(PreTrainedModel):
 
 
 @pytest.fixture(scope="module")
-def prm_tokenizer():
-    tokenizer = smollm2_tokenizer()
-    tokenizer.add_special_tokens({"additional_special_tokens": [SEP]})
-    return tokenizer
+def prm_tokenizer(tokenizer):
+    """SmolLM2's tokenizer (the session's, read once from the GGUF) with Qwen's step separator added."""
+    prm_tokenizer = copy.deepcopy(tokenizer)
+    prm_tokenizer.add_special_tokens({"additional_special_tokens": [SEP]})
+    return prm_tokenizer
 
 
 def tiny_config(tokenizer, **extra):
@@ -129,12 +130,19 @@ def causal_lm_dir(tmp_path_factory, prm_tokenizer) -> Path:
     return path
 
 
-def reference_scores(path: Path, item: StepsInput, chat: bool, read) -> list[float]:
+def reference_scores(path: Path, items: list[StepsInput], chat: bool, read) -> list[list[float]]:
     """The model card's reading: the whole conversation tokenized at once, the score at every separator."""
-    import torch
     from transformers import AutoModel, AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(path)
+    kind = {"softmax": AutoModelForTokenClassification, "remote": AutoModel, "pair": AutoModelForCausalLM}[read[0]]
+    model = kind.from_pretrained(path, trust_remote_code=read[0] == "remote").eval()
+    return [_reference(model, tokenizer, item, chat, read) for item in items]
+
+
+def _reference(model, tokenizer, item: StepsInput, chat: bool, read) -> list[float]:
+    import torch
+
     steps = SEP.join(item.steps) + SEP
     if chat:
         conversation = [
@@ -145,8 +153,6 @@ def reference_scores(path: Path, item: StepsInput, chat: bool, read) -> list[flo
         ids = tokenizer.encode(tokenizer.apply_chat_template(conversation, tokenize=False), add_special_tokens=False)
     else:
         ids = [tokenizer.bos_token_id] + tokenizer.encode(f"{item.question}\n{steps}", add_special_tokens=False)
-    kind = {"softmax": AutoModelForTokenClassification, "remote": AutoModel, "pair": AutoModelForCausalLM}[read[0]]
-    model = kind.from_pretrained(path, trust_remote_code=read[0] == "remote").eval()
     with torch.no_grad():
         output = model(input_ids=torch.tensor([ids]))
     logits = (output.logits if hasattr(output, "logits") else output[0])[0]
@@ -173,8 +179,7 @@ def test_each_architecture_is_read_at_its_step_separators_as_its_model_card_read
     prm = load_prm(f"hf:{path}", **options)
     assert prm.head == head and prm.step_token == SEP  # the head from the architecture, <extra_0> from the vocabulary
     scores = scores_of(prm)
-    for item, got in zip(ITEMS, scores):
-        expected = reference_scores(path, item, chat, read)
+    for item, got, expected in zip(ITEMS, scores, reference_scores(path, ITEMS, chat, read)):
         assert len(got) == len(item.steps) and got == pytest.approx(expected, abs=1e-5)
         assert all(0.0 <= score <= 1.0 for score in got)
     one_at_a_time = [scores_of(prm, [item])[0] for item in ITEMS]  # batched rows are padded: same numbers

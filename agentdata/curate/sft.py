@@ -29,6 +29,7 @@ from agentdata.steps import REASON_COLUMN, ScoreStep, Step, StepResult, run_step
 from agentdata.steps.features import trajectory_features
 
 SCORED_COLUMNS = ("messages", "question", "format")  # what a scoring step (PRM, judge) reads of a trajectory
+SCORED_BATCH_ROWS = 4096  # rows a scoring step holds at once: its requests stay in flight across them
 SCALAR_COLUMNS = (
     "id",
     "problem_id",
@@ -98,7 +99,9 @@ def run_curate_steps(
     scalar_steps, feature_steps = curate_steps(config)
     scorers = [step for step in feature_steps if isinstance(step, ScoreStep)]
     for scorer in scorers:  # they read whole trajectories: streamed from the shards, only for the rows left
-        scorer.loader = scorer.loader or (lambda frame: trajectory_batches(paths, frame[ROW_ID], SCORED_COLUMNS))
+        scorer.loader = scorer.loader or (
+            lambda frame: trajectory_batches(paths, frame[ROW_ID], SCORED_COLUMNS, SCORED_BATCH_ROWS)
+        )
     table = scalar_table(paths)
     first = run_steps(table, scalar_steps, on_step=on_step)
     features = feature_table(paths, first.kept[ROW_ID], with_text=config.near_dup_field == "solution")
