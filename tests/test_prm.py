@@ -357,5 +357,5 @@ def test_plugin_prms_go_through_the_registry(tmp_path):
     prm = load_prm(f"{plugin}:Constant", value=0.25)
     assert scores_of(prm, ITEMS[:1]) == [[0.25, 0.25]]
     (tmp_path / "notaprm.py").write_text("def factory(target, *, spec, **options):\n    return 1\n")
-    with pytest.raises(UserError, match="not a ProcessRewardModel"):
+    with pytest.raises(UserError, match="built int, not a ProcessRewardModel"):
         load_prm(f"{tmp_path / 'notaprm.py'}:factory")

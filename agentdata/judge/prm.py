@@ -17,7 +17,7 @@ from typing import Any
 
 from agentdata.engines.spec import parse_spec
 from agentdata.errors import UserError
-from agentdata.registry import Registry, is_plugin_path
+from agentdata.registry import PluginError, Registry, call_plugin, is_plugin_path
 
 PRMS: Registry[Any] = Registry("process reward model")
 PRMS.register("hf", "agentdata.judge.prm_hf:HFProcessRewardModel")
@@ -78,12 +78,23 @@ def load_prm(spec: str, **options: Any) -> ProcessRewardModel:
     if kind in PRMS and not target:
         raise UserError(f"process reward model {spec!r} needs a target after '{kind}:': {SPEC_HELP}")
     factory = PRMS.get(kind)
-    try:
-        prm = factory(target, spec=spec, **options)
-    except TypeError as error:
-        if "unexpected keyword argument" not in str(error):
-            raise
-        raise UserError(f"process reward model {spec!r} does not take that option: {error}") from None
+    if is_plugin_path(kind):  # a plug-in that cannot be called so, or raises, is named as the fault
+        prm = call_plugin(
+            kind,
+            "process reward model",
+            "factory(target, spec=spec, **prm options)",
+            factory,
+            target,
+            spec=spec,
+            **options,
+        )
+    else:
+        try:
+            prm = factory(target, spec=spec, **options)
+        except TypeError as error:
+            if "unexpected keyword argument" not in str(error):
+                raise
+            raise UserError(f"process reward model {spec!r} does not take that option: {error}") from None
     if not isinstance(prm, ProcessRewardModel):
-        raise UserError(f"process reward model {spec!r} is not a ProcessRewardModel (agentdata.judge.prm)")
+        raise PluginError(kind, f"built {type(prm).__name__}, not a ProcessRewardModel (agentdata.judge.prm)")
     return prm

@@ -40,7 +40,7 @@ HOW_ASKED = frozenset(
 
 def _drop_reasons(frame: pl.DataFrame, score: str, error: str, minimum: float | None, low: str, failed: str):
     if minimum is None:  # scores only: nothing is dropped
-        return frame.select(pl.lit(None, dtype=pl.String)).to_series()
+        return pl.Series("reason", [None] * frame.height, dtype=pl.String)
     reason = (
         pl.when(pl.col(error).is_not_null())
         .then(pl.lit(failed))
