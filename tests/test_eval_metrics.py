@@ -10,14 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentdata.cli.views import results_table
-from agentdata.evaluation.metrics import (
-    benchmark_metrics,
-    majority_vote,
-    normalise_answer,
-    pass_at_k,
-    pass_k_values,
-    response_chars,
-)
+from agentdata.evaluation.metrics import benchmark_metrics, majority_vote, normalise_answer, pass_at_k, pass_k_values
 from agentdata.evaluation.report import EvalReport, EvalResult
 from agentdata.records import ToolCall, Trajectory, assistant_message, tool_message
 
@@ -207,10 +200,10 @@ def test_benchmark_metrics_rejects_nothing():
         benchmark_metrics([], string_equivalence)
 
 
-def test_response_chars_counts_text_and_code():
+def test_response_chars_count_text_and_code_of_the_model_only():
     trajectory = response("a", 0, "1", True, calls=1, text="abc")
     code_arguments = len('{"code": "print(1)"}')
-    assert response_chars(trajectory) == 3 + code_arguments
+    assert benchmark_metrics([trajectory], string_equivalence).mean_response_chars == 3 + code_arguments
 
 
 # --------------------------------------------------------------------------- report

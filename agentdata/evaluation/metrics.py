@@ -17,6 +17,9 @@ correct. Per benchmark:
   and `unscored_problems` for problems with no valid response at all).
 - kind: `code` (graded by running tests: maj@k votes on identical programs, and the time
   spent running tests is reported apart), `multiple choice` (letter answers), or `math`.
+- scale: the responses are one table (`evaluation/responses.py`, read from the shards by
+  polars), so a million of them build no Python object each; the vote runs per problem on its
+  distinct answers weighted by their counts (`largest_cluster`).
 - intervals: every avg@k, pass@k and maj@k carries its 95% interval over problems
   (`evaluation/stats.py` says which and why), and `ProblemScores` keeps the per-problem values
   that paired comparisons between models need (`score_benchmark` returns both).
@@ -25,11 +28,15 @@ correct. Per benchmark:
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
 
-from agentdata.agent.tool_use import tool_use_by
+import polars as pl
+
+from agentdata.agent.tool_use import ToolUse
+from agentdata.evaluation.responses import trajectory_responses
 from agentdata.evaluation.stats import Interval, mean_interval
 from agentdata.records import Trajectory
 
@@ -39,6 +46,7 @@ Equivalence = Callable[[str, str], bool]
 # --------------------------------------------------------------------------- estimators
 
 
+@lru_cache(maxsize=1 << 16)  # a benchmark has few distinct (n, c, k): each is computed once
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Probability that at least one of k samples drawn from n (c correct) is correct.
 
@@ -69,6 +77,7 @@ def pass_k_values(n: int) -> list[int]:
 # --------------------------------------------------------------------------- majority vote
 
 
+@lru_cache(maxsize=1 << 18)  # a vote compares each answer several times
 def normalise_answer(answer: str) -> str:
     """Cheap canonical form for voting: no spaces, no \\boxed/\\text wrappers, no trailing dot."""
     text = answer.strip()
@@ -77,6 +86,7 @@ def normalise_answer(answer: str) -> str:
     return text.rstrip(".").lower()
 
 
+@lru_cache(maxsize=1 << 18)  # a pure function of the two strings (math-verify's own verdicts are cached too)
 def answers_equivalent(first: str, second: str) -> bool:
     """Same normalised string, or equal by math-verify (one answer taken as the other's gold)."""
     if normalise_answer(first) == normalise_answer(second):
@@ -88,20 +98,28 @@ def answers_equivalent(first: str, second: str) -> bool:
 
 def majority_vote(responses: Sequence[Trajectory], equivalent: Equivalence = answers_equivalent) -> Trajectory | None:
     """The response whose answer most others agree with (earliest wins a tie); None if no answers."""
-    clusters: list[list[Trajectory]] = []
-    for response in responses:
-        if response.final_answer is None or not response.final_answer.strip():
-            continue  # no answer, no vote
+    votes = [(r.final_answer, 1, r) for r in responses if r.final_answer is not None and r.final_answer.strip()]
+    return largest_cluster(votes, equivalent)
+
+
+def largest_cluster(votes: Iterable[tuple[str, int, Any]], equivalent: Equivalence) -> Any:
+    """The payload of the first vote of the largest cluster, or None without votes.
+
+    `votes` are (answer, weight, payload) in order; each joins the first cluster (in the order they
+    were made) whose first answer is equivalent to its own, else makes a new one. The result depends
+    on the sequence of answers only, so equal answers given as one vote of their count cluster alike.
+    """
+    clusters: list[list[Any]] = []  # [first answer, total weight, first payload]
+    for answer, weight, payload in votes:
         for cluster in clusters:
-            if equivalent(response.final_answer, cluster[0].final_answer):
-                cluster.append(response)
+            if equivalent(answer, cluster[0]):
+                cluster[1] += weight
                 break
         else:
-            clusters.append([response])
+            clusters.append([answer, weight, payload])
     if not clusters:
         return None
-    largest = max(clusters, key=len)  # max keeps the first of equal sizes: the earliest answer wins ties
-    return largest[0]
+    return max(clusters, key=lambda cluster: cluster[1])[2]  # max keeps the first of equal sizes: earliest wins
 
 
 # --------------------------------------------------------------------------- per benchmark
@@ -172,98 +190,108 @@ class ProblemScores:
         raise ValueError(f"unknown metric {name!r}: avg, maj or pass@K")
 
 
-def group_by_problem(trajectories: Iterable[Trajectory]) -> dict[str, list[Trajectory]]:
-    groups: dict[str, list[Trajectory]] = defaultdict(list)
-    for trajectory in trajectories:
-        groups[trajectory.problem_id].append(trajectory)
-    for responses in groups.values():
-        responses.sort(key=lambda t: t.id)
-    return dict(groups)
-
-
-def response_chars(trajectory: Trajectory) -> int:
-    """Characters the model wrote: assistant text and the code of its tool calls."""
-    total = 0
-    for message in trajectory.messages:
-        if message["role"] != "assistant":
-            continue
-        total += len(message.get("content") or "")
-        total += sum(len(call["function"].get("arguments") or "") for call in message.get("tool_calls") or [])
-    return total
-
-
 def benchmark_metrics(
-    trajectories: Iterable[Trajectory], equivalent: Equivalence = answers_equivalent
+    responses: pl.DataFrame | Iterable[Trajectory], equivalent: Equivalence = answers_equivalent
 ) -> BenchmarkMetrics:
-    """All metrics of one benchmark run; problems may have different sample counts.
-
-    Failed responses (engine or sandbox errors) are left out of every score and counted apart.
-    """
-    return score_benchmark(trajectories, equivalent)[0]
+    """All metrics of one benchmark run (a table of `evaluation.responses`, or trajectories); problems
+    may have different sample counts. Failed responses (engine or sandbox errors) are left out of every
+    score and counted apart."""
+    return score_benchmark(responses, equivalent)[0]
 
 
 def score_benchmark(
-    trajectories: Iterable[Trajectory], equivalent: Equivalence = answers_equivalent
+    responses: pl.DataFrame | Iterable[Trajectory], equivalent: Equivalence = answers_equivalent
 ) -> tuple[BenchmarkMetrics, ProblemScores]:
     """The metrics of one benchmark run and the per-problem scores they average (for paired comparisons)."""
-    everything = list(trajectories)
-    if not everything:
+    table = responses if isinstance(responses, pl.DataFrame) else trajectory_responses(responses)
+    if table.height == 0:
         raise ValueError("no trajectories to score")
-    trajectories = [t for t in everything if t.finish_reason != "error"]
-    groups = group_by_problem(trajectories)
-    calls = sum(t.num_tool_calls for t in trajectories)
-    correct = sum(t.correct for t in trajectories)
-    count = max(1, len(trajectories))
-    kind = benchmark_kind(trajectories or everything)
-    if kind == "code":
-        equivalent = _same_program
-    tested = [t.metadata["tests"] for t in trajectories if isinstance(t.metadata.get("tests"), dict)]
+    valid = table.filter(pl.col("finish_reason") != "error")
+    kind = benchmark_kind(valid if valid.height else table)
+    per_problem = problem_table(valid, _same_program if kind == "code" else equivalent)
+    ids = per_problem["problem_id"].to_list()
     scores = ProblemScores(
-        responses={pid: len(rs) for pid, rs in groups.items()},
-        correct={pid: sum(t.correct for t in rs) for pid, rs in groups.items()},
-        majority={pid: _majority_correct(rs, equivalent) for pid, rs in groups.items()},
+        responses=dict(zip(ids, per_problem["n"].to_list())),
+        correct=dict(zip(ids, per_problem["c"].to_list())),
+        majority=dict(zip(ids, per_problem["majority_correct"].cast(pl.Float64).to_list())),
     )
     pass_curve = _pass_curve(scores)
+    count = max(1, valid.height)
+    calls = int(valid["num_tool_calls"].sum())
+    correct = int(valid["correct"].sum())
+    tested = valid["tests_fraction"].drop_nulls()
     metrics = BenchmarkMetrics(
-        num_problems=len(groups),
-        num_responses=len(trajectories),
-        samples=max(len(responses) for responses in group_by_problem(everything).values()),
+        num_problems=len(ids),
+        num_responses=valid.height,
+        samples=int(table.group_by("problem_id").len()["len"].max()),
         avg_at_k=_mean(scores.accuracy().values()),
         pass_at_k={k: value for k, (value, _) in pass_curve.items()},
         maj_at_k=_mean(scores.majority.values()),
         mean_tool_calls=calls / count,
-        tool_error_rate=sum(t.num_tool_errors for t in trajectories) / calls if calls else 0.0,
-        mean_response_tokens=sum(t.completion_tokens for t in trajectories) / count,
-        mean_response_chars=sum(response_chars(t) for t in trajectories) / count,
-        finish_reasons=dict(sorted(Counter(t.finish_reason for t in everything).items())),
+        tool_error_rate=int(valid["num_tool_errors"].sum()) / calls if calls else 0.0,
+        mean_response_tokens=int(valid["completion_tokens"].sum()) / count,
+        mean_response_chars=int(valid["chars"].sum()) / count,
+        finish_reasons=dict(sorted(table["finish_reason"].value_counts().iter_rows())),
         kind=kind,
-        mean_test_s=sum(float(t.timings.get("test_s", 0.0)) for t in trajectories) / count,
-        mean_passed_fraction=_mean(float(tests.get("fraction", 0.0)) for tests in tested) if tested else None,
-        failed_responses=len(everything) - len(trajectories),
-        unscored_problems=len({t.problem_id for t in everything} - set(groups)),
+        mean_test_s=float(valid["test_s"].sum()) / count,
+        mean_passed_fraction=_mean(tested.to_list()) if tested.len() else None,
+        failed_responses=table.height - valid.height,
+        unscored_problems=table["problem_id"].n_unique() - len(ids),
         avg_at_k_ci=mean_interval(list(scores.accuracy().values())),
         maj_at_k_ci=mean_interval(list(scores.majority.values())),
         pass_at_k_ci={k: interval for k, (_, interval) in pass_curve.items() if interval is not None},
         calls_per_correct=calls / correct if correct else None,
-        tool_use_by_source=tool_use_by(_counts(trajectories, "source"), "source"),
-        tool_use_by_domain=tool_use_by(_counts(trajectories, "domain"), "domain"),
+        tool_use_by_source=tool_use_by(valid, "source"),
+        tool_use_by_domain=tool_use_by(valid, "domain"),
     )
     return metrics, scores
 
 
-def _counts(trajectories: list[Trajectory], key: str) -> list[tuple[str, bool, int, int]]:
-    return [(getattr(t, key), t.correct, t.num_tool_calls, t.num_tool_errors) for t in trajectories]
+def tool_use_by(responses: pl.DataFrame, key: str) -> list[dict]:
+    """agent.tool_use's numbers per value of `key` (sorted), from the groups' sums."""
+    groups = responses.group_by(key).agg(
+        pl.len(), pl.col("correct").sum(), pl.col("num_tool_calls").sum(), pl.col("num_tool_errors").sum()
+    )
+    rows = sorted(groups.iter_rows(), key=lambda row: str(row[0]))
+    return [
+        {key: str(group), **ToolUse(count, int(right), int(calls), int(errors)).as_dict()}
+        for group, count, right, calls, errors in rows
+    ]
 
 
-def benchmark_kind(trajectories: list[Trajectory]) -> str:
-    kinds = {
-        "code" if t.domain == "code" else "multiple choice" if _is_letter(t.answer) else "math" for t in trajectories
-    }
-    return kinds.pop() if len(kinds) == 1 else "mixed"
+def problem_table(responses: pl.DataFrame, equivalent: Equivalence = answers_equivalent) -> pl.DataFrame:
+    """Per problem (in order of first appearance): `n` responses, `c` correct, and whether the majority
+    answer is right (`majority_correct`, by `largest_cluster` over its responses sorted by id)."""
+    ordered = responses.with_row_index("order").sort("problem_id", "id", maintain_order=True)
+    counts = ordered.group_by("problem_id", maintain_order=True).agg(
+        pl.col("order").min(), pl.len().alias("n"), pl.col("correct").sum().cast(pl.Int64).alias("c")
+    )
+    answered = pl.col("final_answer").is_not_null() & (pl.col("final_answer").str.strip_chars() != "")
+    distinct = (
+        ordered.filter(answered)
+        .group_by("problem_id", "final_answer", maintain_order=True)
+        .agg(pl.len().alias("votes"), pl.col("correct").first())
+        .group_by("problem_id", maintain_order=True)
+        .agg(pl.col("final_answer"), pl.col("votes"), pl.col("correct"))
+    )
+    majority = [
+        bool(largest_cluster(zip(answers, votes, correct), equivalent)) if len(answers) > 1 else bool(correct[0])
+        for answers, votes, correct in distinct.select("final_answer", "votes", "correct").iter_rows()
+    ]
+    won = distinct.select("problem_id", pl.Series("majority_correct", majority, dtype=pl.Boolean))
+    table = counts.join(won, on="problem_id", how="left").with_columns(pl.col("majority_correct").fill_null(False))
+    return table.sort("order").drop("order")
 
 
-def _is_letter(answer: str) -> bool:
-    return len(answer.strip()) == 1 and answer.strip() in "ABCDEFGHIJKLMNOP"
+LETTERS = "ABCDEFGHIJKLMNOP"
+
+
+def benchmark_kind(responses: pl.DataFrame) -> str:
+    """code (graded by tests), multiple choice (letter answers), math, or mixed."""
+    letter = pl.col("answer").str.strip_chars().is_in(list(LETTERS))
+    kind = pl.when(pl.col("domain") == "code").then(pl.lit("code")).when(letter).then(pl.lit("multiple choice"))
+    kinds = responses.select(kind.otherwise(pl.lit("math")).alias("kind").unique())["kind"]
+    return kinds[0] if kinds.len() == 1 else "mixed"
 
 
 def _same_program(first: str, second: str) -> bool:
@@ -278,11 +306,6 @@ def _pass_curve(scores: ProblemScores) -> dict[int, tuple[float, Interval | None
         values = list(scores.pass_at(k).values())
         curve[k] = (_mean(values), mean_interval(values))
     return curve
-
-
-def _majority_correct(responses: list[Trajectory], equivalent: Equivalence) -> float:
-    winner = majority_vote(responses, equivalent)
-    return float(winner is not None and winner.correct)
 
 
 def _mean(values: Iterable[float]) -> float:

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import polars as pl
+
 from agentdata.agent.resume import unique_problems
 from agentdata.agent.rundir import RunDir, settings_digest
 from agentdata.agent.runner import CollectConfig, CollectSummary, collect
@@ -30,8 +32,9 @@ from agentdata.evaluation.config import EvalConfig
 from agentdata.evaluation.metrics import Equivalence, answers_equivalent, score_benchmark
 from agentdata.evaluation.plots import ACCURACY_PLOT, SWEEP_PLOT, accuracy_plot, sweep_plot
 from agentdata.evaluation.report import EvalReport, EvalResult
+from agentdata.evaluation.responses import run_responses
 from agentdata.problems import load_problems
-from agentdata.records import Problem, Trajectory
+from agentdata.records import Problem
 from agentdata.settings import flatten
 
 LABELLED_SPEC = re.compile(r"^(?P<label>[A-Za-z0-9_.-]+)=(?P<spec>.+)$")
@@ -77,15 +80,11 @@ def _slug(text: str) -> str:
 
 def run_benchmark(
     problems: list[Problem], run_dir: Path, config: CollectConfig, engine: Any = None, sandbox: Any = None
-) -> tuple[list[Trajectory], CollectSummary]:
-    """Run one model on one benchmark (resuming `run_dir`): the responses that belong to it, and what was run."""
+) -> tuple[pl.DataFrame, CollectSummary]:
+    """Run one model on one benchmark (resuming `run_dir`): the responses that belong to it (a table of
+    `evaluation.responses`, read from the shards), and what was run."""
     summary = collect(problems, run_dir, config, engine=engine, sandbox=sandbox)
-    wanted = {p.id for p in problems}
-    responses = [
-        t
-        for t in RunDir(run_dir).trajectories()
-        if t.problem_id in wanted and t.sampling.get("sample_index", 0) < config.samples
-    ]
+    responses = run_responses(RunDir(run_dir).shards(), (p.id for p in problems), config.samples)
     return responses, summary
 
 
