@@ -136,3 +136,27 @@ def test_cli_refuses_a_file_with_two_problems_under_one_id(tmp_path, capsys):
     error = capsys.readouterr().err
     assert code == 2 and "rows 1 and 2 share the id 'x'" in " ".join(error.split())
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("retry_errors", [True, False])
+def test_the_plan_sorts_every_row_on_disk_by_what_it_was_made_from(retry_errors):
+    import polars as pl
+
+    from agentdata.agent.resume import plan_resume, problem_hash
+
+    problems = PROBLEMS[:3]
+    digest = problem_hash(problems[0])
+    done = pl.DataFrame(
+        {  # q0: reused, changed, failed; q1: two rows older than the hash, one the same problem, one not
+            "id": ["q0-0", "q0-1", "q0-2", "q1-0", "q1-1"],
+            "problem_hash": [digest, "another-problem", digest, None, None],
+            "question": [problems[0].question] * 3 + [problems[1].question, "an older question"],
+            "answer": ["42"] * 5,
+            "finish_reason": ["answer", "answer", "error", "answer", "answer"],
+        }
+    )
+    plan = plan_resume(problems, 3, done, retry_errors)
+    assert plan.stale == {"q0-1", "q1-1"} and plan.retried == ({"q0-2"} if retry_errors else set())
+    redone = ["q0-1", *(["q0-2"] if retry_errors else []), "q1-1", "q1-2", "q2-0", "q2-1", "q2-2"]
+    assert [f"{problem.id}-{index}" for problem, index in plan.work] == redone  # in problem, then sample order
+    assert plan.reused == 9 - len(redone)

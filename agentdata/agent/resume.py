@@ -13,7 +13,8 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-from agentdata.agent.rundir import DoneRow
+import polars as pl
+
 from agentdata.errors import UserError
 from agentdata.records import Problem
 
@@ -69,24 +70,36 @@ class ResumePlan:
         return self.stale | self.retried
 
 
-def plan_resume(problems: list[Problem], samples: int, done: dict[str, DoneRow], retry_errors: bool) -> ResumePlan:
-    plan = ResumePlan()
-    for problem in problems:
-        digest = problem_hash(problem)
-        for index in range(samples):
-            row = done.get(f"{problem.id}-{index}")
-            if row is not None and not _same_problem(row, problem, digest):
-                plan.stale.add(f"{problem.id}-{index}")
-            elif row is not None and retry_errors and row.finish_reason == "error":
-                plan.retried.add(f"{problem.id}-{index}")
-            elif row is not None:
-                plan.reused += 1
-                continue
-            plan.work.append((problem, index))
-    return plan
-
-
-def _same_problem(row: DoneRow, problem: Problem, digest: str) -> bool:
-    if row.problem_hash is not None:
-        return row.problem_hash == digest
-    return (row.question, row.answer) == (problem.question, problem.answer)  # rows made before the hash was kept
+def plan_resume(problems: list[Problem], samples: int, done: pl.DataFrame, retry_errors: bool) -> ResumePlan:
+    """What to (re)do for `samples` trajectories of each problem, given the rows on disk (RunDir.done_table):
+    the work in problem order, then sample order."""
+    expected = pl.DataFrame(
+        {
+            "position": range(len(problems)),
+            "problem": [problem.id for problem in problems],
+            "digest": [problem_hash(problem) for problem in problems],
+            "question_now": [problem.question for problem in problems],
+            "answer_now": [problem.answer for problem in problems],
+        },
+        schema_overrides={"position": pl.Int64},
+    ).join(pl.DataFrame({"index": range(samples)}, schema={"index": pl.Int64}), how="cross")
+    expected = expected.sort("position", "index").with_columns(
+        pl.concat_str("problem", pl.lit("-"), pl.col("index").cast(pl.String)).alias("id")
+    )
+    rows = expected.join(done.with_columns(pl.lit(True).alias("on_disk")), on="id", how="left", maintain_order="left")
+    same_problem = (
+        pl.when(pl.col("problem_hash").is_not_null())
+        .then(pl.col("problem_hash") == pl.col("digest"))
+        .otherwise((pl.col("question") == pl.col("question_now")) & (pl.col("answer") == pl.col("answer_now")))
+    )  # rows made before the hash was kept are compared on question and answer
+    on_disk = pl.col("on_disk").fill_null(False)
+    stale = on_disk & ~same_problem.fill_null(False)
+    retried = on_disk & ~stale & (pl.col("finish_reason") == "error") & retry_errors
+    rows = rows.select("id", "position", "index", stale.alias("stale"), retried.alias("retried"), on_disk.alias("on"))
+    work = rows.filter(~pl.col("on") | pl.col("stale") | pl.col("retried"))
+    return ResumePlan(
+        work=[(problems[position], index) for position, index in work.select("position", "index").iter_rows()],
+        reused=rows.height - work.height,
+        stale=set(rows.filter(pl.col("stale"))["id"].to_list()),
+        retried=set(rows.filter(pl.col("retried"))["id"].to_list()),
+    )

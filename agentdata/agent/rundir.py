@@ -20,7 +20,6 @@ import math
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -84,14 +83,9 @@ def check_finite(settings: dict[str, Any]) -> None:
             raise UserError(f"--{key.replace('_', '-')} must be a finite number, got {value}")
 
 
-@dataclass
-class DoneRow:
-    """What a resume needs to know of a trajectory already on disk."""
-
-    problem_hash: str | None
-    question: str
-    answer: str
-    finish_reason: str
+# What a resume reads of the trajectories already on disk (RunDir.done_table).
+DONE_SCHEMA = {"id": pl.String, "problem_hash": pl.String, "question": pl.String, "answer": pl.String}
+DONE_SCHEMA |= {"finish_reason": pl.String}
 
 
 class RunDir:
@@ -115,14 +109,20 @@ class RunDir:
             ids.update(pq.read_table(shard, columns=["id"]).column("id").to_pylist())
         return ids
 
-    def done_rows(self) -> dict[str, DoneRow]:
-        rows: dict[str, DoneRow] = {}
-        columns = ["id", "question", "answer", "finish_reason", "metadata"]
-        for shard in self.shards():
-            for row in pq.read_table(shard, columns=columns).to_pylist():
-                problem_hash = json.loads(row["metadata"] or "{}").get("problem_hash")
-                rows[row["id"]] = DoneRow(problem_hash, row["question"], row["answer"], row["finish_reason"])
-        return rows
+    def done_table(self) -> pl.DataFrame:
+        """One row per trajectory on disk (the last written of an id): its id, the hash of the problem it
+        was made from (null for rows older than the hash), question, answer and finish reason."""
+        shards = self.shards()
+        if not shards:
+            return pl.DataFrame(schema=DONE_SCHEMA)
+        scan = pl.scan_parquet([str(shard) for shard in shards]).select(
+            "id",
+            pl.col("metadata").str.json_path_match("$.problem_hash").alias("problem_hash"),
+            "question",
+            "answer",
+            "finish_reason",
+        )
+        return scan.unique("id", keep="last", maintain_order=True).collect()
 
     def trajectories(self) -> list[Trajectory]:
         return [t for shard in self.shards() for t in read_records(shard, Trajectory)]

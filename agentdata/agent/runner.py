@@ -118,7 +118,7 @@ async def collect_async(
         )
     run = RunDir(out_dir)
     run.prepare(config.settings(), {"agentdata_version": __version__, "problems": len(problems)})
-    plan = plan_resume(problems, config.samples, run.done_rows(), config.retry_errors)
+    plan = plan_resume(problems, config.samples, run.done_table(), config.retry_errors)
     run.remove_rows(plan.replaced)  # before the new rows exist: the dir never holds two rows for one id
     started = time.perf_counter()
     new_trajectories: list[Trajectory] = []

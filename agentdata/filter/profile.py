@@ -95,7 +95,7 @@ def profile_rates(profile_dir: Path, k: int | None = None) -> pl.DataFrame:
 
 def missing_rollouts(problems: Sequence[Problem], profile_dir: Path, k: int) -> int:
     """How many student rollouts must still be generated (or redone) for every problem to have k."""
-    return len(plan_resume(list(problems), k, RunDir(profile_dir).done_rows(), retry_errors=True).work)
+    return len(plan_resume(list(problems), k, RunDir(profile_dir).done_table(), retry_errors=True).work)
 
 
 def profile(
