@@ -453,3 +453,17 @@ def test_cli_filter_k_adaptive_reaches_the_profile(tmp_path, capsys):
 
     assert run_cli(["filter", "--k", "4", "--k-adaptive", "3", "--out", str(tmp_path / "p.parquet")]) == 2
     assert "--k-adaptive 3 must be more than --k 4" in capsys.readouterr().err
+
+
+def test_above_the_fit_size_embeddings_and_centres_come_from_a_sample(monkeypatch):
+    """Beyond FIT_ROWS texts the SVD basis and the centres are fitted on a sample, every text then
+    projected and assigned: topics must still come out as clusters."""
+    from agentdata.steps import embed
+
+    monkeypatch.setattr(embed, "FIT_ROWS", 60)
+    texts = [topic.format(n=n) for topic in TOPICS for n in range(100)]
+    vectors, _ = embed_texts(texts, "tfidf")
+    labels = cluster_labels(vectors, len(TOPICS))
+    assert len(vectors) == len(labels) == 100 * len(TOPICS)
+    assert all(len(set(labels[i * 100 : (i + 1) * 100])) == 1 for i in range(len(TOPICS)))
+    assert len(set(labels)) == len(TOPICS)
