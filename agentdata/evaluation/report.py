@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +29,11 @@ class EvalResult:
     scores: ProblemScores | None = field(default=None, compare=False, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("scores")
-        metrics = data.pop("metrics")
+        # field by field: asdict(self) would first deep-copy `scores` (three values per problem), which
+        # is in no report
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("scores", "metrics")}
+        data["cache"] = dict(self.cache)
+        metrics = asdict(self.metrics)
         k = metrics["samples"]
         # Named as papers write them, so the JSON reads without this code at hand.
         metrics[f"avg@{k}"] = metrics.pop("avg_at_k")
