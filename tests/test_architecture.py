@@ -27,7 +27,8 @@ FOUNDATION_IMPORTS = {
     "problems": {"records", "errors", "inputs", "code_problems", "choice_problems"},
     "inputs": {"errors"},  # the one reader of input files (problems, benchmarks, solutions, trajectories, SFT sets)
     "outputs": {"errors"},  # the one check of output paths
-    "code_problems": {"records", "errors", "code_tests"},
+    "code_problems": {"records", "errors", "code_tests", "code_benchmarks"},
+    "code_benchmarks": {"records", "errors", "code_tests"},
     "choice_problems": {"records", "errors", "inputs"},
     "code_tests": set(),
     "registry": {"errors"},

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 TOOL_LIMIT_NOTICE = "Tool call limit reached: the code was not run. Give your final answer now, in \\boxed{}."
 REQUEST_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 UNPARSED_CALL_NOTICE = "Your tool call could not be read ({errors}). Fix its format or give the final answer."
+# The error of a trajectory whose tests could not judge its program (a library missing from the sandbox): a
+# failure of the problem's environment, counted apart like any failure, but no sign that the run is broken.
+UNGRADED = "ungraded: "
 
 
 @dataclass
@@ -317,14 +320,15 @@ async def _to_trajectory(
         num_tool_calls=state.tool_calls,
         num_tool_errors=state.tool_errors,
         num_turns=state.turns,
-        finish_reason=state.finish_reason,
+        # Tests that could not judge the program (a library missing from the sandbox) are no wrong answer.
+        finish_reason="error" if verdict.unavailable else state.finish_reason,
         prompt_tokens=state.prompt_tokens,
         completion_tokens=state.completion_tokens,
         teacher=engine.spec,
         format=config.protocol,
         sampling={**config.sampling(), "seed": seed, "sample_index": sample_index},
         timings=timings,
-        error=state.error,
+        error=state.error or (f"{UNGRADED}{verdict.unavailable}" if verdict.unavailable else None),
         metadata=metadata,
     )
 

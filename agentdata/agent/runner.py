@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from agentdata import __version__
 from agentdata.agent.config import MAX_SAMPLES, CollectConfig, LoopConfig  # noqa: F401 (re-exported)
 from agentdata.agent.journal import Journal, signals_deferred
-from agentdata.agent.loop import config_tools, solve
+from agentdata.agent.loop import UNGRADED, config_tools, solve
 from agentdata.agent.resume import HASH_KEY, ResumePlan, plan_resume, problem_hash, unique_problems
 from agentdata.agent.rundir import RunDir
 from agentdata.agent.tool_use import ToolUse, tool_use_by
@@ -246,8 +246,10 @@ class _FailFast:
         if self.seen >= self.window:
             return
         self.seen += 1
-        if trajectory.finish_reason == "error":
-            self.errors.append(trajectory.error or "unknown error")
+        if trajectory.finish_reason == "error" and not (trajectory.error or "").startswith(UNGRADED):
+            self.errors.append(
+                trajectory.error or "unknown error"
+            )  # a problem that could not be graded is no such sign
         if self.seen == self.window and len(self.errors) == self.window:
             raise RunBroken(
                 f"the first {self.window} trajectories all failed (teacher {self.teacher}); "

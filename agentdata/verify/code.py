@@ -2,12 +2,16 @@
 
 The program is the last ```python block of the final answer (LiveCodeBench's convention).
 It runs in stateless sandbox calls (a fresh, isolated, network-less process each), the
-tests of a problem batched into one call by `code_harness`, with a wall-clock limit per
-test and one for the whole problem. Outputs are compared as LiveCodeBench compares them
-(`outputs_match`); functional results as JSON values. Expected outputs never enter the
-sandbox. A batch that ends early (a crash the harness could not catch, the call's own
-limit) is picked up again: its first unreported test runs alone, so its verdict is its own,
-and the rest continue in a fresh batch.
+tests of a problem batched into one call by a harness sent as source: `code_harness` for
+stdin and functional tests, `bench_harness` for tests that are code (HumanEval's check,
+MBPP's asserts, BigCodeBench's unittest, KodCode's pytest, EvalPlus's differential inputs),
+with a wall-clock limit per test and one for the whole problem. Stdin outputs are compared
+by the problem's rule (`outputs_match`: LiveCodeBench's, or CodeContests' tokens); functional
+results as JSON values; expected outputs of those never enter the sandbox. A batch that ends
+early (a crash the harness could not catch, the call's own limit) is picked up again: its
+first unreported test runs alone, so its verdict is its own, and the rest continue in a
+fresh batch. A library the tests need that the sandbox lacks, or a benchmark's reference
+solution that fails, is no verdict on the program: the grade says so (`unavailable`).
 """
 
 from __future__ import annotations
@@ -22,9 +26,13 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from agentdata.code_tests import CodeTests
+from agentdata.code_tests import SCRIPT_TESTTYPES, CodeTests
 
 HARNESS_SOURCE = (Path(__file__).with_name("code_harness.py")).read_text(encoding="utf-8")
+BENCH_HARNESS_SOURCE = (Path(__file__).with_name("bench_harness.py")).read_text(encoding="utf-8")
+# bench_harness imports it from the call's working dir: it travels as a file of the call.
+BENCH_FILES = {"bench_environments.py": (Path(__file__).with_name("bench_environments.py")).read_text(encoding="utf-8")}
+DEFAULT_TEST_TIMEOUT_S = 6.0  # LiveCodeBench's, for layouts that name no limit of their own
 _PYTHON_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 # What a call that ended without reporting says about the test it was running.
 _CALL_STATUS_VERDICT = {"timeout": "timeout", "oom": "memory", "killed": "crash", "error": "crash", "ok": "crash"}
@@ -32,8 +40,13 @@ _CALL_STATUS_VERDICT = {"timeout": "timeout", "oom": "memory", "killed": "crash"
 
 @dataclass
 class CodeLimits:
-    test_timeout_s: float = field(
-        default=6.0, metadata={"help": "Wall-clock seconds one test may run (LiveCodeBench: 6)."}
+    test_timeout_s: float | None = field(
+        default=None,
+        metadata={
+            "help": "Wall-clock seconds one test may run; default: the benchmark's own (LiveCodeBench 6, "
+            "HumanEval and MBPP 3 for all, BigCodeBench 240, CodeContests 10, KodCode 30, EvalPlus 4 or 4x "
+            "the reference's time per input)."
+        },
     )
     total_timeout_s: float = field(
         default=60.0, metadata={"help": "Wall-clock seconds all tests of one problem may take."}
@@ -44,14 +57,18 @@ class CodeLimits:
     )
 
     def __post_init__(self) -> None:
-        if min(self.test_timeout_s, self.total_timeout_s, self.output_limit_mb) <= 0:
+        if min(self.test_timeout_s or 1, self.total_timeout_s, self.output_limit_mb) <= 0:
             raise ValueError("code test limits must be positive")
+
+    def per_test_s(self, tests: CodeTests) -> float:
+        """One test's limit: the one set here, else the benchmark's own."""
+        return self.test_timeout_s or tests.time_limit_s or DEFAULT_TEST_TIMEOUT_S
 
 
 @dataclass
 class CaseResult:
     index: int
-    status: str  # passed | wrong | error | timeout | output_limit | memory | crash | not_run
+    status: str  # passed | wrong | error | timeout | output_limit | memory | crash | not_run | missing_library
     public: bool = False
     time_s: float = 0.0
     error: str = ""
@@ -66,6 +83,7 @@ class CodeGrade:
     results: list[CaseResult]
     reason: str = ""  # "no code", "compile error: ...", or "" when the program ran
     test_s: float = 0.0
+    unavailable: str = ""  # why the tests could not judge the program (a missing library): no verdict on it
 
     @property
     def passed(self) -> int:
@@ -86,6 +104,7 @@ class CodeGrade:
             "total": len(self.results),
             "fraction": self.fraction,
             "reason": self.reason,
+            **({"unavailable": self.unavailable} if self.unavailable else {}),
             "test_s": round(self.test_s, 4),
             "results": [{"status": r.status, "public": r.public, "time_s": r.time_s} for r in self.results],
         }
@@ -121,6 +140,36 @@ def _same_decimals(actual: str, expected: str) -> bool:
         return False
 
 
+_CONTEST_SPACE = re.compile(r"[ \n\t\r\v]+")
+# What absl::SimpleAtod reads (one leading sign, decimal or exponent form, inf, nan); tokens are lower case here.
+_CONTEST_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*(?:e[+-]?\d+)?|\.\d+(?:e[+-]?\d+)?|inf(?:inity)?|nan)")
+
+
+def contest_tokens(text: str) -> list[str]:
+    """CodeContests' view of an output: whitespace-separated tokens, lower case."""
+    return [token.lower() for token in _CONTEST_SPACE.split(text) if token]
+
+
+def codecontests_match(actual: str, expected: str) -> bool:
+    """CodeContests' rule (execution/tester_sandboxer.cc): the same tokens, case ignored; where the token
+    lists differ, each pair must match, two numbers within 1e-5 of each other and anything else exactly."""
+    actual_tokens, expected_tokens = contest_tokens(actual), contest_tokens(expected)
+    if actual_tokens == expected_tokens:
+        return True
+    if len(actual_tokens) != len(expected_tokens):
+        return False
+    return all(_contest_values_match(a, e) for a, e in zip(actual_tokens, expected_tokens))
+
+
+def _contest_values_match(actual: str, expected: str) -> bool:
+    if not (_CONTEST_NUMBER.fullmatch(actual) and _CONTEST_NUMBER.fullmatch(expected)):
+        return actual == expected
+    return abs(float(actual) - float(expected)) < 1e-5  # nan never matches, as in C++
+
+
+COMPARE = {"livecodebench": (outputs_match, normalised), "codecontests": (codecontests_match, contest_tokens)}
+
+
 def values_match(actual_json: str, expected_json: str) -> bool:
     try:
         return json.loads(actual_json) == json.loads(expected_json)
@@ -128,16 +177,23 @@ def values_match(actual_json: str, expected_json: str) -> bool:
         return False
 
 
-def _judge(report: dict[str, Any], test: dict[str, Any]) -> str:
+def _digest(form: str | list[str]) -> str:
+    text = " ".join(form) if isinstance(form, list) else form
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _judge(report: dict[str, Any], test: dict[str, Any], compare: str) -> str:
+    if test["testtype"] in SCRIPT_TESTTYPES:  # the harness ran the benchmark's own check: its status is the verdict
+        return str(report.get("status") or "error")
     if report.get("status") != "ok":
         return str(report.get("status") or "error")
     expected = test["output"]
     if test["testtype"] == "functional":
         return "passed" if "output" in report and values_match(report["output"], expected) else "wrong"
+    match, form = COMPARE[compare]
     if "output" in report:
-        return "passed" if outputs_match(report["output"], expected) else "wrong"
-    digest = hashlib.sha256(normalised(expected).encode("utf-8")).hexdigest()
-    return "passed" if report.get("sha") == digest else "wrong"  # too long to send: compared by hash
+        return "passed" if match(report["output"], expected) else "wrong"
+    return "passed" if report.get("sha") == _digest(form(expected)) else "wrong"  # too long to send: by hash
 
 
 # --------------------------------------------------------------------------- running
@@ -159,52 +215,83 @@ def _all(tests: CodeTests, status: str, error: str = "") -> list[CaseResult]:
 class _Run:
     def __init__(self, tests: CodeTests, program: str, sandbox: Any, limits: CodeLimits):
         self.tests, self.program, self.sandbox, self.limits = tests, program, sandbox, limits
-        self.mode = "functional" if tests.functional else "stdin"
+        self.mode = tests.mode
+        self.script = self.mode in SCRIPT_TESTTYPES  # tests that are code: bench_harness runs them
+        self.per_test_s = limits.per_test_s(tests)
         self.results: dict[int, CaseResult] = {}
         self.reason = ""
+        self.unavailable = ""
         self.test_s = 0.0
 
     def run(self) -> CodeGrade:
-        deadline = time.monotonic() + self.limits.total_timeout_s
+        # Never below one test's own limit: BigCodeBench gives a task 240 s, more than the usual total.
+        deadline = time.monotonic() + max(self.limits.total_timeout_s, self._budget(1))
         pending = list(range(len(self.tests.tests)))
-        while pending and not self.reason and time.monotonic() < deadline:
+        while pending and not self.reason and not self.unavailable and time.monotonic() < deadline:
             batch = pending
             reported, status = self._call(batch, deadline)
             pending = [index for index in pending if index not in reported]
-            if pending and status != "stopped" and not self.reason:
+            if pending and status != "stopped" and not self.reason and not self.unavailable:
                 suspect = pending.pop(0)  # the call ended while this test ran: run it alone for its verdict
                 if len(batch) > 1:
                     reported, status = self._call([suspect], deadline)
-                if suspect not in reported:
+                if suspect not in reported and not self.unavailable:
                     self._set(
                         suspect, _CALL_STATUS_VERDICT.get(status, "crash"), 0.0, f"the sandbox call ended: {status}"
                     )
+        left = "missing_library" if self.unavailable.startswith("missing") else "not_run"
         for index in range(len(self.tests.tests)):
             if index not in self.results:
-                self._set(index, "error" if self.reason else "not_run", 0.0, self.reason)
+                status = left if self.unavailable else "error" if self.reason else "not_run"
+                self._set(index, status, 0.0, self.unavailable or self.reason)
         ordered = [self.results[index] for index in range(len(self.tests.tests))]
-        return CodeGrade(ordered, reason=self.reason, test_s=self.test_s)
+        return CodeGrade(ordered, reason=self.reason, test_s=self.test_s, unavailable=self.unavailable)
+
+    def _budget(self, count: int) -> float:
+        """The wall-clock a call running `count` tests may take, the harness's own outer limits included."""
+        if self.mode == "diff":  # the reference's values first, then EvalPlus's min(60, limits) + 3
+            return 30.0 + 63.0 + 5.0
+        if self.script:  # one forked child per test, each with its harness's outer limit (at most the limit + 5 s)
+            return count * (self.per_test_s + 8.0)
+        return count * self.per_test_s + 2.0
+
+    def _payload(self, indices: list[int], nonce: str) -> dict[str, Any]:
+        tests = self.tests
+        payload = {
+            "program": self.program,
+            "mode": self.mode,
+            "func_name": tests.func_name,
+            "inputs": [tests.tests[index]["input"] for index in indices],
+            "nonce": nonce,
+            "time_limit_s": self.per_test_s,
+        }
+        if self.script:
+            payload |= {
+                "program": tests.prefix + self.program,  # HumanEval: prompt + completion, as its harness builds it
+                "libs": tests.libs,
+                "reference": tests.reference,
+                "atol": tests.atol,
+                "dataset": tests.dataset,
+            }
+        else:
+            payload |= {
+                "compare": tests.compare,
+                "output_limit_bytes": int(self.limits.output_limit_mb * 1024 * 1024),
+                "inline_bytes": max(256, min(16384, 24576 // len(indices))),
+            }
+        return payload
 
     def _call(self, indices: list[int], deadline: float) -> tuple[set[int], str]:
         """Run `indices` in one sandbox call; returns the tests it reported and how the call ended."""
         nonce = secrets.token_hex(8)
-        budget = min(deadline - time.monotonic(), len(indices) * self.limits.test_timeout_s + 2.0)
+        budget = min(deadline - time.monotonic(), self._budget(len(indices)))
         if budget <= 0:
             return set(), "timeout"
-        payload = {
-            "program": self.program,
-            "mode": self.mode,
-            "func_name": self.tests.func_name,
-            "inputs": [self.tests.tests[index]["input"] for index in indices],
-            "nonce": nonce,
-            "time_limit_s": self.limits.test_timeout_s,
-            "output_limit_bytes": int(self.limits.output_limit_mb * 1024 * 1024),
-            "inline_bytes": max(256, min(16384, 24576 // len(indices))),
-        }
         result = self.sandbox.run(
-            HARNESS_SOURCE,
+            BENCH_HARNESS_SOURCE if self.script else HARNESS_SOURCE,
             timeout=budget,
-            stdin=json.dumps(payload),
+            stdin=json.dumps(self._payload(indices, nonce)),
+            files=BENCH_FILES if self.script else None,
             display_last=False,
             memory_mb=self.limits.memory_mb,
         )
@@ -214,10 +301,16 @@ class _Run:
             if "compile_error" in report:
                 self.reason = f"compile error: {report['compile_error']}"
                 return reported, "ok"
+            if "missing" in report:
+                self.unavailable = f"missing libraries: {', '.join(map(str, report['missing']))}"
+                return reported, "ok"
+            if "reference_error" in report:
+                self.unavailable = f"the benchmark's reference solution failed: {report['reference_error']}"
+                return reported, "ok"
             index = indices[int(report["index"])]
             self._set(
                 index,
-                _judge(report, self.tests.tests[index]),
+                _judge(report, self.tests.tests[index], self.tests.compare),
                 float(report.get("time_s", 0.0)),
                 str(report.get("error") or ""),
             )

@@ -20,6 +20,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -55,6 +56,13 @@ class CappedSink(io.RawIOBase):
 def normalised(text):
     """LiveCodeBench's form: the whole text stripped, then each line stripped."""
     return "\n".join(line.strip() for line in text.strip().split("\n"))
+
+
+def digest_form(text, compare):
+    """What a too-long output is hashed as: its normalised form under the problem's comparison rule."""
+    if compare == "codecontests":  # whitespace-separated tokens, lower case
+        return " ".join(token.lower() for token in re.split(r"[ \n\t\r\v]+", text) if token)
+    return normalised(text)
 
 
 def feed_stdin(text):
@@ -141,7 +149,7 @@ def run_one(code, payload, test_input, streams):
     sys.setrecursionlimit(streams["recursion_limit"])
     output = returned if returned is not None else stdout_sink.data.decode("utf-8", "replace")
     report = {"status": status, "error": error, "time_s": round(elapsed, 4), "bytes": len(output)}
-    report["sha"] = hashlib.sha256(normalised(output).encode("utf-8")).hexdigest()
+    report["sha"] = hashlib.sha256(digest_form(output, payload.get("compare")).encode("utf-8")).hexdigest()
     if len(output) <= payload["inline_bytes"]:
         report["output"] = output
     return report, left_behind(streams["pid"], before)

@@ -3,7 +3,8 @@
 collect (the agent loop), filter's profiling, GRPO rewards and eval all come here:
 - code problems (domain `code`, tests in `answer`): the final program runs against the
   tests in the sandbox (`verify.code`); correct = every test passes, score = the passed
-  fraction;
+  fraction; where the tests cannot judge it (a library they need is missing from the sandbox,
+  the benchmark's reference solution fails) `unavailable` says why: no verdict on the model;
 - everything else (math, multiple-choice science): the final answer is compared with the
   gold answer (`verify.check.is_correct`); score = 1 or 0.
 """
@@ -26,6 +27,7 @@ class Grade:
     score: float  # in [0, 1]: the passed fraction for code, 1 or 0 otherwise
     final_answer: str | None = None
     details: dict[str, Any] = field(default_factory=dict)  # code: counts, per-test results, test time
+    unavailable: str = ""  # why no verdict could be reached (not the model's doing): counted apart, like a failure
 
 
 def is_code_problem(problem: Problem) -> bool:
@@ -74,4 +76,4 @@ def grade_code_problem(
     if sandbox is None:
         raise ValueError("grading a code problem needs a sandbox to run the program in")
     result = grade_code(tests, final_text, sandbox, limits)
-    return Grade(result.correct, result.fraction, final_program(final_text), result.summary())
+    return Grade(result.correct, result.fraction, final_program(final_text), result.summary(), result.unavailable)
