@@ -9,6 +9,7 @@ it parses its own text form and records itself as plain JSON.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 import types
@@ -33,7 +34,8 @@ class SettingError(UserError, ValueError):
         if flag:  # a flag: `--max-steps 0: must be at least 1`
             text = f"{where} {show_value(value)}: {message}"
         else:  # a file (as written there) or code (text quoted): `train.yaml rl: max_steps 0: must be at least 1`
-            text = f"{where + ': ' if where else ''}{name} {show_value(value, quote=not where)}: {message}"
+            shown = show_value(value, quote=not where, as_json=True)
+            text = f"{where + ': ' if where else ''}{name} {shown}: {message}"
         super().__init__(text)
 
     def at(self, where: str, flag: bool = False) -> SettingError:
@@ -92,8 +94,11 @@ def _number(value: float) -> str:
 SHOWN_CHARS = 200  # of a value in an error line (a long path fits): a 10 MB value is named, not echoed
 
 
-def show_value(value: Any, quote: bool = False) -> str:
-    """A value as an error line shows it (cut: a 10 MB value is named, not echoed)."""
+def show_value(value: Any, quote: bool = False, as_json: bool = False) -> str:
+    """A value as an error line shows it (cut: a 10 MB value is named, not echoed): a list as a flag takes
+    it (A,B), or `as_json` as a file holds it ([1, 2], {"a": 1})."""
+    if as_json and isinstance(value, (list, tuple, dict)):
+        return cut(json.dumps(value, ensure_ascii=False, default=str))
     if isinstance(value, (list, tuple)):
         return cut(",".join(map(str, value)))
     return show_cut(value) if quote and isinstance(value, str) else cut(str(value))
@@ -223,11 +228,27 @@ def coerce(name: str, annotation: Any, value: Any) -> Any:
         return value
     if kind in (int, float):
         return _coerce_number(name, kind, value)
+    if kind is dict or origin is dict:
+        return _coerce_mapping(name, kind, value)
     if kind is str and not isinstance(value, str):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)
         raise SettingError(name, value, "expected text")
     return value
+
+
+def _coerce_mapping(name: str, kind: Any, value: Any) -> dict[str, Any]:
+    """A mapping of text keys, each value made the declared value type (`dict[str, float]`); Any stays as given."""
+    if not isinstance(value, dict):
+        raise SettingError(name, value, "expected a mapping of names to values")
+    args = typing.get_args(kind)
+    inner = args[1] if len(args) == 2 else Any
+    mapping = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise SettingError(name, value, f"the key {key!r} is not text")
+        mapping[key] = item if inner is Any else coerce(f"{name}.{key}", inner, item)
+    return mapping
 
 
 def _coerce_items(name: str, kind: Any, value: Any) -> Any:

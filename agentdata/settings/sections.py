@@ -270,7 +270,10 @@ class Sections:
         try:
             return _build(config_type, unnest(dict(values), [config_type]))
         except SettingError as error:
+            extra = section.extra()
             source = given.get(error.name)
+            if source is None and extra is not None and error.name in extra[1]:  # a TRL field: its mapping's source
+                source = given.get(extra[0])
             if source is None:
                 raise
             if not isinstance(source.value, (list, tuple, dict, _Over, Append, BandEnd)):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,23 @@ def check_trl_overrides(config: Any, computed_from: dict[str, str]) -> None:
             )
         if key in own:
             raise ValueError(f"trl: {key} is a setting of the stage itself: set it directly, not under trl")
+    check_trl_types(config)
+
+
+def check_trl_types(config: Any) -> None:
+    """Each value of the `trl` mapping is of the type TRL's config declares for it (`max_grad_norm: "big"`
+    would train, then crash at the first clipping): a SettingError naming the field, before any work."""
+    if not config.trl:
+        return
+    from agentdata.registry import load_object
+    from agentdata.settings import SettingError
+    from agentdata.settings.types import describe, fits
+
+    (spec,) = [item.metadata["extra"] for item in dataclasses.fields(config) if item.name == "trl"]
+    hints = typing.get_type_hints(load_object(spec))
+    for key, value in config.trl.items():
+        if key in hints and not fits(value, hints[key]):
+            raise SettingError(key, value, f"expected {describe(hints[key])} (TRL's {spec.partition(':')[2]})")
 
 
 def trl_arguments(trl_type: type, computed: dict[str, Any], overrides: dict[str, Any]) -> Any:
