@@ -299,3 +299,24 @@ def test_eval_reads_benchmarks_without_flags_and_counts_missing_libraries_apart(
     by_name = {result.benchmark: result.metrics for result in report.results}
     assert by_name["humaneval"].kind == "code" and by_name["humaneval"].avg_at_k == 1.0
     assert by_name["bcb_missing"].failed_responses == 1 and by_name["bcb_missing"].unscored_problems == 1
+
+
+def test_long_outputs_keep_their_comparison_rule(sandbox):
+    """Outputs too long to come back whole still meet their rule's tolerance: their normalised form comes back
+    compressed, and a batch's test known only by its hash is run again alone where it fits."""
+    from agentdata.code_tests import CodeTests
+    from agentdata.verify import grade_code
+
+    values = [index / 7 for index in range(1, 4001)]
+    expected = "\n".join(f"{value:.10f}" for value in values) + "\n"  # ~55 KB: more than any inline budget
+    tests = CodeTests(
+        [{"input": "4000\n", "output": expected, "testtype": "stdin", "public": False} for _ in range(6)],
+        compare="codecontests",
+    )
+    six_decimals = "n = int(input())\nprint('\\n'.join('%.6f' % (i / 7) for i in range(1, n + 1)))"
+    verdict = grade_code(tests, answer(six_decimals), sandbox)
+    assert verdict.correct, verdict.summary()
+    off = six_decimals.replace("i / 7", "i / 7 + 1e-4")
+    assert grade_code(tests, answer(off), sandbox).passed == 0
+    integers = CodeTests([{"input": "1\n", "output": "1\n" * 30000, "testtype": "stdin", "public": False}] * 3)
+    assert grade_code(integers, answer("print('2\\n' * 30000)"), sandbox).passed == 0  # no rerun can help: wrong

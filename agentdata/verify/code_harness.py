@@ -8,13 +8,15 @@ the program cannot read them, and the grader compares outside.
 For each test the harness gives the program a fresh `__main__` namespace, the test's input
 on fd 0 (so `input()`, `sys.stdin.buffer` and `open(0)` all work), a capped in-memory
 stdout, and a wall-clock alarm; then writes one line `<nonce> <json>` to fd 1 with the
-status, the output (whole when small, else only the hash of its normalised form), and the
-time. A test that leaves something behind (a thread still running, a child process) ends
-the batch after its own report: the grader runs the rest in fresh calls. Whatever the
+status, the output (whole when small; else its normalised form compressed when that fits, and
+always the hash of that form), and the time. A test that leaves something behind (a thread
+still running, a child process) ends the batch after its own report: the grader runs the rest
+in fresh calls. Whatever the
 program does is caught here; what cannot be caught (a hard crash, a blocked signal) ends
 the call, and the grader notices the missing reports.
 """
 
+import base64
 import builtins
 import hashlib
 import io
@@ -25,6 +27,7 @@ import signal
 import sys
 import threading
 import time
+import zlib
 
 
 class TestTimeout(BaseException):
@@ -149,9 +152,15 @@ def run_one(code, payload, test_input, streams):
     sys.setrecursionlimit(streams["recursion_limit"])
     output = returned if returned is not None else stdout_sink.data.decode("utf-8", "replace")
     report = {"status": status, "error": error, "time_s": round(elapsed, 4), "bytes": len(output)}
-    report["sha"] = hashlib.sha256(digest_form(output, payload.get("compare")).encode("utf-8")).hexdigest()
+    form = digest_form(output, payload.get("compare"))
+    report["sha"] = hashlib.sha256(form.encode("utf-8")).hexdigest()
+    report["parts"] = form.count(" " if payload.get("compare") == "codecontests" else "\n") + 1
     if len(output) <= payload["inline_bytes"]:
         report["output"] = output
+    else:  # too long to send as it is: its normalised form compressed, where that fits (numbers compress well)
+        packed = base64.b64encode(zlib.compress(form.encode("utf-8"), 6)).decode("ascii")
+        if len(packed) <= payload["inline_bytes"]:
+            report["output_z"] = packed
     return report, left_behind(streams["pid"], before)
 
 
