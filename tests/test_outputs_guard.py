@@ -141,3 +141,21 @@ def test_the_checks_as_a_library_call(run_dir, tmp_path):
     # an input that does not exist yet, or an output beside the inputs, is fine
     assert check_output_file(tmp_path / "pool.parquet", "--out", (".parquet",), inputs=[tmp_path / "none.jsonl"])
     assert check_output_dir(tmp_path / "next", "--out", inputs=[shard, run_dir])
+
+
+def test_train_never_writes_over_the_weights_or_data_it_reads(tiny_model_dir, tmp_path):
+    refused(
+        ["train", "--stage", "rl", "--model", f"hf:{tiny_model_dir}", "--out", str(tiny_model_dir)],
+        tiny_model_dir,
+        says="is the input",
+    )
+    import datasets
+
+    problems = tmp_path / "saved"
+    datasets.Dataset.from_list([PROBLEM]).save_to_disk(str(problems))
+    refused(
+        ["train", "--stage", "rl", "--model", f"hf:{tiny_model_dir}", "--rl-problems", str(problems),
+         "--out", str(problems / "run")],
+        problems,
+        says="lies inside the input",
+    )  # fmt: skip

@@ -28,6 +28,7 @@ from typing import Any
 from agentdata.engines.defaults import DEFAULT_PROTOCOL
 from agentdata.errors import UserError
 from agentdata.events import Event, emit
+from agentdata.outputs import check_output_dir
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.settings import Layer, read_settings_file
 from agentdata.sft.config import SFTStageConfig
@@ -204,6 +205,7 @@ DATA_SETTINGS = (("sft", "sft_data"), ("rl", "rl_pool"), ("rl", "rl_problems"))
 def train(request: TrainRequest) -> list[tuple[str, Any]]:
     """Run the stages asked for; returns [(stage, SFTResult | GRPOResult)] in order."""
     plan = plan_train(request)
+    check_output_dir(plan.out, "--out", plan_inputs(plan))  # never over the weights or data it reads
     if plan.demo:
         _note(
             "demonstration: SFT of SmolLM2 on stitched worked solutions, then GRPO on the default problems "
@@ -221,6 +223,25 @@ def train(request: TrainRequest) -> list[tuple[str, Any]]:
     if plan.rl is not None:
         results.append(("rl", _run_grpo(pool_for_grpo(plan.rl, plan.closed_loop, plan.out))))
     return results
+
+
+def plan_inputs(plan: TrainPlan) -> list[str | Path]:
+    """What the run reads: its SFT set, pool, problems, validation problems and the weights it starts from."""
+    paths: list[str | Path | None] = [plan.closed_loop.rl_problems]
+    for config in (plan.sft, plan.rl):
+        if config is not None:
+            paths += [getattr(config, "sft_data", None), getattr(config, "rl_pool", None)]
+            paths += [config.validation.eval_problems, _weights(config.model)]
+    return [path for path in paths if path]
+
+
+def _weights(model: str | None) -> Path | None:
+    """The local dir an engine spec names (hf:DIR, vllm:DIR, or DIR), or None (the embedded model, a server)."""
+    if not model:
+        return None
+    kind, _, rest = model.partition(":")
+    path = Path(rest if kind in ("hf", "vllm") and rest else model).expanduser()
+    return path if path.exists() else None
 
 
 def build_demo_sft_set(path: Path, protocol: str) -> Path:
