@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from agentdata.cli import collect, curate, inspect, regrade, sandbox, synth, train, validate
+from agentdata.cli import collect, curate, inspect, regrade, sandbox, synth, train, validate, view
 from agentdata.cli import eval as eval_cmd
 from agentdata.cli import filter as filter_cmd
 from agentdata.cli.common import forget_output_place, output_place, print_error
@@ -49,6 +49,7 @@ app.command("eval")(eval_cmd.command)
 app.command("inspect")(inspect.command)
 app.command("regrade")(regrade.command)
 app.command("validate")(validate.command)
+app.command("view")(view.command)
 app.add_typer(synth.app, name="synth")
 app.add_typer(sandbox.app, name="sandbox")
 

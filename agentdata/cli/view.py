@@ -1,0 +1,196 @@
+"""`agentdata view PATH...`: every artifact in the browser, or as a static site (--export) or Hub traces (--sts)."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from agentdata.cli.common import console, err_console, output_dir, print_json
+from agentdata.cli.options import settings_command
+from agentdata.errors import InputFileError, UserError
+from agentdata.view.config import ViewConfig
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+@settings_command()
+def command(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Run dirs, trajectory files, SFT sets, RL pools, train or eval output dirs, problem files; "
+            "several to compare them."
+        ),
+    ],
+    export: Annotated[
+        Path | None, typer.Option("--export", help="Write a static site (HTML and data files) here instead of serving.")
+    ] = None,
+    sts: Annotated[
+        Path | None,
+        typer.Option("--sts", help="Write the trajectories in the Hub's Session Trace format (one JSONL per session)."),
+    ] = None,
+    where: Annotated[
+        list[str] | None,
+        typer.Option("--where", help="With --export/--sts: keep rows like the page's filters, e.g. correct=false."),
+    ] = None,
+    *,
+    config: ViewConfig,
+    as_json: bool = False,
+) -> None:
+    """Look at trajectories, problems, drop reasons, pools and training curves in the browser."""
+    from agentdata.view.api import ViewerData
+    from agentdata.view.catalog import open_artifacts
+    from agentdata.view.mask import Tokenizers
+
+    for path in paths:
+        if not path.exists():
+            raise InputFileError(path, "no such file or directory")
+    for target, flag in ((export, "--export"), (sts, "--sts")):
+        if target is not None:
+            output_dir(target, flag)
+            if any(
+                target.resolve() == path.resolve() or path.resolve().is_relative_to(target.resolve()) for path in paths
+            ):
+                raise UserError(f"{flag} {target} holds an input: give a folder of its own")
+    if export is not None and sts is not None and export.resolve() == sts.resolve():
+        raise UserError("--export and --sts name the same folder: give each its own")
+    filters = where_filters(where or [])
+    started = time.perf_counter()
+    with console.status(f"opening {len(paths)} path(s)…", spinner="dots") if not as_json else _nothing():
+        catalog = open_artifacts(paths)
+    opened_s = time.perf_counter() - started
+    data = ViewerData(catalog, Tokenizers(config.tokenizer), config.band)
+    if not as_json:
+        console.print(artifacts_table(catalog, opened_s))
+    if export is not None and any(a._table is not None and a.kind in ("run", "trajectories", "sft") for a in catalog):
+        with console.status(f"loading the tokenizer of {config.tokenizer}…") if not as_json else _nothing():
+            data.tokenizers.get()  # before any file is written: a model that cannot be loaded is one line
+    for artifact in catalog:
+        if artifact.error:
+            err_console.print(f"[yellow]warning:[/] {escape(artifact.error)}", highlight=False, soft_wrap=True)
+    if export is None and sts is None:
+        return serve(data, config, as_json)
+    results = {}
+    if export is not None:
+        from agentdata.view.export import export_site
+
+        results["export"] = export_site(data, export, config.limit, filters).as_dict()
+    if sts is not None:
+        from agentdata.view.sts import write_sts
+
+        results["sts"] = write_sts(data, sts, config.limit, filters).as_dict()
+    if as_json:
+        print_json(results)
+        return
+    for line in [*results.get("export", {}).get("skipped", []), *results.get("sts", {}).get("skipped", [])]:
+        err_console.print(f"[yellow]skipped:[/] {escape(line)}", highlight=False, soft_wrap=True)
+    console.print(export_table(results))
+
+
+def where_filters(pairs: list[str]) -> dict[str, str]:
+    """Repeated --where KEY=VALUE, as the page's URL parameters (correct=false, min.num_tool_calls=1, q=text)."""
+    filters: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--where {pair}: expected KEY=VALUE, e.g. --where correct=false")
+        filters[key.strip()] = value.strip()
+    return filters
+
+
+def artifacts_table(catalog, opened_s: float) -> Table:
+    table = Table(title=f"agentdata view · opened in {opened_s:.2f} s")
+    for name in ("key", "kind", "artifact", "rows"):
+        table.add_column(name, justify="right" if name == "rows" else "left", overflow="fold")
+    for artifact in catalog:
+        rows = len(artifact.table()) if artifact._table is not None else None
+        label = ("  " if artifact.parent else "") + artifact.label
+        kind = f"[red]{artifact.kind}[/]" if artifact.error else artifact.kind
+        table.add_row(artifact.key, kind, escape(label), f"{rows:,}" if rows is not None else "-")
+    return table
+
+
+def export_table(results: dict) -> Table:
+    table = Table(title="agentdata view · written")
+    table.add_column("what")
+    table.add_column("value", justify="right", overflow="fold")
+    if "export" in results:
+        site = results["export"]
+        table.add_row("static site (open it in a browser)", escape(site["index"]))
+        table.add_row("rows written (of all rows)", f"{site['rows']:,} ({site['rows_in_artifacts']:,})")
+        table.add_row("SFT views · problem pages", f"{site['masks']:,} · {site['problems']:,}")
+        table.add_row("files · size", f"{site['files']:,} · {site['bytes'] / 2**20:.1f} MiB")
+    if "sts" in results:
+        traces = results["sts"]
+        table.add_row("Hub session traces (STS-Format)", escape(traces["out"]))
+        table.add_row("sessions · messages", f"{traces['sessions']:,} · {traces['messages']:,}")
+    return table
+
+
+def serve(data, config: ViewConfig, as_json: bool) -> None:
+    """Bind first (port 0 takes a free one), print the URL, then serve until Ctrl-C."""
+    import uvicorn
+
+    from agentdata.view.server import create_app
+
+    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((config.host, config.port))
+    except OSError as error:
+        sock.close()
+        raise UserError(f"--host {config.host} --port {config.port}: cannot listen there ({error.strerror})") from None
+    port = sock.getsockname()[1]
+    shown_host = f"[{config.host}]" if family == socket.AF_INET6 else config.host
+    url = f"http://{shown_host}:{port}/"
+    # The Host header a request must carry: a page elsewhere cannot reach a loopback server by DNS rebinding.
+    if config.host in ("0.0.0.0", "::", ""):
+        hosts = ["*"]  # every address of this machine: the user chose to show the artifacts to the network
+    else:
+        hosts = None if config.host in LOOPBACK else [config.host, "127.0.0.1", "localhost"]
+    if config.host not in LOOPBACK:
+        err_console.print(
+            f"[yellow]warning:[/] listening on {escape(config.host)}: anyone who can reach it can read these "
+            "artifacts (requests must name this host)",
+            highlight=False,
+        )
+    _log_to_console()
+    if as_json:
+        print_json({"url": url})
+    else:
+        console.print(f"[bold]agentdata view[/] serving at [cyan]{url}[/] (read-only; Ctrl-C stops it)")
+    server = uvicorn.Server(uvicorn.Config(create_app(data, hosts), log_level="warning", access_log=False))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    if not as_json:
+        console.print("agentdata view stopped")
+
+
+class _ConsoleHandler(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        err_console.print(f"[yellow]warning:[/] {escape(record.getMessage())}", highlight=False, soft_wrap=True)
+
+
+def _log_to_console() -> None:
+    logger = logging.getLogger("agentdata.view")
+    if not any(isinstance(handler, _ConsoleHandler) for handler in logger.handlers):
+        logger.addHandler(_ConsoleHandler())
+        logger.propagate = False
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

@@ -1,0 +1,160 @@
+"""Trajectories in the Hub's Session Trace Simple Format (STS-Format), so a pushed dataset renders in its
+trace viewer.
+
+One JSONL file per session (trajectory): a header line
+
+    {"type": "session", "harness": "agentdata", "id": ..., "name": ..., <our metadata>}
+
+then one line per message, in order:
+
+    {"type": "message", "message": {"role", "content", "reasoningContent"?, "toolCalls"?, "toolCallId"?, "model"?}}
+
+with `toolCalls` as `[{"id", "function": {"name", "arguments"}}]` (arguments a JSON string) and each
+tool result a `role: "tool"` message whose `toolCallId` names the call it answers. Extra header keys are
+allowed by the format (the Hub ignores them): they carry the verdict and provenance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentdata.errors import UserError
+from agentdata.events import task
+from agentdata.records import atomic_write
+from agentdata.view.api import ViewerData
+from agentdata.view.export import prepare_out, selected_rows
+from agentdata.view.table import ROW
+
+HARNESS = "agentdata"
+NAME_CHARS = 80
+SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass
+class StsSummary:
+    out: Path
+    sessions: int = 0
+    messages: int = 0
+    folders: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "out": str(self.out),
+            "sessions": self.sessions,
+            "messages": self.messages,
+            "folders": self.folders,
+            "skipped": self.skipped,
+        }
+
+
+def session_lines(session_id: str, messages: list[dict[str, Any]], header: dict[str, Any]) -> list[dict[str, Any]]:
+    """The STS lines of one conversation (canonical messages, as agentdata stores them)."""
+    question = next((m.get("content") or "" for m in messages if m["role"] == "user"), "")
+    name = " ".join(question.split())[:NAME_CHARS] or session_id
+    lines = [{"type": "session", "harness": HARNESS, "id": session_id, "name": name, **header}]
+    model = header.get("teacher") or None
+    for message in messages:
+        lines.append({"type": "message", "message": sts_message(message, model)})
+    return lines
+
+
+def sts_message(message: dict[str, Any], model: str | None = None) -> dict[str, Any]:
+    shown: dict[str, Any] = {"role": message["role"], "content": message.get("content") or ""}
+    if message.get("reasoning_content"):
+        shown["reasoningContent"] = message["reasoning_content"]
+    calls = message.get("tool_calls") or []
+    if calls:
+        shown["toolCalls"] = [
+            {"id": call.get("id"), "function": {"name": call["function"]["name"], "arguments": _arguments(call)}}
+            for call in calls
+        ]
+    if message["role"] == "tool" and message.get("tool_call_id"):
+        shown["toolCallId"] = message["tool_call_id"]
+    if message["role"] == "assistant" and model:
+        shown["model"] = model
+    return shown
+
+
+def _arguments(call: dict[str, Any]) -> str:
+    arguments = call["function"].get("arguments")
+    return arguments if isinstance(arguments, str) else json.dumps(arguments or {}, ensure_ascii=False)
+
+
+def file_name(session_id: str) -> str:
+    """A file name for any id: safe characters kept, a short hash added when some were replaced."""
+    safe = SAFE.sub("_", session_id).strip("._")[:100] or "session"
+    if safe != session_id:
+        safe += "-" + hashlib.sha1(session_id.encode("utf-8")).hexdigest()[:8]
+    return safe + ".jsonl"
+
+
+def write_sts(data: ViewerData, out: Path, limit: int, where: Mapping[str, str] | None = None) -> StsSummary:
+    """Every run, trajectory file and SFT set: one folder each, one session file per exported row."""
+    where = dict(where or {})
+    artifacts = [a for a in data.catalog if a._table is not None and (a.is_trajectories or a.kind == "sft")]
+    if not artifacts:
+        raise UserError("--sts: none of the paths holds trajectories or an SFT set to export")
+    chosen = {a.key: selected_rows(a, where, limit) for a in artifacts}
+    prepare_out(out, "--sts")
+    summary = StsSummary(out)
+    used: set[str] = set()
+    with task("sts export", total=sum(len(rows) for rows in chosen.values())) as advance:
+        done = 0
+        for artifact in artifacts:
+            folder = _folder_name(artifact.label, used)
+            summary.folders.append(folder)
+            for row in chosen[artifact.key]:
+                try:
+                    session_id, messages, header = _session(data, artifact, row[ROW])
+                except UserError as error:
+                    summary.skipped.append(" ".join(str(error).split()))
+                else:
+                    lines = session_lines(session_id, messages, header)
+                    text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+                    target = out / folder / file_name(session_id)
+                    atomic_write(target, lambda tmp, text=text: Path(tmp).write_text(text, encoding="utf-8"))
+                    summary.sessions += 1
+                    summary.messages += len(lines) - 1
+                done += 1
+                advance(done)
+    return summary
+
+
+def _session(data: ViewerData, artifact: Any, row: int) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
+    record = artifact.table().record(row)
+    if "trajectory" in record:
+        trajectory = record["trajectory"]
+        header = {
+            "problem_id": trajectory.problem_id,
+            "source": trajectory.source,
+            "domain": trajectory.domain,
+            "teacher": trajectory.teacher,
+            "protocol": trajectory.format,
+            "correct": trajectory.correct,
+            "final_answer": trajectory.final_answer,
+            "gold_answer": trajectory.answer,
+            "finish_reason": trajectory.finish_reason,
+            "num_tool_calls": trajectory.num_tool_calls,
+            "num_tool_errors": trajectory.num_tool_errors,
+        }
+        return trajectory.id, trajectory.messages, header
+    values = record["sft_row"]
+    header = {key: values.get(key) for key in ("problem_id", "source", "teacher", "format", "correct") if key in values}
+    session_id = f"{values.get('problem_id') or 'row'}-{row}"
+    return session_id, values["messages"], header
+
+
+def _folder_name(label: str, used: set[str]) -> str:
+    name = SAFE.sub("_", label).strip("._")[-80:] or "artifact"
+    candidate, number = name, 2
+    while candidate in used:
+        candidate, number = f"{name}-{number}", number + 1
+    used.add(candidate)
+    return candidate
