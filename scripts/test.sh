@@ -5,6 +5,12 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh
 # The real peers the boundary tests talk to (transformers serve, verl, sandbox-fusion), each in its own venv.
 bash scripts/peers.sh
+# The viewer's browser tests drive Debian's headless Chromium (selenium comes with the dev extra).
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null \
+    || echo "warning: could not install chromium: the browser tests will be skipped (failed where AGENTDATA_REQUIRE_BROWSER is set)" >&2
+fi
 . .venv/bin/activate
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 # Lint and layout first: a second of work that ends arguments about style (settings in pyproject.toml).

@@ -146,6 +146,16 @@ def test_judges_know_no_stage_and_run_no_code():
     assert not violations("judge", {*STAGES, "agent", "sandbox", "tools", "training"})
 
 
+@pytest.mark.parametrize("part", [p for p in ALL_PARTS if p not in ("cli", "view")])
+def test_nothing_but_the_cli_imports_the_viewer(part):
+    # The viewer reads every stage's artifacts (so it may import them); no stage may depend on it.
+    assert not violations(part, {"view"})
+
+
+def test_the_viewer_sees_the_stages_it_reads():
+    assert {"filter", "sft", "agent"} <= set(parts_imported_by("view"))  # the rule above looks at the real part
+
+
 def test_training_knows_no_stage():
     assert not violations("training", STAGES)
 

@@ -13,13 +13,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from agentdata.agent.config import CollectConfig, LoopConfig
 from agentdata.engines.base import Engine, Generation, GenerationRequest
 from agentdata.records import Problem
 from tests.fakes import CODEBLOCK_STOP, InProcessSandbox
 
 XSS_QUESTION = (
-    "What is 6 * 7? <script>window.__xss = 1</script> <img src=x onerror=\"window.__xss = 2\"> "
+    'What is 6 * 7? <script>window.__xss = 1</script> <img src=x onerror="window.__xss = 2"> '
     "[a link](javascript:window.__xss=3) <b>raw html</b>"
 )
 XSS_ANSWER = '<img src=x onerror="window.__xss = 4"><script>window.__xss = 5</script>'
@@ -27,7 +29,9 @@ XSS_ANSWER = '<img src=x onerror="window.__xss = 4"><script>window.__xss = 5</sc
 
 def view_problems() -> list[Problem]:
     problems = [Problem(f"What is {a} * {b}?", str(a * b), source="ladder") for a, b in ((12, 13), (21, 4), (7, 8))]
-    problems += [Problem(f"Compute {a} * {b}.", str(a * b), source="other", domain="math") for a, b in ((9, 9), (3, 14))]
+    problems += [
+        Problem(f"Compute {a} * {b}.", str(a * b), source="other", domain="math") for a, b in ((9, 9), (3, 14))
+    ]
     return [*problems, Problem(XSS_QUESTION, "42", source="hostile")]
 
 
@@ -94,14 +98,25 @@ def build_workspace(root: Path) -> Workspace:
     collect(problems, profile, profiling, engine=ProductEngine("scripted:student", wrong_every=2), sandbox=sandbox)
     run_filter(problems, pool, PoolConfig(embedding="tfidf", band=(0.3, 0.9)), profiling, profile_dir=profile)
     eval_dir = root / "eval"
-    engines = {"scripted:base": ProductEngine("scripted:base", 2), "scripted:trained": ProductEngine("scripted:trained", 5)}
+    engines = {
+        "scripted:base": ProductEngine("scripted:base", 2),
+        "scripted:trained": ProductEngine("scripted:trained", 5),
+    }
     run_eval(list(engines), [problems_file], eval_dir, EvalConfig(samples=2), engines.__getitem__, sandbox)
     train = root / "train" / "rl"
     train.mkdir(parents=True)
     lines = []
     for step in range(1, 6):
-        lines.append({"step": step, "reward": -1 + 0.3 * step, "entropy": 1.5 - 0.1 * step, "tools/call_frequency": 1.0})
+        lines.append(
+            {"step": step, "reward": -1 + 0.3 * step, "entropy": 1.5 - 0.1 * step, "tools/call_frequency": 1.0}
+        )
         if step % 2:
             lines.append({"step": step, "eval/avg@4": 0.1 * step, "eval/seconds": 0.5})
     (train / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     return Workspace(root, run, other, sft, rejects, pool, eval_dir, train, problems_file)
+
+
+@pytest.fixture(scope="session")
+def view_workspace(tmp_path_factory) -> Workspace:
+    """The artifacts above, built once for the viewer's tests."""
+    return build_workspace(tmp_path_factory.mktemp("view"))

@@ -27,6 +27,7 @@ from agentdata.synth.config import ProblemsConfig
 from agentdata.synth.stitch.build import StitchConfig
 from agentdata.train.closed_loop import ClosedLoopConfig
 from agentdata.validate.config import ValidateConfig
+from agentdata.view.config import ViewConfig
 
 # (settings, where they are used) in the order the pipeline runs.
 DOCUMENTED: list[tuple[type, str]] = [
@@ -47,6 +48,7 @@ DOCUMENTED: list[tuple[type, str]] = [
     (ProblemsConfig, "`agentdata synth problems`"),
     (StitchConfig, "`agentdata synth stitch`"),
     (SandboxConfig, "`agentdata sandbox serve` (default prefork 4) and `sandbox run` (1 worker, prefork 0)"),
+    (ViewConfig, "`agentdata view` (docs/view.md)"),
     (SFTStageConfig, "`agentdata train`, its `sft:` section (flags `--NAME`; `--sft-NAME` for a name GRPO has too)"),
     (GRPOStageConfig, "`agentdata train`, its `rl:` section (flags `--NAME`; `--rl-NAME` for a name SFT has too)"),
     (

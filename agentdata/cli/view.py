@@ -170,6 +170,8 @@ def serve(data, config: ViewConfig, as_json: bool) -> None:
     server = uvicorn.Server(uvicorn.Config(create_app(data, hosts), log_level="warning", access_log=False))
     try:
         server.run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn shuts down, then re-raises Ctrl-C: for a server it is the way to stop
+        pass
     finally:
         sock.close()
     if not as_json:

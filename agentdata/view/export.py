@@ -25,7 +25,8 @@ from agentdata.view.query import Query, QueryError
 from agentdata.view.server import CSP, asset, plain
 from agentdata.view.table import ROW
 
-EXPORT_CSP = CSP.replace("connect-src 'self'", "connect-src 'none'")
+# A <meta> policy cannot say frame-ancestors (browsers ignore it there); the page needs no connection at all.
+EXPORT_CSP = CSP.replace("connect-src 'self'", "connect-src 'none'").replace("; frame-ancestors 'none'", "")
 
 
 @dataclass

@@ -96,9 +96,13 @@ def file_name(session_id: str) -> str:
 
 
 def write_sts(data: ViewerData, out: Path, limit: int, where: Mapping[str, str] | None = None) -> StsSummary:
-    """Every run, trajectory file and SFT set: one folder each, one session file per exported row."""
+    """Every run, trajectory file and SFT set given (and those an eval, train or pool dir leads to; not an SFT
+    set's own rejects and source runs, which hold the same trajectories again): one folder each, one session
+    file per exported row."""
     where = dict(where or {})
-    artifacts = [a for a in data.catalog if a._table is not None and (a.is_trajectories or a.kind == "sft")]
+    sessions = [a for a in data.catalog if a._table is not None and (a.is_trajectories or a.kind == "sft")]
+    keys = {a.key for a in sessions}
+    artifacts = [a for a in sessions if a.parent is None or a.parent not in keys]
     if not artifacts:
         raise UserError("--sts: none of the paths holds trajectories or an SFT set to export")
     chosen = {a.key: selected_rows(a, where, limit) for a in artifacts}
@@ -108,7 +112,7 @@ def write_sts(data: ViewerData, out: Path, limit: int, where: Mapping[str, str] 
     with task("sts export", total=sum(len(rows) for rows in chosen.values())) as advance:
         done = 0
         for artifact in artifacts:
-            folder = _folder_name(artifact.label, used)
+            folder = _folder_name(artifact.path.stem if artifact.path.is_file() else artifact.path.name, used)
             summary.folders.append(folder)
             for row in chosen[artifact.key]:
                 try:
@@ -147,12 +151,13 @@ def _session(data: ViewerData, artifact: Any, row: int) -> tuple[str, list[dict[
         return trajectory.id, trajectory.messages, header
     values = record["sft_row"]
     header = {key: values.get(key) for key in ("problem_id", "source", "teacher", "format", "correct") if key in values}
-    session_id = f"{values.get('problem_id') or 'row'}-{row}"
+    session_id = f"{values.get('problem_id') or 'row'}-sft-{row}"  # apart from the trajectories' ids
     return session_id, values["messages"], header
 
 
-def _folder_name(label: str, used: set[str]) -> str:
-    name = SAFE.sub("_", label).strip("._")[-80:] or "artifact"
+def _folder_name(name: str, used: set[str]) -> str:
+    """One folder per artifact, named after it (`a` for runs/a, `sft` for sft.parquet), made unique."""
+    name = SAFE.sub("_", name).strip("._")[-80:] or "artifact"
     candidate, number = name, 2
     while candidate in used:
         candidate, number = f"{name}-{number}", number + 1

@@ -8,6 +8,7 @@ problem's pass rate over its samples (a failed rollout counts in none, as in `fi
 from __future__ import annotations
 
 import bisect
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -94,14 +95,18 @@ class TrajectorySource:
         local = row - starts[shard]
         try:
             values = pl.scan_parquet(self.files[shard]).slice(local, 1).collect().row(0, named=True)
-        except pl.exceptions.PolarsError as error:
+        except Exception as error:  # noqa: BLE001 - a shard changed on disk since it was opened: one line
             raise damaged_shard([self.files[shard]], error) from None
         return trajectory_from_row(self.files[shard], local + 1, _canonical(values))
 
     def _shard_starts(self) -> list[int]:
+        """Where each shard's rows begin in the row numbering (read once, from the shards' footers)."""
         if self._starts is None:
-            counts = [pq.read_metadata(path).num_rows for path in self.files]
-            self._starts = [sum(counts[:index]) for index in range(len(counts))]
+            try:
+                counts = [pq.read_metadata(path).num_rows for path in self.files]
+            except Exception as error:  # noqa: BLE001 - pyarrow raises several types for a broken file
+                raise damaged_shard(self.files, error) from None
+            self._starts = list(itertools.accumulate(counts, initial=0))[:-1]
         return self._starts
 
 

@@ -35,6 +35,7 @@ function fmt(value) {
   if (typeof value === "object") return JSON.stringify(value);
   return String(value);
 }
+const secs = (value) => (value < 0.01 ? "<0.01 s" : Number(value.toPrecision(3)) + " s");
 const count = (value) => (typeof value === "number" ? value.toLocaleString("en") : fmt(value));
 const pct = (value) => (value === null || value === undefined ? "–" : (100 * value).toFixed(1) + "%");
 function verdict(correct) {
@@ -161,11 +162,12 @@ function route() {
 function go(parts, params) {
   location.hash = "#/" + parts.map(enc).join("/") + query(params || {});
 }
+let renders = 0;
 async function render() {
   showError("");
   const { parts, params } = route();
   const main = document.getElementById("main");
-  const page = el("div", { id: "page" });
+  const page = el("div", { id: "page", "data-render": ++renders });
   main.replaceChildren(page); // filled as its parts arrive
   try {
     if (parts.length === 0) await homePage(page);
@@ -405,8 +407,8 @@ function turnBox(turn) {
   if (stats) {
     const bits = [];
     if (stats.completion_tokens !== undefined) bits.push(fmt(stats.completion_tokens) + " tokens");
-    if (stats.generation_s !== undefined) bits.push(fmt(stats.generation_s) + " s generating");
-    if (stats.tool_s) bits.push(fmt(stats.tool_s) + " s in tools");
+    if (stats.generation_s !== undefined) bits.push(secs(stats.generation_s) + " generating");
+    if (stats.tool_s) bits.push(secs(stats.tool_s) + " in tools");
     if (stats.tool_errors) bits.push(stats.tool_errors + " failed call" + (stats.tool_errors > 1 ? "s" : ""));
     box.appendChild(el("span", { class: "stats" }, bits.join(" · ")));
   }
