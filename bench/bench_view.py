@@ -81,7 +81,9 @@ def synthetic_run(rows: int, shard_rows: int) -> Path:
         variant = rng.integers(0, 1000, count)
         lengths = rng.integers(12, 30, count)
         words = WORDS[rng.integers(0, len(WORDS), lengths.sum())]
-        questions = [" ".join(chunk) + f" (problem {p})?" for p, chunk in zip(problem, np.split(words, np.cumsum(lengths)[:-1]))]
+        questions = [
+            " ".join(chunk) + f" (problem {p})?" for p, chunk in zip(problem, np.split(words, np.cumsum(lengths)[:-1]))
+        ]
         finish = FINISH[rng.integers(0, len(FINISH), count)]
         completion = rng.integers(50, 4000, count)
         table = pa.table(
@@ -119,44 +121,73 @@ def synthetic_run(rows: int, shard_rows: int) -> Path:
 # --------------------------------------------------------------------------- the two arms
 
 
-def agentdata_arm(run: Path) -> dict[str, float]:
-    from agentdata.view.artifacts import open_artifacts
-    from agentdata.view.query import Query
+class Clock:
+    """Wall and CPU seconds (all threads of the process) of each step: under a shared machine's load the wall
+    time grows with the other work, the CPU time much less."""
 
-    times = {}
-    started = time.perf_counter()
-    [artifact] = open_artifacts([run])
-    table = artifact.table()
-    first = table.page(Query())
-    table.facets()
-    times["open"] = time.perf_counter() - started
-    assert first["total"] > 0
-    query = Query.parse(
-        {"correct": "false", "finish_reason": "answer", "min.num_tool_calls": "1", "max.num_tool_calls": "3",
-         "sort": "completion_tokens", "desc": "1"}
-    )
-    started = time.perf_counter()
-    filtered = table.page(query)
-    times["filter"] = time.perf_counter() - started
-    started = time.perf_counter()
-    found = table.page(Query.parse({"q": "for n in range(12)"}))
-    times["search"] = time.perf_counter() - started
-    started = time.perf_counter()
-    row = filtered["rows"][0]["_row"]
-    table.record(row)
-    times["open one"] = time.perf_counter() - started
-    times["matches"] = (filtered["total"], found["total"])
-    return times
+    def __init__(self) -> None:
+        self.times: dict[str, tuple[float, float]] = {}
+
+    def __call__(self, step: str):
+        clock = self
+
+        class _Step:
+            def __enter__(self):
+                self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+            def __exit__(self, *exc):
+                clock.times[step] = (time.perf_counter() - self.wall, time.process_time() - self.cpu)
+
+        return _Step()
 
 
-def pandas_arm(run: Path) -> dict[str, float]:
+def agentdata_arm(run: Path) -> tuple[dict[str, tuple[float, float]], tuple[int, int]]:
+    from agentdata.view.api import ViewerData
+    from agentdata.view.catalog import open_artifacts
+
+    clock = Clock()
+    with clock("open"):  # what `agentdata view RUN` does before printing its URL, then the first page's requests
+        data = ViewerData(open_artifacts([run]))
+        data.artifacts()  # the home page: each artifact's numbers and filter menus
+        first = data.rows("a0", {})
+    assert first["total"] == len(data.artifact("a0").table())
+    query = {"correct": "false", "finish_reason": "answer", "min.num_tool_calls": "1", "max.num_tool_calls": "3"}
+    with clock("filter"):
+        filtered = data.rows("a0", {**query, "sort": "completion_tokens", "desc": "1"})
+    with clock("search"):
+        found = data.rows("a0", {"q": NEEDLE})
+    with clock("open one"):
+        data.record("a0", filtered["rows"][0]["_row"])
+    return clock.times, (filtered["total"], found["total"])
+
+
+NEEDLE = "for n in range(12)"  # in the code of about a quarter of the trajectories
+
+
+def pandas_arm(run: Path) -> tuple[dict[str, tuple[float, float]], tuple[int, int]]:
     import pandas as pd
 
-    columns = ["id", "problem_id", "question", "source", "domain", "teacher", "format", "correct", "finish_reason",
-               "num_tool_calls", "num_tool_errors", "num_turns", "prompt_tokens", "completion_tokens", "timings"]
+    columns = [
+        "id",
+        "problem_id",
+        "question",
+        "source",
+        "domain",
+        "teacher",
+        "format",
+        "correct",
+        "finish_reason",
+        "num_tool_calls",
+        "num_tool_errors",
+        "num_turns",
+        "prompt_tokens",
+        "completion_tokens",
+        "timings",
+    ]
     shards = sorted((run / "trajectories").glob("part-*.parquet"))
-    times = {}
-    started = time.perf_counter()
+    clock = Clock()
+    opening = clock("open")
+    opening.__enter__()
     frame = pd.concat([pd.read_parquet(shard, columns=columns) for shard in shards], ignore_index=True)
     frame = frame.drop_duplicates("id", keep="last")
     frame["total_s"] = [json.loads(text).get("total_s") for text in frame["timings"]]
@@ -164,31 +195,37 @@ def pandas_arm(run: Path) -> dict[str, float]:
     frame["pass_rate"] = frame["problem_id"].map(valid.groupby("problem_id")["correct"].mean())
     {name: frame[name].value_counts() for name in ("source", "domain", "teacher", "format", "finish_reason")}
     frame.head(50)
-    times["open"] = time.perf_counter() - started
-    started = time.perf_counter()
+    opening.__exit__()
+    filtering = clock("filter")
+    filtering.__enter__()
     chosen = frame[
         (~frame["correct"]) & (frame["finish_reason"] == "answer") & frame["num_tool_calls"].between(1, 3)
     ].sort_values("completion_tokens", ascending=False)
     chosen.head(50)
-    times["filter"] = time.perf_counter() - started
-    started = time.perf_counter()
-    needle = "for n in range(12)"
+    filtering.__exit__()
+    searching = clock("search")
+    searching.__enter__()
+    needle = NEEDLE
     hits = 0
     for shard in shards:
         part = pd.read_parquet(shard, columns=["question", "messages"])
         for question, messages in zip(part["question"], part["messages"]):
             texts = [question] + [m["content"] for m in messages]
-            texts += [c["function"]["arguments"] for m in messages for c in (m["tool_calls"] if m["tool_calls"] is not None else [])]
+            texts += [
+                c["function"]["arguments"]
+                for m in messages
+                for c in (m["tool_calls"] if m["tool_calls"] is not None else [])
+            ]
             hits += any(needle.lower() in text.lower() for text in texts)
-    times["search"] = time.perf_counter() - started
-    started = time.perf_counter()
+    searching.__exit__()
+    one = clock("open one")
+    one.__enter__()
     target = chosen.index[0]
     offsets = np.cumsum([0] + [pq.read_metadata(shard).num_rows for shard in shards])
     file_number = int(np.searchsorted(offsets, target, side="right") - 1)
     pd.read_parquet(shards[file_number]).iloc[target - offsets[file_number]]
-    times["open one"] = time.perf_counter() - started
-    times["matches"] = (len(chosen), hits)
-    return times
+    one.__exit__()
+    return clock.times, (len(chosen), hits)
 
 
 def main() -> None:
@@ -203,19 +240,23 @@ def main() -> None:
     size = sum(path.stat().st_size for path in (run / "trajectories").iterdir())
     print(f"on disk: {size / 2**20:.0f} MiB in {len(list((run / 'trajectories').iterdir()))} shards")
     print(f"load before: {os.getloadavg()}")
-    results = {"agentdata": [], "pandas": []}
+    results: dict[str, list] = {"agentdata": [], "pandas": []}
+    matches = {}
     for _ in range(args.repeats):  # alternating arms, so a burst of load hits both
-        results["agentdata"].append(agentdata_arm(run))
-        results["pandas"].append(pandas_arm(run))
+        for name, arm in (("agentdata", agentdata_arm), ("pandas", pandas_arm)):
+            times, matches[name] = arm(run)
+            results[name].append(times)
     print(f"load after: {os.getloadavg()}")
-    print("| step | agentdata view (median) | pandas (median) | ratio | same matches |")
+    print("| step | agentdata view: wall (cpu) | pandas: wall (cpu) | ratio (wall) | same matches |")
     print("|---|---|---|---|---|")
     for step in ("open", "filter", "search", "open one"):
-        ours = statistics.median(r[step] for r in results["agentdata"])
-        theirs = statistics.median(r[step] for r in results["pandas"])
-        same = results["agentdata"][0]["matches"] == results["pandas"][0]["matches"]
-        print(f"| {step} | {ours:.3f} s | {theirs:.3f} s | {theirs / ours:.1f}x | {same} |")
-    print("matches (filter, search):", results["agentdata"][0]["matches"], results["pandas"][0]["matches"])
+        ours = [statistics.median(r[step][i] for r in results["agentdata"]) for i in (0, 1)]
+        theirs = [statistics.median(r[step][i] for r in results["pandas"]) for i in (0, 1)]
+        print(
+            f"| {step} | {ours[0]:.2f} s ({ours[1]:.2f} s) | {theirs[0]:.2f} s ({theirs[1]:.2f} s) | "
+            f"{theirs[0] / ours[0]:.1f}x | {matches['agentdata'] == matches['pandas']} |"
+        )
+    print("matches (filter, search):", matches)
 
 
 if __name__ == "__main__":

@@ -78,6 +78,36 @@ def test_a_damaged_artifact_is_one_line_naming_it(tmp_path):
     assert [s["error"] for s in summaries] == errors  # what the page shows
 
 
+def test_a_folder_of_artifacts_opens_each_one(workspace):
+    catalog = open_artifacts([workspace.root])
+    kinds = {a.path.resolve(): a.kind for a in catalog}
+    assert kinds[workspace.root.resolve()] == "folder" and kinds[(workspace.root / "runs").resolve()] == "folder"
+    for path, kind in [(workspace.run, "run"), (workspace.sft, "sft"), (workspace.pool, "pool")]:
+        assert kinds[path.resolve()] == kind
+    assert kinds[workspace.eval_dir.resolve()] == "eval" and kinds[workspace.problems.resolve()] == "problems"
+    assert not [a.error for a in catalog if a.error]  # reports, plots and rejects files are not opened alone
+    left_out = open_artifacts([workspace.pool.with_name("pool.rejects.parquet")]).get("a0")  # opened alone, it lists
+    assert left_out.kind == "pool" and set(left_out.table().index["status"]) == {"out_of_band"}  # what was left out
+
+
+def test_view_with_no_path_opens_what_the_commands_write_by_default(tmp_path, monkeypatch, capsys, tiny_model_dir):
+    from tests.cli_helpers import run_cli
+
+    monkeypatch.chdir(tmp_path)
+    assert run_cli(["view", "--export", "site"]) == 2
+    assert "nothing to view in" in capsys.readouterr().err
+    shard = tmp_path / "runs" / "collect" / "trajectories" / "part-00000.parquet"
+    write_records(read_records_of_a_run(), shard, Trajectory)
+    assert run_cli(["view", "--export", "site", "--tokenizer", str(tiny_model_dir), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["export"]["rows"] == 2
+
+
+def read_records_of_a_run() -> list[Trajectory]:
+    from tests.curate_fixtures import trajectory
+
+    return [trajectory("t1"), trajectory("t2", problem_id="p2")]
+
+
 def test_a_redone_trajectory_replaces_the_first_one(tmp_path, workspace):
     first = read_records(sorted((workspace.run / "trajectories").glob("*.parquet"))[0], Trajectory)
     redone = [t.__class__(**{**t.__dict__, "final_answer": "redone", "correct": False}) for t in first[:1]]
@@ -200,7 +230,7 @@ def test_compare_two_runs_on_the_same_problems(viewer, workspace):
     solved_a = set(all_rows(workspace.run).filter(pl.col("correct"))["problem_id"])
     solved_b = set(all_rows(workspace.other_run).filter(pl.col("correct"))["problem_id"])
     page = viewer.compare(first, second, "all")
-    assert page["counts"]["problems"] == 6
+    assert page["counts"]["problems"] == 6 and page["counts"]["lost"] == 2  # B never solves the "Compute" ones
     assert page["counts"]["gained"] == len(solved_b - solved_a) and page["counts"]["lost"] == len(solved_a - solved_b)
     flipped = viewer.compare(first, second, "flipped")["rows"]
     assert {row["problem_id"] for row in flipped} == solved_a ^ solved_b

@@ -62,9 +62,11 @@ def workspace(view_workspace):
 
 
 @pytest.fixture(scope="module")
-def data(workspace, tokenizer) -> ViewerData:
+def data(workspace, tokenizer, tmp_path_factory) -> ViewerData:
+    broken = tmp_path_factory.mktemp("broken") / "cut.parquet"
+    broken.write_bytes(workspace.sft.read_bytes()[:300])  # a file cut short: one line on the page
     paths = [workspace.run, workspace.other_run, workspace.sft, workspace.pool, workspace.eval_dir, workspace.train]
-    return ViewerData(open_artifacts(paths), Tokenizers(tokenizer=tokenizer))
+    return ViewerData(open_artifacts([*paths, broken]), Tokenizers(tokenizer=tokenizer))
 
 
 @pytest.fixture(scope="module")
@@ -115,9 +117,14 @@ def act(driver, action) -> None:
 
 
 def snap(driver, name: str) -> None:
+    """With AGENTDATA_VIEW_SCREENSHOTS=DIR: the view as DIR/NAME.png, in 64 colours (small enough for the docs)."""
     if SCREENSHOTS:
-        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
-        driver.save_screenshot(str(Path(SCREENSHOTS) / f"{name}.png"))
+        from PIL import Image
+
+        path = Path(SCREENSHOTS) / f"{name}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(path))
+        Image.open(path).convert("RGB").quantize(colors=64).save(path, optimize=True)
 
 
 def no_script_ran(driver) -> None:
@@ -152,6 +159,8 @@ def test_open_a_run_filter_it_and_read_a_trajectory_and_its_sft_view(browser, ur
 
     visit(browser, url)
     snap(browser, "home")
+    damaged = browser.find_element(By.CSS_SELECTOR, ".card .damaged").text
+    assert "cut.parquet" in damaged and "Parquet" in damaged and "\n" not in damaged
     run = key_of(data, workspace.run)
     card = browser.find_element(By.CSS_SELECTOR, f".card[data-key='{run}'] a")
     act(browser, card.click)
@@ -193,6 +202,7 @@ def test_the_xss_payloads_stay_text_everywhere(browser, url, data, workspace):
     no_script_ran(browser)
     assert XSS_QUESTION[:60] in browser.find_element(By.ID, "rows").text
     visit(browser, f"{url}#/a/{run}/r/{hostile['_row']}")
+    browser.execute_script("document.querySelector('.turn.user').scrollIntoView()")  # the question and the answer
     snap(browser, "xss")
     no_script_ran(browser)
     assert browser.find_element(By.CSS_SELECTOR, ".turn.user .text").text == XSS_QUESTION

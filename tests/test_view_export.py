@@ -63,7 +63,7 @@ def test_the_site_holds_the_first_rows_with_their_pages_and_a_strict_policy(data
         assert row["problem_id"] in index["problems"] and row["_text"]
     for path in (site / "data").rglob("*.js"):
         read_data_file(path)  # every file is one assignment of plain JSON
-    tables = [artifact for artifact in data.catalog if artifact._table is not None]  # the run, the SFT set, its rejects
+    tables = [artifact for artifact in data.catalog if artifact.has_rows]  # the run, the SFT set, its rejects
     assert summary.rows == summary.masks == sum(min(5, len(artifact.table())) for artifact in tables)
     assert summary.files == len([path for path in site.rglob("*") if path.is_file()]) - 1  # all but the marker
 
@@ -154,7 +154,7 @@ def test_a_session_id_becomes_a_safe_file_name():
 # --------------------------------------------------------------------------- the command
 
 
-def test_the_command_exports_both_and_says_what_it_wrote(workspace, tmp_path, capsys):
+def test_the_command_exports_both_and_says_what_it_wrote(workspace, tmp_path, capsys, tiny_model_dir):
     code = run_cli(
         [
             "view",
@@ -167,6 +167,8 @@ def test_the_command_exports_both_and_says_what_it_wrote(workspace, tmp_path, ca
             "3",
             "--where",
             "correct=true",
+            "--tokenizer",
+            str(tiny_model_dir),
             "--json",
         ]
     )

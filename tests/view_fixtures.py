@@ -37,10 +37,13 @@ def view_problems() -> list[Problem]:
 
 class ProductEngine(Engine):
     """Runs `print(A * B)` for the question's product, then answers with what it printed; a sample
-    whose seed falls in `wrong_every` answers one more, so problems have pass rates between 0 and 1."""
+    whose seed falls in `wrong_every` (or whose question holds `wrong_on`) answers one more, so problems
+    have pass rates between 0 and 1 (or 0)."""
 
-    def __init__(self, spec: str = "scripted:product", wrong_every: int = 3, shift: int = 0):
-        self.spec, self.wrong_every, self.shift = spec, wrong_every, shift
+    def __init__(
+        self, spec: str = "scripted:product", wrong_every: int = 3, shift: int = 0, wrong_on: str | None = None
+    ):
+        self.spec, self.wrong_every, self.shift, self.wrong_on = spec, wrong_every, shift, wrong_on
 
     async def generate(self, request: GenerationRequest) -> Generation:
         asked = next(number for number, m in enumerate(request.messages) if m["role"] == "user")
@@ -54,7 +57,8 @@ class ProductEngine(Engine):
                 return Generation(f"Let me compute it.\n```python\nprint({a} * {b})", CODEBLOCK_STOP, "stop", 30, 9)
             call = f'<tool_call>\n{{"name": "code_interpreter", "arguments": {{"code": "print({a} * {b})"}}}}\n'
             return Generation("Let me compute it.\n" + call, "</tool_call>", "stop", 30, 9)
-        wrong = (request.seed or 0) % self.wrong_every == self.shift
+        hard = self.wrong_on is not None and self.wrong_on in question
+        wrong = hard or (request.seed or 0) % self.wrong_every == self.shift
         value = a * b + (1 if wrong else 0)
         extra = XSS_ANSWER + " " if "onerror" in question else ""
         return Generation(f"{extra}So the product is \\boxed{{{value}}}.", None, "stop", 40, 12)
@@ -89,7 +93,8 @@ def build_workspace(root: Path) -> Workspace:
     collect(problems, run, CollectConfig(samples=4, teacher="scripted:a"), engine=ProductEngine(), sandbox=sandbox)
     other = root / "runs" / "b"
     hermes = CollectConfig(samples=4, teacher="scripted:b", loop=LoopConfig(protocol="hermes"))
-    collect(problems, other, hermes, engine=ProductEngine("scripted:b", wrong_every=2), sandbox=sandbox)
+    engine = ProductEngine("scripted:b", wrong_every=2, wrong_on="Compute")  # never solves the two "Compute" ones
+    collect(problems, other, hermes, engine=engine, sandbox=sandbox)
     sft, rejects = root / "sft.parquet", root / "rejects.parquet"
     curate([run], sft, CurateConfig(), rejects=rejects)
     pool = root / "pool" / "pool.parquet"

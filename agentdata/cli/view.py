@@ -23,12 +23,13 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 @settings_command()
 def command(
     paths: Annotated[
-        list[Path],
+        list[Path] | None,
         typer.Argument(
-            help="Run dirs, trajectory files, SFT sets, RL pools, train or eval output dirs, problem files; "
-            "several to compare them."
+            help="Run dirs, trajectory files, SFT sets, RL pools, train or eval output dirs, problem files, or "
+            "a folder of them; several to compare them. Default: what the commands write here by default "
+            "(runs/, sft.parquet, pool.parquet, stitched_sft.parquet)."
         ),
-    ],
+    ] = None,
     export: Annotated[
         Path | None, typer.Option("--export", help="Write a static site (HTML and data files) here instead of serving.")
     ] = None,
@@ -49,6 +50,7 @@ def command(
     from agentdata.view.catalog import open_artifacts
     from agentdata.view.mask import Tokenizers
 
+    paths = paths or default_paths(Path.cwd())
     for path in paths:
         if not path.exists():
             raise InputFileError(path, "no such file or directory")
@@ -69,7 +71,7 @@ def command(
     data = ViewerData(catalog, Tokenizers(config.tokenizer), config.band)
     if not as_json:
         console.print(artifacts_table(catalog, opened_s))
-    if export is not None and any(a._table is not None and a.kind in ("run", "trajectories", "sft") for a in catalog):
+    if export is not None and any(a.has_rows and a.kind in ("run", "trajectories", "sft") for a in catalog):
         with console.status(f"loading the tokenizer of {config.tokenizer}…") if not as_json else _nothing():
             data.tokenizers.get()  # before any file is written: a model that cannot be loaded is one line
     for artifact in catalog:
@@ -94,6 +96,20 @@ def command(
     console.print(export_table(results))
 
 
+DEFAULT_PLACES = ("runs", "sft.parquet", "sft.jsonl", "pool.parquet", "stitched_sft.parquet")
+
+
+def default_paths(here: Path) -> list[Path]:
+    """What the commands write when given no --out, where it exists."""
+    found = [Path(name) for name in DEFAULT_PLACES if (here / name).exists()]
+    if not found:
+        raise UserError(
+            f"nothing to view in {here} (no {', '.join(DEFAULT_PLACES)}): give a path, e.g. "
+            "`agentdata view runs/collect` or `agentdata view sft.parquet`"
+        )
+    return found
+
+
 def where_filters(pairs: list[str]) -> dict[str, str]:
     """Repeated --where KEY=VALUE, as the page's URL parameters (correct=false, min.num_tool_calls=1, q=text)."""
     filters: dict[str, str] = {}
@@ -110,7 +126,7 @@ def artifacts_table(catalog, opened_s: float) -> Table:
     for name in ("key", "kind", "artifact", "rows"):
         table.add_column(name, justify="right" if name == "rows" else "left", overflow="fold")
     for artifact in catalog:
-        rows = len(artifact.table()) if artifact._table is not None else None
+        rows = len(artifact.table()) if artifact.has_rows else None
         label = ("  " if artifact.parent else "") + artifact.label
         kind = f"[red]{artifact.kind}[/]" if artifact.error else artifact.kind
         table.add_row(artifact.key, kind, escape(label), f"{rows:,}" if rows is not None else "-")

@@ -31,6 +31,7 @@ class ViewerData:
         self.catalog = catalog
         self.tokenizers = tokenizers or Tokenizers()
         self.band = band
+        self._summaries: dict[str, dict[str, Any]] = {}  # the artifacts never change while the viewer runs
 
     # ---------------------------------------------------------------- artifacts
     def artifact(self, key: str) -> Artifact:
@@ -43,8 +44,13 @@ class ViewerData:
         return {"artifacts": [self.summary(artifact) for artifact in self.catalog]}
 
     def summary(self, artifact: Artifact) -> dict[str, Any]:
+        if artifact.key not in self._summaries:
+            self._summaries[artifact.key] = self._summary(artifact)
+        return self._summaries[artifact.key]
+
+    def _summary(self, artifact: Artifact) -> dict[str, Any]:
         data = artifact.as_dict()
-        if artifact._table is not None:
+        if artifact.has_rows:
             table = artifact.table()
             data["columns"] = table.describe()
             data["facets"] = table.facets()
@@ -54,6 +60,10 @@ class ViewerData:
             data["band"] = list(pages.artifact_band(artifact, self.band))
         if artifact.is_trajectories:
             data["band"] = list(self.band_of(artifact))
+        data["link_list"] = [
+            {"role": role.split(":")[0], "key": key, "label": self.artifact(key).label, "kind": self.artifact(key).kind}
+            for role, key in artifact.links.items()
+        ]
         data["has_report"] = artifact.report is not None
         data["notes"] = pages.notes(artifact)
         return data

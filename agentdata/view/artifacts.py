@@ -27,7 +27,10 @@ from agentdata.errors import UserError
 from agentdata.inputs import first_row
 from agentdata.view.table import RowTable
 
-KINDS = ("run", "trajectories", "sft", "pool", "train", "eval", "problems", "damaged")
+KINDS = ("run", "trajectories", "sft", "pool", "train", "eval", "problems", "folder", "damaged")
+DATA_SUFFIXES = (".parquet", ".jsonl", ".json")
+# Not opened on their own from a folder: reports and run files, and the rejects files their owner's report names.
+NOT_ARTIFACTS = (".report.json", ".rejects.parquet", "manifest.json", "stats.json", "journal.jsonl", "trl_config.json")
 TABLE_KINDS = ("run", "trajectories", "sft", "pool", "problems")
 TRAJECTORY_COLUMNS = {"messages", "problem_id", "question"}
 PLOT_SUFFIX = ".png"
@@ -44,13 +47,16 @@ class Artifact:
     report: dict[str, Any] | None = None  # the JSON report beside it (curate, stitch, filter, eval)
     plots: list[Path] = field(default_factory=list)
     links: dict[str, str] = field(default_factory=dict)  # role ("rejects", "profile", ...) -> artifact key
-    _table: RowTable | None = None
-    _source: Any = None
+    rows: RowTable | None = None  # what it lists (None: a train or eval dir, a folder, a damaged path)
 
     def table(self) -> RowTable:
-        if self._table is None:
+        if self.rows is None:
             raise UserError(f"{self.label}: a {self.kind} artifact has no rows to list")
-        return self._table
+        return self.rows
+
+    @property
+    def has_rows(self) -> bool:
+        return self.rows is not None
 
     @property
     def is_trajectories(self) -> bool:
@@ -66,7 +72,7 @@ class Artifact:
             "parent": self.parent,
             "links": self.links,
             "plots": [plot.name for plot in self.plots],
-            "rows": len(self._table) if self._table is not None else None,
+            "rows": len(self.rows) if self.rows is not None else None,
         }
 
 
@@ -77,13 +83,13 @@ def detect(path: Path) -> str:
             return "run"
         if (path / "report.json").is_file():
             return "eval"
-        if (path / "metrics.jsonl").is_file() or any(
-            (path / stage / "metrics.jsonl").is_file() for stage in ("sft", "rl")
-        ):
+        if _is_train_dir(path):
             return "train"
+        if folder_entries(path):
+            return "folder"
         raise UserError(
             f"{path}: a folder `agentdata view` does not know (expected a run dir with trajectories/, "
-            "a train output dir with metrics.jsonl, or an eval dir with report.json)"
+            "a train output dir with metrics.jsonl, an eval dir with report.json, or a folder holding them)"
         )
     names = _columns(path)
     if TRAJECTORY_COLUMNS <= names:
@@ -93,6 +99,31 @@ def detect(path: Path) -> str:
     if "pass_rate" in names or "extra_info" in names:
         return "pool"
     return "problems"
+
+
+def folder_entries(path: Path, depth: int = 3) -> list[Path]:
+    """What a folder of artifacts holds (e.g. runs/quickstart): its data files, the folders of a known
+    layout in it and the folders that hold such things (a few levels down); not reports, plots, links."""
+    entries = []
+    for entry in sorted(path.iterdir()):
+        if entry.name.startswith(".") or entry.name.endswith(NOT_ARTIFACTS) or entry.is_symlink():
+            continue
+        if entry.is_file() and entry.suffix.lower() in DATA_SUFFIXES:
+            entries.append(entry)
+        elif entry.is_dir() and (
+            (entry / "trajectories").is_dir()
+            or (entry / "report.json").is_file()
+            or _is_train_dir(entry)
+            or (depth > 1 and folder_entries(entry, depth - 1))
+        ):
+            entries.append(entry)
+    return entries
+
+
+def _is_train_dir(path: Path) -> bool:
+    return (path / "metrics.jsonl").is_file() or any(
+        (path / stage / "metrics.jsonl").is_file() for stage in ("sft", "rl")
+    )
 
 
 def _columns(path: Path) -> set[str]:

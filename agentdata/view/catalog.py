@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import json
+import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from agentdata.errors import UserError
-from agentdata.view.artifacts import Artifact, detect, one_line, plots_in, read_report, relative_label
+from agentdata.view.artifacts import Artifact, detect, folder_entries, one_line, plots_in, read_report, relative_label
 from agentdata.view.sets import pool_table, problems_table, sft_table
 from agentdata.view.trajectories import trajectory_table
+
+log = logging.getLogger("agentdata.view")
 
 
 class Catalog:
@@ -34,12 +36,11 @@ class Catalog:
         self._by_path[resolved] = artifact
         try:
             self._open(artifact)
-        except (UserError, OSError, ValueError, json.JSONDecodeError) as error:
-            artifact.kind, artifact.error = "damaged", one_line(error, path)
+        except (UserError, OSError, ValueError) as error:  # a file that is not what it should be: its line
+            artifact.kind, artifact.error, artifact.rows = "damaged", one_line(error, path), None
         except Exception as error:  # noqa: BLE001 - pyarrow and polars raise many types for a broken file
-            artifact.kind, artifact.error = "damaged", one_line(error, path)
-        if artifact.kind == "damaged":
-            artifact._table = None
+            log.debug("opening %s", path, exc_info=True)
+            artifact.kind, artifact.error, artifact.rows = "damaged", one_line(error, path), None
         return artifact
 
     def _open(self, artifact: Artifact) -> None:
@@ -50,11 +51,11 @@ class Catalog:
         OPENERS[artifact.kind](self, artifact)
 
     def children(self, artifact: Artifact, role: str, paths: Iterable[Path]) -> None:
+        """Open what `artifact` leads to; a role that can be many (runs, stages, items) is numbered."""
         for number, path in enumerate(paths):
-            child = self.add(
-                path, label=f"{artifact.label} · {relative_label(path, artifact.path)}", parent=artifact.key
-            )
-            artifact.links[role if number == 0 and role != "run" else f"{role}:{number}"] = child.key
+            label = f"{artifact.label} · {relative_label(path, artifact.path)}"
+            child = self.add(path, label=label, parent=artifact.key)
+            artifact.links[f"{role}:{number}" if role in MANY else role] = child.key
 
 
 def open_artifacts(paths: Sequence[Path | str]) -> Catalog:
@@ -65,13 +66,16 @@ def open_artifacts(paths: Sequence[Path | str]) -> Catalog:
     return catalog
 
 
+MANY = ("run", "stage", "item")
+
+
 def report_beside(path: Path) -> Path:
     """`sft.parquet` -> `sft.report.json` (curate, stitch and filter write their report there)."""
     return path.with_name(path.stem + ".report.json")
 
 
 def open_trajectories(catalog: Catalog, artifact: Artifact) -> None:
-    artifact._table, artifact._source = trajectory_table(artifact.path)
+    artifact.rows = trajectory_table(artifact.path)
     if artifact.kind == "run":
         artifact.report = read_report(artifact.path / "manifest.json")
         stats = read_report(artifact.path / "stats.json")
@@ -80,7 +84,7 @@ def open_trajectories(catalog: Catalog, artifact: Artifact) -> None:
 
 
 def open_sft(catalog: Catalog, artifact: Artifact) -> None:
-    artifact._table = sft_table(artifact.path)
+    artifact.rows = sft_table(artifact.path)
     artifact.report = read_report(report_beside(artifact.path))
     if not artifact.report:
         return
@@ -106,7 +110,7 @@ def open_pool(catalog: Catalog, artifact: Artifact) -> None:
         if report.get("rejects")
         else artifact.path.with_name(artifact.path.stem + ".rejects.parquet")
     )
-    artifact._table = pool_table(artifact.path, rejects if rejects.is_file() else None, questions)
+    artifact.rows = pool_table(artifact.path, rejects if rejects.is_file() else None, questions)
     artifact.plots = plots_in(artifact.path.parent, [artifact.path.stem + ".pass_rate.png"])
 
 
@@ -132,8 +136,13 @@ def open_eval(catalog: Catalog, artifact: Artifact) -> None:
     catalog.children(artifact, "run", runs)
 
 
+def open_folder(catalog: Catalog, artifact: Artifact) -> None:
+    """A folder of artifacts (runs/quickstart): each one it holds, opened as if given."""
+    catalog.children(artifact, "item", folder_entries(artifact.path))
+
+
 def open_problems(catalog: Catalog, artifact: Artifact) -> None:
-    artifact._table = problems_table(artifact.path)
+    artifact.rows = problems_table(artifact.path)
 
 
 OPENERS = {
@@ -144,4 +153,5 @@ OPENERS = {
     "train": open_train,
     "eval": open_eval,
     "problems": open_problems,
+    "folder": open_folder,
 }

@@ -68,7 +68,7 @@ def selected_rows(artifact: Artifact, where: Mapping[str, str], limit: int) -> l
 def check_where(data: ViewerData, where: Mapping[str, str]) -> None:
     """Every filter names a column of every list (before any file is written)."""
     for artifact in data.catalog:
-        if artifact._table is not None:
+        if artifact.has_rows:
             selected_rows(artifact, where, 1)
 
 
@@ -85,7 +85,7 @@ def export_site(data: ViewerData, out: Path, limit: int, where: Mapping[str, str
     page = page.replace("<!--csp-->", f'<meta http-equiv="Content-Security-Policy" content="{EXPORT_CSP}">')
     page = page.replace("<!--data-->", '<script src="data/artifacts.js"></script>')
     writer.raw(out / "index.html", page.encode("utf-8"))
-    chosen = {a.key: selected_rows(a, where, limit) for a in data.catalog if a._table is not None}
+    chosen = {a.key: selected_rows(a, where, limit) for a in data.catalog if a.has_rows}
     with task("export", total=sum(len(rows) for rows in chosen.values())) as advance:
         done = [0]
 
@@ -100,7 +100,7 @@ def export_site(data: ViewerData, out: Path, limit: int, where: Mapping[str, str
                 writer.raw(out / "data" / artifact.key / f"plot{number}.png", plot.read_bytes())
             if artifact.key in chosen:
                 _table_files(writer, data, artifact, chosen[artifact.key], summary, step)
-    runs = [a for a in data.catalog if a.is_trajectories and a._table is not None]
+    runs = [a for a in data.catalog if a.is_trajectories and a.has_rows]
     for first, second in combinations(runs, 2):
         for a, b in ((first, second), (second, first)):
             writer.put(f"compare/{a.key}-{b.key}", data.compare(a.key, b.key, "all", limit=None))

@@ -70,7 +70,7 @@ def _full_question(artifact: Artifact, row: int) -> str:
 def pool_drop_reasons(catalog: Any, artifact: Artifact) -> dict[str, str]:
     """problem id -> why the pool left it out, for a profile run dir whose pool is open too."""
     for other in catalog:
-        if other.kind == "pool" and other.links.get("profile") == artifact.key and other._table is not None:
+        if other.kind == "pool" and other.links.get("profile") == artifact.key and other.has_rows:
             left_out = other.table().index.filter(pl.col("status") != "in pool")
             return dict(left_out.select("problem_id", "status").iter_rows())
     return {}

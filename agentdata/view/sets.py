@@ -140,25 +140,21 @@ def pool_frame(path: Path, rejects: Path | None, questions: pl.DataFrame | None)
     missing = [name for name in ("problem_id", "pass_rate") if name not in pool.columns]
     if missing:
         raise InputFileError(path, f"not an RL pool: no {' or '.join(missing)} column")
-    if "question" not in pool.columns and "prompt" in pool.columns:
-        pool = pool.with_columns(pl.col("prompt").list.last().struct.field("content").alias("question"))
-    pool = pool.with_columns(pl.lit(IN_POOL).alias("status")).drop("prompt", strict=False)
+    if "question" not in pool.columns:  # the agentdata form holds it as the prompt's last message
+        question = pl.col("prompt").list.last().struct.field("content") if "prompt" in pool.columns else pl.lit(None)
+        pool = pool.with_columns(question.cast(pl.String).alias("question"))
+    # a pool's rejects file opened on its own lists the problems left out, each with its reason
+    status = pl.col("drop_reason") if "drop_reason" in pool.columns else pl.lit(IN_POOL)
+    pool = pool.with_columns(status.alias("status")).drop("prompt", strict=False)
     frames = [pool]
-    if rejects is not None and rejects.is_file():
+    if rejects is not None and rejects.is_file():  # the problems left out hold no question: the profile's
         left_out = _collect(rejects, pl.scan_parquet(rejects)).with_columns(pl.col("drop_reason").alias("status"))
         frames.append(left_out)
     frame = pl.concat(frames, how="diagonal_relaxed")
     if questions is not None and questions.height:
-        known = questions.unique("problem_id").rename({"question": "profile_question"})
-        frame = (
-            frame.join(known, on="problem_id", how="left")
-            .with_columns(
-                pl.coalesce("question", "profile_question").alias("question")
-                if "question" in frame.columns
-                else pl.col("profile_question").alias("question")
-            )
-            .drop("profile_question")
-        )
+        known = questions.unique("problem_id", keep="first").rename({"question": "profiled"})
+        frame = frame.join(known, on="problem_id", how="left", maintain_order="left")
+        frame = frame.with_columns(pl.coalesce("question", "profiled").alias("question")).drop("profiled")
     return frame.with_row_index(ROW)
 
 

@@ -100,7 +100,7 @@ def write_sts(data: ViewerData, out: Path, limit: int, where: Mapping[str, str] 
     set's own rejects and source runs, which hold the same trajectories again): one folder each, one session
     file per exported row."""
     where = dict(where or {})
-    sessions = [a for a in data.catalog if a._table is not None and (a.is_trajectories or a.kind == "sft")]
+    sessions = [a for a in data.catalog if a.has_rows and (a.is_trajectories or a.kind == "sft")]
     keys = {a.key for a in sessions}
     artifacts = [a for a in sessions if a.parent is None or a.parent not in keys]
     if not artifacts:

@@ -138,5 +138,5 @@ def contains(expression: pl.Expr, needle: str) -> pl.Expr:
 
 
 def preview(expression: pl.Expr) -> pl.Expr:
-    """The start of a long text, on one line, for a list cell."""
-    return expression.str.slice(0, PREVIEW_CHARS).str.replace_all(r"\s+", " ")
+    """The start of a long text, for a list cell (the page shows it on one line)."""
+    return expression.str.slice(0, PREVIEW_CHARS)

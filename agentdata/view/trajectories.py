@@ -134,9 +134,13 @@ def index_frame(source: TrajectorySource) -> pl.DataFrame:
         *source.extra,
         preview(pl.col("question")).alias("question"),
         preview(pl.col("final_answer")).alias("final_answer"),
-        pl.col("timings").str.json_path_match("$.total_s").cast(pl.Float64, strict=False).alias("total_s"),
+        # `timings` is JSON as json.dumps writes it; a pattern reads its one number at half a JSON parser's cost
+        pl.col("timings")
+        .str.extract(r'"total_s": (-?[0-9][0-9.eE+-]*)')
+        .cast(pl.Float64, strict=False)
+        .alias("total_s"),
     )
-    frame = frame.unique("id", keep="last", maintain_order=True)
+    frame = frame.filter(pl.col("id").is_last_distinct())  # a redone row (a later shard) replaces the first
     valid = (~failed).sum().over("problem_id")
     frame = frame.with_columns(
         pl.when(valid > 0).then((pl.col("correct") & ~failed).sum().over("problem_id") / valid).alias("pass_rate"),
@@ -145,7 +149,7 @@ def index_frame(source: TrajectorySource) -> pl.DataFrame:
     return source.collect(frame)
 
 
-def trajectory_table(path: Path) -> tuple[RowTable, TrajectorySource]:
+def trajectory_table(path: Path) -> RowTable:
     source = TrajectorySource(path)
     index = index_frame(source)
 
@@ -156,7 +160,7 @@ def trajectory_table(path: Path) -> tuple[RowTable, TrajectorySource]:
     def fetch(row: int) -> dict[str, Any]:
         return {"trajectory": source.fetch(row)}
 
-    return RowTable(index, COLUMNS, search, fetch), source
+    return RowTable(index, COLUMNS, search, fetch)
 
 
 def _full_text(needle: str) -> pl.Expr:

@@ -11,7 +11,7 @@ function el(tag, attrs, ...children) {
     else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
     else node.setAttribute(name, String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     node.appendChild(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -20,7 +20,7 @@ function el(tag, attrs, ...children) {
 function svg(tag, attrs, ...children) {
   const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
   for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, String(value));
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined) continue;
     node.appendChild(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -252,16 +252,15 @@ async function artifactPage(page, key, params) {
   }
   if (artifact.stats && artifact.stats.trajectories) page.appendChild(statsLine(artifact.stats));
   plotsPanel(page, artifact);
-  await listPanel(page, artifact, params);
+  if (artifact.rows !== null) await listPanel(page, artifact, params); // a folder lists what it holds above
 }
 function linksLine(artifact) {
-  const line = el("p", {});
-  for (const [role, target] of Object.entries(artifact.links || {})) {
-    line.appendChild(link("#/a/" + enc(target), role.split(":")[0]));
-    line.appendChild(document.createTextNode(" "));
+  const list = el("ul", { class: "links" });
+  for (const item of artifact.link_list || []) {
+    list.appendChild(el("li", {}, item.role + " (" + item.kind + "): ", link("#/a/" + enc(item.key), item.label)));
   }
-  if (artifact.parent) line.appendChild(link("#/a/" + enc(artifact.parent), "↑ part of"));
-  return line;
+  if (artifact.parent) list.appendChild(el("li", {}, link("#/a/" + enc(artifact.parent), "↑ the artifact this one belongs to")));
+  return list;
 }
 function statsLine(stats) {
   const reasons = Object.entries(stats.finish_reasons || {}).map(([r, n]) => r + " " + count(n)).join(", ");
@@ -509,7 +508,7 @@ async function comparePage(page, first, second, params) {
   const artifacts = await allArtifacts();
   const label = (key) => (artifacts.find((a) => a.key === key) || { label: key }).label;
   where("compare", label(first) + " vs " + label(second));
-  page.appendChild(el("h1", {}, "A: " + label(first)), el("h1", {}, "B: " + label(second)));
+  page.append(el("h1", {}, "A: " + label(first)), el("h1", {}, "B: " + label(second)));
   const c = data.counts;
   page.appendChild(el("p", { id: "compare-counts" }, count(c.problems) + " problems in both · solved by both " + count(c.both) + " · by neither " + count(c.neither) +
     " · gained by B " + count(c.gained) + " · lost by B " + count(c.lost) + (c.only_in_a || c.only_in_b ? " · only in A " + count(c.only_in_a) + ", only in B " + count(c.only_in_b) : "")));
