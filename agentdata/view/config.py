@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agentdata.settings import check_fields
+from agentdata.settings import Band, check_fields
 
 DEFAULT_PORT = 8765
 
@@ -25,8 +25,8 @@ class ViewConfig:
             "or a model dir. Loaded on first use."
         },
     )
-    band: tuple[float, float] = field(
-        default=(0.0, 1.0),
+    band: Band = field(
+        default=Band(0.0, 1.0),
         metadata={
             "help": "Pass-rate band LO,HI (ends exclusive) a problem page judges against, unless the run is a "
             "pool's profile (then the pool's band).",
@@ -43,8 +43,4 @@ class ViewConfig:
     )
 
     def __post_init__(self) -> None:
-        self.band = tuple(self.band)
         check_fields(self)
-        low, high = self.band
-        if not low < high:
-            raise ValueError("band must be LO,HI with 0 <= LO < HI <= 1, e.g. --band 0.2,0.8")

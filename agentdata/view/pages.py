@@ -9,7 +9,7 @@ import polars as pl
 
 from agentdata.errors import InputFileError
 from agentdata.filter.confidence import wilson_interval
-from agentdata.filter.steps import PassRateBand
+from agentdata.settings import Band
 from agentdata.view.artifacts import Artifact, read_report
 from agentdata.view.query import QueryError
 from agentdata.view.table import ROW
@@ -46,7 +46,7 @@ def problem_page(
     low, high = wilson_interval(correct, valid.height) if valid.height else (None, None)
     in_band = None
     if rate is not None:
-        in_band = bool(pl.DataFrame({"pass_rate": [rate]}).select(PassRateBand(*band).expression()).item())
+        in_band = bool(Band.parse(band).contains(rate))  # filter's rule: both ends exclusive
     return {
         "problem_id": problem_id,
         "question": _full_question(artifact, samples[ROW][0]),

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentdata.settings import Band
+
 PAGE_SIZE = 50
 MAX_PAGE = 500
 MAX_SEARCH_CHARS = 200
@@ -31,7 +33,7 @@ class Query:
     equals: dict[str, str] = field(default_factory=dict)
     minimum: dict[str, float] = field(default_factory=dict)
     maximum: dict[str, float] = field(default_factory=dict)
-    band: tuple[float, float] | None = None
+    band: Band | None = None
     search: str = ""
     sort: str | None = None
     descending: bool = False
@@ -97,13 +99,14 @@ def _number(name: str, text: str, whole: bool = False, low: float | None = None,
     return value
 
 
-def _band(text: str) -> tuple[float, float] | None:
+def _band(text: str) -> Band | None:
+    """LO,HI as `filter` takes its band (the one Band type), both ends within [0, 1]."""
     if not text:
         return None
-    parts = text.split(",")
-    if len(parts) != 2:
-        raise QueryError(f"band: {text[:40]!r} should be LO,HI, e.g. 0.2,0.8")
-    low, high = (_number("band", part.strip(), low=0, high=1) for part in parts)
-    if not low < high:
-        raise QueryError(f"band: LO must be below HI, got {text[:40]!r}")
-    return low, high
+    try:
+        band = Band.parse(text)
+    except ValueError as error:
+        raise QueryError(f"band: {text[:40]!r}: {error}") from None
+    if not (0 <= band.low and band.high <= 1):
+        raise QueryError(f"band: {text[:40]!r}: both ends within [0, 1]")
+    return band

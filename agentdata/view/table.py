@@ -79,7 +79,7 @@ class RowTable:
         conditions += [self._bound(name, value, "min") for name, value in query.minimum.items()]
         conditions += [self._bound(name, value, "max") for name, value in query.maximum.items()]
         if query.band:
-            conditions.append(PassRateBand(*query.band).expression())
+            conditions.append(PassRateBand(query.band).expression())  # filter's own band step
         if conditions:
             frame = frame.filter(pl.all_horizontal(conditions).fill_null(False))
         if query.search:
