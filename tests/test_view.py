@@ -337,3 +337,27 @@ def test_a_shard_damaged_after_opening_is_one_line_in_the_page_and_the_log(tmp_p
 def test_query_round_trip():
     query = Query.parse({"correct": "false", "min.num_tool_calls": "1", "band": "0.2,0.8", "q": "x", "sort": "id"})
     assert Query.parse({k: str(v) for k, v in query.as_params().items()}) == query
+
+
+def test_a_code_problems_tests_and_an_older_run_without_turn_numbers(tmp_path):
+    from agentdata.view.render import trajectory_view
+    from tests.curate_fixtures import trajectory
+
+    old = trajectory("t1")  # written before the loop recorded per-turn numbers
+    tests = {
+        "passed": 1,
+        "total": 2,
+        "fraction": 0.5,
+        "reason": "wrong answer",
+        "test_s": 0.03,
+        "results": [
+            {"status": "passed", "public": True, "time_s": 0.01},
+            {"status": "failed", "public": False, "time_s": 0.02},
+        ],
+    }
+    old.metadata = {"tests": tests}  # what verify.code's grading keeps on a code trajectory
+    view = trajectory_view(old, 0)
+    assert view["tests"] == tests
+    assistant = [turn for turn in view["turns"] if turn["role"] == "assistant"]
+    assert assistant and all(turn["stats"] is None for turn in assistant)
+    assert [call["output"] for turn in assistant for call in turn["calls"]] == ["129"]
