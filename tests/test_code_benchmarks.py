@@ -9,6 +9,7 @@ pytest run, CodeContests' output comparison), on constructed cases.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -244,15 +245,17 @@ def test_bigcodebench_stops_kills_of_other_processes_and_goes_on(sandbox):
 
 def test_kodcode_runs_pytest_beside_the_program_saved_as_solution(sandbox):
     problem = load("kodcode.jsonl")["Leetcode_9004_I"]
-    assert grade(problem, answer(rows_of("kodcode.jsonl")[0]["solution"]), sandbox).correct
     no_pair_case = (
         "def two_sum(nums, target):\n    for i in range(len(nums)):\n        for j in range(i + 1, len(nums)):\n"
     )
     no_pair_case += (
         "            if nums[i] + nums[j] == target:\n                return [i, j]\n"  # returns None, not []
     )
-    verdict = grade(problem, answer(no_pair_case), sandbox)
-    assert not verdict.correct and verdict.details["results"][0]["status"] == "wrong"  # pytest exit 1
+    programs = [rows_of("kodcode.jsonl")[0]["solution"], no_pair_case]
+    with ThreadPoolExecutor(2) as pool:  # each grading starts pytest in its own interpreter
+        right, wrong = pool.map(lambda program: grade(problem, answer(program), sandbox), programs)
+    assert right.correct
+    assert not wrong.correct and wrong.details["results"][0]["status"] == "wrong"  # pytest exit 1
 
 
 def test_codecontests_grades_with_its_tolerance(sandbox):

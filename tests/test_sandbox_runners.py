@@ -77,14 +77,16 @@ def run_code(url: str, **request) -> dict:
 # The same cases through the real client: its models parse every answer, so a field it cannot read fails here.
 CLIENT_SCRIPT = r"""
 import json, sys
+from concurrent.futures import ThreadPoolExecutor
 from sandbox_fusion import RunCodeRequest, run_code
 endpoint, cases = sys.argv[1], json.loads(sys.argv[2])
-out = {}
-for name, fields in cases.items():
+def call(fields):
     reply = run_code(RunCodeRequest(**fields), endpoint=endpoint, max_attempts=1)
     run = reply.run_result
-    out[name] = {"status": reply.status.value, "run_status": run.status.value, "return_code": run.return_code,
-                 "stdout": run.stdout, "stderr": run.stderr, "files": reply.files}
+    return {"status": reply.status.value, "run_status": run.status.value, "return_code": run.return_code,
+            "stdout": run.stdout, "stderr": run.stderr, "files": reply.files}
+with ThreadPoolExecutor(4) as pool:  # as a client's many rollouts would send them
+    out = dict(zip(cases, pool.map(call, cases.values())))
 print("RESULT" + json.dumps(out))
 """
 
@@ -110,6 +112,12 @@ def sandboxfusion_cases() -> dict:
             fetch_files=["a.txt", "/mnt/b"],
         ),
         "pytest_pass": dict(language="pytest", code=PASSING_TESTS, run_timeout=30),
+        "pytest_imports_a_file": dict(
+            language="pytest",
+            code="from helper import double\n\ndef test_double():\n    assert double(21) == 42\n",
+            files={"helper.py": base64.b64encode(b"def double(x):\n    return 2 * x\n").decode()},
+            run_timeout=30,
+        ),
         "pytest_fail": dict(language="pytest", code=FAILING_TESTS, run_timeout=30),
         "pytest_as_python": dict(language="python", code=FAILING_TESTS, run_timeout=5),
     }
@@ -146,6 +154,7 @@ def test_sandboxfusion_runner_cases_through_the_real_client(serve):
     }
     assert got["pytest_pass"]["status"] == "Success", got["pytest_pass"]["stdout"][-2000:]
     assert "2 passed" in got["pytest_pass"]["stdout"]
+    assert got["pytest_imports_a_file"]["status"] == "Success"  # the file runs beside the files sent with it
     assert (got["pytest_fail"]["status"], got["pytest_fail"]["return_code"]) == ("Failed", 1)
     assert "1 failed, 1 passed" in got["pytest_fail"]["stdout"]
     assert got["pytest_as_python"]["status"] == "Success"  # under `python` the tests are only defined
@@ -161,16 +170,6 @@ def test_a_write_to_an_absolute_path_is_the_calls_own(serve):
     second = run_code(url, code="import os\nprint(os.path.exists('/mnt/b'))", fetch_files=["/mnt/b"])
     assert second["run_result"]["stdout"] == "False\n" and second["files"] == {}
     assert not os.path.exists("/mnt/b")
-
-
-def test_pytest_runs_the_file_beside_the_files_sent_with_it(serve):
-    url, _ = serve
-    helper = base64.b64encode(b"def double(x):\n    return 2 * x\n").decode()
-    code = "from helper import double\n\ndef test_double():\n    assert double(21) == 42\n"
-    reply = run_code(url, language="pytest", code=code, files={"helper.py": helper}, run_timeout=30)
-    assert reply["status"] == "Success", reply["run_result"]["stdout"][-2000:]
-    empty = run_code(url, language="pytest", code="x = 1\n", run_timeout=30)
-    assert (empty["status"], empty["run_result"]["return_code"]) == ("Failed", 5)  # pytest: no tests collected
 
 
 def test_an_unknown_language_names_the_ones_served(serve):
