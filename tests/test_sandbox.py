@@ -8,8 +8,11 @@ the sandbox still serves the next call.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import shutil
 import socket
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -505,3 +508,51 @@ def ended_within(pid: int, seconds: float) -> bool:
 def test_config_rejects_bad_values():
     with pytest.raises(ValueError, match="workers"):
         SandboxConfig(workers=0)
+
+
+WITHOUT_ROOT = r"""
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+from agentdata.sandbox.local import Sandbox
+escape = '''
+import os
+os.makedirs("/tmp/x", exist_ok=True)
+top = os.open("/", os.O_RDONLY)
+os.chroot("/tmp/x")
+os.fchdir(top)
+for _ in range(32):
+    os.chdir("..")
+os.chroot(".")
+print(sorted(os.listdir("/")))
+'''
+with Sandbox(workers=1, prefork=0, preload=("math",), timeout_s=20) as box:
+    wrote = box.run("open('/mnt/b', 'w').write('x')\nprint(open('/mnt/b').read())")
+    left = box.run(escape)
+    result = {"isolation": box.isolation, "wrote": wrote.stdout, "left": [left.status, left.stderr]}
+    print("RESULT" + json.dumps(result))
+"""
+
+
+def test_without_root_the_view_still_holds_and_cannot_be_left(tmp_path):
+    """As an unprivileged user the sandbox runs in a user namespace, where its code is that namespace's root:
+    it still gets its private view, and it cannot chroot its way back out of it to the host's files."""
+    python, repo = Path("/usr/bin/python3"), Path(__file__).resolve().parents[1]
+    if os.geteuid() != 0 or not python.exists() or not shutil.which("setpriv"):
+        pytest.skip("needs root, /usr/bin/python3 and setpriv to run the sandbox as another user")
+    done = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(python), "-c", WITHOUT_ROOT, str(repo)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    if "RESULT" not in done.stdout and "Permission denied" in done.stderr:
+        pytest.skip(f"the checkout is not readable by another user: {done.stderr[-200:]}")
+    assert "RESULT" in done.stdout, done.stderr[-3000:]
+    result = json.loads(done.stdout.split("RESULT", 1)[1])
+    if not result["isolation"]["private_view"]:
+        pytest.skip(f"this kernel allows no private view in a user namespace: {result['isolation']['warnings']}")
+    assert result["isolation"]["own_uid"] is False and result["wrote"] == "x\n"
+    status, stderr = result["left"]
+    assert status == "error" and "PermissionError" in stderr  # no capability left to chroot with

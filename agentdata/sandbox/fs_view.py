@@ -18,6 +18,7 @@ The executor then drops to its own uid without capabilities, so it cannot leave 
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -120,7 +121,12 @@ def build_view(root: str, python_paths: list[str]) -> list[tuple[str, str]]:
         binds.append((f"{root}/ro{source}", source))
     for source in ("/proc", "/sys"):
         os.makedirs(f"{root}/ro{source}")
-        jail.mount(source, f"{root}/ro{source}", None, jail.MS_BIND)  # not recursive: no cgroup mounts
+        try:
+            jail.mount(source, f"{root}/ro{source}", None, jail.MS_BIND)  # not recursive: no cgroup mounts
+        except OSError as error:  # in a user namespace a tree with locked mounts under it binds only whole
+            if error.errno != errno.EINVAL:
+                raise
+            jail.mount(source, f"{root}/ro{source}", None, jail.MS_BIND | jail.MS_REC)
         if source == "/sys":
             _remount_read_only(f"{root}/ro{source}")
         binds.append((f"{root}/ro{source}", source))

@@ -181,6 +181,25 @@ def _bind_into_tmpfs(path: str, handle: int) -> None:
     mount(f"/proc/self/fd/{handle}", path, None, MS_BIND | MS_REC)
 
 
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+def drop_capabilities() -> None:
+    """No capability left, in any namespace: code that keeps the uid it was given (in a user namespace it is
+    that namespace's root) can no longer chroot its way out of its view, mount, or override file permissions."""
+    header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
+
+
 def drop_to_uid(uid: int) -> None:
     os.setgroups([])
     os.setgid(uid)

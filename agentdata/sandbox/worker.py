@@ -41,6 +41,7 @@ else:  # importable by package, e.g. to read it; the host only ever runs it as a
     from agentdata.sandbox.worker_executor import executor_main, import_path, python_paths, set_environment
 
 PR_SET_CHILD_SUBREAPER = 36
+VIEW_ROOT = "/dev/shm"  # covered, in the template's own mount namespace, by the views' skeleton (fs_view)
 
 
 class Template:
@@ -107,7 +108,8 @@ class Template:
                 self.warnings.append(reason)
             else:
                 jail.hide_shared_writable_dirs()
-                self.state["private_tmp"] = self._probe_view() or self._probe_private_tmp()
+                drop_uid = is_root and self.settings["drop_privileges"]
+                self.state["private_tmp"] = self._probe_view(drop_uid) or self._probe_private_tmp()
         if not self.state["private_tmp"]:
             import tempfile
 
@@ -130,47 +132,39 @@ class Template:
                 "and leftover processes are found by session id"
             )
 
-    def _probe_view(self) -> bool:
-        """Build the private filesystem views' skeleton, then try one in a throwaway child, as an executor would."""
-        import tempfile
+    def _probe_view(self, drop_uid: bool) -> bool:
+        """Build the private filesystem views' skeleton, then try one in a throwaway child, as an executor would.
 
-        root = tempfile.mkdtemp(prefix="agentdata-view-")
+        The skeleton lives on a tmpfs mounted over /dev/shm in this process's own mount namespace: the
+        host sees nothing of it (no folder of ours in its /tmp for a cleaner to remove under us), and
+        nothing here uses /dev/shm. Executors never see it either: they chroot into their own view.
+        """
+        root = VIEW_ROOT if os.path.isdir(VIEW_ROOT) else None
         try:
+            if root is None:
+                raise OSError(f"no {VIEW_ROOT} to mount the skeleton on")
             binds = fs_view.build_view(root, self.state["python_paths"])
         except OSError as error:
             self.warnings.append(f"no private filesystem view per call ({error}); trying a private /tmp only")
-            self._remove_view(root)
             return False
         pid = os.fork()
         if pid == 0:
             try:
                 fs_view.enter_view(root, binds, 1)
-                if os.geteuid() == 0 and self.settings["drop_privileges"]:
+                if drop_uid:  # as executors will: an unprivileged uid must be able to write there
                     jail.drop_to_uid(99_999_999)
                 with open("/mnt/agentdata-probe", "w") as probe:
                     probe.write("x")
-                os._exit(2 if os.path.exists(root) else 0)  # the host's /tmp must be out of sight
+                os._exit(2 if os.path.exists(f"{root}/skeleton") else 0)  # the view must not show the skeleton's source
             except BaseException:  # noqa: BLE001
                 os._exit(1)
         _, status = os.waitpid(pid, 0)
         if os.waitstatus_to_exitcode(status) != 0:
             self.warnings.append("cannot enter a private filesystem view per call; trying a private /tmp only")
-            self._remove_view(root)
+            jail.unmount(root)
             return False
         self.state["view"], self.state["view_binds"] = root, binds
         return True
-
-    @staticmethod
-    def _remove_view(root: str) -> None:
-        """The view's mounts live in this namespace only; the empty dir it hides is the host's."""
-        try:
-            jail.unmount(root)
-        except OSError:
-            pass  # nothing was mounted there yet
-        try:
-            os.rmdir(root)
-        except OSError:
-            pass
 
     def _probe_private_tmp(self) -> bool:
         """Mounting a tmpfs per executor needs CAP_SYS_ADMIN: try it once in a throwaway child."""
@@ -264,8 +258,6 @@ class Template:
             except OSError:
                 pass
             time.sleep(0.01)
-        if self.state["view"]:
-            self._remove_view(self.state["view"])
         if not self.state["private_tmp"]:
             import shutil
 

@@ -260,6 +260,8 @@ def executor_main(sock: socket.socket, uid: int, settings: dict, state: dict) ->
         )
         jail.die_with_parent(signal.SIGKILL)
         jail.forbid_new_privileges()
+        if state["view"] and not state["own_uid"]:
+            jail.drop_capabilities()  # without its own uid it is root in its user namespace: no way out of the view
         os.chdir(workdir)
         if state["private_tmp"]:  # the template has prepared both once for all executors
             sys.path[:] = state["import_path"]
