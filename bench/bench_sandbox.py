@@ -2,10 +2,11 @@
 
     python bench/bench_sandbox.py [--out bench/RESULTS_sandbox.md] [--quick]
 
-Measures, with all isolation on (own uid, network namespace, private tmpfs, rlimits):
+Measures, with all isolation on (own uid, network namespace, a private filesystem view, rlimits):
 latency of `print(1+1)` in a warm session and in a fresh stateless call, local throughput
 (sessions and stateless), HTTP throughput through `agentdata sandbox serve` (SandboxFusion's
-/run_code, stateless, and /v1/run with sessions), and the same for a sympy-heavy snippet.
+/run_code, stateless, also on a lean template that preloads only `math`, and /v1/run with
+sessions), and the same for a sympy-heavy snippet.
 
 HTTP load comes from a small keep-alive HTTP/1.1 client on raw asyncio streams (about
 0.1 ms of CPU per request), so the figures are the service's, not the client's: httpx's
@@ -150,7 +151,7 @@ def http_throughput(url: str, code: str, calls: int, concurrency: int, sessions:
     return asyncio.run(scenario())
 
 
-def start_service(workers: int, prefork: int) -> tuple[subprocess.Popen, str]:
+def start_service(workers: int, prefork: int, *extra: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
     process = subprocess.Popen(
         [
@@ -165,6 +166,7 @@ def start_service(workers: int, prefork: int) -> tuple[subprocess.Popen, str]:
             str(workers),
             "--prefork",
             str(prefork),
+            *extra,
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -236,6 +238,14 @@ def main() -> None:
     finally:
         process.terminate()
         process.wait(timeout=20)
+    # The same /run_code load on a lean template (nothing heavy preloaded): a fork copies less.
+    process, url = start_service(args.workers, args.prefork, "--preload", "math")
+    try:
+        http_throughput(url, TRIVIAL, 64, concurrency=16, sessions=False)
+        http_lean_rate = http_throughput(url, TRIVIAL, n(600), concurrency=16, sessions=False)
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
     load_after = os.getloadavg()[0]
 
     def ms(value: float) -> str:
@@ -252,6 +262,7 @@ def main() -> None:
         ("CPU per fresh stateless call (all processes, median of 3)", ms(fresh_cpu), "", ""),
         ("throughput HTTP /v1/run, sessions", f"{http_session_rate:.0f} req/s", "", "≥ 300 req/s"),
         ("throughput HTTP /run_code (stateless)", f"{http_fresh_rate:.0f} req/s", "", "≥ 300 req/s"),
+        ("throughput HTTP /run_code, lean template (`--preload math`)", f"{http_lean_rate:.0f} req/s", "", ""),
         ("throughput HTTP /v1/run, sessions, httpx client", f"{httpx_rate:.0f} req/s", "", ""),
         ("sympy snippet latency, session, p50", ms(sympy_p50), ms(sympy_base_p50), ""),
         ("sympy snippet latency, session, p99", ms(sympy_p99), "", ""),
@@ -284,7 +295,7 @@ def main() -> None:
         "# Sandbox benchmark",
         "",
         f"`python bench/bench_sandbox.py{' --quick' if args.quick else ''}` on {machine}; "
-        f"isolation: own uid={isolation['own_uid']}, private /tmp={isolation['private_tmp']}, "
+        f"isolation: own uid={isolation['own_uid']}, private filesystem view={isolation['private_view']}, "
         f"network namespace={'yes' if not any('network' in w for w in isolation['warnings']) else 'no'}. "
         f"Load average (1 min) {load_before:.1f} at the start and {load_after:.1f} at the end: the machine is "
         "shared with other work, so figures vary run to run. HTTP load comes from a lean keep-alive client "
