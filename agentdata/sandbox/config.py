@@ -88,23 +88,7 @@ class SandboxConfig:
     )
 
     def __post_init__(self) -> None:
-        check_fields(self)
-        positive = (
-            "workers",
-            "timeout_s",
-            "memory_mb",
-            "cpu_budget_s",
-            "max_processes",
-            "max_file_mb",
-            "disk_mb",
-            "max_output_bytes",
-            "max_sessions",
-        )
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise ValueError(f"SandboxConfig.{name} must be positive, got {getattr(self, name)!r}")
-        if self.prefork < 0:
-            raise ValueError("SandboxConfig.prefork must be 0 or more")
+        check_fields(self)  # every count and limit in its range (none can be 0 or negative)
         if self.max_sessions + self.prefork + self.workers > MAX_EXECUTORS:
             raise ValueError(f"SandboxConfig: max_sessions + prefork + workers must stay under {MAX_EXECUTORS}")
         self.preload = tuple(self.preload)
