@@ -116,20 +116,13 @@ def run_plain_sft(
 
 
 def run_our_sft(sft_set: Path, model_dir: Path, out: Path, steps: int, batch: int, max_length: int) -> dict[str, float]:
+    from agentdata.settings import build
     from agentdata.sft.config import SFTStageConfig
     from agentdata.sft.run import build_sft_trainer
 
     started = time.perf_counter()
-    config = SFTStageConfig(
-        model=f"hf:{model_dir}",
-        sft_data=str(sft_set),
-        out=str(out),
-        max_steps=steps,
-        batch_size=batch,
-        max_length=max_length,
-        learning_rate=1e-5,
-        save_steps=10**6,
-    )
+    values = dict(sft_data=str(sft_set), out=str(out), max_steps=steps, batch_size=batch, max_length=max_length)
+    config = build(SFTStageConfig, {**values, "model": f"hf:{model_dir}", "learning_rate": 1e-5, "save_steps": 10**6})
     trainer = build_sft_trainer(config)
     trainer.args.save_strategy = "no"
     prepared = time.perf_counter()

@@ -14,6 +14,7 @@ from agentdata.rl.rewards import reward_functions
 from agentdata.rl.rollout import trajectory_tokens
 from agentdata.rl.trainer import drop_flat_groups
 from agentdata.settings import build
+from agentdata.sft.config import SFTStageConfig
 from agentdata.verify import CorrectnessReward, OverlongReward
 from tests.train_fixtures import tool_conversation
 
@@ -307,9 +308,12 @@ def test_settings_that_depend_on_another_follow_it_unless_set():
     assert build(GRPOStageConfig, {"max_new_tokens": 128, "overlong_buffer": 0}).overlong_buffer == 0
     with pytest.raises(UserError, match="overlong_buffer 128 must be below max_new_tokens 128: leave it unset"):
         build(GRPOStageConfig, {"max_new_tokens": 128, "overlong_buffer": 128})
-    lora = GRPOStageConfig(lora=True, lora_r=8)
-    assert (lora.lora_alpha, lora.learning_rate, GRPOStageConfig().learning_rate) == (16, 1e-5, 1e-6)
-    assert GRPOStageConfig(lora=True, learning_rate=3e-6, lora_alpha=7).learning_rate == 3e-6
+    lora = build(GRPOStageConfig, {"lora": True, "lora_r": 8}).optimiser  # the stages' shared block
+    assert (lora.lora_alpha, lora.learning_rate, GRPOStageConfig().optimiser.learning_rate) == (16, 1e-5, 1e-6)
+    assert (
+        build(GRPOStageConfig, {"lora": True, "learning_rate": 3e-6, "lora_alpha": 7}).optimiser.learning_rate == 3e-6
+    )
+    assert (lora.lora_dropout, SFTStageConfig().optimiser.lora_dropout) == (0.0, 0.05)  # each stage's own default
 
 
 def test_train_with_a_small_max_new_tokens_scales_the_buffer_and_refuses_an_explicit_misfit(tmp_path, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import torch
 
 from agentdata.errors import InputFileError
 from agentdata.records import CODE_TOOL
+from agentdata.settings import build
 from agentdata.sft.config import SFTStageConfig
 from agentdata.sft.data import plain_conversation, tokenize_sft_set
 from agentdata.sft.run import run_sft
@@ -131,16 +133,19 @@ def _weights(model_dir):
 @pytest.mark.parametrize("lora", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_sft_trains_saves_and_resumes(tmp_path, tiny_model_dir, lora):
     data = write_sft_set(tmp_path / "sft.jsonl", count=6)
-    config = SFTStageConfig(
-        model=f"hf:{tiny_model_dir}",
-        sft_data=str(data),
-        out=str(tmp_path / "out"),
-        max_steps=2,
-        batch_size=2,
-        learning_rate=1e-2,
-        save_steps=2,
-        lora=lora,
-        max_length=512,
+    config = build(
+        SFTStageConfig,
+        dict(
+            model=f"hf:{tiny_model_dir}",
+            sft_data=str(data),
+            out=str(tmp_path / "out"),
+            max_steps=2,
+            batch_size=2,
+            learning_rate=1e-2,
+            save_steps=2,
+            lora=lora,
+            max_length=512,
+        ),
     )
     result = run_sft(config)
     assert result.steps == 2 and result.final_loss is not None
@@ -154,7 +159,7 @@ def test_sft_trains_saves_and_resumes(tmp_path, tiny_model_dir, lora):
     # Only assistant tokens carry labels: fewer trained tokens than tokens.
     assert 0 < result.trained_tokens
     if not lora:
-        resumed = run_sft(SFTStageConfig(**{**config.__dict__, "max_steps": 3, "resume_from_checkpoint": "last"}))
+        resumed = run_sft(replace(config, max_steps=3, resume_from_checkpoint="last"))
         assert resumed.steps == 3
 
 
@@ -249,11 +254,14 @@ def test_a_trl_only_field_reaches_the_sft_trainer(tmp_path, tiny_model_dir):
 
 
 def test_lora_settings_follow_the_rank_and_the_learning_rate_follows_lora_unless_set():
-    assert (SFTStageConfig().learning_rate, SFTStageConfig(lora=True).learning_rate) == (2e-5, 2e-4)
-    assert SFTStageConfig(lora=True, lora_r=64).lora_alpha == 128
+    def optimiser(**values):
+        return build(SFTStageConfig, values).optimiser  # the stages' shared block, set by its flat names
+
+    assert (SFTStageConfig().optimiser.learning_rate, optimiser(lora=True).learning_rate) == (2e-5, 2e-4)
+    assert optimiser(lora=True, lora_r=64).lora_alpha == 128
     assert (
-        SFTStageConfig(lora=True, lora_r=64, lora_alpha=16, learning_rate=1e-4).lora_alpha,
-        SFTStageConfig(lora=True, learning_rate=1e-4).learning_rate,
+        optimiser(lora=True, lora_r=64, lora_alpha=16, learning_rate=1e-4).lora_alpha,
+        optimiser(lora=True, learning_rate=1e-4).learning_rate,
     ) == (16, 1e-4)
 
 

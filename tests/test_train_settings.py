@@ -54,7 +54,7 @@ def test_every_flag_train_had_keeps_its_meaning(tmp_path, planned, capsys):
     )
     sft, rl, loop = plan.sft, plan.rl, plan.closed_loop
     for stage in (sft, rl):  # the flags that always set both stages still do
-        assert (stage.max_steps, stage.lora, stage.resume_from_checkpoint) == (3, True, "last")
+        assert (stage.max_steps, stage.optimiser.lora, stage.resume_from_checkpoint) == (3, True, "last")
         assert (stage.validation.eval_problems, stage.validation.eval_k) == (str(problems), 2)
     assert sft.model == "smollm2" and rl.model == f"hf:{tmp_path / 'o' / 'sft'}"  # GRPO starts from the SFT model
     assert (sft.protocol, rl.loop.protocol) == ("hermes", "hermes")
@@ -73,7 +73,8 @@ def test_a_stage_flag_sets_one_stage_and_wins_over_the_flag_for_both(tmp_path, p
         ["--sft-data", str(sft_set), "--max-steps", "2", "--rl-max-steps", "7", "--sft-learning-rate", "1e-3"]
     )
     assert (plan.sft.max_steps, plan.rl.max_steps) == (2, 7)
-    assert plan.sft.learning_rate == 1e-3 and plan.rl.learning_rate == GRPOStageConfig().learning_rate
+    assert plan.sft.optimiser.learning_rate == 1e-3
+    assert plan.rl.optimiser.learning_rate == GRPOStageConfig().optimiser.learning_rate
 
 
 def test_sections_in_a_file_flat_names_dotted_keys_and_trl_fields(tmp_path):
@@ -143,6 +144,24 @@ def test_a_name_both_stages_have_is_a_flag_for_both_and_one_per_stage():
         targets = sorted(o.targets for o in command.generated_options if o.name == name and not o.hidden)
         both = [("sft", "rl")] if name != "eval_every" else []  # --eval-every keeps its old meaning (GRPO's)
         assert targets == sorted([*both, ("sft",), ("rl",)]), name
+
+
+def test_one_optimiser_block_is_composed_into_both_stages_and_keeps_its_flat_names():
+    import dataclasses
+
+    from agentdata.sft.config import SFTStageConfig
+    from agentdata.training.config import OptimiserConfig
+
+    block = {item.name for item in dataclasses.fields(OptimiserConfig)}
+    for stage in (SFTStageConfig, GRPOStageConfig):
+        own = {item.name for item in dataclasses.fields(stage)}
+        assert not own & block and "optimiser" in own, f"{stage.__name__} copies {own & block}"
+    built = train_settings(settings={"lora": True, "lora_r": 4, "rl": {"learning_rate": 3e-6}})
+    assert (built["sft"].optimiser.learning_rate, built["rl"].optimiser.learning_rate) == (2e-4, 3e-6)
+    assert built["sft"].optimiser.lora_alpha == built["rl"].optimiser.lora_alpha == 8
+    peft = built["sft"].optimiser.peft_config()
+    assert (peft.r, peft.lora_alpha, peft.lora_dropout) == (4, 8, 0.05)
+    assert GRPOStageConfig().optimiser.peft_config() is None
 
 
 # ------------------------------------------------------------------ curate and filter: names with one meaning

@@ -26,6 +26,7 @@ from agentdata.steps.config import DedupConfig
 from agentdata.synth.config import ProblemsConfig
 from agentdata.synth.stitch.build import StitchConfig
 from agentdata.train.closed_loop import ClosedLoopConfig
+from agentdata.training.config import OptimiserConfig
 from agentdata.validate.config import ValidateConfig
 from agentdata.view.config import ViewConfig
 
@@ -55,6 +56,11 @@ DOCUMENTED: list[tuple[type, str]] = [
         ClosedLoopConfig,
         "`agentdata train` between SFT and GRPO (the closed loop: `--rl-problems`, `--band`, "
         "`--profile-k`), keys of its `rl:` section beside GRPO's",
+    ),
+    (
+        OptimiserConfig,
+        "`agentdata train`: the learning rate and LoRA, one block in both the `sft:` and `rl:` sections "
+        "(`--learning-rate`, `--lora`, ... set both stages; `--sft-lora`, `--rl-learning-rate`, ... one)",
     ),
     (
         ValidationConfig,

@@ -25,7 +25,8 @@ class EvalConfig:
     tool_call_budgets: list[int] = field(
         default_factory=lambda: [4],
         metadata={
-            "help": "Tool calls allowed per response; a list such as 1,2,4,8 sweeps them.",
+            "help": "The loop's max_tool_calls (tool calls run per response), one eval per value: 4, or a list "
+            "such as 1,2,4,8 that sweeps it.",
             "range": "[0, 1000]",
             "flag": "--max-tool-calls",
         },

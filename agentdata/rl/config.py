@@ -15,6 +15,7 @@ from agentdata.engines.defaults import DEFAULT_ENGINE
 from agentdata.engines.prompt_template import PROMPT_TEMPLATE_HELP, check_prompt_template
 from agentdata.evaluation.validation import ValidationConfig
 from agentdata.settings import Band, check_fields
+from agentdata.training.config import OptimiserConfig
 from agentdata.training.trl_settings import check_trl_overrides
 
 ROLLOUT_TEMPERATURE = 1.0
@@ -68,15 +69,9 @@ class GRPOStageConfig:
             "range": "[2, inf)",
         },
     )
-    learning_rate: float | None = field(
-        default=None,
-        metadata={
-            "help": (
-                "Learning rate; unset: 1e-6 (DemyAgent and ZeroTIR), 1e-5 with lora (LoRA wants about 10x "
-                "the full-weight rate)."
-            ),
-            "range": "(0, 1]",
-        },
+    optimiser: OptimiserConfig = field(
+        default_factory=lambda: OptimiserConfig(lora_dropout=0.0),
+        metadata={"help": "The learning rate and LoRA (unset rate: 1e-6, 1e-5 with lora; LoRA dropout 0)."},
     )
     epsilon: float = field(default=0.2, metadata={"help": "Lower clip range of the policy ratio.", "range": "[0, 1]"})
     epsilon_high: float = field(
@@ -162,11 +157,6 @@ class GRPOStageConfig:
             "help": "Replacement rounds per step for online_band; groups still outside after them are kept.",
             "range": "[0, 100]",
         },
-    )
-    lora: bool = field(default=False, metadata={"help": "Train a LoRA adapter (PEFT); merged into the saved model."})
-    lora_r: int = field(default=16, metadata={"help": "LoRA rank.", "range": "[1, 4096]"})
-    lora_alpha: int | None = field(
-        default=None, metadata={"help": "LoRA scaling alpha; unset: 2 x lora_r.", "range": "[1, 65536]"}
     )
     prompt_template: str = field(default="auto", metadata={"help": PROMPT_TEMPLATE_HELP})
     use_vllm: str = field(
@@ -261,10 +251,7 @@ class GRPOStageConfig:
         """Settings that depend on another follow it unless set (then they are checked against it)."""
         if self.overlong_buffer is None:
             self.overlong_buffer = self.loop.max_new_tokens // 4
-        if self.lora_alpha is None:
-            self.lora_alpha = 2 * self.lora_r
-        if self.learning_rate is None:
-            self.learning_rate = LORA_LEARNING_RATE if self.lora else LEARNING_RATE
+        self.optimiser = self.optimiser.resolved(LEARNING_RATE, LORA_LEARNING_RATE)
 
 
 def check_rollout_protocol(name: str) -> None:

@@ -23,14 +23,7 @@ from agentdata.rl.rollout_engines import attach_rollout_engine
 from agentdata.rl.trainer import AgentGRPOTrainer
 from agentdata.rl.validation import validation_callback
 from agentdata.training.metrics import MetricsFileCallback, ProgressCallback, read_metrics
-from agentdata.training.model import (
-    load_model,
-    load_tokenizer,
-    lora_config,
-    resolve_model_dir,
-    resume_path,
-    save_trained,
-)
+from agentdata.training.model import load_model, load_tokenizer, resolve_model_dir, resume_path, save_trained
 from agentdata.training.trl_settings import trl_arguments, write_trl_settings
 
 
@@ -99,7 +92,7 @@ def grpo_arguments(config: GRPOStageConfig, out_dir: Path, use_vllm: bool) -> di
     return dict(
         output_dir=str(out_dir / "checkpoints"),
         max_steps=config.max_steps,
-        learning_rate=config.learning_rate,
+        learning_rate=config.optimiser.learning_rate,
         # One micro-batch is one group; a step accumulates prompts_per_step groups.
         per_device_train_batch_size=config.num_generations,
         gradient_accumulation_steps=config.prompts_per_step,
@@ -175,7 +168,7 @@ def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any):
         args=trl_grpo_config(config, out_dir, use_vllm),
         train_dataset=pool_dataset(problems),
         processing_class=tokenizer,
-        peft_config=lora_config(config.lora_r, config.lora_alpha, 0.0, "all-linear") if config.lora else None,
+        peft_config=config.optimiser.peft_config(),
         rollout_func=rollout,
         callbacks=[MetricsFileCallback(out_dir / "metrics.jsonl", "GRPO"), ProgressCallback("GRPO"), step_times],
         dynamic_sampling=config.dynamic_sampling,

@@ -9,6 +9,7 @@ from agentdata.engines.defaults import DEFAULT_ENGINE, DEFAULT_PROTOCOL
 from agentdata.engines.prompt_template import PROMPT_TEMPLATE_HELP, check_prompt_template
 from agentdata.evaluation.validation import ValidationConfig
 from agentdata.settings import check_fields
+from agentdata.training.config import OptimiserConfig
 from agentdata.training.trl_settings import check_trl_overrides
 
 PACKING_STRATEGIES = ("bfd", "bfd_split")
@@ -62,13 +63,6 @@ class SFTStageConfig:
     epochs: float = field(
         default=3.0, metadata={"help": "Passes over the data when max_steps is unset.", "range": "(0, 10000]"}
     )
-    learning_rate: float | None = field(
-        default=None,
-        metadata={
-            "help": "Peak learning rate; unset: 2e-5, 2e-4 with lora (LoRA wants about 10x the full-weight rate).",
-            "range": "(0, 1]",
-        },
-    )
     batch_size: int = field(default=4, metadata={"help": "Conversations per device per step.", "range": "[1, 100000]"})
     gradient_accumulation_steps: int = field(
         default=1, metadata={"help": "Micro-batches per optimizer step.", "range": "[1, 100000]"}
@@ -110,17 +104,9 @@ class SFTStageConfig:
             )
         },
     )
-    lora: bool = field(
-        default=False,
-        metadata={"help": "Train a LoRA adapter (PEFT) instead of all weights; merged into the saved model."},
-    )
-    lora_r: int = field(default=16, metadata={"help": "LoRA rank.", "range": "[1, 4096]"})
-    lora_alpha: int | None = field(
-        default=None, metadata={"help": "LoRA scaling alpha; unset: 2 x lora_r.", "range": "[1, 65536]"}
-    )
-    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout.", "range": "[0, 1)"})
-    lora_target_modules: str = field(
-        default="all-linear", metadata={"help": "Modules LoRA wraps: all-linear or a comma list (q_proj,v_proj)."}
+    optimiser: OptimiserConfig = field(
+        default_factory=OptimiserConfig,
+        metadata={"help": "The learning rate and LoRA (unset rate: 2e-5, 2e-4 with lora)."},
     )
     resume_from_checkpoint: str | None = field(
         default=None,
@@ -165,10 +151,7 @@ class SFTStageConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        if self.lora_alpha is None:  # settings that depend on another follow it unless set
-            self.lora_alpha = 2 * self.lora_r
-        if self.learning_rate is None:
-            self.learning_rate = LORA_LEARNING_RATE if self.lora else LEARNING_RATE
+        self.optimiser = self.optimiser.resolved(LEARNING_RATE, LORA_LEARNING_RATE)  # an unset rate: the stage's
         check_trl_overrides(self, TRL_COMPUTED)
         check_prompt_template(self.prompt_template)
         if self.packing and self.packing_strategy not in PACKING_STRATEGIES:

@@ -22,14 +22,7 @@ from agentdata.sft.data import MAX_LENGTH_CAP, fitting_max_length, handle_long_r
 from agentdata.sft.prompt import set_prompt
 from agentdata.sft.validation import validation_callback
 from agentdata.training.metrics import MetricsFileCallback, ProgressCallback, read_metrics
-from agentdata.training.model import (
-    load_model,
-    load_tokenizer,
-    lora_config,
-    resolve_model_dir,
-    resume_path,
-    save_trained,
-)
+from agentdata.training.model import load_model, load_tokenizer, resolve_model_dir, resume_path, save_trained
 from agentdata.training.trl_settings import trl_arguments, write_trl_settings
 
 
@@ -60,7 +53,7 @@ def sft_arguments(config: SFTStageConfig, out_dir: Path) -> dict[str, Any]:
         output_dir=str(out_dir / "checkpoints"),
         max_steps=-1 if config.max_steps is None else config.max_steps,  # TRL's -1: run num_train_epochs
         num_train_epochs=config.epochs,
-        learning_rate=config.learning_rate,
+        learning_rate=config.optimiser.learning_rate,
         per_device_train_batch_size=config.batch_size,
         gradient_accumulation_steps=config.gradient_accumulation_steps,
         warmup_steps=config.warmup_ratio,  # a float in [0, 1) is a ratio of the total steps
@@ -96,9 +89,7 @@ def build_sft_trainer(config: SFTStageConfig) -> Any:
         args=trl_sft_config(config, out_dir),
         train_dataset=dataset,
         processing_class=tokenizer,
-        peft_config=lora_config(config.lora_r, config.lora_alpha, config.lora_dropout, config.lora_target_modules)
-        if config.lora
-        else None,
+        peft_config=config.optimiser.peft_config(),
         callbacks=[MetricsFileCallback(out_dir / "metrics.jsonl", "SFT"), ProgressCallback("SFT")],
     )
     trainer.remove_callback(PrinterCallback)  # our callback prints one line per step instead
