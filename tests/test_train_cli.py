@@ -110,6 +110,9 @@ def test_train_all_runs_sft_then_grpo_with_the_sandbox(tmp_path, tiny_model_dir)
     for stage in ("sft", "rl"):  # the effective TRL settings, every field, in each run dir
         recorded = json.loads((out / stage / "trl_config.json").read_text())
         assert recorded["output_dir"].endswith("checkpoints") and "max_grad_norm" in recorded
+    for stage in ("sft", "rl"):  # what the model was taught, beside its weights: later runs default to it
+        taught = json.loads((out / stage / "agentdata.json").read_text())
+        assert (taught["protocol"], taught["system_prompt"], taught["stage"]) == ("codeblock", None, stage)
     recorded_rl = json.loads((out / "rl" / "trl_config.json").read_text())
     assert (recorded_rl["num_generations"], recorded_rl["max_grad_norm"]) == (2, 0.5)  # a TRL-only field, from the file
     assert json.loads((out / "sft" / "trl_config.json").read_text())["lr_scheduler_type"] == "constant"

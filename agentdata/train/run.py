@@ -138,8 +138,7 @@ def _plan_sft_data(
     if demo:
         defaults["sft"].update({name: _set(value) for name, value in DEMO_SFT.items()})
     fixed["sft"]["sft_data"] = _set(str(data))
-    limit = _value(given, "sft", "limit")
-    return set_prompt(data, protocol, int(limit) if limit else None), data
+    return set_prompt(data, protocol, _coerced(given, "sft", "limit", int | None)), data
 
 
 def _plan_rl(
@@ -187,6 +186,17 @@ def _set(value: Any) -> Any:
     from agentdata.settings import Given
 
     return Given(value)
+
+
+def _coerced(given: Layer, section: str, name: str, kind: Any) -> Any:
+    """A given value as its field's type (what gave it named when it is not one), None when not given."""
+    from agentdata.settings import SettingError, coerce
+
+    entry = given[section].get(name)
+    try:
+        return coerce(name, kind, entry.value) if entry is not None else None
+    except SettingError as error:
+        raise error.at(entry.where, entry.flag) from None
 
 
 def _value(given: Layer, section: str, name: str) -> Any:
