@@ -37,7 +37,7 @@ class Wordy(Engine):
     async def aclose(self):
         print("ENGINE CLOSED", flush=True)
 '''
-PROBLEMS = 120
+PROBLEMS = 60
 
 
 def can_mount_tmpfs() -> bool:

@@ -225,7 +225,8 @@ def test_serve_json_prints_its_settings_and_a_taken_port_is_one_line():
     assert f"--port {port}" in errors[0] and time.monotonic() - started < 60
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "agentdata.cli.app", "sandbox", "serve", "--port", str(port), "--json", "-w", "1"],
+        [sys.executable, "-m", "agentdata.cli.app", "sandbox", "serve", "--port", str(port), "--json",
+         "-w", "1", "--prefork", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     try:
