@@ -141,8 +141,14 @@ class JudgeStep(ScoreStep):
     async def _score_all(self, batches: Iterable[list[Row]], total: int) -> list[Row]:
         journal = ScoreJournal(self.cache, self.identity())
         engine = self.engine or load_engine(self.engine_spec, **self.engine_options)
-        scoring = Scoring("judge", journal, self.key, lambda rows, attempt: self._grade(engine, rows, attempt))
-        scoring.parallel, scoring.retries = self.concurrency, self.retries
+        scoring = Scoring(
+            "judge",
+            journal,
+            self.key,
+            lambda rows, attempt: self._grade(engine, rows, attempt),
+            parallel=self.concurrency,
+            retries=self.retries,
+        )
         try:
             results = await scoring.arun(batches, total)
         finally:
