@@ -98,7 +98,8 @@ def judge_benchmark(args: argparse.Namespace) -> dict:
         baseline_round(run, folder / "warm.parquet")  # imports and first reads before any clock
         rounds = []
         for number in range(args.rounds):  # alternate, so every arm sees the same machine load
-            step_s = step_round(rows, url, args.concurrency, folder / f"step-cache-{number}")
+            fresh = [{key: value for key, value in row.items() if not key.startswith("_judge")} for row in rows]
+            step_s = step_round(fresh, url, args.concurrency, folder / f"step-cache-{number}")
             baseline_s = baseline_round(run, folder / f"base-{number}.parquet")
             judged = judge_round(run, url, args.concurrency, folder / f"cache-{number}", folder / f"j-{number}.parquet")
             rerun = judge_round(run, url, args.concurrency, folder / f"cache-{number}", folder / f"r-{number}.parquet")
@@ -106,6 +107,7 @@ def judge_benchmark(args: argparse.Namespace) -> dict:
             judge_s = judged["elapsed_s"] - baseline_s
             rounds.append(
                 {
+                    "whole_curate_efficiency": round(args.trajectories / judged["elapsed_s"] / ideal, 3),
                     "step_s": round(step_s, 2),
                     "step_efficiency": round(args.trajectories / step_s / ideal, 3),
                     "curate_without_judge_s": round(baseline_s, 2),
