@@ -84,7 +84,8 @@ def _read_parts(inputs: Inputs) -> Iterator[tuple[str | os.PathLike, Path]]:
             continue
         source = Path(given).resolve()
         if source.is_dir() and is_run_dir(source):
-            for name in ("trajectories", "journal.jsonl", "manifest.json"):
+            parts = [path.name for path in source.glob("shard-*-of-*.*")]  # a sharded run's: shard-I-of-N.manifest.json
+            for name in ("trajectories", "journal.jsonl", "manifest.json", *parts):
                 yield given, source / name
         else:
             yield given, source
@@ -102,12 +103,13 @@ def _check_not_in_shards(path: Path, flag: str) -> None:
 
 
 def is_run_dir(folder: Path) -> bool:
-    """A collect run dir: its manifest, its journal, or trajectory shards."""
+    """A collect run dir: its manifest, its journal, or trajectory shards (of a sharded run, any part's)."""
     shards = folder / "trajectories"
     return (
         (folder / "manifest.json").is_file()
         or (folder / "journal.jsonl").exists()
-        or (shards.is_dir() and any(shards.glob("part-*.parquet")))
+        or any(folder.glob("shard-*-of-*.manifest.json"))
+        or (shards.is_dir() and any(shards.glob("*part-*.parquet")))
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agentdata.agent.shards import Shard
 from agentdata.engines.defaults import DEFAULT_ENGINE, DEFAULT_PROTOCOL
 from agentdata.errors import UserError
 from agentdata.formats import get_protocol
@@ -116,6 +117,23 @@ class LoopConfig:
 
 
 @dataclass
+class ShardingConfig:
+    """Which part of a run this process makes: all of it, or one shard (agent/shards.py)."""
+
+    shard: Shard | None = field(
+        default=None,
+        metadata={
+            "help": "I/N: make only the trajectories of shard I (0 to N-1) of N, a fixed split by problem id, in "
+            "files of its own in --out; N processes (on N machines, shared storage) fill one run dir, each resumed "
+            "on its own, and the same command without --shard reads them as one run. Unset: the whole run."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass
 class CollectConfig:
     teacher: str = field(
         default=DEFAULT_ENGINE,
@@ -145,6 +163,9 @@ class CollectConfig:
         },
     )
     loop: LoopConfig = field(default_factory=LoopConfig, metadata={"help": "The agent-loop settings."})
+    sharding: ShardingConfig = field(
+        default_factory=ShardingConfig, metadata={"help": "Which part of the run this process makes."}
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)

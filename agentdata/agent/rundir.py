@@ -10,6 +10,10 @@ leaves only complete shards behind; each shard carries the settings that made it
 Parquet metadata, so a run dir never mixes two settings even when manifest.json is lost.
 A trajectory's id is `<problem_id>-<sample_index>`: a resumed run knows exactly which ones
 are done and keeps one row per id.
+
+A run split by `--shard I/N` (shards.py) keeps the same files per part, each name starting with
+the part's tag (`shard-00001-of-00004.manifest.json`, `trajectories/shard-00001-of-00004.part-00000.parquet`):
+`RunDir(path, shard)` is one part, resumed on its own; `RunDir(path)` reads every part as one run.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from agentdata.agent.journal import JOURNAL_NAME, KEPT, read_journal
+from agentdata.agent.shards import Shard, tag_of, tags_in
 from agentdata.errors import InputFileError, UserError
 from agentdata.inputs import check_input
 from agentdata.records import Trajectory, arrow_schema, atomic_write, read_records, records_to_table, write_json
@@ -89,19 +94,41 @@ DONE_SCHEMA |= {"finish_reason": pl.String}
 
 
 class RunDir:
-    def __init__(self, path: str | Path):
+    """A run dir, or with `shard` one part of a sharded run dir (only the files of that part)."""
+
+    def __init__(self, path: str | Path, shard: Shard | None = None):
         self.path = Path(path)
+        self.shard = shard
+        self.prefix = f"{shard.tag}." if shard is not None else ""  # of every file this part writes
         self.shard_dir = self.path / "trajectories"
-        self.manifest_path = self.path / "manifest.json"
-        self.stats_path = self.path / "stats.json"
-        self.journal_path = self.path / JOURNAL_NAME
+        self.manifest_path = self.path / f"{self.prefix}manifest.json"
+        self.stats_path = self.path / f"{self.prefix}stats.json"
+        self.journal_path = self.path / f"{self.prefix}{JOURNAL_NAME}"
 
     # ---------------------------------------------------------------- reading
     def shards(self) -> list[Path]:
-        """The committed shards, in write order (temp files of an unfinished write are not shards)."""
+        """The committed shards, in write order (temp files of an unfinished write are not shards): a part's
+        own, or of a whole run every part's."""
         if not self.shard_dir.is_dir():
             return []
-        return sorted(p for p in self.shard_dir.iterdir() if SHARD_PATTERN.search(p.name))
+        return sorted(
+            p
+            for p in self.shard_dir.iterdir()
+            if SHARD_PATTERN.search(p.name) and (self.shard is None or tag_of(p.name) == self.shard)
+        )
+
+    def sharded(self) -> bool:
+        """Whether this dir holds the parts of a sharded run (`--shard I/N`)."""
+        return bool(tags_in(self.path))
+
+    def parts(self) -> list[RunDir]:
+        """The parts of a sharded run found on disk, in shard order ([] for an unsharded run)."""
+        return [RunDir(self.path, shard) for shard in sorted(tags_in(self.path))] if self.shard is None else [self]
+
+    def journal_paths(self) -> list[Path]:
+        """The journal of this run, or of a whole sharded run every part's."""
+        paths = [part.journal_path for part in self.parts()] if self.shard is None and self.sharded() else []
+        return [path for path in [self.journal_path, *paths] if path.exists()]
 
     def done_ids(self) -> set[str]:
         ids: set[str] = set()
@@ -128,14 +155,18 @@ class RunDir:
         return [t for shard in self.shards() for t in read_records(shard, Trajectory)]
 
     def journaled(self) -> list[Trajectory]:
-        """Finished trajectories a stopped run left only in its journal (the next run moves them into a shard)."""
+        """Finished trajectories a stopped run left only in its journal (the next run moves them into a shard);
+        of a sharded run, those of every part."""
         done = self.done_ids()
-        kept = {t.id: t for t in read_journal(self.journal_path).trajectories if t.id not in done}
-        return list(kept.values())
+        journaled = [t for path in self.journal_paths() for t in read_journal(path).trajectories]
+        return list({t.id: t for t in journaled if t.id not in done}.values())
 
     def manifest(self) -> dict[str, Any] | None:
-        """The manifest, or None; a damaged one is a UserError saying what to move aside."""
+        """The manifest, or None; a damaged one is a UserError saying what to move aside. A sharded run read as
+        one has the first part's (every part has the same settings), with `shards` saying how many."""
         if not self.manifest_path.exists():
+            if self.shard is None and self.sharded():
+                return self._first_part_manifest()
             return None
         try:
             manifest = json.loads(self.manifest_path.read_text(encoding="utf-8"))
@@ -144,6 +175,15 @@ class RunDir:
         if not isinstance(manifest, dict) or not isinstance(manifest.get("settings"), dict):
             raise UserError(f"{self.manifest_path} holds no settings; {MOVE_ASIDE_MANIFEST}")
         return manifest
+
+    def _first_part_manifest(self) -> dict[str, Any] | None:
+        for part in self.parts():
+            manifest = part.manifest()
+            if manifest is not None:
+                keys = ("shard", "expected", "problems")  # the part's own: not the run's
+                run_wide = {key: value for key, value in manifest.items() if key not in keys}
+                return {**run_wide, "shards": part.shard.count}
+        return None
 
     def shard_settings(self, shard: Path) -> dict[str, Any] | None:
         """The settings a shard was written with (None for shards written before they were recorded)."""
@@ -160,6 +200,7 @@ class RunDir:
         """Check the dir and that a resumed run uses the same settings; recover an interrupted run's journal."""
         check_finite(identity(settings))
         self._check_layout()
+        self._check_siblings(settings)
         journal = read_journal(self.journal_path)
         for source, previous in self._previous_settings(journal.settings if journal.trajectories else None):
             changed = settings_differences(previous, settings)
@@ -177,6 +218,36 @@ class RunDir:
             self.write_shard(list({t.id: t for t in recovered}.values()), journal.settings)
         self.journal_path.unlink(missing_ok=True)
         self.write_manifest({"settings": settings, **extra})
+        self._check_siblings(settings)  # again: a sibling started with other settings at the same moment
+
+    def _check_siblings(self, settings: dict[str, Any]) -> None:
+        """A sharded run and an unsharded one never share a dir; every part of one splits it as many ways and
+        was started with the same settings."""
+        if self.shard is None:
+            if self.sharded():
+                raise UserError(
+                    f"{self.path} holds a sharded run ({len(self.parts())} part(s) of "
+                    f"{self.parts()[0].shard.count}): give --shard I/N to run a part, or another --out"
+                )
+            return
+        if any(SHARD_PATTERN.search(p.name) and tag_of(p.name) is None for p in RunDir(self.path).shards()) or any(
+            (self.path / name).exists() for name in ("manifest.json", JOURNAL_NAME)
+        ):
+            raise UserError(f"{self.path} holds a run that is not sharded: --shard {self.shard} needs another --out")
+        for other in sorted(tags_in(self.path)):
+            if other.count != self.shard.count:
+                raise UserError(
+                    f"{self.path} holds shard {other} of a run split {other.count} ways, and this is --shard "
+                    f"{self.shard}: give --shard I/{other.count}, or another --out"
+                )
+            manifest = RunDir(self.path, other).manifest() if other != self.shard else None
+            changed = settings_differences(manifest["settings"], settings) if manifest else {}
+            if changed:
+                described = ", ".join(f"{key}: {old!r} → {new!r}" for key, (old, new) in changed.items())
+                raise UserError(
+                    f"{self.path}: shard {other} was started with other settings ({described}); every shard of "
+                    "a run takes the same settings: give them, or another --out"
+                )
 
     def _check_layout(self) -> None:
         for path, kind in (
@@ -207,10 +278,11 @@ class RunDir:
         return sources
 
     def _drop_temp_files(self) -> None:
-        """Left by a run killed mid-write; their rows were never committed (or are still in the journal)."""
+        """Left by a run killed mid-write; their rows were never committed (or are still in the journal). A part
+        drops only its own: a sibling may be writing its next shard right now."""
         for folder in (self.shard_dir, self.path):
-            for stale in folder.glob(".*.tmp"):
-                if stale.is_file():
+            for stale in folder.glob(f".{self.prefix}*.tmp"):
+                if stale.is_file() and tag_of(stale.name[1:]) == self.shard:
                     stale.unlink(missing_ok=True)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
@@ -221,7 +293,7 @@ class RunDir:
 
     def next_shard_path(self) -> Path:
         numbers = [int(SHARD_PATTERN.search(p.name).group(1)) for p in self.shards()]
-        return self.shard_dir / f"part-{max(numbers, default=-1) + 1:05d}.parquet"
+        return self.shard_dir / f"{self.prefix}part-{max(numbers, default=-1) + 1:05d}.parquet"
 
     def write_shard(self, trajectories: Iterable[Trajectory], settings: dict[str, Any] | None = None) -> Path:
         """One shard, written atomically, with `settings` (their identity part) in its Parquet metadata."""

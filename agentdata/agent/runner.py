@@ -116,9 +116,21 @@ async def collect_async(
             f"{len(problems):,} problems × {config.samples:,} samples is more than one run takes "
             f"(at most {MAX_TRAJECTORIES:,} trajectories); split the problems or lower the samples"
         )
-    run = RunDir(out_dir)
-    run.prepare(config.settings(), {"agentdata_version": __version__, "problems": len(problems)})
-    plan = plan_resume(problems, config.samples, run.done_table(), config.retry_errors)
+    shard = config.sharding.shard
+    run = RunDir(out_dir, shard)
+    if shard is None and run.sharded():
+        return _read_sharded(run, problems, config)
+    problems = shard.select(problems) if shard is not None else problems
+    extra = {"agentdata_version": __version__, "problems": len(problems)}
+    if shard is not None:
+        extra["shard"] = str(shard)
+    run.prepare(config.settings(), extra)
+    done = run.done_table()
+    plan = plan_resume(problems, config.samples, done, config.retry_errors)
+    if shard is not None:  # what a reader needs to say whether this part is finished: the ids it will hold
+        planned = {f"{problem.id}-{index}" for problem, index in plan.work}
+        expected = done.height + len(planned - set(done["id"].to_list()))
+        run.write_manifest({"settings": config.settings(), **extra, "expected": expected})
     run.remove_rows(plan.replaced)  # before the new rows exist: the dir never holds two rows for one id
     started = time.perf_counter()
     new_trajectories: list[Trajectory] = []
@@ -127,6 +139,22 @@ async def collect_async(
     summary = summarise(run, time.perf_counter() - started, new_trajectories, plan)
     run.write_stats(summary.as_dict())
     return summary
+
+
+def _read_sharded(run: RunDir, problems: list[Problem], config: CollectConfig) -> CollectSummary:
+    """A sharded run dir given without --shard: every part is read as one run; nothing is generated, so a run
+    with trajectories still to make is refused, naming the parts to run (a failed one is kept as it is)."""
+    from agentdata.agent.shard_status import read_sharded
+
+    status = read_sharded(run.path)
+    run.manifest()  # a damaged part's manifest is named here
+    plan = plan_resume(problems, config.samples, run.done_table(), retry_errors=False)
+    if plan.work:
+        raise UserError(
+            f"{run.path} is a sharded run with {len(plan.work):,} trajectories still to make ({status.line()}): "
+            f"run the parts with --shard I/{status.count} (or --executor ray), then this again"
+        )
+    return summarise(run, 0.0, [], plan)
 
 
 async def _run_work(

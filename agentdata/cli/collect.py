@@ -41,10 +41,11 @@ def command(
     problems = unique_problems(problems, problems_file)  # counted once each; one id with two contents is refused
     config = dataclasses.replace(config, engine_options=with_model(config.engine_options, model))
     source = problems_file or "built-in problems"
+    part = f" · shard {config.sharding.shard} (its share of the problems)" if config.sharding.shard else ""
     if not as_json:
         console.print(
             f"[bold]collect[/] {len(problems)} problems from {source} · teacher {config.teacher} · "
-            f"{config.samples} sample(s) each · protocol {config.loop.protocol} → {out}"
+            f"{config.samples} sample(s) each · protocol {config.loop.protocol}{part} → {out}"
         )
     summary = collect(problems, out, config)
     if as_json:

@@ -52,6 +52,8 @@ def command(
         rejects=rejects,
         on_step=lambda step, rows: console.print(f"[dim]{escape(step.reason)}: {rows:,} rows left[/]"),
     )
+    for warning in result.warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     console.print(drop_table(result.input_rows, result.counts, result.kept_rows, title="curate: rows per drop reason"))
     console.print(rows_table(result.per_source, title="per source"))
     tool_use = result.tool_use

@@ -68,6 +68,17 @@ def command(
     if as_json:
         print_json(report.as_dict())
         return
+    if report.shard:
+        for run in report.shard_runs:
+            console.print(
+                f"  {run['model']} · {run['benchmark']} · tools ≤ {run['max_tool_calls']}: shard {report.shard} "
+                f"done, {run['generated']} generated now → {run['run_dir']}"
+            )
+        console.print(
+            f"The scores need every shard: when all {config.sharding.shard.count} are done, the same eval without "
+            "--shard writes the report (it generates nothing)"
+        )
+        return
     console.print(results_table(report.results, title=f"eval · {out} · 95% intervals over problems"))
     if report.comparisons:
         console.print(

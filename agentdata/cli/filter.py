@@ -74,6 +74,9 @@ def command(
             f"[bold]filter[/] {shown} problems · student {profiling.teacher} · k={profiling.samples} · "
             f"band {pool.band} → {out}"
         )
+    if profiling.sharding.shard is not None:
+        _profile_one_shard(problems, out, pool, profiling, profile_dir, as_json)
+        return
     run = run_filter(problems, out, pool, profiling, profile_dir=profile_dir)
     result = run.result
     if not as_json:
@@ -116,3 +119,26 @@ def command(
         raise UserError(f"{run.empty} (report: {run.report})")
     if not as_json:
         console.print(f"RL pool: [cyan]{run.output}[/] ({pool.format}) · report: {run.report} · plot: {run.plot}")
+
+
+def _profile_one_shard(problems, out, pool, profiling, profile_dir, as_json: bool) -> None:
+    """`filter --shard I/N`: the student profiled on one shard's problems; the pool needs every shard."""
+    from agentdata.filter.run import profile_student
+
+    profiled = profile_student(problems, out, pool, profiling, profile_dir=profile_dir)
+    count = profiling.sharding.shard.count
+    summary = {
+        "shard": profiled.shard,
+        "profile_dir": str(profiled.profile_dir),
+        "problems": profiled.rates.height,
+        "generated": profiled.generated,
+        "reprofiled": len(profiled.reprofiled),
+    }
+    if as_json:
+        print_json(summary)
+        return
+    console.print(
+        f"profile of shard {profiled.shard}: {profiled.rates.height} problems in {profiled.profile_dir} "
+        f"({profiled.generated:,} rollouts generated now). When all {count} shards are profiled, the same "
+        "filter without --shard builds the pool from them"
+    )

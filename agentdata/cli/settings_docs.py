@@ -8,9 +8,10 @@ tests/test_settings.py fails when the file is out of date.
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 
-from agentdata.agent.config import CollectConfig, LoopConfig
+from agentdata.agent.config import CollectConfig, LoopConfig, ShardingConfig
 from agentdata.curate.config import CurateConfig
 from agentdata.evaluation.config import EvalConfig
 from agentdata.evaluation.validation import ValidationConfig
@@ -37,6 +38,11 @@ DOCUMENTED: list[tuple[type, str]] = [
         CollectConfig,
         "`agentdata collect`; `filter` profiles the student with it (its `profile` section: `--student`, `--k`, "
         "default k 4)",
+    ),
+    (
+        ShardingConfig,
+        "`agentdata collect`, `filter` (the student's profile) and `eval`: one shard of a run (their `sharding` "
+        "section; docs/scale.md)",
     ),
     (DedupConfig, "`agentdata curate` and `agentdata filter`: near-dedup and decontamination (their `dedup`)"),
     (PoolConfig, "`agentdata filter`: the RL pool (its `pool` section)"),
@@ -132,7 +138,7 @@ def _row(item: dataclasses.Field, annotation: typing.Any) -> str:
 
 def _type_name(annotation: typing.Any) -> str:
     text = annotation.__name__ if isinstance(annotation, type) else str(annotation)
-    return text.replace("typing.", "").replace("|", "or")
+    return re.sub(r"\b(?:\w+\.)+(\w+)", r"\1", text).replace("|", "or")  # agentdata.agent.shards.Shard: Shard
 
 
 def _default(value: typing.Any) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 import polars as pl
 
 from agentdata.agent.rundir import ROW_ID, damaged_shard, scan_shards, shard_paths
+from agentdata.agent.shard_status import incomplete_note
 from agentdata.agent.tool_use import ToolUse
 from agentdata.curate.config import CurateConfig
 from agentdata.curate.health import stored_health_columns, with_health
@@ -61,6 +62,7 @@ class CurateResult:
     empty: str | None = None  # why no SFT set was written (the report and rejects still are)
     tool_use: dict = field(default_factory=dict)  # agent.tool_use numbers of the input and the kept rows
     scoring: dict = field(default_factory=dict)  # per scorer (prm, judge): scored, cached, retried, failed
+    warnings: list[str] = field(default_factory=list)  # one line each: a sharded input run not complete
 
     def as_dict(self) -> dict:
         return {
@@ -74,6 +76,7 @@ class CurateResult:
             "per_source": self.per_source,
             "tool_use": self.tool_use,
             "scoring": self.scoring,
+            "warnings": self.warnings,
         }
 
 
@@ -124,6 +127,7 @@ def curate(
     out = Path(out)
     check_suffix(out, config.target)
     paths = shard_paths(run_dirs)
+    warnings = [note for note in map(incomplete_note, run_dirs) if note]
     try:
         input_rows, result, scorers = run_curate_steps(paths, config, on_step)
         scores = [column for scorer in scorers for column in scorer.columns]  # stored on the rows, kept or not
@@ -156,6 +160,7 @@ def curate(
         empty,
         tool_use_report(every_row, result.kept),
         {scorer.reason.removesuffix("_low"): scorer.counts.as_dict() for scorer in scorers},
+        warnings,
     )
     _write_report(curated, config, paths)
     return curated

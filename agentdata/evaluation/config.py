@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agentdata.agent.config import MAX_SAMPLES, CollectConfig, LoopConfig
+from agentdata.agent.config import MAX_SAMPLES, CollectConfig, LoopConfig, ShardingConfig
 from agentdata.settings import check_fields
 
 
@@ -52,6 +52,9 @@ class EvalConfig:
         },
     )
     loop: LoopConfig = field(default_factory=LoopConfig, metadata={"help": "The agent-loop settings."})
+    sharding: ShardingConfig = field(
+        default_factory=ShardingConfig, metadata={"help": "Which part of every run this process makes."}
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -67,4 +70,5 @@ class EvalConfig:
             seed=self.seed,
             engine_options=self.engine_options,
             loop=replace(self.loop, max_tool_calls=budget),
+            sharding=self.sharding,
         )

@@ -102,14 +102,19 @@ class EvalReport:
     plots: list[str] = field(default_factory=list)
     # Paired differences against the first model (evaluation/compare.py), JSON-ready, each with its sentence.
     comparisons: list[dict[str, Any]] = field(default_factory=list)
+    # With --shard I/N: the shard made in every run, and no results (those need every shard): each run's
+    # {model, benchmark, max_tool_calls, run_dir, generated}. Never written as report.json.
+    shard: str | None = None
+    shard_runs: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "settings": self.settings,
             "results": [r.as_dict() for r in self.results],
             "comparisons": self.comparisons,
             "plots": self.plots,
         }
+        return data | ({"shard": self.shard, "shard_runs": self.shard_runs} if self.shard else {})
 
     def write(self, out_dir: str | Path) -> Path:
         text = json.dumps(self.as_dict(), indent=2, sort_keys=True)

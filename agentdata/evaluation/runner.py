@@ -121,12 +121,19 @@ def run_eval(
         for name, path in zip(benchmark_names(paths), paths)
     }
     report = EvalReport(settings=_settings(config, models, paths))
+    if config.sharding.shard is not None:
+        report.shard = str(config.sharding.shard)
     for model in models:
         engine = engine_factory(model.spec) if engine_factory else None
         for bench_name, problems in benchmarks.items():
             for budget in config.tool_call_budgets:
                 collect_config = config.collect_config(model.spec, budget)
                 run_dir = benchmark_run_dir(out_dir, model, bench_name, collect_config)
+                if report.shard:  # one shard of each run: scores need them all (eval without --shard, after)
+                    summary = collect(problems, run_dir, collect_config, engine=engine, sandbox=sandbox)
+                    where = {"model": model.label, "benchmark": bench_name, "max_tool_calls": budget}
+                    report.shard_runs.append({**where, "run_dir": str(run_dir), "generated": summary.new})
+                    continue
                 responses, summary = run_benchmark(problems, run_dir, collect_config, engine, sandbox)
                 metrics, scores = score_benchmark(responses, equivalent)
                 result = EvalResult(
@@ -146,6 +153,8 @@ def run_eval(
                 report.results.append(result)
                 if on_result:
                     on_result(result)
+    if report.shard:
+        return report
     report.comparisons = [c.as_dict() for c in compare_to_baseline(report.results, models[0].label)]
     report.plots = [str(p) for p in write_plots(report, out_dir)]
     report.write(out_dir)

@@ -24,6 +24,7 @@ import polars as pl
 from agentdata.agent.config import CollectConfig
 from agentdata.agent.resume import plan_resume
 from agentdata.agent.rundir import RunDir, settings_differences, settings_digest
+from agentdata.agent.shards import Shard
 from agentdata.engines.fingerprint import model_fingerprint
 from agentdata.errors import UserError
 from agentdata.filter.build import pass_rates
@@ -93,9 +94,13 @@ def profile_rates(profile_dir: Path, k: int | None = None) -> pl.DataFrame:
     return pass_rates([profile_dir], k=k)
 
 
-def missing_rollouts(problems: Sequence[Problem], profile_dir: Path, k: int) -> int:
-    """How many student rollouts must still be generated (or redone) for every problem to have k."""
-    return len(plan_resume(list(problems), k, RunDir(profile_dir).done_table(), retry_errors=True).work)
+def missing_rollouts(problems: Sequence[Problem], profile_dir: Path, k: int, shard: Shard | None = None) -> int:
+    """How many student rollouts must still be generated (or redone) for every problem to have k (of those
+    the shard holds, with one)."""
+    if shard is not None:
+        problems = shard.select(problems)
+    done = RunDir(profile_dir, shard).done_table()
+    return len(plan_resume(list(problems), k, done, retry_errors=True).work)
 
 
 def profile(
@@ -105,7 +110,7 @@ def profile(
     generating only what the cache lacks. Returns (pass-rate table, rollouts generated now).
     """
     k = config.samples
-    needed = missing_rollouts(problems, profile_dir, k)
+    needed = missing_rollouts(problems, profile_dir, k, config.sharding.shard)
     if needed:
         from agentdata.agent.runner import collect
 

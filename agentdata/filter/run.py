@@ -61,6 +61,49 @@ class FilterRun:
     warnings: list[str] = field(default_factory=list)  # one line each, for the user
 
 
+@dataclass
+class ProfileRun:
+    """The student's profile: its pass rates (of one shard's problems with --shard), what was generated now."""
+
+    profile_dir: Path
+    rates: pl.DataFrame
+    generated: int
+    reprofiled: list[str] = field(default_factory=list)  # problems a --k-adaptive second round profiled again
+    fingerprint: str | None = None  # of the student's weights, for a local model dir
+    shard: str | None = None
+
+
+def profile_student(
+    problems: Sequence[Problem],
+    out: str | Path,
+    config: PoolConfig,
+    profiling: CollectConfig,
+    engine: Any = None,
+    profile_dir: str | Path | None = None,
+) -> ProfileRun:
+    """The profile `run_filter` builds its pool from (cached in the profile dir); with `profiling.sharding.shard`,
+    only that shard's problems are profiled, into its own part of the profile dir."""
+    out = Path(out)
+    problems = list(problems)[: profiling.limit]
+    fingerprint = student_fingerprint(profiling, Path(profile_dir).parent if profile_dir else out.parent / "profile")
+    profile_dir = Path(profile_dir) if profile_dir else profile_dir_for(out, profiling, fingerprint)
+    if config.k_adaptive is not None and config.k_adaptive <= profiling.samples:
+        raise UserError(
+            f"--k-adaptive {config.k_adaptive} must be more than --k {profiling.samples}: it is the rollouts "
+            "a problem whose pass rate is unsure gets in all"
+        )
+    shard = profiling.sharding.shard
+    if shard is not None:
+        problems = shard.select(problems)
+    claim_profile_dir(profile_dir, profiling, fingerprint)
+    rates, generated = profile(problems, profile_dir, profiling, engine=engine)
+    reprofiled: list[str] = []
+    if config.k_adaptive:
+        rates, more, reprofiled = _second_round(problems, rates, profile_dir, profiling, config, engine)
+        generated += more
+    return ProfileRun(profile_dir, rates, generated, reprofiled, fingerprint, str(shard) if shard else None)
+
+
 def run_filter(
     problems: Sequence[Problem],
     out: str | Path,
@@ -77,21 +120,16 @@ def run_filter(
     """
     out = Path(out)
     profiling = profiling or default_profiling()
+    if profiling.sharding.shard is not None:
+        raise UserError(
+            f"--shard {profiling.sharding.shard} profiles one shard (profile_student); the pool needs every shard: "
+            "filter without --shard once they are finished"
+        )
     problems = list(problems)[: profiling.limit]
     student, k = profiling.teacher, profiling.samples
-    fingerprint = student_fingerprint(profiling, Path(profile_dir).parent if profile_dir else out.parent / "profile")
-    profile_dir = Path(profile_dir) if profile_dir else profile_dir_for(out, profiling, fingerprint)
-    if config.k_adaptive is not None and config.k_adaptive <= k:
-        raise UserError(
-            f"--k-adaptive {config.k_adaptive} must be more than --k {k}: it is the rollouts "
-            "a problem whose pass rate is unsure gets in all"
-        )
-    claim_profile_dir(profile_dir, profiling, fingerprint)
-    rates, generated = profile(problems, profile_dir, profiling, engine=engine)
-    reprofiled: list[str] = []
-    if config.k_adaptive:
-        rates, more, reprofiled = _second_round(problems, rates, profile_dir, profiling, config, engine)
-        generated += more
+    profiled = profile_student(problems, out, config, profiling, engine, profile_dir)
+    rates, generated, reprofiled = profiled.rates, profiled.generated, profiled.reprofiled
+    profile_dir, fingerprint = profiled.profile_dir, profiled.fingerprint
     result = build_pool(problems_table(problems), rates, config)
     recorded = profile_metadata(student, k, profiling.loop, fingerprint)
     try:

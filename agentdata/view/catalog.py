@@ -6,6 +6,8 @@ import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from agentdata.agent.rundir import RunDir
+from agentdata.agent.shard_status import read_sharded
 from agentdata.errors import UserError
 from agentdata.view.artifacts import Artifact, detect, folder_entries, one_line, plots_in, read_report, relative_label
 from agentdata.view.sets import pool_table, problems_table, sft_table
@@ -77,6 +79,10 @@ def report_beside(path: Path) -> Path:
 def open_trajectories(catalog: Catalog, artifact: Artifact) -> None:
     artifact.rows = trajectory_table(artifact.path)
     if artifact.kind == "run":
+        sharded = read_sharded(artifact.path)  # its parts read as one run, and which are not finished said
+        if sharded is not None:
+            artifact.report = {**(RunDir(artifact.path).manifest() or {}), "sharded": sharded.as_dict()}
+            return
         artifact.report = read_report(artifact.path / "manifest.json")
         stats = read_report(artifact.path / "stats.json")
         if stats is not None:

@@ -194,4 +194,8 @@ def notes(artifact: Artifact) -> list[str]:
         settings = report["settings"]
         shown = ("teacher", "model", "protocol", "samples", "temperature", "max_tool_calls", "max_new_tokens")
         lines.append(" · ".join(f"{key} {settings[key]}" for key in shown if settings.get(key) is not None))
+    if artifact.kind == "run" and isinstance(report.get("sharded"), dict):
+        sharded = report["sharded"]
+        warning = "" if sharded.get("complete") else "warning: not complete, only what is on disk is shown: "
+        lines.append(f"{warning}a sharded run of {sharded.get('summary')}")
     return lines
