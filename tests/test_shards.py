@@ -255,3 +255,15 @@ def test_regrade_reads_every_part_and_writes_one_unsharded_run(tmp_path):
     assert not regraded.sharded() and len(regraded.trajectories()) == 24
     assert {t.id for t in regraded.trajectories() if not t.correct} == {"q3-0", "q3-1"}
     assert result.run_dir == tmp_path / "regraded"
+
+
+def test_an_openai_teacher_with_its_model_named_is_the_same_whatever_servers_serve_it():
+    from agentdata.agent.rundir import settings_differences
+
+    one = {"teacher": "openai:http://node-0:8000/v1", "model": "qwen", "temperature": 0.7}
+    other = {**one, "teacher": "openai:http://node-1:8000/v1,http://node-2:8000/v1"}
+    assert settings_differences(one, other) == {}  # each machine's shard on its own replicas of the model
+    assert settings_differences(one, {**other, "model": "llama"}) == {"model": ("qwen", "llama")}
+    unnamed = {key: value for key, value in one.items() if key != "model"}  # the server says which model
+    assert "teacher" in settings_differences(unnamed, {**unnamed, "teacher": other["teacher"]})
+    assert "teacher" in settings_differences(one, {**one, "teacher": "hf:/models/qwen"})

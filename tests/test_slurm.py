@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from agentdata.agent.rundir import RunDir
 from agentdata.agent.shard_status import read_sharded
 from agentdata.agent.shards import Shard
@@ -32,6 +34,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return {**os.environ, "PATH": path, "FAKE_SLURM_DIR": str(tmp_path / "slurm"), "PYTHONPATH": str(REPO), **extra}
 
 
+@pytest.mark.slow  # four CLI processes, one after the other
 def test_a_sharded_collect_as_a_slurm_array_with_a_task_killed_and_requeued_then_merged(tmp_path):
     from bench.fake_openai_server import FakeOpenAIServer
 

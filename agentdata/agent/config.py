@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agentdata.agent.shards import Shard
+from agentdata.agent.shards import MAX_SHARDS, Shard
 from agentdata.engines.defaults import DEFAULT_ENGINE, DEFAULT_PROTOCOL
 from agentdata.errors import UserError
 from agentdata.formats import get_protocol
@@ -116,9 +116,13 @@ class LoopConfig:
         }
 
 
+EXECUTORS = ("local", "ray")
+
+
 @dataclass
 class ShardingConfig:
-    """Which part of a run this process makes: all of it, or one shard (agent/shards.py)."""
+    """Which part of a run this process makes (all of it, or one shard: agent/shards.py), or every shard as
+    a task on a Ray cluster (agent/ray_executor.py)."""
 
     shard: Shard | None = field(
         default=None,
@@ -128,9 +132,49 @@ class ShardingConfig:
             "on its own, and the same command without --shard reads them as one run. Unset: the whole run."
         },
     )
+    executor: str = field(
+        default="local",
+        metadata={
+            "help": "local: this process; ray: every shard as a task on an existing Ray cluster (--ray-address), "
+            "into --out on storage every node sees; a shard whose worker or node died is run again (it resumes); "
+            "one progress bar for all.",
+            "choices": EXECUTORS,
+        },
+    )
+    shards: int | None = field(
+        default=None,
+        metadata={
+            "help": "With --executor ray: how many shards the run is split into, one Ray task each. Unset: the "
+            "split --out already has, else one per --ray-cpus the cluster has.",
+            "range": f"[1, {MAX_SHARDS}]",
+        },
+    )
+    ray_address: str = field(
+        default="auto",
+        metadata={
+            "help": "With --executor ray: the running cluster, as ray.init(address=...) takes it (auto: the one "
+            "RAY_ADDRESS names, else the one `ray start` began on this machine; ray://HOST:10001 a remote one)."
+        },
+    )
+    ray_cpus: float = field(
+        default=1.0, metadata={"help": "With --executor ray: CPUs one shard's task asks for.", "range": "(0, 1024]"}
+    )
+    ray_retries: int = field(
+        default=3,
+        metadata={
+            "help": "With --executor ray: times a shard whose worker or node died is run again.",
+            "range": "[0, 100]",
+        },
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.shard is not None and self.executor != "local":
+            raise SettingError(
+                "shard", str(self.shard), f"runs one shard in this process; --executor {self.executor} runs them all"
+            )
+        if self.shards is not None and self.executor == "local":
+            raise SettingError("shards", self.shards, "splits a run for --executor ray; run one part with --shard I/N")
 
 
 @dataclass
@@ -164,7 +208,8 @@ class CollectConfig:
     )
     loop: LoopConfig = field(default_factory=LoopConfig, metadata={"help": "The agent-loop settings."})
     sharding: ShardingConfig = field(
-        default_factory=ShardingConfig, metadata={"help": "Which part of the run this process makes."}
+        default_factory=ShardingConfig,
+        metadata={"help": "Which part of the run this process makes, or every part on Ray."},
     )
 
     def __post_init__(self) -> None:

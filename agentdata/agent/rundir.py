@@ -69,10 +69,17 @@ def settings_digest(settings: dict[str, Any]) -> str:
 
 
 def settings_differences(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """What differs; a key the old record lacks (written before the key existed) is not compared."""
+    """What differs; a key the old record lacks (written before the key existed) is not compared. An `openai:`
+    teacher with its model named is the same teacher whatever servers serve it (a fleet's URLs, one per node)."""
     recorded = [key for key in IDENTITY_KEYS if key in old]
     old, new = identity(old), identity(new)
+    if all(_served(settings) for settings in (old, new)):
+        old["teacher"] = new["teacher"] = "openai:"
     return {key: (old[key], new[key]) for key in recorded if not _same_value(old[key], new[key])}
+
+
+def _served(settings: dict[str, Any]) -> bool:
+    return str(settings.get("teacher")).startswith("openai:") and bool(settings.get("model"))
 
 
 def _same_value(a: Any, b: Any) -> bool:

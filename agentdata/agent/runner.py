@@ -97,8 +97,13 @@ def collect(
 ) -> CollectSummary:
     """Collect trajectories into `out_dir` (resuming it); returns the summary of the whole run.
 
-    Progress is reported as `agentdata.events` (task "collect"); nothing is drawn here.
+    Progress is reported as `agentdata.events` (task "collect"); nothing is drawn here. With
+    `config.sharding.executor == "ray"` every shard runs as a task on a Ray cluster (agent/ray_executor.py).
     """
+    if config.sharding.executor == "ray":
+        from agentdata.agent.ray_executor import collect_on_ray
+
+        return collect_on_ray(problems, out_dir, config, engine, sandbox)
     return asyncio.run(collect_async(problems, out_dir, config, engine, sandbox))
 
 

@@ -53,7 +53,8 @@ class EvalConfig:
     )
     loop: LoopConfig = field(default_factory=LoopConfig, metadata={"help": "The agent-loop settings."})
     sharding: ShardingConfig = field(
-        default_factory=ShardingConfig, metadata={"help": "Which part of every run this process makes."}
+        default_factory=ShardingConfig,
+        metadata={"help": "Which part of every run this process makes, or every part on Ray."},
     )
 
     def __post_init__(self) -> None:
