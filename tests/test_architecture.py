@@ -16,7 +16,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "agentdata"
 MAX_LINES = 450
 
-STAGES = ("synth", "curate", "filter", "sft", "rl", "evaluation", "train", "regrade", "validate")
+STAGES = ("synth", "curate", "filter", "sft", "rl", "evaluation", "train", "regrade", "validate", "experiment")
 LEAVES = ("engines", "formats", "tools", "verify", "sandbox")
 # The data contract and the registry machinery: every part may import them, they import (almost) nothing.
 # `problems` reads files into `records.Problem`, so it may import `records` and `errors`, and its own

@@ -139,6 +139,16 @@ def test_contamination_on_13_grams_and_short_benchmark_questions():
     assert result.counts == {"contaminated": 2}
 
 
+def test_a_share_of_ngrams_tells_a_copy_from_a_sibling_of_the_same_template():
+    template = "What is the sum of the squares of the integers from 1 to {}? Put the final answer in \\boxed{{}}."
+    benchmark = BenchmarkNgrams.from_questions([template.format(481), template.format(410)])
+    texts = pl.Series([template.format(481), template.format(226), "", "Something else entirely."])
+    shares = benchmark.overlap_share(texts).to_list()
+    assert shares[0] == 1.0 and 0 < shares[1] <= 0.2 and shares[2:] == [0.0, 0.0]  # the sibling shares its prefix
+    assert benchmark.contaminated(texts).to_list() == [True, True, False, False]  # any 13-gram: the sibling too
+    assert benchmark.contaminated(texts, min_share=0.5).to_list() == [True, False, False, False]
+
+
 def test_benchmark_from_files_in_any_layout(tmp_path):
     jsonl = tmp_path / "aime.jsonl"
     jsonl.write_text(json.dumps({"problem": LONG_QUESTION, "answer": "1875"}) + "\n")

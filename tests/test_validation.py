@@ -62,6 +62,7 @@ def test_grpo_evaluates_at_step_0_every_step_and_keeps_each_checkpoint(tmp_path,
     ):
         assert all(isinstance(entry[key], (int, float)) for entry in records), key
     assert all(0 <= entry["eval/avg@2"] <= entry["eval/pass@2"] <= 1 for entry in records)
+    assert all(entry["eval/avg@2/low"] <= entry["eval/avg@2"] <= entry["eval/avg@2/high"] for entry in records)
     assert all(entry["eval/completions/model_tokens"] > 0 for entry in records)
     # each evaluation is a collect run dir of k responses per problem, kept for `agentdata inspect`
     from agentdata.agent.rundir import RunDir

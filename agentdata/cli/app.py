@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from agentdata.cli import collect, curate, inspect, regrade, sandbox, synth, train, validate, view
+from agentdata.cli import collect, curate, experiment, inspect, regrade, sandbox, synth, train, validate, view
 from agentdata.cli import eval as eval_cmd
 from agentdata.cli import filter as filter_cmd
 from agentdata.cli.common import forget_output_place, output_place, print_error
@@ -46,6 +46,7 @@ app.command("curate")(curate.command)
 app.command("filter")(filter_cmd.command)
 app.command("train")(train.command)
 app.command("eval")(eval_cmd.command)
+app.command("experiment")(experiment.command)
 app.command("inspect")(inspect.command)
 app.command("regrade")(regrade.command)
 app.command("validate")(validate.command)

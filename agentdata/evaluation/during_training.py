@@ -49,10 +49,13 @@ def load_eval_problems(settings: ValidationConfig) -> list[Problem]:
 
 
 def validation_record(step: int, metrics: BenchmarkMetrics, k: int, seconds: float) -> dict[str, Any]:
-    """One metrics.jsonl record of an evaluation: avg@k, pass@k with the real k in the key."""
+    """One metrics.jsonl record of an evaluation: avg@k (and its 95% interval), pass@k with the real k in the key."""
+    interval = metrics.avg_at_k_ci
     return {
         "step": step,
         f"{EVAL_PREFIX}avg@{k}": metrics.avg_at_k,
+        f"{EVAL_PREFIX}avg@{k}/low": interval.low if interval else None,
+        f"{EVAL_PREFIX}avg@{k}/high": interval.high if interval else None,
         f"{EVAL_PREFIX}pass@{k}": metrics.pass_at_k.get(k, metrics.pass_at_samples),
         f"{EVAL_PREFIX}maj@{k}": metrics.maj_at_k,
         f"{EVAL_PREFIX}tools/call_frequency": metrics.mean_tool_calls,
@@ -127,12 +130,15 @@ class ValidationCallback(TrainerCallback):
 
 
 def eval_line(record: dict[str, Any]) -> str:
-    shown = "  ".join(
-        f"{key.removeprefix(EVAL_PREFIX)}={value:.4g}"
-        for key, value in record.items()
-        if key.startswith(EVAL_PREFIX) and isinstance(value, (int, float))
-    )
-    return f"eval step {record['step']}: {shown}"
+    """`eval step 4: avg@4=0.25 [0.1, 0.42]  pass@4=...`: each number once, avg@k with its interval."""
+    shown = []
+    for key, value in record.items():
+        if not key.startswith(EVAL_PREFIX) or not isinstance(value, (int, float)) or key.endswith(("/low", "/high")):
+            continue
+        text = f"{key.removeprefix(EVAL_PREFIX)}={value:.4g}"
+        low, high = record.get(f"{key}/low"), record.get(f"{key}/high")
+        shown.append(text + (f" [{low:.3g}, {high:.3g}]" if low is not None and high is not None else ""))
+    return f"eval step {record['step']}: {'  '.join(shown)}"
 
 
 @contextmanager

@@ -190,6 +190,11 @@ class PairedComparison:
             f"{self.model} {self.model_score:.1%} vs {self.baseline} {self.baseline_score:.1%}, "
             f"{points:+.1f} points {self.interval.points()}, p = {self.p_value:.2g}"
         )
+        if not self.detectable:
+            return (
+                f"no difference detectable at this size on {self.metric} ({seen}): the two scored the same on "
+                f"every one of the {self.problems} problems"
+            )
         if self.responses_needed is None:
             return (
                 f"no difference detectable at this size on {self.metric} ({seen}): {self.problems} problems "

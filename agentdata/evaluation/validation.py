@@ -10,6 +10,7 @@ Keys written to the stage's `metrics.jsonl`, one record per evaluation, with the
 the name as papers write it (k = `eval_k`):
 
     eval/avg@K  eval/pass@K  eval/maj@K               accuracy over the K responses per problem
+    eval/avg@K/low  eval/avg@K/high                   avg@K's 95% interval over problems (evaluation/stats.py)
     eval/tools/call_frequency  eval/tools/error_rate  tool calls per response, failed calls / calls
     eval/completions/model_tokens                     model tokens per response (all turns)
     eval/rollouts/failed                              responses that ended in an engine or sandbox error (in no score)

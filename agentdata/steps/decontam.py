@@ -45,11 +45,21 @@ class BenchmarkNgrams:
         benchmark.files = [str(path) for path in paths]
         return benchmark
 
-    def contaminated(self, texts: pl.Series) -> pl.Series:
-        """Boolean per text: True when any of its n-grams is a benchmark n-gram."""
+    def contaminated(self, texts: pl.Series, min_share: float | None = None) -> pl.Series:
+        """Boolean per text: True when any of its n-grams is a benchmark n-gram, or with `min_share`, when at
+        least that share of them are (1.0: a copy; templated problems share a few n-grams with every sibling)."""
+        if min_share is not None:
+            return pl.Series("contaminated", self.overlap_share(texts) >= min_share)
         grams = ngram_hashes(texts, self.ngram)
         hit_rows = grams.filter(pl.col("hash").is_in(self.hashes.implode()))[ROW].unique()
         return pl.Series("contaminated", pl.int_range(len(texts), eager=True).is_in(hit_rows.implode()))
+
+    def overlap_share(self, texts: pl.Series) -> pl.Series:
+        """Per text, the share of its distinct n-grams that are benchmark n-grams (0 for a text with no word)."""
+        grams = ngram_hashes(texts, self.ngram).unique()
+        shares = grams.group_by(ROW).agg(pl.col("hash").is_in(self.hashes.implode()).mean().alias("share"))
+        frame = pl.DataFrame({ROW: pl.int_range(len(texts), eager=True, dtype=shares[ROW].dtype)})
+        return frame.join(shares, on=ROW, how="left")["share"].fill_null(0.0)
 
 
 @dataclass

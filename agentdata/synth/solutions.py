@@ -9,6 +9,7 @@ Templates whose calculation has no short closed form return None.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import sympy
@@ -99,6 +100,41 @@ def _sol_two_draws_same_colour(p: dict, answer: str) -> str:
     )
 
 
+# The `compute` ladder (synth/ladder.py): the stitched twin of what a teacher running code does on it,
+# for `agentdata experiment`'s real-versus-stitched recipe. The text states the result, then the
+# cell recomputes it (the stitched kind). A count of numbers containing a digit has no closed form.
+def _sol_big_product(p: dict, answer: str) -> str:
+    return f"We compute ${p['a']} \\times {p['b']} = {answer}$."
+
+
+def _sol_big_sum(p: dict, answer: str) -> str:
+    return f"We add the numbers: ${' + '.join(map(str, p['numbers']))} = {answer}$."
+
+
+def _sol_power(p: dict, answer: str) -> str:
+    return f"We compute ${p['base']}^{{{p['exponent']}}} = {answer}$."
+
+
+def _sol_digit_sum_of_power(p: dict, answer: str) -> str:
+    power = p["base"] ** p["exponent"]
+    return f"We compute ${p['base']}^{{{p['exponent']}}} = {power}$, and the sum of its digits is {answer}."
+
+
+def _sol_remainder(p: dict, answer: str) -> str:
+    return f"We reduce: ${p['a']} \\mod {p['m']} = {answer}$."
+
+
+def _sol_sum_of_squares(p: dict, answer: str) -> str:
+    return f"We add the squares: $\\sum_{{k=1}}^{{{p['n']}}} k^2 = {answer}$."
+
+
+def _sol_count_multiples(p: dict, answer: str) -> str:
+    n, a, b = p["n"], p["a"], p["b"]
+    both = a * b // math.gcd(a, b)
+    floors = " + ".join(f"\\lfloor \\frac{{{n}}}{{{d}}} \\rfloor" for d in (a, b))
+    return f"By inclusion and exclusion: ${floors} - \\lfloor \\frac{{{n}}}{{{both}}} \\rfloor = {answer}$."
+
+
 SOLUTIONS: dict[str, Callable[[dict, str], str]] = {
     "arith_two_numbers": _sol_two_numbers,
     "arith_fractions": _sol_fractions,
@@ -112,6 +148,13 @@ SOLUTIONS: dict[str, Callable[[dict, str], str]] = {
     "comb_word_arrangements": _sol_word_arrangements,
     "prob_single_draw": _sol_single_draw,
     "prob_two_draws_same_colour": _sol_two_draws_same_colour,
+    "big_product": _sol_big_product,
+    "big_sum": _sol_big_sum,
+    "power": _sol_power,
+    "digit_sum_of_power": _sol_digit_sum_of_power,
+    "remainder": _sol_remainder,
+    "sum_of_squares": _sol_sum_of_squares,
+    "count_multiples": _sol_count_multiples,
 }
 
 

@@ -1,0 +1,132 @@
+"""`agentdata experiment RECIPE`: every arm of a recipe through the stages, compared pairwise (agentdata.experiment)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from agentdata.cli.common import console, output_dir, parse_options, print_json
+from agentdata.cli.options import JSON_HELP
+from agentdata.cli.progress import rendering
+
+
+def command(
+    recipe: Annotated[
+        str | None,
+        typer.Argument(help="A recipe file (.yaml/.json) or a built-in recipe's name; none lists the built-in ones."),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Experiment folder (default runs/experiment/NAME); resumed.")
+    ] = None,
+    seeds: Annotated[
+        int | None, typer.Option("--seeds", help="Repeat every arm N times (seeds 0..N-1 added) and report the spread.")
+    ] = None,
+    settings: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="KEY=VALUE changing the recipe's base, e.g. eval.k=8 (repeatable)."),
+    ] = None,
+    show: Annotated[bool, typer.Option("--show", help="Print the recipe file and stop (copy a built-in one).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Run a recipe's arms through collect, curate, SFT, filter, GRPO and eval; report paired differences."""
+    from agentdata.experiment import builtin_recipes, load_recipe, run_experiment
+    from agentdata.experiment.recipe import recipe_path
+
+    if recipe is None:
+        console.print(builtin_table(builtin_recipes()))
+        console.print("Run one: [bold]agentdata experiment NAME[/] (docs/experiments.md)")
+        return
+    if show:
+        console.out(recipe_path(recipe).read_text(encoding="utf-8"), highlight=False)
+        return
+    loaded = load_recipe(recipe, parse_options(settings or []), seeds)
+    out = out or Path("runs/experiment") / loaded.name
+    output_dir(out, "--out")
+    if not as_json:
+        console.print(
+            f"[bold]experiment[/] {escape(loaded.name)}: {len(loaded.arms)} arms ({escape(', '.join(loaded.arms))}) "
+            f"× {loaded.seeds} seed(s) → {out}"
+        )
+    with rendering(enabled=not as_json):
+        report = run_experiment(loaded, out)
+    if as_json:
+        print_json(report.as_dict())
+        return
+    from agentdata.cli.views import comparisons_table
+
+    console.print(arms_table(report))
+    if report.comparisons:
+        console.print(comparisons_table(report.comparisons, title="paired differences (first arm − second)"))
+        for row in report.comparisons:
+            if row["metric"].startswith("avg@"):
+                console.print(escape(f"  {row['sentence']}"), soft_wrap=True)
+    for arm in report.arms:
+        for failure in arm.get("failures", []):
+            console.print(
+                escape(
+                    f"  arm {arm['arm']} (seed {failure['seed']}) failed at {failure['stage']}: {failure['reason']}"
+                ),
+                style="red",
+                soft_wrap=True,
+            )
+    files = report.files
+    console.print(f"Report: [cyan]{files['markdown']}[/] · [cyan]{files['png']}[/] · [cyan]{files['json']}[/]")
+
+
+def builtin_table(recipes: dict[str, Path]) -> Table:
+    from agentdata.settings import read_settings_file
+
+    table = Table(title="built-in recipes")
+    table.add_column("name")
+    table.add_column("arms")
+    table.add_column("what it shows")
+    for name, path in sorted(recipes.items()):
+        data = read_settings_file(path)
+        table.add_row(name, ", ".join(data.get("arms", {})), escape(" ".join(str(data.get("description", "")).split())))
+    return table
+
+
+def arms_table(report: Any) -> Table:
+    k = report.k
+    table = Table(title=f"experiment {report.recipe['name']} · 95% intervals over problems")
+    for name in (
+        "arm",
+        "changes",
+        f"avg@{k}",
+        f"pass@{k}",
+        f"maj@{k}",
+        "calls/resp",
+        "calls ok",
+        "resp tokens",
+        "wall s",
+        "status",
+    ):
+        table.add_column(name, justify="left" if name in ("arm", "changes", "status") else "right")
+    for arm in report.arms:
+        changes = ", ".join(f"{key}={value}" for key, value in arm["changes"].items()) or "base"
+        if "avg" not in arm:
+            table.add_row(escape(arm["arm"]), escape(changes), *[""] * 6, f"{arm['wall_s']:.0f}", "[red]failed[/]")
+            continue
+        cells = [_score(arm[name], arm[f"{name}_ci"]) for name in ("avg", "pass", "maj")]
+        calls_ok = arm["calls_without_error"]
+        table.add_row(
+            escape(arm["arm"]),
+            escape(changes),
+            *cells,
+            f"{arm['tool_calls']:.2f}",
+            "-" if calls_ok is None else f"{calls_ok:.0%}",
+            f"{arm['response_tokens']:.0f}",
+            f"{arm['wall_s']:.0f}",
+            "done",
+        )
+    return table
+
+
+def _score(value: float, interval: dict[str, Any] | None) -> str:
+    if not interval:
+        return f"{value:.1%}"
+    return f"{value:.1%} [{100 * interval['low']:.1f}, {100 * interval['high']:.1f}]"

@@ -1,0 +1,130 @@
+"""Every setting a recipe may name, by section, and the one check of a name (closest keys on a typo).
+
+- `student`: the start weights (engine spec; default `smollm2`);
+- `engine`: how a trained model is run for its profile and evaluation, `hf` (default) or `vllm`;
+- `problems`, `held_out`: the training and the evaluation problems (base only);
+- `collect.*`: the teacher's run (`CollectConfig`: teacher, samples, seed, ... and its own loop fields);
+- `curate.*`: how real and stitched trajectories become SFT rows (`CurateConfig`);
+- `stitch.*`: the stitched baseline (`StitchConfig`), `stitch.solutions` a file of worked solutions;
+- `sft.data` (real | stitched | none | mixed), `sft.rows`, and `SFTStageConfig` / TRL `SFTConfig` fields;
+- `rl.pool` (none | band | random | all | easy | hard), `rl.band`, `rl.size`, `rl.profile_k`,
+  `rl.curve_problems`, and `GRPOStageConfig` / TRL `GRPOConfig` fields;
+- `loop.*`: the student's agent loop (`LoopConfig`) wherever the student runs: profile, GRPO, evaluation;
+- `eval.k`, `eval.seed`, `eval.concurrency` and loop fields for the evaluation only (base only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from functools import cache
+from typing import Any
+
+from agentdata.errors import UserError
+
+SECTIONS = ("collect", "curate", "stitch", "sft", "rl", "loop", "eval")
+TOP_LEVEL = ("student", "engine", "problems", "held_out")
+ENGINES = ("hf", "vllm")  # how a trained model dir is run (profile, evaluation): `engine:DIR`
+SFT_DATA = ("real", "stitched", "none", "mixed")
+RL_POOLS = ("none", "band", "random", "all", "easy", "hard")
+EXPERIMENT_FIELDS = {
+    "stitch": ("solutions",),
+    "sft": ("data", "rows"),
+    "rl": ("pool", "band", "size", "profile_k", "curve_problems"),
+    "eval": ("k", "seed", "concurrency"),
+}
+# Fields the experiment sets itself, and what to write instead.
+RESERVED = {
+    "sft.model": "the SFT start is `student`",
+    "sft.sft_data": "the SFT set is chosen by sft.data",
+    "sft.out": "every stage writes under the experiment's --out",
+    "sft.eval_problems": "the held-out set is `held_out`",
+    "rl.model": "GRPO starts from the SFT model, or `student` without SFT",
+    "rl.rl_pool": "the pool is chosen by rl.pool",
+    "rl.out": "every stage writes under the experiment's --out",
+    "rl.eval_problems": "the curves use the first rl.curve_problems of `held_out`",
+    "collect.limit": "the teacher runs on every training problem",
+}
+
+
+@cache
+def own_fields(section: str) -> frozenset[str]:
+    """The fields of a section that agentdata defines (TRL's come on top for sft and rl)."""
+    from agentdata.agent.config import CollectConfig, LoopConfig
+    from agentdata.curate.config import CurateConfig
+    from agentdata.rl.config import GRPOStageConfig
+    from agentdata.settings import flat_names
+    from agentdata.sft.config import SFTStageConfig
+    from agentdata.synth.stitch import StitchConfig
+
+    loop = set(flat_names(LoopConfig))
+    names = {
+        "collect": set(flat_names(CollectConfig)),
+        "curate": set(flat_names(CurateConfig)),
+        "stitch": {item.name for item in dataclasses.fields(StitchConfig)},
+        "sft": set(flat_names(SFTStageConfig)),
+        "rl": set(flat_names(GRPOStageConfig)) - loop,
+        "loop": loop,
+        "eval": loop,
+    }[section]
+    names |= set(EXPERIMENT_FIELDS.get(section, ()))
+    return frozenset(name for name in names if f"{section}.{name}" not in RESERVED)
+
+
+@cache
+def trl_fields(section: str) -> frozenset[str]:
+    """TRL's own config fields, which the sft and rl sections pass through (`train`'s rule)."""
+    if section not in ("sft", "rl"):
+        return frozenset()
+    import trl
+
+    config = trl.SFTConfig if section == "sft" else trl.GRPOConfig
+    return frozenset(item.name for item in dataclasses.fields(config))
+
+
+def all_keys() -> list[str]:
+    """Every name a recipe knows without TRL (the suggestions for a typo)."""
+    return [*TOP_LEVEL, *(f"{section}.{name}" for section in SECTIONS for name in sorted(own_fields(section)))]
+
+
+def check_key(key: str, where: str) -> None:
+    """A UserError for a name no section knows, naming the closest keys; loop fields under rl are redirected."""
+    if key in TOP_LEVEL:
+        return
+    section, _, name = key.partition(".")
+    if key in RESERVED:
+        raise UserError(f"{where}: {key} is set by the experiment ({RESERVED[key]})")
+    if section in SECTIONS and name:
+        if name in own_fields(section):
+            return
+        if section == "rl" and name in own_fields("loop"):
+            raise UserError(
+                f"{where}: {key}: the agent loop is `loop.{name}` (it holds for the profile, GRPO's rollouts and "
+                "the evaluation alike)"
+            )
+        if name in trl_fields(section):
+            return
+    close = difflib.get_close_matches(key, all_keys(), n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; the sections are {', '.join(SECTIONS)}"
+    raise UserError(f"{where}: unknown setting {key!r}{hint} (docs/experiments.md lists them)")
+
+
+def flat_settings(data: Any, where: str) -> dict[str, Any]:
+    """A base or an arm as flat `section.field` names (a nested `sft: {data: real}` is `sft.data`); checked."""
+    if not isinstance(data, dict):
+        raise UserError(f"{where}: expected a mapping of settings, got {type(data).__name__}")
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        key = str(key)
+        if key in SECTIONS:
+            if not isinstance(value, dict):
+                raise UserError(f"{where}: `{key}:` must be a mapping of {key} settings")
+            items = {f"{key}.{name}": inner for name, inner in value.items()}
+        else:
+            items = {key: value}
+        for name, inner in items.items():
+            check_key(name, where)
+            if name in flat:
+                raise UserError(f"{where}: {name} is given twice")
+            flat[name] = inner
+    return flat

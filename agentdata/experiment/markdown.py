@@ -1,0 +1,165 @@
+"""The experiment's report as Markdown: what ran, a row per arm, the paired verdicts, GRPO, time and load."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _ci(interval: dict[str, Any] | None) -> str:
+    return "" if not interval else f" [{100 * interval['low']:.1f}, {100 * interval['high']:.1f}]"
+
+
+def _changes(changes: dict[str, Any]) -> str:
+    return ", ".join(f"`{key}: {value}`" for key, value in changes.items()) or "the base"
+
+
+def _table(header: list[str], rows: list[list[str]], text_columns: int = 1) -> list[str]:
+    """A Markdown table; the first `text_columns` columns left-aligned, the numbers right-aligned."""
+    align = ["---" if index < text_columns else "---:" for index in range(len(header))]
+    return [f"| {' | '.join(header)} |", f"| {' | '.join(align)} |", *(f"| {' | '.join(row)} |" for row in rows)]
+
+
+def arms_section(report: Any) -> list[str]:
+    k = report.k
+    header = [
+        "arm",
+        "changes",
+        f"avg@{k} [95%]",
+        f"pass@{k} [95%]",
+        f"maj@{k} [95%]",
+        "tool calls / response",
+        "calls without error",
+        "response tokens",
+        "wall s",
+        "CPU s",
+    ]
+    rows = []
+    for arm in report.arms:
+        if "avg" not in arm:
+            failure = arm["failures"][0] if arm["failures"] else {}
+            reason = f"failed at {failure.get('stage')}: {failure.get('reason')}"
+            rows.append([arm["arm"], _changes(arm["changes"]), reason, "", "", "", "", "", f"{arm['wall_s']:.0f}", ""])
+            continue
+        rows.append(
+            [
+                arm["arm"],
+                _changes(arm["changes"]),
+                _pct(arm["avg"]) + _ci(arm["avg_ci"]),
+                _pct(arm["pass"]) + _ci(arm["pass_ci"]),
+                _pct(arm["maj"]) + _ci(arm["maj_ci"]),
+                f"{arm['tool_calls']:.2f}",
+                _pct(arm["calls_without_error"]),
+                f"{arm['response_tokens']:.0f}",
+                f"{arm['wall_s']:.0f}",
+                f"{arm['cpu_s']:.0f}",
+            ]
+        )
+    return ["## Arms", "", *_table(header, rows, text_columns=2), ""]
+
+
+def comparisons_section(report: Any) -> list[str]:
+    if not report.comparisons:
+        return ["## Paired comparisons", "", "No two arms finished: nothing to compare.", ""]
+    rows = [
+        [
+            c["model"],
+            c["baseline"],
+            c["metric"],
+            f"{100 * c['difference']:+.1f} pts",
+            f"[{100 * c['interval']['low']:.1f}, {100 * c['interval']['high']:.1f}]",
+            f"{c['p_value']:.2g}",
+            "**effect**" if c["significant"] else "none detectable",
+        ]
+        for c in report.comparisons
+    ]
+    sentences = [f"- {c['sentence']}" for c in report.comparisons if c["metric"].startswith("avg@")]
+    return [
+        "## Paired comparisons",
+        "",
+        "Same held-out problems, same seeds and k; the difference is the first arm minus the second, its interval "
+        "the paired bootstrap over problems, p the paired sign-flip test (McNemar for 0/1 outcomes). An effect is "
+        "claimed only where the interval excludes zero.",
+        "",
+        *_table(["arm", "vs", "metric", "difference", "95% interval", "p", "verdict"], rows, text_columns=3),
+        "",
+        *sentences,
+        "",
+    ]
+
+
+def grpo_section(report: Any) -> list[str]:
+    lines = []
+    for arm in report.arms:
+        pool, series = arm.get("pool"), report.curves.get(arm["arm"])
+        if not pool:
+            continue
+        rates = [rate for rate in pool.get("pass_rates") or [] if rate is not None]
+        described = f" (profiled pass rates {min(rates):.2f}-{max(rates):.2f})" if rates else ""
+        flat = [value for run in series or [] for _, value in run.get("frac_reward_zero_std", [])]
+        flat_text = f"; flat groups {_pct(sum(flat) / len(flat))} of training steps' groups" if flat else ""
+        lines.append(f"- **{arm['arm']}**: pool `{pool['kind']}`, {pool['size']} problems{described}{flat_text}")
+    if not lines:
+        return []
+    return ["## GRPO", "", *lines, "", "The curves against steps are in report.png.", ""]
+
+
+def seeds_section(report: Any) -> list[str]:
+    if report.totals.get("seeds", 1) < 2:
+        return []
+    rows = [
+        [arm["arm"], ", ".join(_pct(v) for v in arm["spread"]["avg_per_seed"]), _pct(arm["spread"]["sd"])]
+        for arm in report.arms
+        if "spread" in arm
+    ]
+    return ["## Spread across seeds", "", *_table(["arm", f"avg@{report.k} per seed", "sd"], rows), ""]
+
+
+def work_section(report: Any) -> list[str]:
+    rows = [
+        [run["stage"], run["key"], ", ".join(run["arms"]), f"{run.get('wall_s', 0):.0f}", f"{run.get('cpu_s', 0):.0f}"]
+        for run in report.shared
+    ]
+    totals = report.totals
+    load = (
+        f"load average {totals['load_min']:.1f}-{totals['load_max']:.1f} (1 min) while stages ran"
+        if totals.get("load_min") is not None
+        else "load not recorded"
+    )
+    return [
+        "## Work and time",
+        "",
+        "Each stage ran once and was reused by every arm listed (an arm's wall time above counts every stage of "
+        "its chain, shared ones included).",
+        "",
+        *_table(["stage", "key", "arms", "wall s", "CPU s"], rows, text_columns=3),
+        "",
+        f"In all: {totals['wall_s']:.0f} s wall, {totals['cpu_s']:.0f} s CPU (this process and its finished "
+        f"children), {load}. A CPU time well under twice the wall time on two cores means the machine was shared.",
+        "",
+    ]
+
+
+def report_markdown(report: Any) -> str:
+    recipe, totals = report.recipe, report.totals
+    k = report.k
+    per_arm = totals["held_out_problems"] * (k or 0) * totals.get("seeds", 1)
+    lines = [
+        f"# Experiment: {recipe['name']}",
+        "",
+        recipe.get("description") or "",
+        "",
+        f"Recipe `{recipe['source']}`; {len(report.arms)} arms × {totals.get('seeds', 1)} seed(s); "
+        f"{totals['train_problems']} training problems; held out: {totals['held_out_problems']} problems × k = {k}"
+        f" = {per_arm} responses per arm.",
+        "",
+        *arms_section(report),
+        *comparisons_section(report),
+        *grpo_section(report),
+        *seeds_section(report),
+        *work_section(report),
+    ]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,223 @@
+"""The experiment's report: a row per arm, paired comparisons, GRPO curves, shared work, time and load.
+
+Built from the arms' outcomes (runner.ArmOutcome); written as `experiment.json` (everything),
+`report.md` (the tables and the sentences) and `report.png` (experiment/plots.py, one page).
+
+With `--seeds N` every number of an arm is over its N repetitions: each problem's score is the
+mean of its scores in the repetitions (so a problem still counts once, and the interval over
+problems holds the seeds' noise too), and `spread` lists avg@k per repetition with their
+standard deviation. Paired comparisons are made between every two arms that finished, on the
+problems both were scored on, with `evaluation/stats.py`'s statistics.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentdata.evaluation.metrics import ProblemScores
+from agentdata.evaluation.stats import mean_interval, paired_comparison
+from agentdata.experiment.recipe import Recipe
+from agentdata.records import write_json
+
+REPORT_JSON = "experiment.json"
+REPORT_MD = "report.md"
+REPORT_PNG = "report.png"
+# The curves of a GRPO arm (keys of its metrics.jsonl; the held-out one is eval/avg@K, found per run).
+CURVE_KEYS = (
+    "eval/tools/call_frequency",
+    "eval/completions/model_tokens",
+    "tools/call_frequency",
+    "completions/model_tokens",
+    "entropy",
+    "frac_reward_zero_std",
+    "accuracy",
+)
+METRICS = ("avg", "pass", "maj")
+
+
+@dataclass
+class ExperimentReport:
+    recipe: dict[str, Any]
+    arms: list[dict[str, Any]]
+    comparisons: list[dict[str, Any]]
+    curves: dict[str, list[dict[str, list[list[float]]]]]
+    shared: list[dict[str, Any]]
+    totals: dict[str, Any]
+    outcomes: list[dict[str, Any]] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "recipe": self.recipe,
+            "arms": self.arms,
+            "comparisons": self.comparisons,
+            "curves": self.curves,
+            "shared_work": self.shared,
+            "totals": self.totals,
+            "outcomes": self.outcomes,
+            "files": self.files,
+        }
+
+    @property
+    def k(self) -> int:
+        return int(self.totals.get("k") or 0)
+
+
+def problem_values(outcomes: list[Any], metric: str, k: int) -> dict[str, float]:
+    """Each problem's `metric` (avg, pass at k, maj), averaged over the repetitions that scored it."""
+    collected: dict[str, list[float]] = {}
+    for outcome in outcomes:
+        scores = ProblemScores(**outcome.scores)
+        name = f"pass@{k}" if metric == "pass" else metric
+        for pid, value in scores.metric(name).items():
+            collected.setdefault(pid, []).append(value)
+    return {pid: sum(values) / len(values) for pid, values in collected.items()}
+
+
+def arm_row(arm: str, recipe: Recipe, outcomes: list[Any], k: int) -> dict[str, Any]:
+    """One arm's table row over its repetitions; a failed arm says where and why."""
+    row: dict[str, Any] = {"arm": arm, "changes": recipe.changed(arm), "repetitions": len(outcomes)}
+    done = [outcome for outcome in outcomes if outcome.status == "done"]
+    failed = [outcome for outcome in outcomes if outcome.status != "done"]
+    row["status"] = "done" if not failed else "failed"
+    row["failures"] = [
+        {"seed": o.repetition, "stage": o.failed_stage, "reason": o.reason} for o in failed if o.failed_stage
+    ]
+    row["wall_s"] = sum(o.wall_seconds for o in outcomes)
+    row["cpu_s"] = sum(o.cpu_seconds for o in outcomes)
+    if not done:
+        return row
+    for metric in METRICS:
+        values = problem_values(done, metric, k)
+        interval = mean_interval(list(values.values()))
+        row[metric] = sum(values.values()) / len(values) if values else 0.0
+        row[f"{metric}_ci"] = interval.as_dict() if interval else None
+    evals = [o.eval for o in done]
+    calls = [e["mean_tool_calls"] for e in evals]
+    row["tool_calls"] = statistics.fmean(calls)
+    row["calls_without_error"] = statistics.fmean(1.0 - e["tool_error_rate"] for e in evals) if any(calls) else None
+    row["response_tokens"] = statistics.fmean(e["mean_response_tokens"] for e in evals)
+    row["problems"] = len(problem_values(done, "avg", k))
+    row["responses"] = sum(e["num_responses"] for e in evals)
+    row["failed_responses"] = sum(e.get("failed_responses", 0) for e in evals)
+    row["spread"] = {
+        "avg_per_seed": [e[f"avg@{e['samples']}"] for e in evals],
+        "sd": statistics.stdev(e[f"avg@{e['samples']}"] for e in evals) if len(evals) > 1 else None,
+    }
+    row["sft_set"] = done[0].sft_set
+    row["pool"] = done[0].pool
+    return row
+
+
+def comparisons(recipe: Recipe, by_arm: dict[str, list[Any]], k: int) -> list[dict[str, Any]]:
+    """Every two finished arms, paired by problem (avg@k, pass@k, maj@k)."""
+    done = {arm: [o for o in outcomes if o.status == "done"] for arm, outcomes in by_arm.items()}
+    found = []
+    for first, second in itertools.combinations([arm for arm in recipe.arms if done.get(arm)], 2):
+        for metric in METRICS:
+            label = f"{metric}@{k}"
+            comparison = paired_comparison(
+                first,
+                second,
+                label,
+                problem_values(done[first], metric, k),
+                problem_values(done[second], metric, k),
+                responses_per_problem=k * len(done[first]),
+            )
+            if comparison is not None:
+                found.append(comparison.as_dict())
+    return found
+
+
+def curves(outcomes: list[Any]) -> dict[str, list[dict[str, list[list[float]]]]]:
+    """Per GRPO arm, per repetition: each curve key as [[step, value], ...] from its metrics.jsonl."""
+    from agentdata.evaluation.validation import avg_key
+    from agentdata.training.metrics import read_metrics
+
+    found: dict[str, list[dict[str, list[list[float]]]]] = {}
+    for outcome in outcomes:
+        if not outcome.grpo_metrics or not Path(outcome.grpo_metrics).exists():
+            continue
+        history = read_metrics(outcome.grpo_metrics)
+        accuracy = next((key for key in map(avg_key, history) if key), None)
+        series = {}
+        names = {accuracy: "eval/avg@k", f"{accuracy}/low": "eval/avg@k/low", f"{accuracy}/high": "eval/avg@k/high"}
+        for key in (*CURVE_KEYS, *names):
+            points = [[entry["step"], entry[key]] for entry in history if accuracy and _number(entry.get(key))]
+            if points:
+                series[names.get(key, key)] = sorted(points)
+        found.setdefault(outcome.arm, []).append(series)
+    return found
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def shared_work(outcomes: list[Any]) -> list[dict[str, Any]]:
+    """Each stage run and the arms that used it (a run used by more than one arm was done once)."""
+    runs: dict[str, dict[str, Any]] = {}
+    for outcome in outcomes:
+        for stage in outcome.stages:
+            entry = runs.setdefault(stage["key"], {**stage, "arms": []})
+            label = outcome.arm if outcome.repetition == 0 else f"{outcome.arm}/seed-{outcome.repetition}"
+            if label not in entry["arms"]:
+                entry["arms"].append(label)
+    return list(runs.values())
+
+
+def totals(recipe: Recipe, outcomes: list[Any], shared: list[dict[str, Any]], files: Any) -> dict[str, Any]:
+    from agentdata.problems import load_problems
+
+    loads = [value for run in shared for value in (run.get("load_before"), run.get("load_after")) if value is not None]
+    done = [o for o in outcomes if o.status == "done"]
+    k = done[0].eval["samples"] if done else None
+    return {
+        "wall_s": sum(float(run.get("wall_s", 0.0)) for run in shared),  # each stage run once
+        "cpu_s": sum(float(run.get("cpu_s", 0.0)) for run in shared),
+        "load_min": min(loads) if loads else None,
+        "load_max": max(loads) if loads else None,
+        "k": k,
+        "held_out_problems": len(load_problems(files.held_out)),
+        "train_problems": len(load_problems(files.train)),
+        "seeds": recipe.seeds,
+        "arms_done": sorted({o.arm for o in done}),
+        "arms_failed": sorted({o.arm for o in outcomes if o.status != "done"}),
+    }
+
+
+def build_report(recipe: Recipe, outcomes: list[Any], files: Any, out: Path) -> ExperimentReport:
+    """Assemble the report from the outcomes and write experiment.json, report.md and report.png."""
+    from agentdata.experiment.markdown import report_markdown
+    from agentdata.experiment.plots import report_figure
+
+    by_arm = {arm: [o for o in outcomes if o.arm == arm] for arm in recipe.arms}
+    shared = shared_work(outcomes)
+    summary = totals(recipe, outcomes, shared, files)
+    k = summary["k"] or 1
+    report = ExperimentReport(
+        recipe=recipe.as_dict(),
+        arms=[arm_row(arm, recipe, by_arm[arm], k) for arm in recipe.arms],
+        comparisons=comparisons(recipe, by_arm, k),
+        curves=curves(outcomes),
+        shared=shared,
+        totals=summary,
+        outcomes=[o.as_dict() | {"scores": None} for o in outcomes],
+        files={"json": str(out / REPORT_JSON), "markdown": str(out / REPORT_MD), "png": str(out / REPORT_PNG)},
+    )
+    report_figure(report, out / REPORT_PNG)
+    (out / REPORT_MD).write_text(report_markdown(report), encoding="utf-8")
+    write_json(out / REPORT_JSON, report.as_dict())
+    return report
+
+
+def read_report(out: str | Path) -> dict[str, Any]:
+    """A written report's JSON (experiment.json of an experiment folder)."""
+    path = Path(out)
+    path = path / REPORT_JSON if path.is_dir() else path
+    return json.loads(path.read_text(encoding="utf-8"))

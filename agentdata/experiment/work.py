@@ -1,0 +1,136 @@
+"""Stage runs kept by what they depend on: shared between arms, done once, resumed after a kill.
+
+Every stage of every arm (collect, stitch, curate, the SFT sets, SFT, the profile, a pool, GRPO, an
+evaluation) is named by a digest of everything it depends on: its own settings and the keys of the
+stages it reads. Its folder is `WORK/<stage>-<digest>/`, and `result.json` in it, written atomically
+when the stage ends, is its completion marker. So
+
+- two arms whose chains agree up to a stage share that stage's run (one collect, one stitch, one
+  profile for every pool kind): the second finds `result.json` and reuses it;
+- a killed experiment, started again, skips every stage with a marker and runs the first one
+  without: a collect, profile or evaluation resumes its own run dir (nothing generated twice); a
+  training stage starts again from its start (its half-written folder is cleared);
+- a stage that fails is remembered for the rest of this run (another arm needing it fails the same
+  way, without running it twice); a rerun tries it again.
+
+Each result records the stage's wall and CPU time (this process and its finished children) and the
+load average before and after, so a report can say when the machine was shared.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentdata.errors import UserError
+from agentdata.records import write_json
+
+RESULT = "result.json"
+
+
+class StageFailed(Exception):
+    """A stage raised: `stage` and a one-line `reason`; the arm is reported failed, the others go on."""
+
+    def __init__(self, stage: str, reason: str):
+        self.stage, self.reason = stage, reason
+        super().__init__(f"{stage}: {reason}")
+
+
+def digest(data: Any) -> str:
+    """A stable short name for settings (JSON, keys sorted; paths and tuples as text and lists)."""
+    text = json.dumps(data, sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def digest_file(path: Path) -> str:
+    """A file's content digest (an input a stage reads, named by what it holds rather than where)."""
+    return hashlib.sha1(Path(path).read_bytes()).hexdigest()[:12]
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of its children that have ended (sandbox workers, subprocesses)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@dataclass
+class StageRun:
+    stage: str
+    key: str
+    dir: Path
+    result: dict[str, Any]
+    reused: bool  # found done (an earlier arm, or a run before a kill)
+
+    @property
+    def seconds(self) -> float:
+        return float(self.result.get("_timing", {}).get("wall_s", 0.0))
+
+    @property
+    def cpu_seconds(self) -> float:
+        return float(self.result.get("_timing", {}).get("cpu_s", 0.0))
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "key": self.key,
+            "dir": str(self.dir),
+            "reused": self.reused,
+            **self.result.get("_timing", {}),
+        }
+
+
+@dataclass
+class Workshop:
+    root: Path
+    failed: dict[str, StageFailed] = field(default_factory=dict)
+    restartable: tuple[str, ...] = ("sft", "grpo")  # stages that begin again from scratch after a kill
+
+    def folder(self, stage: str, depends_on: dict[str, Any]) -> tuple[str, Path]:
+        key = digest({"stage": stage, **depends_on})
+        return key, self.root / f"{stage}-{key}"
+
+    def done(self, stage: str, depends_on: dict[str, Any]) -> StageRun | None:
+        key, folder = self.folder(stage, depends_on)
+        marker = folder / RESULT
+        if not marker.exists():
+            return None
+        return StageRun(stage, key, folder, json.loads(marker.read_text(encoding="utf-8")), reused=True)
+
+    def run(self, stage: str, depends_on: dict[str, Any], action: Callable[[Path], dict[str, Any]]) -> StageRun:
+        """The stage's result: found done, or `action(folder)` run now and marked done."""
+        key, folder = self.folder(stage, depends_on)
+        finished = self.done(stage, depends_on)
+        if finished is not None:
+            return finished
+        if key in self.failed:
+            raise self.failed[key]
+        if stage in self.restartable and folder.exists():
+            shutil.rmtree(folder)  # a training stage killed half-way starts again from its start model
+        folder.mkdir(parents=True, exist_ok=True)
+        write_json(folder / "depends_on.json", {"stage": stage, **depends_on})
+        load_before, wall, cpu = os.getloadavg()[0], time.perf_counter(), cpu_seconds()
+        try:
+            result = action(folder)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as error:  # noqa: BLE001 - any failure of one stage is that arm's, not the experiment's
+            text = str(error) if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
+            failure = StageFailed(stage, " ".join(text.split())[:500])
+            self.failed[key] = failure
+            raise failure from error
+        result["_timing"] = {
+            "wall_s": time.perf_counter() - wall,
+            "cpu_s": cpu_seconds() - cpu,
+            "load_before": load_before,
+            "load_after": os.getloadavg()[0],
+        }
+        write_json(folder / RESULT, result)
+        return StageRun(stage, key, folder, json.loads((folder / RESULT).read_text(encoding="utf-8")), reused=False)

@@ -1,0 +1,228 @@
+"""`agentdata experiment` end to end on tiny models: the arms run through the real stages, share work, resume.
+
+The teacher is the fake OpenAI server of bench/ (it runs `print(6*7)` in the real sandbox and answers
+42), so every problem here has the answer 42 and collect's trajectories are real and right; the
+student is the tiny random Llama of tests/train_fixtures.py with SmolLM2's tokenizer, so SFT,
+the profile, GRPO and the evaluations all run for real, in seconds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agentdata.errors import UserError
+from agentdata.experiment import load_recipe, run_experiment
+from agentdata.experiment.report import read_report
+from tests.cli_helpers import run_cli
+from tests.train_fixtures import tiny_model_dir, tokenizer  # noqa: F401 (fixtures)
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAIN_QUESTIONS = [f"What is {a} {op} {b}?" for a, op, b in ((6, "*", 7), (40, "+", 2), (84, "/", 2), (50, "-", 8))]
+HELD_OUT_QUESTIONS = [f"Compute {a} {op} {b}, please." for a, op, b in ((21, "*", 2), (2, "*", 21), (44, "-", 2))]
+
+
+def fake_server_module():
+    spec = importlib.util.spec_from_file_location("fake_openai_server", ROOT / "bench" / "fake_openai_server.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def teacher():
+    with fake_server_module().FakeOpenAIServer(script="codeblock") as server:
+        yield server
+
+
+def write_problems(path: Path, questions: list[str]) -> Path:
+    path.write_text("".join(json.dumps({"question": q, "answer": "42"}) + "\n" for q in questions), encoding="utf-8")
+    return path
+
+
+def write_recipe(tmp_path: Path, teacher_url: str, student: Path, arms: dict, **base) -> Path:
+    recipe = {
+        "name": "tiny",
+        "description": "a two-arm recipe on tiny models",
+        "base": {
+            "student": f"hf:{student}",
+            "problems": str(write_problems(tmp_path / "train.jsonl", TRAIN_QUESTIONS)),
+            "held_out": str(write_problems(tmp_path / "held_out.jsonl", HELD_OUT_QUESTIONS)),
+            "collect": {"teacher": f"openai:{teacher_url}", "samples": 2, "concurrency": 4, "max_new_tokens": 64},
+            "sft": {"max_steps": 2, "batch_size": 2, "save_steps": 1000, "max_length": 512},
+            "loop": {"max_new_tokens": 8, "max_tool_calls": 1, "max_turns": 2},
+            "eval": {"k": 2, "concurrency": 8},
+            **base,
+        },
+        "arms": arms,
+    }
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def start_killable(recipe: Path, out: Path) -> subprocess.Popen:
+    command = [sys.executable, "-m", "agentdata.cli.app", "experiment", str(recipe), "--out", str(out), "--json"]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+@pytest.mark.slow  # trains and evaluates tiny models for real: about a minute of CPU
+@pytest.mark.timeout(1200)
+def test_a_recipe_runs_end_to_end_shares_its_collect_and_resumes_after_a_kill(
+    tmp_path,
+    teacher,
+    tiny_model_dir,  # noqa: F811
+):
+    arms = {"real": {"sft.data": "real"}, "real_fast": {"sft.data": "real", "sft.learning_rate": 1e-3}, "none": {}}
+    path = write_recipe(tmp_path, teacher.url, tiny_model_dir, arms)
+    out = tmp_path / "exp"
+    process = start_killable(path, out)  # killed (SIGKILL) as soon as the teacher's collect is done
+    deadline = time.monotonic() + 240
+    while not list((out / "work").glob("collect-*/result.json")) and process.poll() is None:
+        assert time.monotonic() < deadline, "collect never finished"
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    requests_before = len(teacher.requests)
+    assert requests_before > 0 and not (out / "experiment.json").exists()
+
+    report = run_experiment(load_recipe(path), out)  # the same experiment again: it resumes
+    assert len(teacher.requests) == requests_before  # the finished collect was not run again
+    rows = {row["arm"]: row for row in report.arms}
+    assert all(row["status"] == "done" for row in rows.values())
+    assert rows["real"]["sft_set"]["rows"] == len(TRAIN_QUESTIONS)  # one real trajectory per training problem
+    assert rows["none"]["responses"] == rows["real"]["responses"] == len(HELD_OUT_QUESTIONS) * 2
+    for row in rows.values():
+        assert row["avg_ci"]["low"] <= row["avg"] <= row["avg_ci"]["high"]
+    shared = {run["stage"]: run for run in report.shared if run["stage"] != "eval"}
+    assert shared["collect"]["arms"] == ["real", "real_fast"] and shared["collect"]["reused"]  # one collect, kept
+    assert sum(run["stage"] == "sft" for run in report.shared) == 2  # the two learning rates train apart
+    assert sum(run["stage"] == "eval" for run in report.shared) == 3
+    pairs = {(c["model"], c["baseline"]) for c in report.comparisons}
+    assert pairs == {("real", "real_fast"), ("real", "none"), ("real_fast", "none")}
+    assert {c["metric"] for c in report.comparisons} == {"avg@2", "pass@2", "maj@2"}
+    markdown = (out / "report.md").read_text()
+    assert "## Paired comparisons" in markdown and next(c["sentence"] for c in report.comparisons) in markdown
+    assert (out / "report.png").read_bytes().startswith(b"\x89PNG")
+    assert read_report(out)["comparisons"] == report.comparisons
+    record = json.loads((out / "arms" / "real" / "seed-0.json").read_text())
+    assert record["status"] == "done" and [stage["stage"] for stage in record["stages"]][:2] == ["collect", "curate"]
+
+
+@pytest.mark.slow  # profiles, trains and evaluates tiny models for real
+@pytest.mark.timeout(1200)
+def test_grpo_arms_draw_curves_and_a_failing_arm_leaves_the_others_running(tmp_path, teacher, tiny_model_dir):  # noqa: F811
+    """The tiny student solves nothing: the band keeps no problem, so `band` fails at its pool; `all` trains."""
+    rl = {"max_steps": 1, "num_generations": 2, "prompts_per_step": 1, "save_steps": 1000, "eval_k": 1}
+    arms = {"band": {"rl.pool": "band"}, "all": {"rl.pool": "all"}}
+    recipe = load_recipe(write_recipe(tmp_path, teacher.url, tiny_model_dir, arms, rl={**rl, "profile_k": 2}))
+    report = run_experiment(recipe, tmp_path / "exp")
+    rows = {row["arm"]: row for row in report.arms}
+    assert rows["band"]["status"] == "failed" and rows["band"]["failures"][0]["stage"] == "pool"
+    assert "keeps none" in rows["band"]["failures"][0]["reason"] or "empty" in rows["band"]["failures"][0]["reason"]
+    assert rows["all"]["status"] == "done" and rows["all"]["pool"] == {"kind": "all", "size": len(TRAIN_QUESTIONS)}
+    (series,) = report.curves["all"]
+    assert [step for step, _ in series["eval/avg@k"]] == [0, 1]  # the curve set evaluated before and after the step
+    assert "entropy" in series and "frac_reward_zero_std" in series
+    assert report.comparisons == []  # one arm finished: nothing to pair
+    assert "failed at pool" in (tmp_path / "exp" / "report.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "arms,base,message",
+    [
+        ({"a": {"sft.dta": "real"}, "b": {}}, {}, "unknown setting 'sft.dta'; did you mean sft.data"),
+        ({"a": {"rl.max_tool_calls": 1}, "b": {}}, {}, "the agent loop is `loop.max_tool_calls`"),
+        ({"a": {"sft.data": "real"}, "b": {"sft": {"data": "real"}}}, {}, "arms a and b differ in nothing"),
+        ({"a": {"sft.data": "genuine"}, "b": {}}, {}, "sft.data 'genuine': must be one of real, stitched"),
+        ({"a": {"loop.temperature": -1}, "b": {}}, {}, "arm a: temperature -1"),
+        ({"a": {"eval.k": 4}, "b": {}}, {}, "eval.k is shared by every arm"),
+        ({"only": {}}, {}, "at least two arms"),
+    ],
+)
+def test_bad_recipes_are_refused_before_any_work(tmp_path, arms, base, message):
+    path = write_recipe(tmp_path, "http://127.0.0.1:9", tmp_path / "no-model", arms, **base)
+    with pytest.raises(UserError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        run_experiment(load_recipe(path), tmp_path / "exp")
+    assert not (tmp_path / "exp" / "work").exists()
+
+
+def test_a_held_out_set_overlapping_the_training_problems_is_refused(tmp_path, capsys):
+    path = write_recipe(tmp_path, "http://127.0.0.1:9", tmp_path / "no-model", {"a": {"sft.data": "real"}, "b": {}})
+    recipe = yaml.safe_load(path.read_text())
+    recipe["base"]["held_out"] = {"kinds": ["compute"], "n": 20, "seed": 0}
+    recipe["base"]["problems"] = {"kinds": ["compute"], "n": 10, "seed": 0}
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    code = run_cli(["experiment", str(path), "--out", str(tmp_path / "exp")])
+    error = capsys.readouterr().err
+    assert (
+        code == 2
+        and "held_out overlaps the training problems: 10 of 10 training questions share most of their 13-grams" in error
+    )
+    assert not (tmp_path / "exp" / "work").exists()
+
+
+@pytest.mark.parametrize("name", ["sft-data", "pool", "tool-calls", "zero-tir"])
+def test_every_built_in_recipe_plans_its_arms_and_holds_out_200_responses_each(tmp_path, name):
+    from agentdata.experiment.problem_sets import write_problem_files
+    from agentdata.experiment.runner import plan_all
+
+    recipe = load_recipe(name)
+    files = write_problem_files(recipe, tmp_path / "problems")  # no overlap between training and held-out
+    plans = plan_all(recipe, files, tmp_path)
+    assert len(plans) == len(recipe.arms) >= 2
+    held_out = sum(1 for _ in files.held_out.open())
+    assert all(held_out * plan.eval_k >= 200 for plan in plans.values())
+    assert recipe.base["problems"]["seed"] == 0 and recipe.base["held_out"]["seed"] == 1  # the ladder's split
+
+
+def constructed_outcome(arm: str, repetition: int, correct: list[int], k: int = 4):
+    """An arm's finished evaluation with these correct counts (of k) on problems p0, p1, ...: no model run."""
+    from agentdata.experiment.runner import ArmOutcome
+
+    ids = [f"p{i}" for i in range(len(correct))]
+    scores = {
+        "responses": dict.fromkeys(ids, k),
+        "correct": dict(zip(ids, correct)),
+        "majority": {pid: float(c > k / 2) for pid, c in zip(ids, correct)},
+    }
+    avg = sum(correct) / (k * len(correct))
+    evaluation = {"samples": k, f"avg@{k}": avg, "mean_tool_calls": 1.0, "tool_error_rate": 0.25}
+    evaluation |= {"mean_response_tokens": 50.0, "num_responses": k * len(correct), "failed_responses": 0}
+    stages = [{"stage": "eval", "key": f"{arm}{repetition}", "wall_s": 10.0, "cpu_s": 8.0}]
+    return ArmOutcome(arm, repetition, "done", stages=stages, eval=evaluation, scores=scores)
+
+
+def test_the_report_pairs_arms_by_problem_over_seeds_with_a_known_difference():
+    import random
+
+    from agentdata.experiment.recipe import parse_recipe
+    from agentdata.experiment.report import arm_row, comparisons
+
+    recipe = parse_recipe({"base": {}, "arms": {"better": {"sft.data": "real"}, "worse": {}}}, "constructed")
+    rng = random.Random(0)
+    base = [rng.randint(0, 2) for _ in range(120)]  # each problem's correct count of 4 for `worse`
+    outcomes = {
+        "worse": [constructed_outcome("worse", r, [min(4, c + rng.randint(0, 1)) for c in base]) for r in range(2)],
+        "better": [constructed_outcome("better", r, [min(4, c + 2) for c in base]) for r in range(2)],
+    }
+    row = arm_row("better", recipe, outcomes["better"], 4)
+    truth_better = sum(min(4, c + 2) for c in base) / (4 * len(base))
+    assert row["avg"] == pytest.approx(truth_better) and row["spread"]["sd"] == pytest.approx(0.0)
+    assert row["problems"] == 120 and row["responses"] == 2 * 4 * 120 and row["calls_without_error"] == 0.75
+    worse = arm_row("worse", recipe, outcomes["worse"], 4)
+    assert worse["spread"]["sd"] > 0 and len(worse["spread"]["avg_per_seed"]) == 2
+    (avg, *_) = comparisons(recipe, outcomes, 4)
+    assert avg["metric"] == "avg@4" and avg["difference"] == pytest.approx(row["avg"] - worse["avg"])
+    assert avg["interval"]["low"] <= avg["difference"] <= avg["interval"]["high"] and avg["interval"]["low"] > 0
+    assert avg["sentence"].startswith(f"better beats worse by {100 * avg['difference']:.1f} points [")
+    assert avg["responses_per_problem"] == 8  # k responses in each of two repetitions
