@@ -138,6 +138,16 @@ def test_identical_models_are_said_to_score_the_same():
     assert comparison.sentence().endswith("the two scored the same on every one of the 30 problems")
 
 
+def test_an_even_split_of_wins_and_losses_says_which_size_this_set_can_detect():
+    model = {f"p{i}": 1.0 if i < 5 else 0.0 for i in range(40)}
+    base = {f"p{i}": 1.0 if 5 <= i < 10 else 0.0 for i in range(40)}  # 5 wins, 5 losses, 30 ties
+    comparison = paired_comparison("a", "b", "avg@1", model, base)
+    assert comparison.difference == 0 and comparison.responses_needed is None
+    expected = (1.96 + 0.8416) * np.std([model[p] - base[p] for p in model], ddof=1) / math.sqrt(40)
+    assert comparison.detectable == pytest.approx(expected, rel=1e-3)
+    assert comparison.sentence().endswith(f"40 problems detect only differences above {100 * expected:.1f} points")
+
+
 def test_only_problems_both_models_were_scored_on_are_paired():
     comparison = paired_comparison("a", "b", "maj@4", {"x": 1.0, "y": 0.0, "z": 1.0}, {"x": 0.0, "y": 0.0}, 4)
     assert comparison.problems == 2 and comparison.difference == pytest.approx(0.5)

@@ -226,3 +226,15 @@ def test_the_report_pairs_arms_by_problem_over_seeds_with_a_known_difference():
     assert avg["interval"]["low"] <= avg["difference"] <= avg["interval"]["high"] and avg["interval"]["low"] > 0
     assert avg["sentence"].startswith(f"better beats worse by {100 * avg['difference']:.1f} points [")
     assert avg["responses_per_problem"] == 8  # k responses in each of two repetitions
+
+
+def test_pools_other_than_the_band_pick_by_their_rule_from_the_same_profile():
+    from agentdata.experiment.pools import pick
+
+    rates = {"a": 0.0, "b": 0.25, "c": 0.5, "d": 1.0, "e": 0.75, "unprofiled": None}
+    assert pick("easy", rates, 2, seed=0) == ["d", "e"]
+    assert pick("hard", rates, 2, seed=0) == ["a", "b"]
+    random_pool = pick("random", rates, 3, seed=0)
+    assert len(set(random_pool)) == 3 and "unprofiled" not in random_pool
+    assert pick("random", rates, 3, seed=0) == random_pool  # seeded
+    assert sorted(pick("random", rates, 10, seed=3)) == ["a", "b", "c", "d", "e"]  # at most the profiled ones
