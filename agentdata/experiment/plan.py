@@ -9,7 +9,8 @@ the teacher's, SFT's, GRPO's (and the profile's) and the evaluation's.
 The student's loop (`loop.*`) is one for every place the student runs (the profile, GRPO's
 rollouts and the evaluation), starting from GRPO's rollout defaults (temperature 1.0, as the
 findings evaluate); `eval.*` loop fields change it for the evaluation only. The protocol is one
-for the whole arm: the teacher, the stitched set and SFT follow `loop.protocol` unless set.
+for the whole arm, `loop.protocol` (default codeblock): the teacher, the stitched set and SFT
+follow it unless set.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from agentdata.agent.config import CollectConfig, LoopConfig
 from agentdata.curate.config import CurateConfig
+from agentdata.engines.defaults import DEFAULT_PROTOCOL
 from agentdata.errors import UserError
 from agentdata.experiment.keys import ENGINES, EXPERIMENT_FIELDS, RL_POOLS, SFT_DATA, own_fields
 from agentdata.experiment.recipe import Recipe, section_of
@@ -58,14 +60,14 @@ class ArmPlan:
     curate: CurateConfig
     stitch: StitchConfig
     stitch_solutions: Path | None  # worked solutions of the training problems (default: synth.solutions')
-    sft: SFTStageConfig | None  # None: no SFT (sft.data none)
-    sft_values: dict[str, Any]  # the arm's sft settings as train takes them
+    sft: SFTStageConfig | None  # None: no SFT (sft.data none); built now to check the values
+    sft_values: dict[str, Any]  # the arm's sft settings: train's `sft:` section
     rl_pool: str  # none | band | random | all | easy | hard
     band: tuple[float, float]
     pool_size: int | None
     profile_k: int
-    rl: GRPOStageConfig | None  # None: no GRPO (rl.pool none)
-    rl_values: dict[str, Any]
+    rl: GRPOStageConfig | None  # None: no GRPO (rl.pool none); built now to check the values
+    rl_values: dict[str, Any]  # the arm's rl and loop settings: train's `rl:` section
     loop: LoopConfig  # the student's loop: profile and GRPO
     eval_loop: LoopConfig
     eval_k: int
@@ -92,13 +94,15 @@ def _count(value: Any, key: str, where: str) -> int | None:
 
 
 def _band(value: Any, where: str) -> tuple[float, float]:
-    from agentdata.rl.config import parse_band
+    """The profile's pass-rate band (the settings' one `Band` type: LO,HI, ends exclusive)."""
+    from agentdata.settings import Band
 
+    if value is None:
+        return DEFAULT_BAND
     try:
-        band = parse_band(value)
+        return Band.parse(value)
     except ValueError as error:
-        raise UserError(f"{where}: rl.band: {str(error).replace('online_band', 'band')}") from None
-    return band or DEFAULT_BAND
+        raise UserError(f"{where}: rl.band {value!r}: {error}") from None
 
 
 def _build(config_type: type, values: dict[str, Any], where: str) -> Any:
@@ -119,7 +123,9 @@ def plan_arm(recipe: Recipe, arm: str, repetition: int, files: ProblemFiles, out
 
     where = f"{recipe.source} arm {arm}"
     settings = recipe.arm_settings(arm)
-    loop = _build(LoopConfig, {**flatten(rollout_loop()), **section_of(settings, "loop")}, where)
+    # One protocol for the whole arm, set here (the loop's own default defers to the model's).
+    loop_values = {**flatten(rollout_loop()), "protocol": DEFAULT_PROTOCOL, **section_of(settings, "loop")}
+    loop = _build(LoopConfig, loop_values, where)
     eval_section = section_of(settings, "eval")
     eval_loop_fields = {key: value for key, value in eval_section.items() if key in own_fields("loop")}
     eval_loop = _build(LoopConfig, {**flatten(loop), **eval_loop_fields}, where)
@@ -139,9 +145,7 @@ def plan_arm(recipe: Recipe, arm: str, repetition: int, files: ProblemFiles, out
     sft_values = {key: value for key, value in sft_section.items() if key not in EXPERIMENT_FIELDS["sft"]}
     sft_values = {"protocol": loop.protocol, **sft_values, "seed": sft_values.get("seed", 0) + repetition}
     student = str(settings.get("student", DEFAULT_STUDENT))
-    sft = None
-    if sft_data != "none":
-        sft = training.sft_config(student, out / "placeholder.parquet", out, sft_values, where)
+    sft = training.check("sft", {**sft_values, "model": student}, where) if sft_data != "none" else None
 
     rl_section = section_of(settings, "rl")
     rl_pool = _choice(rl_section.get("pool", "none"), RL_POOLS, "rl.pool", where)
@@ -149,7 +153,7 @@ def plan_arm(recipe: Recipe, arm: str, repetition: int, files: ProblemFiles, out
     rl_values = {**rl_values, **flatten(loop), "seed": rl_values.get("seed", 0) + repetition}
     rl = None
     if rl_pool != "none":
-        rl = training.grpo_config(student, None, out, rl_values, where, eval_problems=files.curve)
+        rl = training.check("rl", {**rl_values, "model": student, "eval_problems": str(files.curve)}, where)
     return ArmPlan(
         arm=arm,
         repetition=repetition,

@@ -243,7 +243,7 @@ class ArmChain:
         run = self.stage(
             "grpo",
             {"start": start.identity, "pool": pool_key, "rl": settings, "curve": self.files.digests["curve"]},
-            lambda folder: stages.train_grpo(plan, start.train_spec, pool_file, folder),
+            lambda folder: stages.train_grpo(plan, start.train_spec, pool_file, self.files.curve, folder),
         )
         self.outcome.grpo_metrics = run.result["metrics_file"]
         return self.trained(run)

@@ -129,8 +129,7 @@ def _available(first_rows: dict[str, dict[str, int]]) -> dict[str, int]:
 
 
 def train_sft(plan: ArmPlan, start: str, sft_set: Path, folder: Path) -> dict[str, Any]:
-    config = dataclasses.replace(plan.sft, model=start, sft_data=str(sft_set), out=str(folder / "model"))
-    result = training.run_sft(config)
+    result = training.run_sft(start, sft_set, folder / "model", plan.sft_values)
     return {
         "model_dir": str(result.model_dir),
         "steps": result.steps,
@@ -191,10 +190,9 @@ def _rates(profile: dict[str, Any], pool: str | Path) -> list[float]:
     return [profile["pass_rates"].get(p.id) for p in load_problems(pool)]
 
 
-def train_grpo(plan: ArmPlan, start: str, pool: Path, folder: Path) -> dict[str, Any]:
-    """GRPO from `start` on `pool`; the plan's validation set (the held-out curve problems) draws the curves."""
-    config = dataclasses.replace(plan.rl, model=start, rl_pool=str(pool), out=str(folder / "model"))
-    result = training.run_grpo(config)
+def train_grpo(plan: ArmPlan, start: str, pool: Path, curve: Path, folder: Path) -> dict[str, Any]:
+    """GRPO from `start` on `pool`, validated on the held-out `curve` problems (the curves)."""
+    result = training.run_grpo(start, pool, folder / "model", plan.rl_values, curve)
     return {
         "model_dir": str(result.model_dir),
         "steps": result.steps,

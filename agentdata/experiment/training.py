@@ -1,9 +1,10 @@
 """The one place the experiment calls `agentdata train`: SFT or GRPO of one arm, through `train`'s own API.
 
-An arm's `sft.*` / `rl.*` settings are a `train` config section (stage fields and TRL fields alike,
-sorted by `train`'s own `section_settings`), handed to `agentdata.train.train` as a `TrainRequest`
-for one stage. Nothing here trains by itself: this module only maps the experiment's names onto
-`train`'s, so when `train`'s settings path changes, this file is what follows it.
+An arm's `sft.*` / `rl.*` settings are a `train` settings section, written as a config file writes
+it (stage fields and TRL fields alike: `train/settings.py`), and reach `agentdata.train.train` as a
+`TrainRequest` for one stage. `check` builds them on `train`'s settings path before any work, so a
+bad value is one line naming the recipe and the arm; `run_sft` / `run_grpo` run `train` itself.
+Nothing here trains by itself: this module only maps the experiment's names onto `train`'s.
 """
 
 from __future__ import annotations
@@ -11,64 +12,33 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agentdata.rl.config import GRPOStageConfig
-from agentdata.sft.config import SFTStageConfig
+# What the experiment sets in a stage's section itself (the rest is the arm's).
+SFT_OWN = ("model", "sft_data")
+RL_OWN = ("model", "rl_pool", "eval_problems")
 
 
-def section(stage: str, values: dict[str, Any], where: str) -> dict[str, Any]:
-    """`values` as `train`'s stage section: its own fields, TRL-only ones gathered under `trl`."""
-    from agentdata.train.run import section_settings
+def check(stage: str, values: dict[str, Any], where: str) -> Any:
+    """The stage's settings (SFTStageConfig / GRPOStageConfig) from the arm's values, built as `train` builds them."""
+    from agentdata.train import TRAIN_SETTINGS
 
-    return section_settings(stage, values, where)
-
-
-def sft_config(model: str, sft_data: Path, out: Path, values: dict[str, Any], where: str) -> SFTStageConfig:
-    """The SFT stage's settings (built and checked now: a bad value is one line naming `where`)."""
-    from agentdata.train.run import make_config
-
-    settings = {**section("sft", values, where), "model": model, "sft_data": str(sft_data), "out": str(out)}
-    return make_config(SFTStageConfig, settings, where)
+    layer, _ = TRAIN_SETTINGS.layer({stage: values}, where)
+    return TRAIN_SETTINGS.build([layer])[stage]
 
 
-def grpo_config(
-    model: str, rl_pool: Path | None, out: Path, values: dict[str, Any], where: str, eval_problems: Path | None = None
-) -> GRPOStageConfig:
-    """GRPO's settings (the loop fields flat among `values`); `eval_problems` draws the curves."""
-    from agentdata.train.run import make_config
-
-    settings = {**section("rl", values, where), "model": model, "out": str(out)}
-    if rl_pool is not None:
-        settings["rl_pool"] = str(rl_pool)
-    if eval_problems is not None:
-        settings["eval_problems"] = str(eval_problems)
-    return make_config(GRPOStageConfig, settings, where)
+def run_sft(model: str, sft_data: Path, out: Path, values: dict[str, Any]) -> Any:
+    """`agentdata train --stage sft --out OUT` with the arm's sft settings; the SFTResult."""
+    settings = {"sft": {**values, "model": model, "sft_data": str(sft_data)}}
+    return _one_stage("sft", out, settings)
 
 
-def run_sft(config: SFTStageConfig) -> Any:
-    """`agentdata train --stage sft` with these settings; the SFTResult."""
+def run_grpo(model: str, rl_pool: Path, out: Path, values: dict[str, Any], eval_problems: Path) -> Any:
+    """`agentdata train --stage rl --out OUT` with the arm's rl and loop settings; `eval_problems` draws the curves."""
+    settings = {"rl": {**values, "model": model, "rl_pool": str(rl_pool), "eval_problems": str(eval_problems)}}
+    return _one_stage("rl", out, settings)
+
+
+def _one_stage(stage: str, out: Path, settings: dict[str, Any]) -> Any:
     from agentdata.train import TrainRequest, train
 
-    request = TrainRequest(stage="sft", sft_data=Path(config.sft_data), out=Path(config.out), sft_flags=_flags(config))
-    ((_, result),) = train(request)
+    ((_, result),) = train(TrainRequest(stage=stage, out=out, settings=settings))
     return result
-
-
-def run_grpo(config: GRPOStageConfig) -> Any:
-    """`agentdata train --stage rl` with these settings; the GRPOResult."""
-    from agentdata.train import TrainRequest, train
-
-    request = TrainRequest(
-        stage="rl",
-        rl_pool=Path(config.rl_pool) if config.rl_pool else None,
-        out=Path(config.out),
-        rl_flags=_flags(config),
-    )
-    ((_, result),) = train(request)
-    return result
-
-
-def _flags(config: Any) -> dict[str, Any]:
-    """The built settings as `train`'s flags: flat field names; unset ones left out so `train` fills them."""
-    from agentdata.settings import flatten
-
-    return {key: value for key, value in flatten(config).items() if value is not None}
