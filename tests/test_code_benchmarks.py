@@ -9,12 +9,15 @@ pytest run, CodeContests' output comparison), on constructed cases.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
+from agentdata import verify
 from agentdata.code_tests import code_tests_of
 from agentdata.engines.base import Engine, Generation
 from agentdata.errors import InputFileError
@@ -256,6 +259,27 @@ def test_kodcode_runs_pytest_beside_the_program_saved_as_solution(sandbox):
         right, wrong = pool.map(lambda program: grade(problem, answer(program), sandbox), programs)
     assert right.correct
     assert not wrong.correct and wrong.details["results"][0]["status"] == "wrong"  # pytest exit 1
+
+
+def test_kodcode_in_a_python_without_pytest_is_a_missing_library_verdict(tmp_path):
+    """The harness as the sandbox runs it, in an interpreter that cannot find pytest (-S: no site-packages)."""
+    for name in ("bench_harness.py", "bench_environments.py"):
+        (tmp_path / name).write_text((Path(verify.__file__).parent / name).read_text())
+    row = rows_of("kodcode.jsonl")[0]
+    payload = {"nonce": "n0", "mode": "pytest", "program": row["solution"], "inputs": [row["test"]], "libs": []}
+    payload["time_limit_s"] = 30.0
+    for site in ([], ["-S"]):
+        done = subprocess.run(
+            [sys.executable, *site, "bench_harness.py"],
+            input=json.dumps(payload),
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        message = json.loads(done.stdout.split(" ", 1)[1].splitlines()[0])
+        assert ("missing" in message) == bool(site) and message.get("missing", ["pytest"]) == ["pytest"], message
 
 
 def test_codecontests_grades_with_its_tolerance(sandbox):
