@@ -8,7 +8,10 @@ nearest existing folder above it must be a folder this user may write in.
 An output never destroys what the command reads: a path that is one of its inputs (by name,
 through a link, or as a second hard link to the same file) or lies inside an input folder is
 refused, and so is any path inside a run dir's `trajectories/` folder, which holds nothing but
-that run's shards (a file written there would be read back as one).
+that run's shards (a file written there would be read back as one). The same holds for what a
+command writes besides the path it is given: the companions of an output file (its report,
+rejects and plot, named after it) and what lands in an output folder (a run dir is the command's
+own, so no input may lie inside it).
 """
 
 from __future__ import annotations
@@ -22,6 +25,16 @@ from agentdata.errors import UserError
 
 Inputs = Iterable["str | os.PathLike | None"]
 
+# What commands write beside an output file, named after it: filter's rejects, plot and report, curate's
+# and validate's report. The writers name them through `companion`, so the check sees every one.
+COMPANION_SUFFIXES = (".report.json", ".rejects.parquet", ".pass_rate.png")
+
+
+def companion(out: str | os.PathLike, suffix: str) -> Path:
+    """The file written beside `out` with `suffix` (`pool.parquet` -> `pool.report.json`)."""
+    out = Path(out)
+    return out.with_name(out.stem + suffix)
+
 
 def check_output_file(
     path: str | os.PathLike, flag: str, suffixes: Sequence[str], what: str = "the output", inputs: Inputs = ()
@@ -30,7 +43,9 @@ def check_output_file(
     path = Path(path)
     with _os_errors_named(flag, path):
         _check_file(path, flag, suffixes, what)
+        inputs = list(inputs)
         _check_apart_from_inputs(path, flag, inputs, path)
+        _check_companions(path, flag, inputs)
     return path
 
 
@@ -47,15 +62,50 @@ def _check_file(path: Path, flag: str, suffixes: Sequence[str], what: str) -> No
     _check_creatable(path.parent, flag, path)
 
 
-def check_output_dir(path: str | os.PathLike, flag: str, inputs: Inputs = ()) -> Path:
-    """`path` is, or can be made, a writable folder apart from `inputs`; else a UserError naming `flag`."""
+def check_output_dir(
+    path: str | os.PathLike, flag: str, inputs: Inputs = (), writes: Sequence[str] | None = None
+) -> Path:
+    """`path` is, or can be made, a writable folder apart from `inputs`; else a UserError naming `flag`.
+    `writes`: the names the command writes in it; None (a run dir, a report folder): the whole folder."""
     path = Path(path)
     with _os_errors_named(flag, path):
         if path.exists() and not path.is_dir():
             raise UserError(f"{flag} {path} is a file; it names a folder to write into: give a folder")
         _check_creatable(path, flag, path)
+        inputs = list(inputs)
         _check_apart_from_inputs(path, flag, inputs, path / "_")
+        _check_no_input_inside(path, flag, inputs, writes)
     return path
+
+
+def _check_companions(path: Path, flag: str, inputs: list) -> None:
+    """An input where a companion of the output would be written (`filter pool.rejects.parquet --out pool.parquet`)."""
+    for suffix in COMPANION_SUFFIXES:
+        beside = companion(path, suffix).resolve()
+        for given, source in _read_parts(inputs):
+            if beside == source:
+                raise UserError(
+                    f"{flag} {path} writes {companion(path, suffix).name} beside it, which is the input {given}: "
+                    "writing it would destroy what is being read; give another path"
+                )
+
+
+def _check_no_input_inside(path: Path, flag: str, inputs: list, writes: Sequence[str] | None) -> None:
+    """An input inside the output folder, where the command writes (`collect D/stats.json --out D`)."""
+    target = path.resolve()
+    places = [target] if writes is None else [target / name for name in writes]
+    for given in inputs:
+        if given is None or not Path(given).exists():
+            continue
+        source = Path(given).resolve()
+        hit = next((place for place in places if source == place or source.is_relative_to(place)), None)
+        if hit is None or source == target:
+            continue
+        where = "a folder this command writes whole" if writes is None else f"where it writes {hit.name}"
+        raise UserError(
+            f"{flag} {path}: the input {given} lies inside it, {where}: writing there could destroy what is "
+            "being read; keep the input outside it or give another folder"
+        )
 
 
 def _check_apart_from_inputs(path: Path, flag: str, inputs: Inputs, written: Path) -> None:

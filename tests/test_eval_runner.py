@@ -278,10 +278,10 @@ def test_eval_compare_prints_the_paired_difference_in_a_sentence(tmp_path, bench
 
 @pytest.mark.parametrize("args,message", [(["--max-tool-calls", "1,x"], "--max-tool-calls"), (["--k", "0"], "--k 0")])
 def test_eval_command_reports_bad_flags(tmp_path, benchmarks, capsys, args, message):
-    code = run_cli(["eval", "smollm2", str(benchmarks[0]), "--out", str(tmp_path), *args])
+    code = run_cli(["eval", "smollm2", str(benchmarks[0]), "--out", str(tmp_path / "out"), *args])
     assert code == 2 and message in capsys.readouterr().err
 
 
 def test_eval_command_names_a_missing_benchmark(tmp_path, capsys):
-    code = run_cli(["eval", "smollm2", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path)])
+    code = run_cli(["eval", "smollm2", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "out")])
     assert code == 2 and "missing.jsonl" in capsys.readouterr().err

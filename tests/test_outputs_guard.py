@@ -159,3 +159,49 @@ def test_train_never_writes_over_the_weights_or_data_it_reads(tiny_model_dir, tm
         problems,
         says="lies inside the input",
     )  # fmt: skip
+
+
+def test_an_input_inside_an_output_folder_is_refused(tmp_path):
+    # collect writes its run dir whole: a problems file named like one of its files was replaced by stats.json
+    folder = tmp_path / "d"
+    folder.mkdir()
+    problems = folder / "stats.json"
+    problems.write_text(json.dumps([PROBLEM]))
+    refused(["collect", str(problems), "--out", str(folder)], problems, says="lies inside it")
+    bench = tmp_path / "report" / "bench.jsonl"
+    bench.parent.mkdir()
+    bench.write_text(json.dumps(PROBLEM) + "\n")
+    refused(["eval", "smollm2", str(bench), "--out", str(bench.parent)], bench, says="lies inside it")
+
+
+def test_an_input_where_a_companion_of_the_output_is_written_is_refused(tmp_path):
+    # filter writes POOL.rejects.parquet, POOL.pass_rate.png and POOL.report.json beside --out POOL.parquet
+    rejects = tmp_path / "pool.rejects.parquet"
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist([PROBLEM]), rejects)
+    out = tmp_path / "pool.parquet"
+    refused(["filter", str(rejects), "--out", str(out)], rejects, says="writes pool.rejects.parquet beside it")
+    report = tmp_path / "sft.report.json"
+    report.write_text("{}")
+    with pytest.raises(UserError, match="writes sft.report.json beside it"):
+        check_output_file(tmp_path / "sft.parquet", "--out", (".parquet",), inputs=[report])
+
+
+def test_train_refuses_an_input_where_it_writes_in_out_and_takes_one_beside(tmp_path):
+    from agentdata.train import TrainRequest
+    from agentdata.train.run import plan_inputs, plan_train, train_writes
+
+    out = tmp_path / "out"
+    (out / "checkpoints").mkdir(parents=True)
+    inside = out / "checkpoints" / "p.jsonl"  # SFT's and GRPO's checkpoints go there
+    inside.write_text(json.dumps(PROBLEM) + "\n")
+    refused(["train", "--stage", "rl", "--rl-problems", str(inside), "--out", str(out)], inside, says="checkpoints")
+    profiled = out / "pool.parquet"  # the profile of --rl-problems is written there
+    profiled.write_text(json.dumps(PROBLEM) + "\n")
+    refused(["train", "--rl-problems", str(profiled), "--out", str(out)], profiled, says="where it writes pool.parquet")
+    # a pool given beside the stage folders is read, never written: fine
+    plan = plan_train(TrainRequest(out=out, settings={"rl_pool": str(profiled)}))
+    assert "pool.parquet" not in train_writes(plan)
+    assert check_output_dir(out, "--out", plan_inputs(plan), train_writes(plan))

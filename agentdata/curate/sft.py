@@ -25,6 +25,7 @@ from agentdata.curate.output import EmptySFTSetError, write_sft_form  # noqa: F4
 from agentdata.curate.steps import curate_steps
 from agentdata.errors import OutputWriteError, UserError
 from agentdata.formats.forms import target_form
+from agentdata.outputs import companion
 from agentdata.records import SFT_COLUMNS, UNCHANGED, atomic_write, write_json
 from agentdata.steps import REASON_COLUMN, ScoreStep, Step, StepResult, run_steps
 from agentdata.steps.features import trajectory_features
@@ -245,4 +246,4 @@ def _write_report(result: CurateResult, config: CurateConfig, paths: Sequence[Pa
 
 
 def report_path(out: Path) -> Path:
-    return out.with_name(out.stem + ".report.json")
+    return companion(out, ".report.json")

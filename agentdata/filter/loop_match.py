@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agentdata.agent.config import LoopConfig
+from agentdata.outputs import companion
 
 POOL_METADATA_KEY = "agentdata.profile"
 # The loop settings a pass rate depends on: sampling and tools (not where the sandbox runs).
@@ -77,7 +78,7 @@ def recorded_profile(pool: str | Path) -> dict[str, Any] | None:
             metadata = {}
         if POOL_METADATA_KEY.encode() in metadata:
             return json.loads(metadata[POOL_METADATA_KEY.encode()])
-    report = path.with_name(path.stem + ".report.json")
+    report = companion(path, ".report.json")
     if report.is_file():
         try:
             recorded = json.loads(report.read_text(encoding="utf-8")).get("profile")

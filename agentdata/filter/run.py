@@ -35,6 +35,7 @@ from agentdata.filter.loop_match import (
 from agentdata.filter.mix import domain_table
 from agentdata.filter.profile import claim_profile_dir, profile, profile_dir_for, student_fingerprint
 from agentdata.filter.report import pass_rate_histograms
+from agentdata.outputs import companion
 from agentdata.records import Problem, write_json
 
 
@@ -136,20 +137,20 @@ def run_filter(
         output, empty = write_pool(result, out, config.format, {POOL_METADATA_KEY: json.dumps(recorded)}), None
     except EmptyPoolError as error:
         output, empty = None, str(error)
-    rejects = write_rejects(result, out.with_name(out.stem + ".rejects.parquet"))
+    rejects = write_rejects(result, companion(out, ".rejects.parquet"))
     per_source = source_table(result)
     per_domain = domain_table(result.profiled, result.pool, config.domain_mix)
     plot = pass_rate_histograms(
         result.profiled["pass_rate"].to_list(),
         result.pool["pass_rate"].to_list(),
         config.band,
-        out.with_name(out.stem + ".pass_rate.png"),
+        companion(out, ".pass_rate.png"),
         by_domain=_rates_by_domain(result),
     )
     unsure_now = straddling(rates, config.band)
     warnings = grpo_mismatch_warnings(profiling)
     report = write_json(
-        out.with_name(out.stem + ".report.json"),
+        companion(out, ".report.json"),
         {
             "output": str(output) if output else None,
             "empty": empty,

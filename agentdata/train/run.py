@@ -28,16 +28,17 @@ from typing import Any
 from agentdata.engines.defaults import DEFAULT_PROTOCOL
 from agentdata.errors import UserError
 from agentdata.events import Event, emit
-from agentdata.outputs import check_output_dir
+from agentdata.outputs import COMPANION_SUFFIXES, check_output_dir, companion
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.settings import Layer, read_settings_file
 from agentdata.sft.config import SFTStageConfig
-from agentdata.train.closed_loop import ClosedLoopConfig, pool_for_grpo
+from agentdata.train.closed_loop import POOL_NAME, ClosedLoopConfig, pool_for_grpo
 from agentdata.train.prompt import rollout_prompt
 from agentdata.train.settings import TRAIN_SETTINGS
 
 DEFAULT_SFT_SET = Path("sft.parquet")  # what `agentdata curate` writes by default
 DEFAULT_RL_POOL = Path("pool.parquet")  # what `agentdata filter` writes by default
+DEMO_SFT_SET = "demo_sft.parquet"  # the demonstration stitches its SFT set here, in --out
 STAGES = ("sft", "rl", "all")
 # The no-argument demonstration, sized to finish in about ten minutes on two shared CPU cores
 # (timed in bench/RESULTS_train.md): a short SFT that teaches the tool-call format, then a few
@@ -126,7 +127,7 @@ def _plan_sft_data(
     data = Path(_value(given, "sft", "sft_data") or DEFAULT_SFT_SET)
     protocol = _value(given, "sft", "protocol")
     if demo and not data.exists():
-        data = plan.demo_set = request.out / "demo_sft.parquet"
+        data = plan.demo_set = request.out / DEMO_SFT_SET
         defaults["sft"].update({name: _set(value) for name, value in DEMO_SFT.items()})
         fixed["sft"]["sft_data"] = _set(str(data))
         return uniform_prompt(protocol or DEFAULT_PROTOCOL, rows=DEMO_SFT_CONVERSATIONS), data
@@ -210,12 +211,25 @@ def is_demo(request: TrainRequest, given: Layer) -> bool:
 
 
 DATA_SETTINGS = (("sft", "sft_data"), ("rl", "rl_pool"), ("rl", "rl_problems"))
+# What each stage writes in its own folder (OUT, or OUT/sft and OUT/rl): an input there is refused.
+STAGE_WRITES = ("checkpoints", "metrics.jsonl", "plots", "adapter", "eval")  # eval: during_training.EVAL_DIR
+
+
+def train_writes(plan: TrainPlan) -> list[str]:
+    """The names this run writes in --out: the stage folders (or each stage's files), the profiled pool and its
+    companions when it profiles --rl-problems, the demonstration's set."""
+    names = ["sft", "rl"] if plan.stage == "all" else list(STAGE_WRITES)
+    if plan.closed_loop.rl_problems:
+        names += [POOL_NAME, *(companion(POOL_NAME, suffix).name for suffix in COMPANION_SUFFIXES), "profile"]
+    return names + [DEMO_SFT_SET] if plan.demo else names
 
 
 def train(request: TrainRequest) -> list[tuple[str, Any]]:
     """Run the stages asked for; returns [(stage, SFTResult | GRPOResult)] in order."""
     plan = plan_train(request)
-    check_output_dir(plan.out, "--out", plan_inputs(plan))  # never over the weights or data it reads
+    check_output_dir(
+        plan.out, "--out", plan_inputs(plan), train_writes(plan)
+    )  # never over the weights or data it reads
     if plan.demo:
         _note(
             "demonstration: SFT of SmolLM2 on stitched worked solutions, then GRPO on the default problems "
@@ -242,7 +256,9 @@ def plan_inputs(plan: TrainPlan) -> list[str | Path]:
         if config is not None:
             paths += [getattr(config, "sft_data", None), getattr(config, "rl_pool", None)]
             paths += [config.validation.eval_problems, _weights(config.model)]
-    return [path for path in paths if path]
+    # what this run writes itself is no input: the demonstration's set, the SFT model GRPO starts from
+    made = {plan.demo_set, Path(plan.sft.out) if plan.sft is not None else None}
+    return [path for path in paths if path and Path(path) not in made]
 
 
 def _weights(model: str | None) -> Path | None:

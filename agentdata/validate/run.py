@@ -23,6 +23,7 @@ import polars as pl
 
 from agentdata.errors import InputFileError
 from agentdata.events import task
+from agentdata.outputs import companion
 from agentdata.problems import problems_from_rows, read_nonempty_rows
 from agentdata.records import Problem, normalise_question, write_json, write_records
 from agentdata.steps import BenchmarkNgrams, ContaminationFilter, NearDuplicateFilter
@@ -97,7 +98,7 @@ def validate(
     result = ValidateResult(
         path, len(entries), len(clean), {c: counts[c] for c in CHECKS if counts[c]}, broken, clean_file
     )
-    result.report = Path(report_out) if report_out else clean_out.with_name(clean_out.stem + ".report.json")
+    result.report = Path(report_out) if report_out else companion(clean_out, ".report.json")
     write_json(result.report, {**result.as_dict(), "checks": CHECKS, "settings": asdict(config)})
     return result
 
