@@ -227,9 +227,8 @@ def train_writes(plan: TrainPlan) -> list[str]:
 def train(request: TrainRequest) -> list[tuple[str, Any]]:
     """Run the stages asked for; returns [(stage, SFTResult | GRPOResult)] in order."""
     plan = plan_train(request)
-    check_output_dir(
-        plan.out, "--out", plan_inputs(plan), train_writes(plan)
-    )  # never over the weights or data it reads
+    check_output_dir(plan.out, "--out", plan_inputs(plan), train_writes(plan))  # never over what it reads
+    check_before_work(plan)
     if plan.demo:
         _note(
             "demonstration: SFT of SmolLM2 on stitched worked solutions, then GRPO on the default problems "
@@ -247,6 +246,36 @@ def train(request: TrainRequest) -> list[tuple[str, Any]]:
     if plan.rl is not None:
         results.append(("rl", _run_grpo(pool_for_grpo(plan.rl, plan.closed_loop, plan.out))))
     return results
+
+
+def check_before_work(plan: TrainPlan) -> None:
+    """What a stage would otherwise find wrong only when it starts, found before the first one: GRPO's
+    rewards and tools (plug-ins imported and built), its sandbox service asked, its pool and the raw
+    problems read, each stage's held-out problems read. A mistake in the `rl:` section is one line
+    before SFT trains, not after."""
+    from agentdata.evaluation.during_training import load_eval_problems
+
+    if plan.rl is not None:
+        from agentdata.agent.loop import config_tools
+        from agentdata.rl.rewards import reward_functions
+        from agentdata.rl.run import load_pool
+
+        reward_functions(plan.rl)
+        config_tools(plan.rl.loop)
+        if plan.rl.loop.sandbox != "local":  # a local sandbox starts its workers when GRPO opens it
+            from agentdata.sandbox import open_sandbox
+
+            open_sandbox(plan.rl.loop.sandbox).close()
+        if plan.rl.rl_pool:
+            load_pool(plan.rl)
+    if plan.closed_loop.rl_problems:
+        from agentdata.agent.resume import unique_problems
+        from agentdata.problems import load_problems
+
+        unique_problems(load_problems(plan.closed_loop.rl_problems), plan.closed_loop.rl_problems)
+    for config in (plan.sft, plan.rl):
+        if config is not None and config.validation.enabled:
+            load_eval_problems(config.validation)
 
 
 def plan_inputs(plan: TrainPlan) -> list[str | Path]:
