@@ -62,3 +62,4 @@ def test_the_command_line_names_the_option(tmp_path):
         code = run_cli(["collect", str(problems), "--out", str(tmp_path / "r"), "--teacher", "openai:http://127.0.0.1:9/v1",
                         "--engine-option", "timeout_s=abc"])  # fmt: skip
     assert code == 2 and "option timeout_s='abc': expected a number" in err.getvalue(), err.getvalue()
+    assert not (tmp_path / "r").exists()  # refused before the run dir is written

@@ -28,7 +28,7 @@ from agentdata.agent.loop import UNGRADED, config_tools, solve
 from agentdata.agent.resume import HASH_KEY, ResumePlan, plan_resume, problem_hash, unique_problems
 from agentdata.agent.rundir import RunDir
 from agentdata.agent.tool_use import ToolUse, tool_use_by
-from agentdata.engines.spec import check_engine_spec
+from agentdata.engines.spec import check_engine
 from agentdata.errors import OutputWriteError, UserError
 from agentdata.events import task
 from agentdata.formats.health import HEALTH_REASONS, failed_checks, measure_health, stored_health
@@ -115,7 +115,7 @@ async def collect_async(
         raise UserError("no problems to collect on")
     config_tools(config.loop)  # a tool that cannot be loaded is the user's to fix before anything runs
     if engine is None:
-        check_engine_spec(config.teacher)  # and so is a teacher spec that does not parse or import
+        check_engine(config.teacher, config.engine_options)  # and a teacher spec or option that is wrong
     if len(problems) * config.samples > MAX_TRAJECTORIES:
         raise UserError(
             f"{len(problems):,} problems × {config.samples:,} samples is more than one run takes "

@@ -56,6 +56,13 @@ def check_engine_spec(spec: str) -> tuple[str, str]:
     return kind, target
 
 
+def check_engine(spec: str, options: dict[str, Any]) -> None:
+    """A spec and the types of its options checked, the engine's module imported, nothing built: what a
+    command checks before it writes anything (collect before its run dir)."""
+    kind, _ = check_engine_spec((spec or "smollm2").strip())
+    check_option_types(ENGINES.get(kind), options, spec)
+
+
 def load_engine(spec: str, **options: Any) -> Engine:
     """Build the engine a spec names; `options` go to that engine (e.g. model=, device=, concurrency=)."""
     spec = (spec or "smollm2").strip()
