@@ -50,7 +50,7 @@ SAME_KIND.update({dict: ("object",), list: ("list",)})
 # Values of the right type that are still no limit at all, written as raw JSON (NaN is not valid JSON).
 BAD_NUMBERS = {
     "run_timeout": ["NaN", "-1", "0", "1e300", "Infinity", "-Infinity", "1e400"],
-    "memory_limit_MB": ["8", "1.5", "-5", "1e400", "NaN"],
+    "memory_limit_MB": ["8", "1.5", "-5", "1e300", "1e400", "NaN"],
 }
 
 

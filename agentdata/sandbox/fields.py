@@ -5,7 +5,7 @@ names the field (never a 500 with a traceback in the server's log). The server's
 (`--timeout`, `--memory-mb`) are ceilings: a request may ask for less time or memory, never more.
 A valid value above the ceiling is lowered to it (SandboxFusion clients send their own default,
 often above a small server's); a value that is no duration at all (NaN, negative, zero, infinite,
-more than a day) is refused, so no typo can hold a worker.
+more than a day; memory over 16 TiB) is refused, so no typo can hold a worker.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from agentdata.sandbox.config import SandboxConfig
 
 MAX_TIMEOUT_S = 86400.0  # the largest --timeout a server takes (SandboxConfig's range)
 MIN_MEMORY_MB = 16  # the smallest --memory-mb a server takes: below it Python cannot start
+MAX_MEMORY_MB = 1 << 24  # 16 TiB, more than any machine: a larger request is no memory size (1e300), refused
 MAX_SESSION_ID = 200
 SHOWN_CHARS = 60  # of a bad value, in the message
 
@@ -126,8 +127,10 @@ def _memory(body: dict[str, Any], name: str, limits: SandboxConfig) -> int | Non
     value = _number_or_none(body, name)
     if value is None or value in (0, -1):
         return None
-    if not value.is_integer() or value < MIN_MEMORY_MB or math.isinf(value):
-        raise BadField(name, f"expected whole MiB of at least {MIN_MEMORY_MB} (or -1: the server's limit)", body[name])
+    if not value.is_integer() or not MIN_MEMORY_MB <= value <= MAX_MEMORY_MB:
+        raise BadField(
+            name, f"expected whole MiB in [{MIN_MEMORY_MB}, {MAX_MEMORY_MB}] (or -1: the server's limit)", body[name]
+        )
     return min(int(value), limits.memory_mb)
 
 
