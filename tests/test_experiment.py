@@ -238,3 +238,15 @@ def test_pools_other_than_the_band_pick_by_their_rule_from_the_same_profile():
     assert len(set(random_pool)) == 3 and "unprofiled" not in random_pool
     assert pick("random", rates, 3, seed=0) == random_pool  # seeded
     assert sorted(pick("random", rates, 10, seed=3)) == ["a", "b", "c", "d", "e"]  # at most the profiled ones
+
+
+def test_a_teacher_runs_key_is_what_its_trajectories_depend_on_not_how_they_run():
+    from agentdata.agent.config import CollectConfig
+    from agentdata.experiment.runner import collect_key
+    from agentdata.settings import build
+
+    def key(**changes):
+        return collect_key(build(CollectConfig, {"teacher": "smollm2-tir", "samples": 4, **changes}))
+
+    assert key() == key(concurrency=2, executor="ray", shards=3)  # how it runs
+    assert key() != key(temperature=0.2) and key() != key(samples=2)  # what it makes

@@ -155,7 +155,7 @@ class ArmChain:
         found, keys = {}, {}
         for kind in sorted(wanted):
             if kind == "real":
-                settings = {"problems": self.files.digests["train"], "collect": plan.collect.settings()}
+                settings = {"problems": self.files.digests["train"], "collect": collect_key(plan.collect)}
                 run = self.stage(
                     "collect", settings, lambda folder: stages.collect_teacher(train, plan.collect, folder)
                 )
@@ -261,3 +261,11 @@ def _problems(path: Path) -> list[Any]:
 
 def _note(message: str) -> None:
     emit(Event("log", TASK, message=message))
+
+
+def collect_key(config: Any) -> dict[str, Any]:
+    """What a teacher run's trajectories depend on: collect's own resume identity (agent/rundir.py) and how
+    many it makes, not how it runs them (concurrency, executors, shards), so a new way to run one reuses it."""
+    from agentdata.agent.rundir import identity
+
+    return {**identity(config.settings()), "samples": config.samples, "limit": config.limit}
