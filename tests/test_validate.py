@@ -4,11 +4,15 @@ the clean file holds exactly the sound problems and reads back as they were."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from agentdata.errors import UserError
 from agentdata.problems import load_problems
+from agentdata.sandbox import Sandbox
 from agentdata.steps import DedupConfig
 from agentdata.validate import CHECKS, ValidateConfig, validate
 from tests.cli_helpers import run_cli
@@ -115,3 +119,56 @@ def test_the_command_line(seeded, tmp_path, capsys):
     code = run_cli(["validate", str(seeded), "--out", str(seeded)])
     out, err = capsys.readouterr()
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------------ code benchmarks: each keeps its reference its way
+
+CODE_DATA = Path(__file__).parent / "data" / "code"
+WRONG_BODY = "    return None\n"
+WRONG_PROGRAM = "def nothing():\n    return None\n"
+# Per benchmark file: the question's column, and the fields that make a copy's reference solution wrong. Left out
+# for CI time (each of their runs costs seconds): KodCode's `solution`, the column tested above, and BigCodeBench's
+# code_prompt + canonical_solution, read as HumanEval's is.
+BROKEN_REFERENCES = {
+    "humaneval.jsonl": ("prompt", {"canonical_solution": WRONG_BODY}),
+    "mbpp.jsonl": ("text", {"code": WRONG_PROGRAM}),
+    "mbppplus.jsonl": ("prompt", {"code": WRONG_PROGRAM}),
+    # the right program first, in C++'s slot: only the Python 3 one (wrong) may be run
+    "codecontests.parquet": ("description", {"solutions": None}),
+}
+
+
+@pytest.fixture(scope="module")
+def code_sandbox():
+    with Sandbox(workers=4, prefork=2, timeout_s=60) as box:
+        yield box
+
+
+def rows_of(path: Path) -> list[dict]:
+    if path.suffix == ".parquet":
+        return pq.read_table(path).to_pylist()
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN_REFERENCES))
+def test_each_code_benchmark_reference_is_found_where_it_keeps_it(name, code_sandbox, tmp_path):
+    """The benchmark's own rows pass (their reference solutions are read and pass their tests; an empty program
+    passes none), and a copy whose reference was made wrong is found as reference_fails: so the reference was
+    read, from the benchmark's own column, and run as the benchmark's harness runs a program."""
+    rows = rows_of(CODE_DATA / name)[:1]
+    column, broken = BROKEN_REFERENCES[name]
+    copy = {**rows[0], **broken, column: "# a copy\n" + rows[0][column]}
+    copy.update({key: f"{copy[key]}-copy" for key in ("task_id", "name", "question_id") if key in copy})
+    if name == "codecontests.parquet":
+        right = rows[0]["solutions"]["solution"][0]
+        copy["solutions"] = {"language": [2, 3], "solution": [right, "print(0)\n"]}
+    path = tmp_path / name
+    if path.suffix == ".parquet":
+        pq.write_table(pa.Table.from_pylist([*rows, copy]), path)
+    else:
+        path.write_text("".join(json.dumps(row) + "\n" for row in [*rows, copy]))
+    config = ValidateConfig(dedup=DedupConfig(near_dup_threshold=0))
+    result = validate(path, tmp_path / "clean.jsonl", config, sandbox=code_sandbox)
+    found = {problem["row"]: [finding["check"] for finding in problem["findings"]] for problem in result.broken}
+    assert found == {len(rows) + 1: ["reference_fails"]}
+    assert result.clean == len(rows)

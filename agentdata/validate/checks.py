@@ -30,8 +30,8 @@ from agentdata.verify.workers import shared_pool
 _LISTED_CHOICE = re.compile(r"^\s*\(?([A-P])[).:]\s", re.MULTILINE)
 LETTERS = "ABCDEFGHIJKLMNOP"
 EMPTY_PROGRAMS = (("an empty program", "pass"), ("a program that prints nothing but a newline", "print()"))
-# Columns a layout may keep a reference solution in (a layout module can also set metadata.reference_solution).
-REFERENCE_COLUMNS = ("reference_solution", "solutions", "solution", "canonical_solution")
+# Columns other code datasets keep a reference solution in (TACO and APPS: a JSON list of programs).
+REFERENCE_COLUMNS = ("reference_solution", "solutions", "solution")
 
 
 @dataclass
@@ -108,23 +108,65 @@ def code_findings(problem: Problem, reference: str | None, sandbox: Any) -> list
 
 
 def reference_solution(problem: Problem, row: dict[str, Any]) -> str | None:
-    """The problem's own solution program: `metadata.reference_solution`, else a column layouts keep one in
-    (TACO's `solutions` list, `solution`, HumanEval's `canonical_solution` after its `prompt`)."""
+    """The problem's own solution program: `metadata.reference_solution`, else where its benchmark keeps one
+    (`metadata.benchmark`, set by the code layouts), else a column datasets commonly keep one in (TACO's
+    `solutions` list, `reference_solution`, `solution`)."""
     metadata = problem.metadata if isinstance(problem.metadata, dict) else {}
-    for source in (metadata, row):
-        for column in REFERENCE_COLUMNS:
-            value = source.get(column)
-            if isinstance(value, str) and value.strip().startswith("["):
-                try:
-                    value = json.loads(value)
-                except json.JSONDecodeError:
-                    pass
-            if isinstance(value, list):
-                value = next((item for item in value if isinstance(item, str) and item.strip()), None)
-            if isinstance(value, str) and value.strip():
-                prompt = source.get("prompt") if column == "canonical_solution" else ""
-                return f"{prompt or ''}{value}"
-    return None
+    given = _program(metadata.get("reference_solution"))
+    if given:
+        return given
+    reader = BENCHMARK_REFERENCES.get(str(metadata.get("benchmark") or ""))
+    if reader is not None:
+        return reader(row)
+    return next((program for column in REFERENCE_COLUMNS if (program := _program(row.get(column)))), None)
+
+
+def _after(prompt_column: str, solution_column: str):
+    """A benchmark whose solution is the body its prompt opens (HumanEval's `prompt`, BigCodeBench's
+    `code_prompt`): the program is the two joined."""
+
+    def read(row: dict[str, Any]) -> str | None:
+        body = _program(row.get(solution_column))
+        return f"{row.get(prompt_column) or ''}{body}" if body else None
+
+    return read
+
+
+def _codecontests_reference(row: dict[str, Any]) -> str | None:
+    """CodeContests' `solutions` is {language: [...], solution: [...]}: the first Python 3 one (the sandbox runs
+    Python 3; its Python 2, C++ and Java solutions cannot be run here)."""
+    solutions = row.get("solutions")
+    if not isinstance(solutions, dict):
+        return None
+    pairs = zip(solutions.get("language") or [], solutions.get("solution") or [])
+    return next(
+        (program for language, solution in pairs if language == PYTHON3 and (program := _program(solution))), None
+    )
+
+
+def _program(value: Any) -> str | None:
+    """A program from a column: text (a JSON list given as text read as the list), or the first text of a list."""
+    if isinstance(value, str) and value.strip().startswith("["):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            pass
+    if isinstance(value, list):
+        value = next((item for item in value if isinstance(item, str) and item.strip()), None)
+    return value if isinstance(value, str) and value.strip() else None
+
+
+PYTHON3 = 3  # CodeContests' language code for Python 3
+# Where each benchmark layout (agentdata/code_benchmarks.py, code_problems.py) keeps its reference solution.
+# EvalPlus's release grades against its canonical solution, so there that check can only fail by crashing.
+BENCHMARK_REFERENCES = {
+    "humaneval": _after("prompt", "canonical_solution"),
+    "evalplus": _after("prompt", "canonical_solution"),
+    "bigcodebench": _after("code_prompt", "canonical_solution"),
+    "mbpp": lambda row: _program(row.get("code")),
+    "kodcode": lambda row: _program(row.get("solution")),
+    "codecontests": _codecontests_reference,
+}
 
 
 def _fenced(program: str) -> str:
