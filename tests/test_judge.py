@@ -1,6 +1,7 @@
 """The LLM judge step: verdicts read tolerantly, stored on the rows, journaled (a rerun and a run after a kill
 pay only for what is new), failures retried then counted apart; through a scripted OpenAI-compatible server
-that fails sometimes, and the command line. The real `transformers serve` is in test_conformance_serve.py."""
+that fails sometimes, a local model (hf:), and the command line. The real `transformers serve` is in
+test_conformance_serve.py."""
 
 from __future__ import annotations
 
@@ -225,3 +226,37 @@ def test_the_command_line(tmp_path, capsys):
     assert code == 2 and "--min-judge needs a judge" in err and len(err.strip().splitlines()) == 1
     code, out, err = agentdata(*flags[:2], "--judge-rubric", str(tmp_path / "none.txt"))
     assert code == 2 and "no such rubric file" in err
+
+
+@pytest.fixture(scope="module")
+def tiny_judge_dir(tmp_path_factory, tokenizer):
+    """A tiny random causal LM with SmolLM2's tokenizer and chat template: a local judge that writes noise."""
+    import torch
+    from transformers import Qwen2ForCausalLM
+
+    from tests.test_prm import tiny_config
+
+    torch.manual_seed(4)
+    path = tmp_path_factory.mktemp("tiny-judge")
+    Qwen2ForCausalLM(tiny_config(tokenizer, max_position_embeddings=2048)).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def test_a_local_model_judges_through_its_engine_and_noise_is_a_failure_counted_apart(tmp_path, tiny_judge_dir):
+    """curate --judge hf:DIR: the judge runs in-process through the hf engine (batched, closed at the end); what a
+    model that writes noise answers is a failure counted apart, never a low score (whatever its replies: some
+    noise may hold a readable score), and no row is dropped without --min-judge."""
+    judged_run(tmp_path, ("good", "wrong", "good"))
+    scoring = ScoringConfig(
+        judge=f"hf:{tiny_judge_dir}", judge_max_tokens=12, score_retries=1, score_cache=str(tmp_path / "c")
+    )
+    result = curate([tmp_path / "run"], tmp_path / "sft.parquet", CurateConfig(scoring=scoring))
+    counts = result.scoring["judge"]
+    assert counts["scored"] + counts["failed"] == 3 and result.kept_rows == 3
+    assert counts["retried"] >= counts["failed"]  # each failure was asked once more (score_retries=1)
+    rows = pl.read_parquet(tmp_path / "sft.parquet")
+    for score, error in rows.select("judge_score", "judge_error").iter_rows():
+        assert (score is None) == (error is not None)
+        if error is not None:
+            assert "no score in the judge's reply" in error or "the judge failed" in error

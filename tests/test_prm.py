@@ -69,18 +69,20 @@ def prm_tokenizer(tokenizer):
 def tiny_config(tokenizer, **extra):
     from transformers import Qwen2Config
 
-    return Qwen2Config(
-        vocab_size=len(tokenizer),
+    shape = dict(
         hidden_size=32,
         intermediate_size=64,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=256,
+    )
+    return Qwen2Config(
+        vocab_size=len(tokenizer),
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
-        **extra,
+        **{**shape, **extra},
     )
 
 
