@@ -199,14 +199,14 @@ class EmptyPoolError(UserError):
 def write_pool(
     result: PoolResult, out: str | os.PathLike, format: str = "agentdata", metadata: dict[str, str] | None = None
 ) -> Path:
-    """Write the pool (with `metadata` as Parquet key-value metadata); an empty one is refused (a 0-row
-    Parquet file loads nowhere) instead of written."""
-    from agentdata.records import atomic_write
+    """Write the pool (with `metadata` as Parquet key-value metadata, by the writer SFT sets share); an
+    empty one is refused (a 0-row Parquet file loads nowhere) instead of written."""
+    from agentdata.records import write_parquet_tables
 
     if result.pool.height == 0:
         raise EmptyPoolError(
             f"{out}: the RL pool is empty ({result.profiled.height} problems profiled, none kept), so nothing "
             "was written: widen --band, raise --k, or profile with a student that solves some of these problems"
         )
-    rows = pool_rows(result.pool, format)
-    return atomic_write(Path(out), lambda tmp: rows.write_parquet(tmp, metadata=metadata))
+    rows = pool_rows(result.pool, format).to_arrow()
+    return write_parquet_tables(Path(out), rows.schema, [rows], metadata)
