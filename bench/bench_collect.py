@@ -18,6 +18,11 @@
     python bench/bench_collect.py journal --concurrency 64 --latency 1.0 --trajectories 512 --rounds 2
     python bench/bench_collect.py overhead --problems 16
     python bench/bench_collect.py stop-reason --concurrency 64 --latency 1.0 --trajectories 512
+    python bench/bench_collect.py smoke        # all four, tiny (CI)
+
+Each comparison checks that its arms did the same work (the same trajectories, each with its tool
+call, graded alike; the replay generated the same tokens as collect) and stops with one line when
+they did not.
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from arms import same_work, tiny_model  # noqa: E402
 
 from agentdata.agent import journal as journal_module  # noqa: E402
 from agentdata.agent.config import LoopConfig  # noqa: E402
@@ -101,25 +109,33 @@ def efficiency(
     }
 
 
+STRICT_SERVER = "no stop_reason, stop left in text, strict (transformers serve)"
 # Server behaviours (bench/fake_openai_server.py flags): the baseline first.
 SERVER_KINDS = {
     "stop_reason (vLLM)": (),
     "no stop_reason (OpenAI API)": ("--no-stop-reason",),
-    "no stop_reason, stop left in text, strict (transformers serve)": (
-        "--no-stop-reason",
-        "--keep-stop-string",
-        "--strict",
-    ),
+    STRICT_SERVER: ("--no-stop-reason", "--keep-stop-string", "--strict"),
 }
 
 
-def stop_reason(concurrency: int, latency: float, trajectories: int, rounds: int) -> list[dict]:
+def stop_reason(
+    concurrency: int,
+    latency: float,
+    trajectories: int,
+    rounds: int,
+    protocols: tuple[str, ...] = ("hermes", "codeblock"),
+    kinds: tuple[str, ...] = tuple(SERVER_KINDS),
+) -> list[dict]:
     """Each server kind and protocol, alternated for `rounds` so all see the same machine load."""
     results = []
     for _ in range(rounds):
-        for protocol in ("hermes", "codeblock"):
-            for kind, flags in SERVER_KINDS.items():
+        for protocol in protocols:
+            baseline = None
+            for kind in kinds:
+                flags = SERVER_KINDS[kind]
                 result = efficiency(concurrency, latency, trajectories, protocol=protocol, server_flags=flags)
+                baseline = baseline or result
+                same_collect_work(f"{protocol}, {kind} against the stop_reason server", result, baseline)
                 results.append({"server": kind, **result})
                 print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     return results
@@ -158,6 +174,12 @@ def _server_process(latency: float, flags: tuple[str, ...] = ()):
         server.wait(timeout=10)
 
 
+def same_collect_work(what: str, ours: dict, theirs: dict) -> None:
+    """Both runs collected the same trajectories, each with its tool call, and graded them alike."""
+    for key in ("trajectories", "with_tool_calls", "accuracy"):
+        same_work("bench_collect", f"{what}: {key}", ours[key], theirs[key])
+
+
 def journal_cost(concurrency: int, latency: float, trajectories: int, rounds: int) -> dict:
     """Efficiency with and without the per-trajectory journal, alternating so both see the same load."""
     real_append = journal_module.Journal.append
@@ -165,9 +187,12 @@ def journal_cost(concurrency: int, latency: float, trajectories: int, rounds: in
     try:
         for _ in range(rounds):
             journal_module.Journal.append = lambda self, trajectory: None  # before: rows wait in memory for a shard
-            without_journal.append(efficiency(concurrency, latency, trajectories)["efficiency"])
+            without = efficiency(concurrency, latency, trajectories)
             journal_module.Journal.append = real_append
-            with_journal.append(efficiency(concurrency, latency, trajectories)["efficiency"])
+            with_ = efficiency(concurrency, latency, trajectories)
+            same_collect_work("journal on and off", with_, without)
+            without_journal.append(without["efficiency"])
+            with_journal.append(with_["efficiency"])
     finally:
         journal_module.Journal.append = real_append
     return {
@@ -182,7 +207,7 @@ def journal_cost(concurrency: int, latency: float, trajectories: int, rounds: in
     }
 
 
-def overhead(n_problems: int, max_new_tokens: int, rounds: int = 2) -> dict:
+def overhead(n_problems: int, max_new_tokens: int, rounds: int = 2, spec: str = "smollm2") -> dict:
     """The loop's own cost: collect's wall time against replaying exactly its generate batches.
 
     Every batch the engine ran during collect is recorded, then run again directly (greedy,
@@ -191,11 +216,11 @@ def overhead(n_problems: int, max_new_tokens: int, rounds: int = 2) -> dict:
     """
     problems = builtin_problems()[:n_problems]
     config = CollectConfig(
-        teacher="smollm2",
+        teacher=spec,
         concurrency=n_problems,
         loop=LoopConfig(temperature=0.0, max_new_tokens=max_new_tokens, max_tool_calls=2, protocol="codeblock"),
     )
-    engine = load_engine("smollm2")
+    engine = load_engine(spec)
     batches: list[list[GenerationRequest]] = []
     run_batch = engine._batcher._run_batch
     engine._batcher._run_batch = lambda requests: batches.append(list(requests)) or run_batch(requests)
@@ -206,7 +231,8 @@ def overhead(n_problems: int, max_new_tokens: int, rounds: int = 2) -> dict:
         run_batch([GenerationRequest(messages=[{"role": "user", "content": "hi"}], max_new_tokens=4)])
         is_correct("so \\boxed{x^2 + 1}", "1 + x^2")  # starts the math-verify worker processes
         with tempfile.TemporaryDirectory() as out:  # imports the Parquet writer's modules
-            collect(problems[:1], out, replace(config, max_new_tokens=4), engine=engine, sandbox=sandbox)
+            warm_up = replace(config, loop=replace(config.loop, max_new_tokens=4))
+            collect(problems[:1], out, warm_up, engine=engine, sandbox=sandbox)
         for _ in range(rounds):  # alternate the two so both see the same machine load; keep the best of each
             batches.clear()
             with tempfile.TemporaryDirectory() as out:
@@ -221,6 +247,7 @@ def overhead(n_problems: int, max_new_tokens: int, rounds: int = 2) -> dict:
         asyncio.run(engine.aclose())
     collect_s, replay_s = min(collect_times), min(replay_times)
     replay_tokens = sum(g.completion_tokens for g in replayed)
+    same_work("bench_collect overhead", "tokens generated (greedy)", replay_tokens, summary.completion_tokens)
     return {
         "benchmark": "agent loop overhead (smollm2, CPU, greedy)",
         "trajectories": summary.total,
@@ -263,6 +290,7 @@ def main() -> None:
     ovh.add_argument("--problems", type=int, default=16)
     ovh.add_argument("--max-new-tokens", type=int, default=256)
     ovh.add_argument("--rounds", type=int, default=2)
+    sub.add_parser("smoke", help="every benchmark above at a tiny size (CI: they run and check their arms)")
     args = parser.parse_args()
     if args.which == "efficiency":
         result = efficiency(args.concurrency, args.latency, args.trajectories, args.sandbox)
@@ -270,8 +298,15 @@ def main() -> None:
         result = journal_cost(args.concurrency, args.latency, args.trajectories, args.rounds)
     elif args.which == "stop-reason":
         result = stop_reason(args.concurrency, args.latency, args.trajectories, args.rounds)
-    else:
+    elif args.which == "overhead":
         result = overhead(args.problems, args.max_new_tokens, args.rounds)
+    else:
+        result = {
+            "efficiency": efficiency(4, 0.05, 8),
+            "journal": journal_cost(4, 0.05, 8, rounds=1),
+            "stop-reason": stop_reason(4, 0.05, 4, 1, ("codeblock",), (next(iter(SERVER_KINDS)), STRICT_SERVER)),
+            "overhead": overhead(1, 8, rounds=1, spec=f"hf:{tiny_model(Path(tempfile.mkdtemp()) / 'tiny')}"),
+        }
     print(json.dumps(result, indent=2))
 
 

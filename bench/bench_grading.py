@@ -23,7 +23,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
+
+from arms import same_work  # noqa: E402
 
 from agentdata.code_tests import CodeTests  # noqa: E402
 from agentdata.sandbox import Sandbox  # noqa: E402
@@ -111,13 +113,19 @@ def main() -> None:
         default=sys.executable,
         help="The interpreter (and flags) of the baseline, e.g. '/usr/bin/python3 -I -S'.",
     )
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
     args = parser.parse_args()
+    if args.smoke:
+        args.programs, args.tests, args.baseline_programs = 8, 2, 4
     limits = CodeLimits(test_timeout_s=6.0, total_timeout_s=120.0)
     programs = make_programs(args.programs, args.tests)
     ours_s, ours_passed, isolation = run_agentdata(programs, args.workers, limits)
     base_programs = programs[: args.baseline_programs]
     base_s, base_passed = run_baseline(base_programs, args.workers, limits.test_timeout_s, args.baseline_python.split())
     ours_tests, base_tests = args.programs * args.tests, len(base_programs) * args.tests
+    # every program is right by construction: both graders must pass all they ran, or they ran something else
+    same_work("bench_grading", "tests passed (agentdata)", ours_passed, ours_tests)
+    same_work("bench_grading", "tests passed (baseline)", base_passed, base_tests)
     ours_rate, base_rate = ours_tests / ours_s, base_tests / base_s
     print(f"load average {os.getloadavg()[0]:.1f}; workers {args.workers}; isolation {isolation}")
     print("| grader | programs x tests | passed | seconds | tests/s |")

@@ -13,6 +13,7 @@
 
     python bench/bench_judge.py judge --trajectories 512 --concurrency 64 --latency 1.0 --rounds 2
     python bench/bench_judge.py health --rows 200000 --rounds 2
+    python bench/bench_judge.py smoke        # both, tiny (CI)
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
 import polars as pl  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
+from arms import same_work  # noqa: E402
 
 from agentdata.agent.rundir import RunDir, shard_paths  # noqa: E402
 from agentdata.curate import CurateConfig, curate  # noqa: E402
@@ -158,6 +160,11 @@ def health_benchmark(args: argparse.Namespace) -> dict:
                 times[name].append(round(time.perf_counter() - started, 2))
                 kept[name] = result.kept_rows
                 print(json.dumps({name: times[name][-1]}), file=sys.stderr, flush=True)
+    # the stored measures and the ones taken from the messages must drop the same rows (health off keeps
+    # more by design: it runs fewer steps)
+    same_work(
+        "bench_judge health", "rows kept", kept["health on, stored measures"], kept["health on, measured from messages"]
+    )
     off = min(times["health off"])
     return {
         "benchmark": "rollout health cost (curate, default steps)",
@@ -180,8 +187,13 @@ def main() -> None:
     health = sub.add_parser("health")
     health.add_argument("--rows", type=int, default=200_000)
     health.add_argument("--rounds", type=int, default=2)
+    sub.add_parser("smoke", help="both at a tiny size (CI: they run and check their arms)")
     args = parser.parse_args()
-    result = judge_benchmark(args) if args.which == "judge" else health_benchmark(args)
+    if args.which == "smoke":
+        tiny = argparse.Namespace(trajectories=8, concurrency=4, latency=0.05, rounds=1, rows=2_000)
+        result = {"judge": judge_benchmark(tiny), "health": health_benchmark(tiny)}
+    else:
+        result = judge_benchmark(args) if args.which == "judge" else health_benchmark(args)
     print(json.dumps(result, indent=2))
 
 

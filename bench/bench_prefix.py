@@ -20,7 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
+
+from arms import same_work, tiny_model  # noqa: E402
 
 from agentdata.agent.config import LoopConfig  # noqa: E402
 from agentdata.agent.rundir import RunDir  # noqa: E402
@@ -48,15 +50,20 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=192)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
     args = parser.parse_args()
+    if args.smoke:
+        args.problems, args.rounds, args.max_new_tokens = 2, 1, 12
     problems = default_problems(args.problems)
+    # --smoke: a random tiny model instead of SmolLM2 (every code path, in seconds)
+    spec = f"hf:{tiny_model(Path(tempfile.mkdtemp()) / 'tiny')}" if args.smoke else "smollm2-tir"
     config = CollectConfig(
-        teacher="smollm2-tir",
+        teacher=spec,
         concurrency=16,
         samples=args.samples,
         loop=LoopConfig(temperature=0.0, max_new_tokens=args.max_new_tokens, max_tool_calls=2, protocol="codeblock"),
     )
-    engine = load_engine("smollm2-tir")
+    engine = load_engine(spec)
     sandbox = open_sandbox("local")
     times: dict[bool, list[float]] = {False: [], True: []}
     texts: dict[bool, list[str]] = {}
@@ -71,6 +78,8 @@ def main() -> None:
     finally:
         sandbox.close()
         asyncio.run(engine.aclose())
+    # greedy on both arms: the same trajectories, token for token, or the times compare different work
+    same_work("bench_prefix", "trajectories (greedy)", texts[True], texts[False])
     result = {
         "benchmark": "collect on smollm2-tir (greedy), shared prompt prefix vs every row prefilling its whole prompt",
         "trajectories": summary.total,

@@ -27,6 +27,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -35,7 +36,10 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from agentdata.sandbox import Sandbox
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from arms import same_work  # noqa: E402
+
+from agentdata.sandbox import Sandbox  # noqa: E402
 
 TRIVIAL = "print(1+1)"
 SYMPY = "import sympy\nx = sympy.Symbol('x')\nprint(sympy.integrate(x**3 * sympy.sin(x), x))"
@@ -220,11 +224,14 @@ def verdict(met: bool) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("RESULTS_sandbox.md"))
-    parser.add_argument("--quick", action="store_true", help="Fewer calls (a smoke run).")
+    parser.add_argument("--quick", action="store_true", help="Fewer calls (a fifth).")
+    parser.add_argument("--smoke", action="store_true", help="The fewest calls, results to a temporary file (CI).")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--prefork", type=int, default=4, help="Spare executors kept ready for fresh calls.")
     args = parser.parse_args()
-    scale = 0.2 if args.quick else 1.0
+    scale = 0.0 if args.smoke else 0.2 if args.quick else 1.0
+    if args.smoke and args.out == parser.get_default("out"):
+        args.out = Path(tempfile.mkdtemp()) / "RESULTS_sandbox.md"
     n = lambda count: max(5, int(count * scale))  # noqa: E731
     load_before = os.getloadavg()[0]
 
@@ -233,6 +240,10 @@ def main() -> None:
 
     with Sandbox(workers=args.workers, prefork=args.prefork) as sandbox:
         isolation = sandbox.isolation
+        # both sides run the same code and print the same thing, or the latencies compare different work
+        ours_out = sandbox.run(TRIVIAL).stdout
+        theirs_out = subprocess.run([sys.executable, "-c", TRIVIAL], capture_output=True, text=True).stdout
+        same_work("bench_sandbox", "outputs of the trivial call", ours_out, theirs_out)
         sandbox.run("None", session_id="lat")
         session_p50, session_p99 = latencies_ms(lambda: sandbox.run(TRIVIAL, session_id="lat"), n(1000))
         fresh_p50, fresh_p99 = latencies_ms(lambda: sandbox.run(TRIVIAL), n(200))

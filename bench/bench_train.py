@@ -14,8 +14,16 @@ the code in agentdata's sandbox, against agentdata's `AgentGRPOTrainer` with the
 seconds per step, and for ours where a step goes (generation, sandbox + loop, scoring +
 optimisation).
 
+Both arms state their protocol (`--protocol`, default hermes, for the SFT conversations; GRPO runs
+hermes because TRL's tool loop parses its template's `<tool_call>` JSON), so the bench does not hang on
+a default that may change. Before a ratio is reported each comparison checks that the arms did the
+same work, and stops with one line when they did not: SFT, the same tokens trained on; GRPO, both
+sides calling the tool, about as often (within 0.25 calls per response) and on about as many tokens
+(within 10%).
+
     python bench/bench_train.py                    # both, 2 rounds
     python bench/bench_train.py --only grpo --grpo-steps 4
+    python bench/bench_train.py --smoke            # CI: a tiny random model for SFT too, 1-2 steps
 """
 
 from __future__ import annotations
@@ -37,9 +45,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from arms import same_grpo_work, same_work, tiny_model  # noqa: E402
+
 from agentdata.records import CODE_TOOL  # noqa: E402
 
 QUESTION = "What is 2 + 3? Put the final answer in \\boxed{}."
+# TRL's tool loop parses the `<tool_call>` JSON of its Qwen2.5 template: agentdata's hermes protocol,
+# so ours runs hermes too and the tiny model is taught those calls for both sides.
+GRPO_PROTOCOL = "hermes"
 TOOL_CODE = "print(2 + 3)"
 
 
@@ -84,7 +98,7 @@ def trained_tokens(trainer: Any) -> float:
 
 
 def run_plain_sft(
-    sft_set: Path, model_dir: Path, out: Path, steps: int, batch: int, max_length: int
+    sft_set: Path, model_dir: Path, out: Path, steps: int, batch: int, max_length: int, protocol: str
 ) -> dict[str, float]:
     import datasets
     import pyarrow.parquet as pq
@@ -99,7 +113,7 @@ def run_plain_sft(
         [
             {"role": m["role"], "content": m["content"]}
             for m in plain_conversation(
-                canonical_messages(r["messages"], sft_set, i), row_tools(r["tools"], sft_set, i), "hermes"
+                canonical_messages(r["messages"], sft_set, i), row_tools(r.get("tools"), sft_set, i), protocol
             )
         ]
         for i, r in enumerate(rows)
@@ -115,14 +129,17 @@ def run_plain_sft(
     return timing(trainer, started, prepared)
 
 
-def run_our_sft(sft_set: Path, model_dir: Path, out: Path, steps: int, batch: int, max_length: int) -> dict[str, float]:
+def run_our_sft(
+    sft_set: Path, model_dir: Path, out: Path, steps: int, batch: int, max_length: int, protocol: str
+) -> dict[str, float]:
     from agentdata.settings import build
     from agentdata.sft.config import SFTStageConfig
     from agentdata.sft.run import build_sft_trainer
 
     started = time.perf_counter()
     values = dict(sft_data=str(sft_set), out=str(out), max_steps=steps, batch_size=batch, max_length=max_length)
-    config = build(SFTStageConfig, {**values, "model": f"hf:{model_dir}", "learning_rate": 1e-5, "save_steps": 10**6})
+    values |= {"model": f"hf:{model_dir}", "learning_rate": 1e-5, "save_steps": 10**6, "protocol": protocol}
+    config = build(SFTStageConfig, values)
     trainer = build_sft_trainer(config)
     trainer.args.save_strategy = "no"
     prepared = time.perf_counter()
@@ -143,18 +160,22 @@ def timing(trainer: Any, started: float, prepared: float) -> dict[str, float]:
     }
 
 
-def bench_sft(work: Path, rounds: int, steps: int, batch: int, max_length: int, conversations: int) -> dict[str, Any]:
+def bench_sft(
+    work: Path, rounds: int, steps: int, batch: int, max_length: int, conversations: int, protocol: str, smoke: bool
+) -> dict[str, Any]:
     from agentdata.engines import smollm2_model_dir
     from agentdata.sft.demo import build_demo_sft_set
 
-    sft_set = build_demo_sft_set(work / "sft.parquet", conversations)
-    model_dir = smollm2_model_dir()
+    sft_set = build_demo_sft_set(work / "sft.parquet", conversations, protocol=protocol)
+    model_dir = tiny_model(work / "tiny-model") if smoke else smollm2_model_dir()
     runs: dict[str, list[dict[str, float]]] = {"plain": [], "ours": []}
     for round_index in range(rounds):
         for name, run in (("plain", run_plain_sft), ("ours", run_our_sft)):
-            result = run(sft_set, model_dir, work / f"sft-{name}-{round_index}", steps, batch, max_length)
+            result = run(sft_set, model_dir, work / f"sft-{name}-{round_index}", steps, batch, max_length, protocol)
             runs[name].append(result)
             print(f"sft {name} round {round_index}: {json.dumps(result)}", flush=True)
+        # the same conversations, tokenized by TRL with the template and by our prefix rendering
+        same_work("bench_train sft", "tokens trained on", runs["ours"][-1]["tokens"], runs["plain"][-1]["tokens"])
     return summarise(runs, ("train_tokens_per_s", "end_to_end_tokens_per_s"))
 
 
@@ -176,25 +197,11 @@ def tool_chat_tokenizer() -> Any:
 def tool_calling_tiny_model(tokenizer: Any, out: Path, teach_steps: int) -> Path:
     """A random 2-layer Llama taught (by plain next-token training) to answer with one fixed tool call,
     then a boxed answer after the tool response, under both sides' prompts."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import AutoModelForCausalLM
 
     from agentdata.formats import get_protocol
 
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    model = LlamaForCausalLM(config)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model(out.with_name(out.name + "-untaught"), tokenizer))
     call = {"name": "code_interpreter", "arguments": {"code": TOOL_CODE}}
     turn = [
         {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]},
@@ -364,6 +371,7 @@ def run_our_grpo(
             out=str(out),
             max_steps=steps,
             system_prompt=plain_tool_system_prompt(),
+            protocol=GRPO_PROTOCOL,  # stated, not the default: the model was taught these calls
             prompts_per_step=1,
             num_generations=generations,
             max_new_tokens=max_new_tokens,
@@ -413,6 +421,7 @@ def bench_grpo(
                 run_our_grpo(model_dir, pool, work / f"grpo-ours-{round_index}", steps, generations, max_new_tokens)
             )
             print(f"grpo ours round {round_index}: {json.dumps(runs['ours'][-1])}", flush=True)
+    same_grpo_work(runs)
     # The first step of a run also warms up the sandbox and the trainer; it is left out of the mean.
     per_step = {name: [s for run in results for s in run["step_s"][1:]] for name, results in runs.items()}
     summary = {
@@ -449,8 +458,13 @@ def main() -> None:
     parser.add_argument("--grpo-generations", type=int, default=4)
     parser.add_argument("--grpo-max-new-tokens", type=int, default=96)
     parser.add_argument("--teach-steps", type=int, default=200)
+    parser.add_argument("--protocol", default="hermes", help="SFT: the protocol the conversations are stitched in")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI: every arm and check runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.rounds, args.sft_steps, args.sft_batch, args.sft_max_length, args.sft_conversations = 1, 1, 2, 512, 2
+        args.grpo_steps, args.grpo_generations, args.grpo_max_new_tokens = 2, 2, 48
     print(f"torch threads {torch.get_num_threads()}, load average {load():.2f}", flush=True)
     results: dict[str, Any] = {"threads": torch.get_num_threads(), "load_at_start": load()}
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
@@ -461,7 +475,14 @@ def main() -> None:
             )
         if args.only in (None, "sft"):
             results["sft"] = bench_sft(
-                work, args.rounds, args.sft_steps, args.sft_batch, args.sft_max_length, args.sft_conversations
+                work,
+                args.rounds,
+                args.sft_steps,
+                args.sft_batch,
+                args.sft_max_length,
+                args.sft_conversations,
+                args.protocol,
+                args.smoke,
             )
     results["load_at_end"] = load()
     brief = {

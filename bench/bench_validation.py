@@ -70,7 +70,20 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=2)
     parser.add_argument("--k", type=int, default=2)
     parser.add_argument("--eval-problems", type=int, default=8)
+    parser.add_argument("--num-generations", type=int, default=4)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--model", default="smollm2-tir", help="the start model (an engine spec)")
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny sizes and a random tiny model, for CI (bench/ is left as it is)"
+    )
     args = parser.parse_args()
+    if args.smoke:  # one step, two evaluations of two problems, a random tiny model
+        args.steps, args.every, args.k, args.eval_problems = 1, 1, 1, 2
+        args.num_generations, args.max_new_tokens = 2, 16
+        sys.path.insert(0, str(ROOT / "bench"))
+        from arms import tiny_model
+
+        args.model = f"hf:{tiny_model(args.out.with_name(args.out.name + '-tiny-model'))}"
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)
     print(f"load average at start: {load_average()}", flush=True)
@@ -95,7 +108,7 @@ def main() -> None:
         "--stage",
         "rl",
         "--model",
-        "smollm2-tir",
+        args.model,
         "--rl-pool",
         str(args.out / "pool.jsonl"),
         "--out",
@@ -103,11 +116,11 @@ def main() -> None:
         "--max-steps",
         str(args.steps),
         "--num-generations",
-        "4",
+        str(args.num_generations),
         "--max-new-tokens",
-        "128",
+        str(args.max_new_tokens),
         "--overlong-buffer",
-        "32",
+        str(min(32, args.max_new_tokens // 4)),
         "--eval-problems",
         str(held_out),
         "--eval-every",
@@ -122,7 +135,12 @@ def main() -> None:
     history = [json.loads(line) for line in (args.out / "rl" / "metrics.jsonl").read_text().splitlines()]
     evaluations = [r for r in history if f"eval/avg@{args.k}" in r]
     steps = [r for r in history if "accuracy" in r]
-    shutil.copy(args.out / "rl" / "plots" / "scaling.png", ROOT / "bench" / "validation_scaling.png")
+    if len(evaluations) < 2:  # the baseline at step 0 and at least one after training
+        raise SystemExit(
+            f"bench_validation: {len(evaluations)} evaluation(s) in metrics.jsonl, expected step 0 and more"
+        )
+    if not args.smoke:
+        shutil.copy(args.out / "rl" / "plots" / "scaling.png", ROOT / "bench" / "validation_scaling.png")
     print(f"\nload average at end: {load_average()}")
     print(f"wall {wall:.0f} s, CPU {usage.ru_utime + usage.ru_stime:.0f} s (user + system, all processes)")
     print(f"held-out problems: {len(held_out.read_text().splitlines())}, k = {args.k}\n")
