@@ -100,7 +100,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="Rounds, each arm once per round, alternating.")
     parser.add_argument("--limit", type=int, default=None, help="Use only the first N problems.")
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("RESULTS_humaneval.md"))
+    parser.add_argument("--smoke", action="store_true", help="CI: 4 problems, 1 round, results to a temporary file")
     args = parser.parse_args()
+    if args.smoke:
+        args.limit, args.rounds = 4, 1
+        if args.out == parser.get_default("out"):
+            args.out = Path(tempfile.mkdtemp()) / "RESULTS_humaneval.md"
     python = official_python()
     rows = dataset_rows(python)[: args.limit]
     cases = [(row["task_id"], row["canonical_solution"]) for row in rows]

@@ -18,6 +18,8 @@ import argparse
 import json
 import os
 import statistics
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,9 +27,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from agentdata.records import CODE_TOOL, Trajectory, arrow_schema
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
-CACHE = Path("/tmp/agentdata-bench-view")
+from arms import same_work  # noqa: E402
+
+from agentdata.records import CODE_TOOL, Trajectory, arrow_schema  # noqa: E402
+
+CACHE = Path(tempfile.gettempdir()) / "agentdata-bench-view"  # TMPDIR moves it
 SYSTEM = (
     "Solve the problem. You may run Python code: write it in a ```python block and stop; its output comes "
     "back in a ```output block. Give the final answer as \\boxed{...}. " * 3
@@ -233,7 +239,10 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--shard-rows", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI: both arms and their check")
     args = parser.parse_args()
+    if args.smoke:
+        args.rows, args.shard_rows, args.repeats = 2_000, 500, 1
     started = time.perf_counter()
     run = synthetic_run(args.rows, args.shard_rows)
     print(f"run dir: {run} ({args.rows:,} rows, built/cached in {time.perf_counter() - started:.1f} s)")
@@ -246,6 +255,8 @@ def main() -> None:
         for name, arm in (("agentdata", agentdata_arm), ("pandas", pandas_arm)):
             times, matches[name] = arm(run)
             results[name].append(times)
+        # the same rows found by the filter and the search, or the times compare different work
+        same_work("bench_view", "rows matched (filter, search)", matches["agentdata"], matches["pandas"])
     print(f"load after: {os.getloadavg()}")
     print("| step | agentdata view: wall (cpu) | pandas: wall (cpu) | ratio (wall) | same matches |")
     print("|---|---|---|---|---|")
