@@ -168,10 +168,17 @@ def test_an_input_inside_an_output_folder_is_refused(tmp_path):
     problems = folder / "stats.json"
     problems.write_text(json.dumps([PROBLEM]))
     refused(["collect", str(problems), "--out", str(folder)], problems, says="lies inside it")
-    bench = tmp_path / "report" / "bench.jsonl"
-    bench.parent.mkdir()
-    bench.write_text(json.dumps(PROBLEM) + "\n")
-    refused(["eval", "smollm2", str(bench), "--out", str(bench.parent)], bench, says="lies inside it")
+    # eval writes report.json, its plots and runs/ in its --out: a benchmark there is refused, one beside them is not
+    report = tmp_path / "report"
+    bench = report / "report.json"
+    report.mkdir()
+    bench.write_text(json.dumps([PROBLEM]))
+    refused(["eval", "smollm2", str(bench), "--out", str(report)], bench, says="where it writes report.json")
+    from agentdata.evaluation.runner import OUT_NAMES
+
+    beside = report / "aime.jsonl"
+    beside.write_text(json.dumps(PROBLEM) + "\n")
+    assert check_output_dir(report, "--out", [beside], OUT_NAMES)
 
 
 def test_an_input_where_a_companion_of_the_output_is_written_is_refused(tmp_path):

@@ -36,10 +36,10 @@ def output_file(path: Path, flag: str, suffixes: Sequence[str], what: str = "the
     return path
 
 
-def output_dir(path: Path, flag: str, inputs: Inputs = ()) -> Path:
-    """Check an output folder before any work (one line naming `flag` if unusable or inside one of the
-    command's `inputs`); it takes the crash log."""
-    check_output_dir(path, flag, inputs)
+def output_dir(path: Path, flag: str, inputs: Inputs = (), writes: Sequence[str] | None = None) -> Path:
+    """Check an output folder before any work (one line naming `flag` if unusable, inside one of the
+    command's `inputs`, or holding one where it `writes`: None, the whole folder); it takes the crash log."""
+    check_output_dir(path, flag, inputs, writes)
     _output_place[:] = [path]
     return path
 

@@ -44,9 +44,9 @@ def command(
 ) -> None:
     """Run models with the code tool on benchmarks; report avg@k, pass@k, maj@k and tool use, with plots."""
     from agentdata.cli.views import comparisons_table, results_table, with_interval
-    from agentdata.evaluation.runner import run_eval
+    from agentdata.evaluation.runner import OUT_NAMES, run_eval
 
-    output_dir(out, "--out", inputs=bench_files)
+    output_dir(out, "--out", bench_files, writes=OUT_NAMES)
     config = dataclasses.replace(config, engine_options=with_model(config.engine_options, model))
     models = [model_spec, *(compare or [])]
     if not as_json:

@@ -31,7 +31,7 @@ from agentdata.evaluation.compare import compare_to_baseline
 from agentdata.evaluation.config import EvalConfig
 from agentdata.evaluation.metrics import Equivalence, answers_equivalent, score_benchmark
 from agentdata.evaluation.plots import ACCURACY_PLOT, SWEEP_PLOT, accuracy_plot, sweep_plot
-from agentdata.evaluation.report import EvalReport, EvalResult
+from agentdata.evaluation.report import REPORT_FILE, EvalReport, EvalResult
 from agentdata.evaluation.responses import run_responses
 from agentdata.problems import load_problems
 from agentdata.records import Problem
@@ -88,10 +88,15 @@ def run_benchmark(
     return responses, summary
 
 
+RUNS_DIR = "runs"  # out_dir/runs/<model>/<benchmark>/<budget>: one collect run dir each
+# Everything eval writes in its --out (outputs.check_output_dir refuses an input there; one beside them is fine).
+OUT_NAMES = (RUNS_DIR, REPORT_FILE, ACCURACY_PLOT, SWEEP_PLOT)
+
+
 def benchmark_run_dir(out_dir: Path, model: ModelSpec, bench_name: str, config: CollectConfig) -> Path:
     """Where one (model, benchmark, budget) run lives: other settings never reuse its responses."""
     budget_dir = f"tools-{config.loop.max_tool_calls}-{settings_digest(config.settings())}"
-    return out_dir / "runs" / _slug(model.label) / _slug(bench_name) / budget_dir
+    return out_dir / RUNS_DIR / _slug(model.label) / _slug(bench_name) / budget_dir
 
 
 def run_eval(
