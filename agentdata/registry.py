@@ -97,20 +97,31 @@ def is_builtin(obj: Any) -> bool:
     return module == "agentdata" or module.startswith("agentdata.")
 
 
+def check_call(spec: str, kind: str, called_as: str, function: Any, /, *args: Any, **kwargs: Any) -> None:
+    """The plug-in `spec` can be called as `function(*args, **kwargs)`, nothing called: else a PluginError
+    naming it and how its kind is called (`called_as`): what can be known before anything is built."""
+    article = "an" if kind[:1] in "aeiou" else "a"
+    if not callable(function):
+        raise PluginError(
+            spec, f"is {type(function).__name__}, not callable: {article} {kind} is called as {called_as}"
+        )
+    try:
+        inspect.signature(function).bind(*args, **kwargs)
+    except TypeError as error:
+        raise PluginError(
+            spec, f"{article} {kind} is called as {called_as}, which it does not take ({error})"
+        ) from None
+    except ValueError:  # no signature to read (a C function): the call will tell
+        pass
+
+
 def call_plugin(spec: str, kind: str, called_as: str, function: Any, /, *args: Any, **kwargs: Any) -> Any:
     """`function(*args, **kwargs)` for the plug-in `spec` (a constructor, a factory, a step's function);
     a call its signature does not take, or any exception it raises, is a PluginError naming it and how
     a {kind} is called (`called_as`). A built-in's own failures are not dressed up: they are bugs."""
     if is_builtin(function):
         return function(*args, **kwargs)
-    if not callable(function):
-        raise PluginError(spec, f"is {type(function).__name__}, not callable: a {kind} is called as {called_as}")
-    try:
-        inspect.signature(function).bind(*args, **kwargs)
-    except TypeError as error:
-        raise PluginError(spec, f"a {kind} is called as {called_as}, which it does not take ({error})") from None
-    except ValueError:  # no signature to read (a C function): just call it
-        pass
+    check_call(spec, kind, called_as, function, *args, **kwargs)
     try:
         return function(*args, **kwargs)
     except UserError:

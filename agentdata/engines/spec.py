@@ -15,7 +15,7 @@ from typing import Any
 from agentdata.engines.base import Engine
 from agentdata.engines.option_types import check_option_types
 from agentdata.errors import UserError
-from agentdata.registry import PluginError, Registry, call_plugin, is_plugin_path
+from agentdata.registry import PluginError, Registry, call_plugin, check_call, is_plugin_path
 
 ENGINES: Registry[Callable[..., Engine]] = Registry("engine")
 ENGINES.register("smollm2", "agentdata.engines.smollm2:smollm2_engine")
@@ -28,6 +28,7 @@ ENGINES.register("openai", "agentdata.engines.openai_compat:OpenAIEngine")
 ENGINE_KINDS = ENGINES.names()
 # Built-in kinds that take no target: the embedded model is one fixed model.
 TARGETLESS_KINDS = ("smollm2", "smollm2-tir")
+ENGINE_CALL = "factory(target, spec=spec, **engine options)"  # how a plug-in engine is built
 SPEC_HELP = "use smollm2, smollm2-tir, hf:PATH, vllm:PATH, openai:URL[,URL...] or a plug-in module:Factory[:TARGET]"
 
 
@@ -59,8 +60,12 @@ def check_engine_spec(spec: str) -> tuple[str, str]:
 def check_engine(spec: str, options: dict[str, Any]) -> None:
     """A spec and the types of its options checked, the engine's module imported, nothing built: what a
     command checks before it writes anything (collect before its run dir)."""
-    kind, _ = check_engine_spec((spec or "smollm2").strip())
-    check_option_types(ENGINES.get(kind), options, spec)
+    spec = (spec or "smollm2").strip()
+    kind, target = check_engine_spec(spec)
+    factory = ENGINES.get(kind)
+    check_option_types(factory, options, spec)
+    if is_plugin_path(kind):  # a plug-in class whose constructor does not take the call, named now
+        check_call(kind, "engine", ENGINE_CALL, factory, target, spec=spec, **options)
 
 
 def load_engine(spec: str, **options: Any) -> Engine:
@@ -82,8 +87,7 @@ def load_engine(spec: str, **options: Any) -> Engine:
 def _plugin_engine(kind: str, factory: Any, target: str, spec: str, options: dict[str, Any]) -> Engine:
     """A plug-in engine, built as `factory(target, spec=spec, **options)`: a constructor that does not take
     that call, raises, or builds something that cannot generate is the plug-in's fault, named."""
-    called_as = "factory(target, spec=spec, **engine options)"
-    engine = call_plugin(kind, "engine", called_as, factory, target, spec=spec, **options)
+    engine = call_plugin(kind, "engine", ENGINE_CALL, factory, target, spec=spec, **options)
     if not inspect.iscoroutinefunction(getattr(engine, "generate", None)):
         raise PluginError(
             kind, f"built {type(engine).__name__}, not an engine: an Engine has `async def generate(self, request)`"

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentdata.errors import UserError
-from agentdata.registry import Registry, call_plugin
+from agentdata.registry import PluginError, Registry, call_plugin
 from agentdata.steps.base import Step
 
 FILTER_STEPS: Registry[Any] = Registry("filter step")
@@ -29,6 +29,10 @@ def build_step(name: str | Step, settings: Any = None, registry: Registry[Any] =
     """The step `name` gives for `settings` (see the module doc), looked up in `registry`; from Python a
     `Step` instance may stand in a stage's `extra_steps` for its name."""
     entry = name if isinstance(name, Step) else registry.get(name)
+    if isinstance(entry, type) and not issubclass(entry, Step):
+        raise PluginError(
+            str(name), f"is the class {entry.__name__}, not a Step (subclass agentdata.steps.Step) nor a function"
+        )
     if isinstance(entry, type) and issubclass(entry, Step):
         entry = call_plugin(name, "filter step class", "Class()", entry)
     elif not isinstance(entry, Step) and callable(entry):
