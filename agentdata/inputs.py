@@ -4,7 +4,8 @@ Every command that takes problems, benchmarks, solutions or trajectory files rea
 here, so every file form follows the same rules (docs/input-files.md):
 
 - JSONL (one object per line), JSON (a list of objects, or {"data": [...]} / {"rows": [...]}),
-  CSV (a header row), Parquet, or a directory saved with `datasets.save_to_disk`.
+  CSV (a header row), Parquet, a directory saved with `datasets.save_to_disk`, or a dataset folder in the
+  Hub's layout (a README.md card and data/: what `curate` and `filter` write with `--out DIR`).
 - Text is UTF-8; a UTF-8 byte-order mark (as spreadsheet programs write) is accepted and
   dropped. Other encodings are refused, naming the line and byte, rather than guessed:
   a wrong guess would silently change the questions.
@@ -260,6 +261,9 @@ def _parquet_schema_names(path: Path) -> list[str]:
 def _read_dataset_dir(path: Path) -> Iterator[dict[str, Any]]:
     import datasets
 
+    if (path / "README.md").is_file() or (path / "data").is_dir():  # the Hub's layout (a set agentdata wrote)
+        yield from _read_hub_folder(path)
+        return
     try:
         dataset = datasets.load_from_disk(str(path))
     except Exception as error:
@@ -270,6 +274,23 @@ def _read_dataset_dir(path: Path) -> Iterator[dict[str, Any]]:
         split = "test" if "test" in dataset else next(iter(dataset))
         dataset = dataset[split]
     yield from dataset
+
+
+def _read_hub_folder(path: Path) -> Iterator[dict[str, Any]]:
+    """A folder `datasets.load_dataset(DIR)` reads (its card's `configs`, else the files under data/); the
+    one Parquet file of a folder agentdata wrote is read directly (no copy into datasets' cache)."""
+    import datasets
+
+    files = sorted((path / "data").glob("*.parquet"))
+    if len(files) == 1 and not (path / "data" / "train.jsonl").exists():
+        yield from _read_parquet(files[0])
+        return
+    try:
+        dataset = datasets.load_dataset(str(path))
+    except Exception as error:  # datasets raises many types for a folder it cannot read
+        raise InputFileError(path, f"not a dataset folder datasets can load ({_one_line(error)})") from None
+    split = "train" if "train" in dataset else next(iter(dataset))
+    yield from dataset[split]
 
 
 def kind_of(value: Any) -> str:

@@ -34,6 +34,7 @@ FOUNDATION_IMPORTS = {
     "registry": {"errors"},
     "settings": {"errors", "inputs"},  # the settings machinery every stage's dataclasses use
     "events": set(),  # progress events: how library code reports without drawing
+    "versions": set(),  # the versions a run, card or record cites
 }
 
 
@@ -154,6 +155,11 @@ def test_nothing_but_the_cli_imports_the_viewer(part):
 
 def test_the_viewer_sees_the_stages_it_reads():
     assert {"filter", "sft", "agent"} <= set(parts_imported_by("view"))  # the rule above looks at the real part
+
+
+def test_publishing_knows_no_stage_and_runs_nothing():
+    # Cards, provenance, redaction and the Hub push take what a stage hands them: no model, loop or sandbox.
+    assert not violations("publish", {*STAGES, *LEAVES, "agent", "training", "judge", "steps"})
 
 
 def test_training_knows_no_stage():

@@ -28,11 +28,13 @@ from agentdata.agent.loop import UNGRADED, config_tools, solve
 from agentdata.agent.resume import HASH_KEY, ResumePlan, plan_resume, problem_hash, unique_problems
 from agentdata.agent.rundir import RunDir
 from agentdata.agent.tool_use import ToolUse, tool_use_by
+from agentdata.engines.fingerprint import model_fingerprint
 from agentdata.engines.spec import check_engine
 from agentdata.errors import OutputWriteError, UserError
 from agentdata.events import task
 from agentdata.formats.health import HEALTH_REASONS, failed_checks, measure_health, stored_health
 from agentdata.records import Problem, Trajectory, strip_none
+from agentdata.versions import package_versions
 
 # If this many trajectories in a row fail from the start, the engine or sandbox is broken: stop early.
 FAIL_FAST_AFTER = 8
@@ -107,6 +109,22 @@ def collect(
     return asyncio.run(collect_async(problems, out_dir, config, engine, sandbox))
 
 
+MEMO = ".model_fingerprint.json"
+
+
+def run_record(config: CollectConfig, run: RunDir, problems: int) -> dict[str, Any]:
+    """What the manifest records beside the settings: the code and model that made the run (cards cite it)."""
+    # A local model dir's weights digest (engines/fingerprint.py; None for the rest), memoised in a run dir
+    # that exists already (a fresh one is checked by `prepare` before anything is written in it).
+    memo = run.path / MEMO if run.path.is_dir() else None
+    return {
+        "agentdata_version": __version__,
+        "problems": problems,
+        "versions": package_versions(),
+        "model_fingerprint": model_fingerprint(config.teacher, memo=memo),
+    }
+
+
 async def collect_async(
     problems: list[Problem], out_dir: str | Path, config: CollectConfig, engine: Any = None, sandbox: Any = None
 ) -> CollectSummary:
@@ -126,7 +144,7 @@ async def collect_async(
     if shard is None and run.sharded():
         return _read_sharded(run, problems, config)
     problems = shard.select(problems) if shard is not None else problems
-    extra = {"agentdata_version": __version__, "problems": len(problems)}
+    extra = run_record(config, run, len(problems))
     if shard is not None:
         extra["shard"] = str(shard)
     run.prepare(config.settings(), extra)

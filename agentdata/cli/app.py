@@ -13,7 +13,7 @@ import typer
 from agentdata.cli import collect, curate, experiment, inspect, regrade, sandbox, synth, train, validate, view
 from agentdata.cli import eval as eval_cmd
 from agentdata.cli import filter as filter_cmd
-from agentdata.cli.common import forget_output_place, output_place, print_error
+from agentdata.cli.common import forget_output_place, output_place, print_error, record_invocation
 from agentdata.cli.crash import write_crash_log
 from agentdata.errors import UserError, write_refusal
 
@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     # `kill` (SIGTERM) unwinds like Ctrl-C, so finished work is flushed to disk before exiting.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     forget_output_place()
+    record_invocation(sys.argv[1:] if argv is None else argv)
     try:
         code = app(args=argv, prog_name="agentdata", standalone_mode=False)
     except NoArgsIsHelp as error:  # the help was shown already

@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from agentdata.errors import UserError
 from agentdata.outputs import check_output_dir, check_output_file
 
 console = Console()
@@ -42,6 +43,35 @@ def output_dir(path: Path, flag: str, inputs: Inputs = (), writes: Sequence[str]
     check_output_dir(path, flag, inputs, writes)
     _output_place[:] = [path]
     return path
+
+
+def output_set(path: Path, flag: str, suffixes: Sequence[str], what: str, inputs: Inputs = ()) -> Path:
+    """Check where an SFT set or pool goes before any work: a file of `suffixes`, or a dataset folder
+    (publish/layout.py) that is new, empty or one agentdata wrote before (never a folder of other things,
+    which its README.md and data/ would be written into)."""
+    from agentdata.publish.layout import DATA_DIR, is_dataset_folder, is_folder_out
+
+    if not is_folder_out(path):
+        return output_file(path, flag, suffixes, what, inputs)
+    output_dir(path, flag, inputs)
+    if path.is_dir() and any(path.iterdir()) and not (is_dataset_folder(path) and (path / DATA_DIR).is_dir()):
+        raise UserError(
+            f"{flag} {path} is a folder holding other files: a dataset folder gets a README.md and data/ of its "
+            f"own; give a new folder, or a file name such as {path / ('out' + suffixes[0])}"
+        )
+    return path
+
+
+# The arguments this process was started with (`agentdata ARGS`): a set's card records them to rebuild it.
+_invocation: list[list[str]] = []
+
+
+def record_invocation(arguments: Sequence[str]) -> None:
+    _invocation[:] = [list(arguments)]
+
+
+def invocation() -> list[str] | None:
+    return _invocation[0] if _invocation else None
 
 
 def output_place() -> Path | None:

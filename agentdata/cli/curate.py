@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from agentdata.cli.common import console, output_file, print_json
+from agentdata.cli.common import console, invocation, output_file, output_set, print_json
 from agentdata.cli.options import settings_command
 from agentdata.curate.config import CurateConfig
 from agentdata.errors import UserError
@@ -18,7 +18,13 @@ from agentdata.errors import UserError
 def command(
     run_dirs: Annotated[list[Path], typer.Argument(help="Collect run dirs (or trajectory Parquet files).")],
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="SFT set to write (default sft.parquet; sft.jsonl --for openai).")
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="SFT set to write: a file (default sft.parquet; sft.jsonl --for openai), its card NAME.README.md "
+            "beside it, or a dataset folder (no suffix: DIR/README.md + DIR/data/train.parquet).",
+        ),
     ] = None,
     rejects: Annotated[Path | None, typer.Option(help="Write every dropped row with its drop_reason here.")] = None,
     *,
@@ -32,13 +38,13 @@ def command(
     openai = config.target == "openai"  # OpenAI fine-tuning takes JSONL; every other reader Parquet
     out = out or Path("sft.jsonl" if openai else "sft.parquet")
     inputs = [*run_dirs, *config.dedup.decontam_files]
-    output_file(out, "--out", (".jsonl",) if openai else (".parquet",), f"the SFT set for {config.target}", inputs)
+    output_set(out, "--out", (".jsonl",) if openai else (".parquet",), f"the SFT set for {config.target}", inputs)
     if rejects is not None:
         output_file(rejects, "--rejects", (".parquet",), "the rejects", inputs)
         if rejects.resolve() == out.resolve():
             raise UserError(f"--rejects {rejects} is also --out: give the rejects a file of their own")
     if as_json:
-        result = curate(run_dirs, out, config, rejects=rejects)
+        result = curate(run_dirs, out, config, rejects=rejects, command=invocation())
         print_json(result.as_dict())
         if result.empty:
             raise UserError(f"{result.empty} (report: {result.report})")
@@ -51,6 +57,7 @@ def command(
         config,
         rejects=rejects,
         on_step=lambda step, rows: console.print(f"[dim]{escape(step.reason)}: {rows:,} rows left[/]"),
+        command=invocation(),
     )
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
@@ -65,6 +72,6 @@ def command(
     if result.empty:
         raise UserError(f"{result.empty} (report: {result.report})")
     console.print(
-        f"SFT set: [cyan]{result.output}[/] · report: {result.report}"
+        f"SFT set: [cyan]{result.output}[/] · card: {result.card} · report: {result.report}"
         + (f" · rejects: {result.rejects}" if result.rejects else "")
     )

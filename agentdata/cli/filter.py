@@ -15,8 +15,9 @@ from agentdata.cli.common import (
     ModelName,
     QuestionField,
     console,
+    invocation,
     output_dir,
-    output_file,
+    output_set,
     print_json,
     with_model,
 )
@@ -40,7 +41,15 @@ def command(
         Path | None,
         typer.Argument(help="Problems (JSONL, JSON, Parquet, CSV, dataset dir). Default: the built-in compute ladder."),
     ] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="RL pool to write (Parquet).")] = Path("pool.parquet"),
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="RL pool to write: a Parquet file (its card NAME.README.md beside it) or a dataset folder (no "
+            "suffix: DIR/README.md + DIR/data/train.parquet).",
+        ),
+    ] = Path("pool.parquet"),
     model: ModelName = None,
     profile_dir: Annotated[
         Path | None,
@@ -64,7 +73,7 @@ def command(
     inputs = [problems_file, *pool.dedup.decontam_files]
     if profile_dir is not None:
         output_dir(profile_dir, "--profile-dir", inputs)
-    output_file(out, "--out", (".parquet",), "the RL pool", inputs)
+    output_set(out, "--out", (".parquet",), "the RL pool", inputs)
     problems = load_problems(problems_file, question_field, answer_field) if problems_file else default_problems()
     problems = unique_problems(problems, problems_file)  # counted once each; one id with two contents is refused
     profiling = dataclasses.replace(profiling, engine_options=with_model(profiling.engine_options, model))
@@ -77,7 +86,7 @@ def command(
     if profiling.sharding.shard is not None:
         _profile_one_shard(problems, out, pool, profiling, profile_dir, as_json)
         return
-    run = run_filter(problems, out, pool, profiling, profile_dir=profile_dir)
+    run = run_filter(problems, out, pool, profiling, profile_dir=profile_dir, command=invocation())
     result = run.result
     if not as_json:
         for warning in run.warnings:
@@ -86,6 +95,7 @@ def command(
         print_json(
             {
                 "output": str(run.output) if run.output else None,
+                "card": str(run.card) if run.card else None,
                 "empty": run.empty,
                 "profile_dir": str(run.profile_dir),
                 "generated": run.generated,

@@ -18,6 +18,7 @@ from agentdata.evaluation.validation import ValidationConfig
 from agentdata.filter.config import PoolConfig
 from agentdata.formats.health import HealthLimits
 from agentdata.judge.config import ScoringConfig
+from agentdata.publish.config import PublishConfig
 from agentdata.regrade.config import RegradeConfig
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.sandbox.config import SandboxConfig
@@ -45,6 +46,7 @@ DOCUMENTED: list[tuple[type, str]] = [
         "section; docs/scale.md)",
     ),
     (DedupConfig, "`agentdata curate` and `agentdata filter`: near-dedup and decontamination (their `dedup`)"),
+    (PublishConfig, "`agentdata curate` and `agentdata filter`: what the dataset card says (their `publish`)"),
     (PoolConfig, "`agentdata filter`: the RL pool (its `pool` section)"),
     (HealthLimits, "`agentdata curate`: the rollout health checks (its `rollout_health`; docs/curate.md)"),
     (ScoringConfig, "`agentdata curate`: a process reward model and an LLM judge (its `scoring`; docs/curate.md)"),

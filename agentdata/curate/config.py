@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from agentdata.formats.forms import SFT_TARGETS
 from agentdata.formats.health import HealthLimits
 from agentdata.judge.config import ScoringConfig
+from agentdata.publish.config import PublishConfig
 from agentdata.settings import CountBand, check_fields
 from agentdata.steps.config import DedupConfig
 
@@ -77,6 +78,9 @@ class CurateConfig:
             "flag": "--step",
             "split": False,
         },
+    )
+    publish: PublishConfig = field(
+        default_factory=PublishConfig, metadata={"help": "What the dataset card says (docs/provenance.md)."}
     )
     target: str = field(
         default="hf",

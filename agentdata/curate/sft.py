@@ -22,10 +22,14 @@ from agentdata.curate.config import CurateConfig
 from agentdata.curate.health import stored_health_columns, with_health
 from agentdata.curate.messages import trajectory_batches
 from agentdata.curate.output import EmptySFTSetError, write_sft_form  # noqa: F401 (EmptySFTSetError re-exported)
+from agentdata.curate.provenance import kept_counts, source_runs
 from agentdata.curate.steps import curate_steps
 from agentdata.errors import OutputWriteError, UserError
 from agentdata.formats.forms import target_form
 from agentdata.outputs import companion
+from agentdata.publish.card import write_card
+from agentdata.publish.layout import SetLayout, is_folder_out, set_layout
+from agentdata.publish.provenance import as_metadata, provenance_record
 from agentdata.records import SFT_COLUMNS, UNCHANGED, atomic_write, write_json
 from agentdata.steps import REASON_COLUMN, ScoreStep, Step, StepResult, run_steps
 from agentdata.steps.features import trajectory_features
@@ -60,6 +64,7 @@ class CurateResult:
     rejects: Path | None
     report: Path
     per_source: list[dict]
+    card: Path | None = None  # the dataset card (README.md in a folder, NAME.README.md beside a file)
     empty: str | None = None  # why no SFT set was written (the report and rejects still are)
     tool_use: dict = field(default_factory=dict)  # agent.tool_use numbers of the input and the kept rows
     scoring: dict = field(default_factory=dict)  # per scorer (prm, judge): scored, cached, retried, failed
@@ -74,6 +79,7 @@ class CurateResult:
             "empty": self.empty,
             "rejects": str(self.rejects) if self.rejects else None,
             "report": str(self.report),
+            "card": str(self.card) if self.card else None,
             "per_source": self.per_source,
             "tool_use": self.tool_use,
             "scoring": self.scoring,
@@ -122,20 +128,35 @@ def curate(
     config: CurateConfig | None = None,
     rejects: str | os.PathLike | None = None,
     on_step: Callable[[Step, int], None] | None = None,
+    command: list[str] | None = None,
 ) -> CurateResult:
-    """Build an SFT set from run dirs; every dropped row has a reason in the counts (and `rejects`)."""
+    """Build an SFT set from run dirs; every dropped row has a reason in the counts (and `rejects`).
+
+    `out` is a file (NAME.parquet, NAME.jsonl) or a dataset folder (publish/layout.py); the set is written
+    with its card and, in Parquet, its provenance (`command`: the CLI's arguments, recorded to rebuild it)."""
     config = config or CurateConfig()
     out = Path(out)
     check_suffix(out, config.target)
+    layout = set_layout(out, ".jsonl" if target_form(config.target) == "openai" else ".parquet")
     paths = shard_paths(run_dirs)
     warnings = [note for note in map(incomplete_note, run_dirs) if note]
     try:
         input_rows, result, scorers = run_curate_steps(paths, config, on_step)
         scores = [column for scorer in scorers for column in scorer.columns]  # stored on the rows, kept or not
-        output, empty = None, None
+        output, empty, card = None, None, None
         if result.kept.height:
             kept = result.kept.select(ROW_ID, *scores)
-            output = _write_sft_set(paths, kept, out, config.target, config.reasoning == "strip")
+            record = provenance_record(
+                "curate",
+                asdict(config),
+                command,
+                sources=source_runs(run_dirs, result.kept[ROW_ID]),
+                counts=kept_counts(result.kept),
+                dropped={f"dropped_{reason}": count for reason, count in result.counts.items()},
+                input_rows=input_rows,
+            )
+            output = _write_sft_set(paths, kept, layout, config.target, config.reasoning == "strip", record)
+            card = write_card(layout, "sft", result.kept.height, record, config.publish.license)
         else:
             empty = (
                 f"{out}: the SFT set is empty (none of {input_rows} trajectories kept), so nothing was written: "
@@ -158,6 +179,7 @@ def curate(
         rejects_path,
         report_path(out),
         source_counts(every_row, result.kept),
+        card,
         empty,
         tool_use_report(every_row, result.kept),
         {scorer.reason.removesuffix("_low"): scorer.counts.as_dict() for scorer in scorers},
@@ -168,6 +190,8 @@ def curate(
 
 
 def check_suffix(out: Path, target: str) -> None:
+    if is_folder_out(out):  # a dataset folder holds either form
+        return
     jsonl = out.suffix in (".jsonl", ".json")
     if (target_form(target) == "openai") != jsonl:
         wanted = "JSONL (--out NAME.jsonl)" if target == "openai" else "Parquet (--out NAME.parquet)"
@@ -175,16 +199,18 @@ def check_suffix(out: Path, target: str) -> None:
 
 
 def _write_sft_set(
-    paths: Sequence[Path], rows: pl.DataFrame, out: Path, target: str, strip_reasoning: bool = False
+    paths: Sequence[Path], rows: pl.DataFrame, layout: SetLayout, target: str, strip_reasoning: bool, provenance: dict
 ) -> Path:
-    """The kept rows in canonical form to a temporary file, then in the reader's form to `out`."""
+    """The kept rows in canonical form to a temporary file, then in the reader's form to the layout's data
+    file, with the provenance as its metadata."""
+    out = layout.data
     staging = out.with_name(f".{out.name}.canonical.parquet")
     try:
         try:
             _write_rows(paths, rows, staging, SFT_COLUMNS, strip_reasoning)
         except OutputWriteError as error:  # the user knows `out`, not the staging file beside it
-            raise OutputWriteError(out, error.errno, UNCHANGED) from None
-        return write_sft_form(staging, out, target)
+            raise OutputWriteError(layout.out, error.errno, UNCHANGED) from None
+        return write_sft_form(staging, out, target, as_metadata(provenance))
     finally:
         staging.unlink(missing_ok=True)
 

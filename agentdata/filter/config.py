@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agentdata.publish.config import PublishConfig
 from agentdata.settings import Band, check_fields
 from agentdata.steps.config import DedupConfig
 
@@ -48,6 +49,9 @@ class PoolConfig:
             "range": "[0, inf)",
             "parse": "agentdata.filter.mix:parse_domain_mix",
         },
+    )
+    publish: PublishConfig = field(
+        default_factory=PublishConfig, metadata={"help": "What the dataset card says (docs/provenance.md)."}
     )
     format: str = field(
         default="agentdata", metadata={"help": "agentdata or verl output columns.", "choices": POOL_FORMATS}

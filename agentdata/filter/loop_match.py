@@ -68,7 +68,10 @@ def profile_metadata(student: str, k: int, loop: LoopConfig, fingerprint: str | 
 
 def recorded_profile(pool: str | Path) -> dict[str, Any] | None:
     """The profile a pool file records (Parquet metadata, else the `<pool>.report.json` beside it); None if none."""
-    path = Path(pool)
+    from agentdata.publish.layout import data_file
+
+    given = Path(pool)
+    path = data_file(given)  # a dataset folder's data file
     if path.suffix == ".parquet" and path.is_file():
         import pyarrow.parquet as pq
 
@@ -78,7 +81,7 @@ def recorded_profile(pool: str | Path) -> dict[str, Any] | None:
             metadata = {}
         if POOL_METADATA_KEY.encode() in metadata:
             return json.loads(metadata[POOL_METADATA_KEY.encode()])
-    report = companion(path, ".report.json")
+    report = companion(given, ".report.json")
     if report.is_file():
         try:
             recorded = json.loads(report.read_text(encoding="utf-8")).get("profile")

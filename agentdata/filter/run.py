@@ -36,6 +36,9 @@ from agentdata.filter.mix import domain_table
 from agentdata.filter.profile import claim_profile_dir, profile, profile_dir_for, student_fingerprint
 from agentdata.filter.report import pass_rate_histograms
 from agentdata.outputs import companion
+from agentdata.publish.card import write_card
+from agentdata.publish.layout import set_layout
+from agentdata.publish.provenance import as_metadata, provenance_record
 from agentdata.records import Problem, write_json
 
 
@@ -60,6 +63,7 @@ class FilterRun:
     reprofiled: int = 0  # problems a --k-adaptive second round profiled again
     still_straddling: int = 0  # problems whose interval still holds a band edge
     warnings: list[str] = field(default_factory=list)  # one line each, for the user
+    card: Path | None = None  # the dataset card (publish/layout.py), None with the pool
 
 
 @dataclass
@@ -112,14 +116,17 @@ def run_filter(
     profiling: CollectConfig | None = None,
     engine: Any = None,
     profile_dir: str | Path | None = None,
+    command: list[str] | None = None,
 ) -> FilterRun:
     """Profile the student on `problems` (re-using the profile run dir), build the pool, write it and its report.
 
     `profiling` is the student's collect run: `teacher` is the student, `samples` the k rollouts
     per problem (default 4), `limit` keeps the first problems, `loop` the agent-loop settings
-    (default: GRPO's rollout loop; others give a warning in `FilterRun.warnings`).
+    (default: GRPO's rollout loop; others give a warning in `FilterRun.warnings`). `out` is a file or a
+    dataset folder (publish/layout.py), written with its card; `command` (the CLI's arguments) rebuilds it.
     """
     out = Path(out)
+    layout = set_layout(out)
     profiling = profiling or default_profiling()
     if profiling.sharding.shard is not None:
         raise UserError(
@@ -133,13 +140,26 @@ def run_filter(
     profile_dir, fingerprint = profiled.profile_dir, profiled.fingerprint
     result = build_pool(problems_table(problems), rates, config)
     recorded = profile_metadata(student, k, profiling.loop, fingerprint)
-    try:
-        output, empty = write_pool(result, out, config.format, {POOL_METADATA_KEY: json.dumps(recorded)}), None
-    except EmptyPoolError as error:
-        output, empty = None, str(error)
-    rejects = write_rejects(result, companion(out, ".rejects.parquet"))
     per_source = source_table(result)
     per_domain = domain_table(result.profiled, result.pool, config.domain_mix)
+    record = provenance_record(
+        "filter",
+        {"pool": asdict(config), "profiling": profiling.settings()},
+        command,
+        sources=[{"path": str(profile_dir), "teacher": student, "rows": len(problems), "kept": result.pool.height}],
+        counts=_pool_counts(result),
+        dropped={f"dropped_{reason}": count for reason, count in result.counts.items()},
+        band=str(config.band),
+        profile=recorded,
+    )
+    metadata = {POOL_METADATA_KEY: json.dumps(recorded), **as_metadata(record)}
+    card = None
+    try:
+        output, empty = write_pool(result, layout.data, config.format, metadata), None
+        card = write_card(layout, "pool", result.pool.height, record, config.publish.license)
+    except EmptyPoolError as error:
+        output, empty = None, str(error)
+    rejects = write_rejects(result, layout.beside(".rejects.parquet"))
     plot = pass_rate_histograms(
         result.profiled["pass_rate"].to_list(),
         result.pool["pass_rate"].to_list(),
@@ -153,6 +173,7 @@ def run_filter(
         companion(out, ".report.json"),
         {
             "output": str(output) if output else None,
+            "card": str(card) if card else None,
             "empty": empty,
             "rejects": str(rejects),  # every problem left out, with its pass rate and drop_reason
             "problems": len(problems),
@@ -189,7 +210,17 @@ def run_filter(
         len(reprofiled),
         len(unsure_now),
         warnings,
+        card,
     )
+
+
+def _pool_counts(result: PoolResult) -> dict[str, dict[str, int]]:
+    """The pool's problems per source and per domain."""
+    return {
+        key: dict(result.pool.group_by(column).len().sort(column).iter_rows())
+        for key, column in (("by_source", "source"), ("by_domain", "domain"))
+        if column in result.pool.columns
+    }
 
 
 def grpo_mismatch_warnings(profiling: CollectConfig) -> list[str]:
