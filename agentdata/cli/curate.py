@@ -69,6 +69,10 @@ def command(
     )
     for name, counts in result.scoring.items():
         console.print(scoring_line(name, counts))
+    if result.secrets.get("rows"):
+        found = ", ".join(f"{kind}: {count}" for kind, count in result.secrets["found"].items())
+        done = {"redact": "redacted", "drop": "rows dropped as `secret`"}[result.secrets["mode"]]
+        console.print(f"[yellow]secrets:[/] {result.secrets['rows']} kept rows held {found} ({done})")
     if result.empty:
         raise UserError(f"{result.empty} (report: {result.report})")
     console.print(

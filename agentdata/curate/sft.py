@@ -9,6 +9,7 @@ writes only the kept rows (and, if asked, the rejects). Messages are never all i
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from agentdata.curate.health import stored_health_columns, with_health
 from agentdata.curate.messages import trajectory_batches
 from agentdata.curate.output import EmptySFTSetError, write_sft_form  # noqa: F401 (EmptySFTSetError re-exported)
 from agentdata.curate.provenance import kept_counts, source_runs
+from agentdata.curate.redaction import find_secrets, redact_file, secret_counts
 from agentdata.curate.steps import curate_steps
 from agentdata.errors import OutputWriteError, UserError
 from agentdata.formats.forms import target_form
@@ -30,6 +32,7 @@ from agentdata.outputs import companion
 from agentdata.publish.card import write_card
 from agentdata.publish.layout import SetLayout, is_folder_out, set_layout
 from agentdata.publish.provenance import as_metadata, provenance_record
+from agentdata.publish.secrets import SecretScanner
 from agentdata.records import SFT_COLUMNS, UNCHANGED, atomic_write, write_json
 from agentdata.steps import REASON_COLUMN, ScoreStep, Step, StepResult, run_steps
 from agentdata.steps.features import trajectory_features
@@ -69,6 +72,7 @@ class CurateResult:
     tool_use: dict = field(default_factory=dict)  # agent.tool_use numbers of the input and the kept rows
     scoring: dict = field(default_factory=dict)  # per scorer (prm, judge): scored, cached, retried, failed
     warnings: list[str] = field(default_factory=list)  # one line each: a sharded input run not complete
+    secrets: dict = field(default_factory=dict)  # publish.secrets.SecretCounts of the kept rows, and the mode
 
     def as_dict(self) -> dict:
         return {
@@ -84,6 +88,7 @@ class CurateResult:
             "tool_use": self.tool_use,
             "scoring": self.scoring,
             "warnings": self.warnings,
+            "secrets": self.secrets,
         }
 
 
@@ -142,6 +147,7 @@ def curate(
     warnings = [note for note in map(incomplete_note, run_dirs) if note]
     try:
         input_rows, result, scorers = run_curate_steps(paths, config, on_step)
+        result, flagged, secrets = _handle_secrets(paths, result, config.publish.secrets)
         scores = [column for scorer in scorers for column in scorer.columns]  # stored on the rows, kept or not
         output, empty, card = None, None, None
         if result.kept.height:
@@ -154,8 +160,10 @@ def curate(
                 counts=kept_counts(result.kept),
                 dropped={f"dropped_{reason}": count for reason, count in result.counts.items()},
                 input_rows=input_rows,
+                secrets=secrets,
             )
-            output = _write_sft_set(paths, kept, layout, config.target, config.reasoning == "strip", record)
+            redact = sorted(flagged) if config.publish.secrets == "redact" else []
+            output = _write_sft_set(paths, kept, layout, config.target, config.reasoning == "strip", record, redact)
             card = write_card(layout, "sft", result.kept.height, record, config.publish.license)
         else:
             empty = (
@@ -184,6 +192,7 @@ def curate(
         tool_use_report(every_row, result.kept),
         {scorer.reason.removesuffix("_low"): scorer.counts.as_dict() for scorer in scorers},
         warnings,
+        secrets,
     )
     _write_report(curated, config, paths)
     return curated
@@ -199,10 +208,16 @@ def check_suffix(out: Path, target: str) -> None:
 
 
 def _write_sft_set(
-    paths: Sequence[Path], rows: pl.DataFrame, layout: SetLayout, target: str, strip_reasoning: bool, provenance: dict
+    paths: Sequence[Path],
+    rows: pl.DataFrame,
+    layout: SetLayout,
+    target: str,
+    strip_reasoning: bool,
+    provenance: dict,
+    redact: Sequence[int] = (),
 ) -> Path:
-    """The kept rows in canonical form to a temporary file, then in the reader's form to the layout's data
-    file, with the provenance as its metadata."""
+    """The kept rows in canonical form to a temporary file (the `redact` rows' secrets redacted), then in
+    the reader's form to the layout's data file, with the provenance as its metadata."""
     out = layout.data
     staging = out.with_name(f".{out.name}.canonical.parquet")
     try:
@@ -210,9 +225,31 @@ def _write_sft_set(
             _write_rows(paths, rows, staging, SFT_COLUMNS, strip_reasoning)
         except OutputWriteError as error:  # the user knows `out`, not the staging file beside it
             raise OutputWriteError(layout.out, error.errno, UNCHANGED) from None
+        if redact:  # the staging file holds the rows in row-number order
+            wanted = set(redact)
+            positions = {index for index, row in enumerate(rows[ROW_ID].sort()) if row in wanted}
+            redact_file(staging, positions, SecretScanner())
         return write_sft_form(staging, out, target, as_metadata(provenance))
     finally:
         staging.unlink(missing_ok=True)
+
+
+def _handle_secrets(
+    paths: Sequence[Path], result: StepResult, mode: str
+) -> tuple[StepResult, dict[int, Counter], dict]:
+    """Scan the kept rows for secrets; `drop` moves the rows holding one to the rejects (reason `secret`),
+    `redact` returns them to be redacted as they are written, `keep` scans nothing."""
+    if mode == "keep" or not result.kept.height:
+        return result, {}, {"mode": mode}
+    flagged = find_secrets(paths, result.kept[ROW_ID], SecretScanner())
+    counts = {"mode": mode, **secret_counts(flagged).as_dict()}
+    if mode != "drop" or not flagged:
+        return result, flagged, counts
+    holds = pl.col(ROW_ID).is_in(pl.Series(sorted(flagged), dtype=result.kept[ROW_ID].dtype).implode())
+    dropped = result.kept.filter(holds).with_columns(pl.lit("secret").alias(REASON_COLUMN))
+    kept = result.kept.filter(~holds)
+    rejected = pl.concat([result.rejected, dropped], how="diagonal_relaxed")
+    return StepResult(kept, rejected, {**result.counts, "secret": len(flagged)}), {}, counts
 
 
 INPUT_COLUMNS = ("source", "domain", "problem_id", "correct", "num_tool_calls", "num_tool_errors")

@@ -159,7 +159,7 @@ def run_filter(
         card = write_card(layout, "pool", result.pool.height, record, config.publish.license)
     except EmptyPoolError as error:
         output, empty = None, str(error)
-    rejects = write_rejects(result, layout.beside(".rejects.parquet"))
+    rejects = write_rejects(result, companion(out, ".rejects.parquet"))
     plot = pass_rate_histograms(
         result.profiled["pass_rate"].to_list(),
         result.pool["pass_rate"].to_list(),

@@ -1,9 +1,10 @@
-"""What a set that may leave the lab is written with: the license its card names."""
+"""What a set that may leave the lab is written with: the license its card names, what becomes of secrets."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agentdata.publish.secrets import SECRET_MODES
 from agentdata.settings import check_fields
 
 
@@ -14,6 +15,16 @@ class PublishConfig:
         metadata={
             "help": "License the dataset card names (a Hub license id: apache-2.0, mit, cc-by-4.0, other, ...); "
             "unset: unknown."
+        },
+    )
+
+    secrets: str = field(
+        default="redact",
+        metadata={
+            "help": "Secrets (API keys, tokens, private keys, passwords in URLs; detect-secrets' detectors) in the "
+            "rows written: redact (replaced by [REDACTED <kind>]), drop (the row, as `secret`) or keep (no scan). "
+            "Counted in the report and on the card.",
+            "choices": SECRET_MODES,
         },
     )
 
