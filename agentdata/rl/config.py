@@ -15,7 +15,7 @@ from agentdata.engines.defaults import DEFAULT_ENGINE
 from agentdata.engines.prompt_template import PROMPT_TEMPLATE_HELP, check_prompt_template
 from agentdata.evaluation.validation import ValidationConfig
 from agentdata.settings import Band, check_fields
-from agentdata.training.config import OptimiserConfig
+from agentdata.training.config import OptimiserConfig, TrackingConfig
 from agentdata.training.trl_settings import check_trl_overrides
 
 ROLLOUT_TEMPERATURE = 1.0
@@ -68,6 +68,9 @@ class GRPOStageConfig:
             "help": "Rollouts per problem (the GRPO group size); GRPO compares rollouts within a group.",
             "range": "[2, inf)",
         },
+    )
+    tracking: TrackingConfig = field(
+        default_factory=TrackingConfig, metadata={"help": "Experiment trackers (TRL's report_to) and the run name."}
     )
     optimiser: OptimiserConfig = field(
         default_factory=lambda: OptimiserConfig(lora_dropout=0.0),

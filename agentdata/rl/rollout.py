@@ -20,6 +20,7 @@ extra field `answer`, which replaces the dataset's for the reward functions.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from dataclasses import dataclass, field
@@ -135,6 +136,8 @@ class AgentRollout:
         tokens = [trajectory_tokens(t, trainer.processing_class, self.loop_config.protocol) for t in trajectories]
         self._record_time(started, generation_before, trajectories)
         log_rollout_metrics(trainer, trajectories, tokens)
+        if getattr(trainer, "log_completions", False):
+            log_rollout_table(trainer, trajectories)
         return {
             "prompt_ids": [t.prompt_ids for t in tokens],
             "completion_ids": [t.completion_ids for t in tokens],
@@ -219,6 +222,29 @@ def passed_fraction(trajectory: Trajectory) -> float | None:
     """A code rollout's fraction of tests passed (None for problems graded right/wrong only)."""
     tests = trajectory.metadata.get("tests")
     return float(tests["fraction"]) if isinstance(tests, dict) and "fraction" in tests else None
+
+
+def log_rollout_table(trainer: Any, trajectories: list[Trajectory]) -> None:
+    """Our columns of TRL's table of sampled rollouts (`log_completions`: sent to wandb / trackio, written to
+    checkpoints/completions/): the question, the whole conversation, the code each call ran, the verdict.
+    Through `GRPOTrainer._log_completion_extra`, TRL 1.16's hook for extra columns (the version is pinned)."""
+    columns = {
+        "question": [t.question for t in trajectories],
+        "conversation": [json.dumps(t.messages, ensure_ascii=False) for t in trajectories],
+        "tool_calls": [json.dumps(_calls(t), ensure_ascii=False) for t in trajectories],
+        "num_tool_calls": [t.num_tool_calls for t in trajectories],
+        "verdict": [VERDICTS[t.correct] if not rollout_failed(t) else "failed" for t in trajectories],
+    }
+    for column, values in columns.items():
+        trainer._log_completion_extra(column, values)
+
+
+VERDICTS = {True: "correct", False: "wrong", None: "ungraded"}
+
+
+def _calls(trajectory: Trajectory) -> list[dict[str, Any]]:
+    """Every tool call of a trajectory as its function (name and arguments)."""
+    return [call.get("function") for message in trajectory.messages for call in message.get("tool_calls") or []]
 
 
 def log_rollout_metrics(trainer: Any, trajectories: list[Trajectory], tokens: list[RolloutTokens]) -> None:

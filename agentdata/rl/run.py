@@ -113,7 +113,10 @@ def grpo_arguments(config: GRPOStageConfig, out_dir: Path, use_vllm: bool) -> di
         bf16=config.bf16,
         gradient_checkpointing=config.gradient_checkpointing,
         seed=config.seed,
-        report_to="none",
+        **config.tracking.trl_arguments(out_dir, "grpo"),
+        # TRL's table of sampled rollouts per logged step (prompt, completion, rewards, our tool columns),
+        # sent to wandb / trackio and written to checkpoints/completions/: only when a tracker is on.
+        log_completions=bool(config.tracking.report_to),
         disable_tqdm=True,
     )
 

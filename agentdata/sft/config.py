@@ -9,7 +9,7 @@ from agentdata.engines.defaults import DEFAULT_ENGINE, DEFAULT_PROTOCOL
 from agentdata.engines.prompt_template import PROMPT_TEMPLATE_HELP, check_prompt_template
 from agentdata.evaluation.validation import ValidationConfig
 from agentdata.settings import check_fields
-from agentdata.training.config import OptimiserConfig
+from agentdata.training.config import OptimiserConfig, TrackingConfig
 from agentdata.training.trl_settings import check_trl_overrides
 
 PACKING_STRATEGIES = ("bfd", "bfd_split")
@@ -103,6 +103,9 @@ class SFTStageConfig:
                 "conversations mid-turn."
             )
         },
+    )
+    tracking: TrackingConfig = field(
+        default_factory=TrackingConfig, metadata={"help": "Experiment trackers (TRL's report_to) and the run name."}
     )
     optimiser: OptimiserConfig = field(
         default_factory=OptimiserConfig,

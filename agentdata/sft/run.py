@@ -67,7 +67,7 @@ def sft_arguments(config: SFTStageConfig, out_dir: Path) -> dict[str, Any]:
         gradient_checkpointing=config.gradient_checkpointing,
         bf16=config.bf16,
         seed=config.seed,
-        report_to="none",
+        **config.tracking.trl_arguments(out_dir, "sft"),
         disable_tqdm=True,
         dataset_num_proc=None,
     )

@@ -63,3 +63,38 @@ class OptimiserConfig:
         from agentdata.training.model import lora_config
 
         return lora_config(self.lora_r, self.lora_alpha, self.lora_dropout, self.lora_target_modules)
+
+
+TRACKERS = ("wandb", "trackio", "tensorboard", "mlflow", "none")
+
+
+@dataclass
+class TrackingConfig:
+    """Where a training run is reported: TRL's own `report_to` and `run_name` (transformers' integrations)."""
+
+    report_to: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Experiment trackers the run logs to, through TRL: wandb, trackio, tensorboard, mlflow or none "
+            "(repeatable or comma separated; each needs its package, e.g. pip install 'agentdata[trackers]'). "
+            "GRPO adds a table of sampled rollouts per step (wandb, trackio) and writes it under "
+            "checkpoints/completions/.",
+            "choices": TRACKERS,
+        },
+    )
+    run_name: str | None = field(
+        default=None, metadata={"help": "The run's name in the trackers; unset: the --out folder's name and stage."}
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        self.report_to = [name for name in self.report_to if name != "none"]
+
+    def trl_arguments(self, out_dir: Any, stage: str) -> dict[str, Any]:
+        """`report_to` and `run_name` as TRL's config takes them (an unset name: the run's folder and the stage,
+        `runs/train/sft` -> `train-sft`); a tracker's local files go under `out_dir`."""
+        from pathlib import Path
+
+        folder = Path(out_dir)
+        name = folder.parent.name if folder.name in ("sft", "rl") and folder.parent.name else folder.name
+        return {"report_to": list(self.report_to) or "none", "run_name": self.run_name or f"{name}-{stage}"}
