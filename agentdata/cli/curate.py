@@ -77,5 +77,6 @@ def command(
         raise UserError(f"{result.empty} (report: {result.report})")
     console.print(
         f"SFT set: [cyan]{result.output}[/] · card: {result.card} · report: {result.report}"
+        + (f" · pushed to {result.pushed['url']}" if result.pushed else "")
         + (f" · rejects: {result.rejects}" if result.rejects else "")
     )

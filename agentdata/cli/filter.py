@@ -96,6 +96,7 @@ def command(
             {
                 "output": str(run.output) if run.output else None,
                 "card": str(run.card) if run.card else None,
+                "pushed": run.pushed,
                 "empty": run.empty,
                 "profile_dir": str(run.profile_dir),
                 "generated": run.generated,
@@ -128,7 +129,10 @@ def command(
     if run.empty:
         raise UserError(f"{run.empty} (report: {run.report})")
     if not as_json:
-        console.print(f"RL pool: [cyan]{run.output}[/] ({pool.format}) · report: {run.report} · plot: {run.plot}")
+        console.print(
+            f"RL pool: [cyan]{run.output}[/] ({pool.format}) · card: {run.card} · report: {run.report} · "
+            f"plot: {run.plot}" + (f" · pushed to {run.pushed['url']}" if run.pushed else "")
+        )
 
 
 def _profile_one_shard(problems, out, pool, profiling, profile_dir, as_json: bool) -> None:

@@ -30,6 +30,7 @@ from agentdata.errors import OutputWriteError, UserError
 from agentdata.formats.forms import target_form
 from agentdata.outputs import companion
 from agentdata.publish.card import write_card
+from agentdata.publish.hub import check_hub, push_set
 from agentdata.publish.layout import SetLayout, is_folder_out, set_layout
 from agentdata.publish.provenance import as_metadata, provenance_record
 from agentdata.publish.secrets import SecretScanner
@@ -73,6 +74,7 @@ class CurateResult:
     scoring: dict = field(default_factory=dict)  # per scorer (prm, judge): scored, cached, retried, failed
     warnings: list[str] = field(default_factory=list)  # one line each: a sharded input run not complete
     secrets: dict = field(default_factory=dict)  # publish.secrets.SecretCounts of the kept rows, and the mode
+    pushed: dict | None = None  # publish.hub.Pushed of --push-to-hub
 
     def as_dict(self) -> dict:
         return {
@@ -89,6 +91,7 @@ class CurateResult:
             "scoring": self.scoring,
             "warnings": self.warnings,
             "secrets": self.secrets,
+            "pushed": self.pushed,
         }
 
 
@@ -145,6 +148,8 @@ def curate(
     layout = set_layout(out, ".jsonl" if target_form(config.target) == "openai" else ".parquet")
     paths = shard_paths(run_dirs)
     warnings = [note for note in map(incomplete_note, run_dirs) if note]
+    if config.publish.push_to_hub:  # before any work: a push that cannot happen is known now
+        check_hub(config.publish.push_to_hub)
     try:
         input_rows, result, scorers = run_curate_steps(paths, config, on_step)
         result, flagged, secrets = _handle_secrets(paths, result, config.publish.secrets)
@@ -194,6 +199,8 @@ def curate(
         warnings,
         secrets,
     )
+    if output is not None and config.publish.push_to_hub:
+        curated.pushed = push_set(layout, config.publish.push_to_hub, not config.publish.public).as_dict()
     _write_report(curated, config, paths)
     return curated
 

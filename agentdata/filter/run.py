@@ -37,6 +37,7 @@ from agentdata.filter.profile import claim_profile_dir, profile, profile_dir_for
 from agentdata.filter.report import pass_rate_histograms
 from agentdata.outputs import companion
 from agentdata.publish.card import write_card
+from agentdata.publish.hub import check_hub, push_set
 from agentdata.publish.layout import set_layout
 from agentdata.publish.provenance import as_metadata, provenance_record
 from agentdata.records import Problem, write_json
@@ -64,6 +65,7 @@ class FilterRun:
     still_straddling: int = 0  # problems whose interval still holds a band edge
     warnings: list[str] = field(default_factory=list)  # one line each, for the user
     card: Path | None = None  # the dataset card (publish/layout.py), None with the pool
+    pushed: dict | None = None  # publish.hub.Pushed of --push-to-hub
 
 
 @dataclass
@@ -127,6 +129,8 @@ def run_filter(
     """
     out = Path(out)
     layout = set_layout(out)
+    if config.publish.push_to_hub:  # before any work: a push that cannot happen is known now
+        check_hub(config.publish.push_to_hub)
     profiling = profiling or default_profiling()
     if profiling.sharding.shard is not None:
         raise UserError(
@@ -167,6 +171,9 @@ def run_filter(
         companion(out, ".pass_rate.png"),
         by_domain=_rates_by_domain(result),
     )
+    pushed = None
+    if output is not None and config.publish.push_to_hub:
+        pushed = push_set(layout, config.publish.push_to_hub, not config.publish.public).as_dict()
     unsure_now = straddling(rates, config.band)
     warnings = grpo_mismatch_warnings(profiling)
     report = write_json(
@@ -174,6 +181,7 @@ def run_filter(
         {
             "output": str(output) if output else None,
             "card": str(card) if card else None,
+            "pushed": pushed,
             "empty": empty,
             "rejects": str(rejects),  # every problem left out, with its pass rate and drop_reason
             "problems": len(problems),
@@ -211,6 +219,7 @@ def run_filter(
         len(unsure_now),
         warnings,
         card,
+        pushed,
     )
 
 

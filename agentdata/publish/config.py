@@ -1,4 +1,4 @@
-"""What a set that may leave the lab is written with: the license its card names, what becomes of secrets."""
+"""What a set that may leave the lab is written with: its license, what becomes of secrets, where it is pushed."""
 
 from __future__ import annotations
 
@@ -27,6 +27,15 @@ class PublishConfig:
             "choices": SECRET_MODES,
         },
     )
+
+    push_to_hub: str | None = field(
+        default=None,
+        metadata={
+            "help": "Upload the set and its card to this Hugging Face dataset repo (OWNER/NAME; private unless "
+            "--public) once written; checked (id, network, token) before any work."
+        },
+    )
+    public: bool = field(default=False, metadata={"help": "Make a new --push-to-hub repo public."})
 
     def __post_init__(self) -> None:
         check_fields(self)
