@@ -122,7 +122,7 @@ async def _run_turns(
         if budget <= 0:
             state.finish_reason = "max_tokens"
             break
-        generation = await _generate(state, protocol, engine, config, budget, seed)
+        generation = await _generate(state, protocol, engine, config, budget, seed, session_id)
         if generation.finish_reason in ("error", "context"):  # "context": the conversation no longer fits the model
             state.finish_reason, state.error = generation.finish_reason, generation.error or "generation failed"
             break
@@ -200,7 +200,13 @@ def _reasoning_tokens(engine: Engine, generation: Generation, reasoning: str | N
 
 
 async def _generate(
-    state: _State, protocol: Protocol, engine: Engine, config: LoopConfig, budget: int, seed: int | None
+    state: _State,
+    protocol: Protocol,
+    engine: Engine,
+    config: LoopConfig,
+    budget: int,
+    seed: int | None,
+    session: str | None = None,
 ) -> Generation:
     plain = protocol.to_plain_messages(state.messages)
     continue_final = plain[-1]["role"] == "assistant"
@@ -217,6 +223,7 @@ async def _generate(
         top_p=config.top_p,
         stop=_stop_strings(protocol, engine),
         seed=None if seed is None else seed + state.turns,
+        session=session,
     )
     started = time.perf_counter()
     generation = await engine.generate(request)

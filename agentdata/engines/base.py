@@ -29,6 +29,9 @@ class GenerationRequest:
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    # The conversation (trajectory) this request is a turn of: a fleet keeps its turns on one replica,
+    # whose prefix cache then holds the conversation so far (engines/fleet.py). None: no conversation.
+    session: str | None = None
 
 
 @dataclass

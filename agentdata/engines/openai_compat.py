@@ -1,9 +1,11 @@
 """Any OpenAI-compatible chat-completions server (vLLM, SGLang, TGI, llama.cpp, hosted APIs).
 
-Several base URLs spread the load (least busy first, ties in turn). Each request holds a
-slot of a concurrency limit, has a timeout, and is retried with exponential backoff and
-jitter on 429, 5xx, timeouts and connection errors; when retries run out it comes back
-as `finish_reason="error"` instead of raising.
+Several base URLs are a fleet (engines/fleet.py): a new trajectory goes to the replica with the fewest
+requests in flight, its later turns to the same replica (its prefix cache), a failing replica is left
+out for a while and its trajectories fail over, and `max_rps` caps each replica's requests per second.
+Each request holds a slot of a concurrency limit, has a timeout, and is retried with exponential backoff
+and jitter on 429, 5xx, timeouts and connection errors (on another replica when one is healthy, at once);
+when retries run out it comes back as `finish_reason="error"` instead of raising.
 
 A server that refuses a field (HTTP 400/422 naming `continue_final_message`, `max_tokens`,
 `stop`, ...) gets the request again at once without it, and every later request is
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import itertools
 import json
 import logging
 import os
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from agentdata.engines.base import Engine, Generation, GenerationRequest, context_generation, error_generation
+from agentdata.engines.fleet import Fleet, Replica
 from agentdata.engines.openai_wire import TOKEN_FIELDS, WireSettings, parse_completion, refused_fields, request_body
 from agentdata.engines.overflow import context_overflow
 from agentdata.errors import UserError
@@ -59,15 +61,10 @@ class RefusedRequest(RuntimeError):
 class RetryableError(Exception):
     """A failure worth trying again (rate limit, server error, timeout, lost connection)."""
 
-    def __init__(self, message: str, retry_after: float | None = None):
+    def __init__(self, message: str, retry_after: float | None = None, server_down: bool = True):
         super().__init__(message)
         self.retry_after = retry_after  # seconds the server asked us to wait, if it said
-
-
-@dataclass
-class _Server:
-    url: str
-    in_flight: int = 0
+        self.server_down = server_down  # unreachable, timed out or a 5xx (not: a 429 saying it is busy)
 
 
 @dataclass
@@ -92,7 +89,7 @@ class _LoopState:
 
 
 class OpenAIEngine(Engine):
-    """Sends each request to the least busy of the given servers' chat-completions endpoints."""
+    """Sends each request to one replica of the fleet of chat-completions endpoints (engines/fleet.py)."""
 
     def __init__(
         self,
@@ -110,6 +107,8 @@ class OpenAIEngine(Engine):
         continue_final_message: bool | None = None,
         max_tokens_field: str = "max_tokens",
         drop_fields: list[str] | tuple[str, ...] | str = (),  # a str: "stop,top_p" or a JSON list, from a flag
+        max_rps: float | None = None,
+        cooldown_s: float = 5.0,
         spec: str | None = None,
     ):
         """`continue_final_message`: None sends vLLM's continuation fields until a server refuses
@@ -118,7 +117,8 @@ class OpenAIEngine(Engine):
         `drop_fields`: request fields never to send (e.g. ["stop", "temperature"]).
         A refusal naming any of these is learned from at run time as well.
         `timeout_s` bounds one attempt; `connect_timeout_s` the connection, and the check at start that
-        the server answers at all (`ready`)."""
+        the servers answer at all (`ready`). `max_rps`: requests per second each server gets at most;
+        `cooldown_s`: how long a failing server is left out first (doubled while it keeps failing)."""
         url_list = [u for u in (urls.split(",") if isinstance(urls, str) else urls) if u.strip()]
         if not url_list:
             raise UserError("openai engine: give at least one server URL, e.g. openai:http://127.0.0.1:8000/v1")
@@ -126,7 +126,11 @@ class OpenAIEngine(Engine):
             raise UserError(f"openai engine: concurrency must be at least 1, got {concurrency}")
         self.spec = spec or "openai:" + ",".join(url_list)
         self.tokenizer = None
-        self.servers = [_Server(chat_completions_url(url)) for url in url_list]
+        for name, value in (("max_rps", max_rps), ("cooldown_s", cooldown_s)):
+            if value is not None and not 0 < value < float("inf"):
+                raise UserError(f"openai engine: {name} must be a positive number, got {value!r}")
+        self.fleet = Fleet([chat_completions_url(url) for url in url_list], cooldown_s, max_rps)
+        self.servers = self.fleet.replicas
         self.model = model
         self.api_key = os.environ.get(api_key_env) if api_key_env else None
         self.concurrency = concurrency
@@ -153,7 +157,6 @@ class OpenAIEngine(Engine):
         self.attempts = 0  # HTTP attempts made, retries included
         self._posted: dict[int, tuple[str, float]] = {}  # attempt in flight -> (url, when it was sent)
         self._last_failure: tuple[str, int, float] | None = None  # (error, attempt it ended, when)
-        self._turn = itertools.count()
         self._state: _LoopState | None = None
         self._model_lookup: asyncio.Lock | None = None
 
@@ -169,23 +172,34 @@ class OpenAIEngine(Engine):
                 return error_generation(f"{type(exc).__name__}: {exc}")
 
     async def ready(self) -> None:
-        """The first server answers at all: GET /v1/models within `connect_timeout_s` (any HTTP status
-        counts: it is alive); else a UserError before any work, instead of requests that wait for ever."""
+        """Every server is asked GET /v1/models within `connect_timeout_s` (any HTTP status counts: it is
+        alive). One that does not answer is left out (a warning; it is tried again after its cooldown); none
+        answering is a UserError before any work, instead of requests that wait for ever."""
+        failures = await asyncio.gather(*(self._check(replica) for replica in self.servers))
+        down = [(replica, failure) for replica, failure in zip(self.servers, failures) if failure]
+        if len(down) == len(self.servers):
+            raise UserError(down[0][1])
+        for replica, failure in down:
+            self.fleet.failed(replica)
+            logger.warning("openai engine: %s; left out until it answers", failure)
+
+    async def _check(self, replica: Replica) -> str | None:
+        """None when `replica` answers, else the line saying what happened."""
         state = self._loop_state()
-        url = self.servers[0].url.removesuffix("/chat/completions") + "/models"
+        url = replica.url.removesuffix("/chat/completions") + "/models"
         timeout = aiohttp.ClientTimeout(total=self.connect_timeout_s)
         try:
             async with state.session.get(url, headers=self._headers(), timeout=timeout) as response:
                 await response.read()
         except asyncio.TimeoutError:
-            raise UserError(
+            return (
                 f"{self.spec}: the server accepted a connection but did not answer GET {url} within "
                 f"{self.connect_timeout_s:g} s (is it still loading? engine option connect_timeout_s=N waits longer)"
-            ) from None
+            )
         except aiohttp.ClientError as error:
-            raise UserError(
-                f"{self.spec}: cannot be reached ({type(error).__name__}: {error}); is it running?"
-            ) from None
+            where = f" ({replica.url})" if len(self.servers) > 1 else ""
+            return f"{self.spec}{where}: cannot be reached ({type(error).__name__}: {error}); is it running?"
+        return None
 
     def waiting_on(self) -> str | None:
         now = asyncio.get_running_loop().time() if self._state is not None else 0.0
@@ -212,21 +226,28 @@ class OpenAIEngine(Engine):
         self, session: aiohttp.ClientSession, request: GenerationRequest, model: str
     ) -> Generation:
         last_error = RetryableError("no attempt made")
-        attempt = 0
+        attempt, failed_over = 0, False
         while attempt <= self.max_retries:
-            if attempt:
+            if attempt and not failed_over:
                 await asyncio.sleep(self._backoff(attempt, last_error.retry_after))
-            server = self._pick_server()
+            server = self.fleet.pick(request.session)
+            await self.fleet.paced(server)
             server.in_flight += 1
+            server.sent += 1
             body = request_body(request, model, self.wire, self.extra_body)
             try:
                 payload = await self._post(session, server.url, body)
+                self.fleet.succeeded(server)
                 return parse_completion(payload, request, stop_sent="stop" in body)
             except RetryableError as exc:
                 last_error = exc
                 attempt += 1
                 self._last_failure = (str(exc)[:200], attempt, asyncio.get_running_loop().time())
+                failed_over = exc.server_down and self.fleet.any_other_healthy(server)
+                if exc.server_down:  # out for a while; its trajectories move to a healthy replica at once
+                    self.fleet.failed(server)
             except RefusedRequest as exc:
+                failed_over = False
                 overflow = context_overflow(exc.text)
                 if overflow is not None:  # before learning: vLLM's wording quotes 'max_tokens'
                     if not 0 < overflow.room() < request.max_new_tokens:
@@ -264,7 +285,8 @@ class OpenAIEngine(Engine):
         finally:
             self._posted.pop(number, None)
         if status in RETRYABLE_STATUS:
-            raise RetryableError(f"{url}: HTTP {status}: {text[:300]}", retry_after=retry_after)
+            down = status >= 500 and retry_after is None
+            raise RetryableError(f"{url}: HTTP {status}: {text[:300]}", retry_after=retry_after, server_down=down)
         if status >= 400:
             raise RefusedRequest(f"{url}: HTTP {status}: {text[:500]}", status, text)
         return json.loads(text)
@@ -282,13 +304,6 @@ class OpenAIEngine(Engine):
     def _headers(self) -> dict:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
-    def _pick_server(self) -> _Server:
-        """The least busy server; among equals, take turns."""
-        turn = next(self._turn)
-        count = len(self.servers)
-        rotated = [self.servers[(turn + offset) % count] for offset in range(count)]
-        return min(rotated, key=lambda server: server.in_flight)
-
     # ------------------------------------------------------------------ setup
 
     def _loop_state(self) -> _LoopState:
@@ -304,7 +319,7 @@ class OpenAIEngine(Engine):
             return self.model
         async with self._model_lookup:
             if not self.model:
-                models_url = self.servers[0].url.removesuffix("/chat/completions") + "/models"
+                models_url = self.fleet.pick().url.removesuffix("/chat/completions") + "/models"  # a healthy one
                 async with session.get(models_url, headers=self._headers()) as response:
                     response.raise_for_status()
                     listed = (await response.json(content_type=None)).get("data") or []
