@@ -59,6 +59,16 @@ ROWS = [
     {"question": "what is  6 TIMES 7?", "answer": "42"},  # duplicate of row 1
     {"question": LONG.replace("wide valley", "broad valley"), "answer": "153"},  # near_duplicate of row 2
     {"question": BENCHMARK, "answer": "48"},  # contaminated
+    {
+        "question": "Write double(n), with the help of a library.",
+        "answer": json.dumps(
+            {
+                "tests": [{"input": "assert double(3) == 6", "output": "", "testtype": "check"}],
+                "libs": ["agentdata_no_such_library"],
+            }
+        ),
+        "domain": "code",
+    },  # ungradable: the sandbox lacks the library
 ]
 EXPECTED = {
     5: ["unreadable"],
@@ -70,6 +80,7 @@ EXPECTED = {
     11: ["duplicate"],
     12: ["near_duplicate"],
     13: ["contaminated"],
+    14: ["ungradable"],
 }
 
 
@@ -97,7 +108,8 @@ def test_every_kind_of_broken_problem_is_found_and_the_rest_is_clean(seeded, tmp
         (p.id, p.question, p.answer, p.domain) for p in load_problems(sound)
     ]
     report = json.loads((tmp_path / "clean.report.json").read_text())
-    assert report["findings"] == result.findings and report["broken"] == 9
+    assert report["findings"] == result.findings and report["broken"] == 10
+    assert "missing libraries: agentdata_no_such_library" in details[14]
 
 
 def test_a_file_wide_mistake_is_still_one_error(tmp_path):
@@ -135,6 +147,8 @@ BROKEN_REFERENCES = {
     "mbppplus.jsonl": ("prompt", {"code": WRONG_PROGRAM}),
     # the right program first, in C++'s slot: only the Python 3 one (wrong) may be run
     "codecontests.parquet": ("description", {"solutions": None}),
+    # EvalPlus's tests expect what its canonical solution returns: one that crashes judges no program
+    "humanevalplus_release.jsonl": ("prompt", {"canonical_solution": "    raise RuntimeError('broken')\n"}),
 }
 
 

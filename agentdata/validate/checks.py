@@ -7,7 +7,8 @@
 - `choice_not_listed`: a letter gold the question's lettered choices do not hold (or past the
   number of choices the problem says it has);
 - `empty_program_passes`: a program that does nothing passes every code test;
-- `reference_fails`: the problem's own reference solution fails its tests.
+- `reference_fails`: the problem's own reference solution fails its tests;
+- `ungradable`: the sandbox cannot run the tests (a library they import is missing there).
 
 Grading is verify's (`is_correct`, `grade_code`), so the checks judge exactly what training and
 evaluation will reward.
@@ -23,7 +24,7 @@ from typing import Any
 from agentdata.code_tests import code_tests_of
 from agentdata.records import Problem
 from agentdata.verify.answers import DEFAULT_TIMEOUT_S, gold_answer, is_correct
-from agentdata.verify.code import grade_code
+from agentdata.verify.code import CodeGrade, grade_code
 from agentdata.verify.quick import choice_letter, normalise, parse_number
 from agentdata.verify.workers import shared_pool
 
@@ -92,12 +93,17 @@ def code_findings(problem: Problem, reference: str | None, sandbox: Any) -> list
         return [Finding("gold_unparseable", "its code tests cannot be read" if tests is None else "it has no tests")]
     findings = []
     for description, program in EMPTY_PROGRAMS:
-        if grade_code(tests, _fenced(program), sandbox).correct:
+        graded = grade_code(tests, _fenced(program), sandbox)
+        if graded.unavailable:  # the tests judge no program here: nothing more to learn from running them
+            return [no_verdict(graded)]
+        if graded.correct:
             findings.append(Finding("empty_program_passes", f"{description} passes all {len(tests.tests)} tests"))
             break
     if reference:
         graded = grade_code(tests, _fenced(reference), sandbox)
-        if not graded.correct:
+        if graded.unavailable:
+            findings.append(no_verdict(graded))
+        elif not graded.correct:
             why = f" ({graded.reason})" if graded.reason else ""
             findings.append(
                 Finding(
@@ -105,6 +111,15 @@ def code_findings(problem: Problem, reference: str | None, sandbox: Any) -> list
                 )
             )
     return findings
+
+
+def no_verdict(graded: CodeGrade) -> Finding:
+    """Why the tests could judge no program: the sandbox lacks a library they import (`ungradable`: every
+    rollout of it would be counted apart, never graded), or the benchmark's own reference, whose answers the
+    tests compare with, failed (EvalPlus: `reference_fails`)."""
+    if any(result.status == "missing_library" for result in graded.results):
+        return Finding("ungradable", f"the sandbox cannot grade it ({graded.unavailable})")
+    return Finding("reference_fails", graded.unavailable)
 
 
 def reference_solution(problem: Problem, row: dict[str, Any]) -> str | None:

@@ -37,6 +37,7 @@ CHECKS = {
     "choice_not_listed": "a letter gold that is not among the question's choices",
     "empty_program_passes": "a program that does nothing passes every code test",
     "reference_fails": "the problem's reference solution fails its own tests",
+    "ungradable": "the sandbox cannot run the code tests (a library they import is missing there)",
     "duplicate": "the same question (case and spacing aside) as an earlier row",
     "near_duplicate": "a near-copy of an earlier question (MinHash Jaccard at or above the threshold)",
     "contaminated": "the question shares a word n-gram with a benchmark question (--decontam)",
