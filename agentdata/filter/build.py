@@ -69,8 +69,11 @@ def pass_rates(run_dirs: Sequence[str | os.PathLike], k: int | None = None) -> p
     return with_intervals(grouped.collect())
 
 
-def build_pool(problems: pl.DataFrame, rates: pl.DataFrame, config: PoolConfig | None = None) -> PoolResult:
-    """Band, decontaminate, dedup, then select `size` problems spread over clusters and sources."""
+def build_pool(
+    problems: pl.DataFrame, rates: pl.DataFrame, config: PoolConfig | None = None, steps: list[Step] | None = None
+) -> PoolResult:
+    """Band, decontaminate, dedup, then select `size` problems spread over clusters and sources; `steps`: the
+    filter steps of `config` when they were built already (steps.pool_steps)."""
     config = config or PoolConfig()
     if "n_errors" not in rates.columns:  # a table of rates from elsewhere: no failed rollouts known
         rates = rates.with_columns(pl.lit(0, dtype=pl.Int64).alias("n_errors"))
@@ -79,7 +82,7 @@ def build_pool(problems: pl.DataFrame, rates: pl.DataFrame, config: PoolConfig |
     profiled = problems.join(rates, on="problem_id", how="left").with_columns(
         normalised(pl.col("question")).hash(seed=0).alias("question_hash")
     )
-    result = run_steps(profiled, pool_steps(config))
+    result = run_steps(profiled, pool_steps(config) if steps is None else steps)
     pool, embedding, selection = _select(result.kept, config)
     counts = dict(result.counts)
     if selection.rejected.height:

@@ -35,6 +35,7 @@ from agentdata.filter.loop_match import (
 from agentdata.filter.mix import domain_table
 from agentdata.filter.profile import claim_profile_dir, profile, profile_dir_for, student_fingerprint
 from agentdata.filter.report import pass_rate_histograms
+from agentdata.filter.steps import pool_steps
 from agentdata.outputs import companion
 from agentdata.publish.card import write_card
 from agentdata.publish.hub import check_hub, push_set
@@ -131,6 +132,9 @@ def run_filter(
     layout = set_layout(out)
     if config.publish.push_to_hub:  # before any work: a push that cannot happen is known now
         check_hub(config.publish.push_to_hub)
+    # Before any work too: a step that does not exist, or one this command cannot run (judge_low and prm_low read
+    # curate's scoring settings), is known now, not after the student's rollouts.
+    steps = pool_steps(config)
     profiling = profiling or default_profiling()
     if profiling.sharding.shard is not None:
         raise UserError(
@@ -142,7 +146,7 @@ def run_filter(
     profiled = profile_student(problems, out, config, profiling, engine, profile_dir)
     rates, generated, reprofiled = profiled.rates, profiled.generated, profiled.reprofiled
     profile_dir, fingerprint = profiled.profile_dir, profiled.fingerprint
-    result = build_pool(problems_table(problems), rates, config)
+    result = build_pool(problems_table(problems), rates, config, steps)
     recorded = profile_metadata(student, k, profiling.loop, fingerprint)
     per_source = source_table(result)
     per_domain = domain_table(result.profiled, result.pool, config.domain_mix)
