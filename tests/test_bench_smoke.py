@@ -26,6 +26,7 @@ SMOKE_RUNS = {
     "bench_humaneval.py": ["--smoke", "--out", f"{OUT}/RESULTS_humaneval.md"],
     "bench_prefix.py": ["--smoke"],
     "bench_sandbox.py": ["--smoke"],
+    "bench_secrets.py": ["--smoke"],
     "bench_train.py": ["--smoke"],
     "bench_validation.py": ["--smoke", "--out", OUT],
     "bench_quickstart.py": ["--smoke", "--out", OUT],

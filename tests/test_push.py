@@ -111,3 +111,24 @@ def test_an_unreachable_hub_and_a_missing_token_are_one_line_each(online, monkey
     monkeypatch.setattr(huggingface_hub.hf_api, "get_token", lambda: None)
     with pytest.raises(UserError, match="no Hugging Face token"):
         check_hub("me/sft-set")
+
+
+def test_the_session_traces_are_pushed_and_offline_nothing_is_written(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    made_run(Path("run"))
+    assert run_cli(["view", "run", "--sts", "traces", "--push-to-hub", "me/traces"]) == 2  # offline: refused first
+    assert "HF_HUB_OFFLINE is set" in capsys.readouterr().err and not Path("traces").exists()
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 34)
+    pushed = []
+    monkeypatch.setattr(HfApi, "whoami", lambda self, *a, **k: {"name": "me"})
+    monkeypatch.setattr(HfApi, "create_repo", lambda self, repo_id, **options: pushed.append(options))
+    monkeypatch.setattr(
+        HfApi,
+        "create_commit",
+        lambda self, repo_id, operations, **options: pushed.append(sorted(op.path_in_repo for op in operations)),
+    )
+    assert run_cli(["view", "run", "--sts", "traces", "--push-to-hub", "me/traces"]) == 0
+    assert pushed[0]["private"] is True and pushed[0]["repo_type"] == "dataset"
+    assert pushed[1] == sorted(p.relative_to("traces").as_posix() for p in Path("traces").rglob("*.jsonl"))
+    assert len(pushed[1]) == 8

@@ -145,3 +145,16 @@ def test_the_candidate_pass_never_misses_what_the_library_finds():
 
 def test_lookarounds_are_removed_and_nothing_else():
     assert without_lookarounds(r"(?:(?<=\W)|(?<=^))key(?!\w)[a-z(]{2}\(x\)") == r"(?:|)key[a-z(]{2}\(x\)"
+
+
+def test_the_session_trace_export_is_redacted_or_leaves_the_session_out(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    leaky_run(Path("run"))
+    assert run_cli(["view", "run", "--sts", "traces", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)["sts"]
+    assert summary["sessions"] == 8 and summary["secrets"]["rows"] == 5
+    text = "".join(path.read_text() for path in Path("traces").rglob("*.jsonl"))
+    assert all(secret not in text for secret in PLANTED) and "[REDACTED AWS Access Key]" in text
+    assert run_cli(["view", "run", "--sts", "dropped", "--secrets", "drop", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sts"]["sessions"] == 3
+    assert len(list(Path("dropped").rglob("*.jsonl"))) == 3

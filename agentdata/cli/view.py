@@ -41,15 +41,37 @@ def command(
         list[str] | None,
         typer.Option("--where", help="With --export/--sts: keep rows like the page's filters, e.g. correct=false."),
     ] = None,
+    secrets: Annotated[
+        str,
+        typer.Option(
+            "--secrets",
+            help="With --sts: secrets in a session (detect-secrets' detectors) are redacted, or the session dropped "
+            "(drop), or left (keep). See docs/provenance.md.",
+        ),
+    ] = "redact",
+    push_to_hub: Annotated[
+        str | None,
+        typer.Option("--push-to-hub", help="With --sts: upload the traces to this Hub dataset repo (OWNER/NAME)."),
+    ] = None,
+    public: Annotated[bool, typer.Option("--public", help="Make a new --push-to-hub repo public.")] = False,
     *,
     config: ViewConfig,
     as_json: bool = False,
 ) -> None:
     """Look at trajectories, problems, drop reasons, pools and training curves in the browser."""
+    from agentdata.publish.secrets import SECRET_MODES
     from agentdata.view.api import ViewerData
     from agentdata.view.catalog import open_artifacts
     from agentdata.view.mask import Tokenizers
 
+    if secrets not in SECRET_MODES:
+        raise UserError(f"--secrets {secrets}: choose one of {', '.join(SECRET_MODES)}")
+    if push_to_hub is not None:
+        from agentdata.publish.hub import check_hub
+
+        if sts is None:
+            raise UserError("--push-to-hub uploads the --sts traces: give --sts DIR too")
+        check_hub(push_to_hub)  # before any work
     paths = paths or default_paths(Path.cwd())
     for path in paths:
         if not path.exists():
@@ -87,7 +109,12 @@ def command(
     if sts is not None:
         from agentdata.view.sts import write_sts
 
-        results["sts"] = write_sts(data, sts, config.limit, filters).as_dict()
+        results["sts"] = write_sts(data, sts, config.limit, filters, secrets).as_dict()
+        if push_to_hub is not None:
+            from agentdata.publish.hub import folder_plan, push_files
+
+            message = "agentdata: session traces (STS format)"
+            results["sts"]["pushed"] = push_files(folder_plan(sts), push_to_hub, not public, message).as_dict()
     if as_json:
         print_json(results)
         return
@@ -147,6 +174,13 @@ def export_table(results: dict) -> Table:
         traces = results["sts"]
         table.add_row("Hub session traces (STS-Format)", escape(traces["out"]))
         table.add_row("sessions · messages", f"{traces['sessions']:,} · {traces['messages']:,}")
+        if traces.get("secrets", {}).get("rows"):
+            kinds = ", ".join(f"{kind}: {count}" for kind, count in traces["secrets"]["found"].items())
+            table.add_row(
+                f"sessions with secrets ({traces['secrets']['mode']})", f"{traces['secrets']['rows']} ({kinds})"
+            )
+        if traces.get("pushed"):
+            table.add_row("pushed to", escape(traces["pushed"]["url"]))
     return table
 
 

@@ -57,24 +57,30 @@ def check_hub(repo: str, flag: str = "--push-to-hub") -> str:
 def upload_plan(layout: SetLayout) -> list[tuple[Path, str]]:
     """(file on disk, path in the repo) for everything the push uploads."""
     if layout.folder:
-        folder = layout.card.parent
-        return [(path, path.relative_to(folder).as_posix()) for path in sorted(folder.rglob("*")) if path.is_file()]
+        return folder_plan(layout.card.parent)
     return [(layout.card, CARD_NAME), (layout.data, layout.data.name)]
 
 
-def push_set(layout: SetLayout, repo: str, private: bool = True, message: str | None = None) -> Pushed:
+def push_set(layout: SetLayout, repo: str, private: bool = True) -> Pushed:
+    """The set and its card, pushed (`push_files`)."""
+    return push_files(upload_plan(layout), repo, private, f"agentdata: {layout.data.name} and its dataset card")
+
+
+def folder_plan(folder: Path) -> list[tuple[Path, str]]:
+    """Every file under `folder`, at its path relative to it; hidden ones (a staging file, the viewer's export
+    marker) stay home."""
+    files = [path for path in sorted(folder.rglob("*")) if path.is_file()]
+    inside = [(path, path.relative_to(folder)) for path in files]
+    return [(path, relative.as_posix()) for path, relative in inside if not relative.name.startswith(".")]
+
+
+def push_files(plan: list[tuple[Path, str]], repo: str, private: bool, message: str) -> Pushed:
     """Create the dataset repo (private unless `private` is False; an existing one keeps its visibility) and
-    upload the set and its card in one commit."""
+    upload `plan` (file on disk, path in the repo) in one commit."""
     from huggingface_hub import CommitOperationAdd, HfApi
 
     api = HfApi()
-    plan = upload_plan(layout)
     api.create_repo(repo, repo_type=REPO_TYPE, private=private, exist_ok=True)
     operations = [CommitOperationAdd(path_in_repo=in_repo, path_or_fileobj=str(path)) for path, in_repo in plan]
-    commit = api.create_commit(
-        repo,
-        operations,
-        commit_message=message or f"agentdata: {layout.data.name} and its dataset card",
-        repo_type=REPO_TYPE,
-    )
+    commit = api.create_commit(repo, operations, commit_message=message, repo_type=REPO_TYPE)
     return Pushed(repo, private, tuple(in_repo for _, in_repo in plan), str(getattr(commit, "commit_url", commit)))

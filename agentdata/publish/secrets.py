@@ -16,6 +16,7 @@ narrows a match), then the library's own patterns run in Python on those rows al
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -73,6 +74,14 @@ class SecretScanner:
     def candidates(self, text: pl.Expr) -> pl.Expr:
         """True where `text` may hold a secret (never False where it does)."""
         return text.str.contains(self.candidate_pattern).fill_null(False)
+
+    def may_hold(self, texts: list[str]) -> list[bool]:
+        """`candidates` over a list of texts: True where one may hold a secret."""
+        return (
+            pl.DataFrame({"text": texts}, schema={"text": pl.String})
+            .select(self.candidates(pl.col("text")))["text"]
+            .to_list()
+        )
 
     def findings(self, text: str) -> list[Finding]:
         """The secrets in `text`, each as the span redaction replaces (overlaps merged)."""
@@ -184,8 +193,24 @@ def redact_messages(messages: list[dict[str, Any]], scanner: SecretScanner, coun
     return redacted
 
 
+def messages_text(messages: list[dict[str, Any]]) -> str:
+    """The text `message_text` reads, of messages in Python: contents, reasoning and tool-call arguments."""
+    parts = []
+    for message in messages:
+        parts += [message.get("content"), message.get("reasoning_content")]
+        for call in message.get("tool_calls") or []:
+            arguments = (call.get("function") or {}).get("arguments")
+            parts.append(arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False))
+    return "\n".join(part for part in parts if isinstance(part, str))
+
+
 def _redacted_call(call: dict[str, Any], scanner: SecretScanner, counts: Counter) -> dict[str, Any]:
     function = dict(call.get("function") or {})
-    if isinstance(function.get("arguments"), str):
-        function["arguments"] = scanner.redact(function["arguments"], counts)
+    arguments = function.get("arguments")
+    if isinstance(arguments, str):
+        function["arguments"] = scanner.redact(arguments, counts)
+    elif isinstance(arguments, dict):  # decoded (an SFT set's rows): each text value
+        function["arguments"] = {
+            key: scanner.redact(value, counts) if isinstance(value, str) else value for key, value in arguments.items()
+        }
     return {**call, "function": function}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any
 
 from agentdata.errors import UserError
 from agentdata.events import task
+from agentdata.publish.secrets import SecretCounts, SecretScanner, messages_text, redact_messages
 from agentdata.records import atomic_write
 from agentdata.view.api import ViewerData
 from agentdata.view.export import prepare_out, selected_rows
@@ -43,6 +45,7 @@ class StsSummary:
     messages: int = 0
     folders: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    secrets: dict[str, Any] = field(default_factory=dict)  # publish.secrets: sessions with one, per kind, mode
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +54,7 @@ class StsSummary:
             "messages": self.messages,
             "folders": self.folders,
             "skipped": self.skipped,
+            "secrets": self.secrets,
         }
 
 
@@ -95,10 +99,13 @@ def file_name(session_id: str) -> str:
     return safe + ".jsonl"
 
 
-def write_sts(data: ViewerData, out: Path, limit: int, where: Mapping[str, str] | None = None) -> StsSummary:
+def write_sts(
+    data: ViewerData, out: Path, limit: int, where: Mapping[str, str] | None = None, secrets: str = "redact"
+) -> StsSummary:
     """Every run, trajectory file and SFT set given (and those an eval, train or pool dir leads to; not an SFT
     set's own rejects and source runs, which hold the same trajectories again): one folder each, one session
-    file per exported row."""
+    file per exported row. Each session's secrets are redacted first, or the session left out (`secrets`:
+    redact, drop or keep; publish/secrets.py)."""
     where = dict(where or {})
     sessions = [a for a in data.catalog if a.has_rows and (a.is_trajectories or a.kind == "sft")]
     keys = {a.key for a in sessions}
@@ -108,6 +115,7 @@ def write_sts(data: ViewerData, out: Path, limit: int, where: Mapping[str, str] 
     chosen = {a.key: selected_rows(a, where, limit) for a in artifacts}
     prepare_out(out, "--sts")
     summary = StsSummary(out)
+    scanner, found = SecretScanner(), SecretCounts()
     used: set[str] = set()
     with task("sts export", total=sum(len(rows) for rows in chosen.values())) as advance:
         done = 0
@@ -120,6 +128,14 @@ def write_sts(data: ViewerData, out: Path, limit: int, where: Mapping[str, str] 
                 except UserError as error:
                     summary.skipped.append(" ".join(str(error).split()))
                 else:
+                    if secrets != "keep" and scanner.may_hold([messages_text(messages)])[0]:
+                        counts: Counter = Counter()
+                        messages = redact_messages(messages, scanner, counts)
+                        found.rows, found.found = found.rows + bool(counts), found.found + counts
+                        if counts and secrets == "drop":
+                            done += 1
+                            advance(done)
+                            continue
                     lines = session_lines(session_id, messages, header)
                     text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
                     target = out / folder / file_name(session_id)
@@ -128,6 +144,7 @@ def write_sts(data: ViewerData, out: Path, limit: int, where: Mapping[str, str] 
                     summary.messages += len(lines) - 1
                 done += 1
                 advance(done)
+    summary.secrets = {"mode": secrets, **found.as_dict()} if secrets != "keep" else {"mode": secrets}
     return summary
 
 
