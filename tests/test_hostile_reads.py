@@ -78,6 +78,16 @@ def commands(path: Path, run: Path) -> dict[str, list[str]]:
         "inspect": ["inspect", str(path)],
         "synth stitch": ["synth", "stitch", str(path), "--out", str(run.parent / "st.parquet")],
         "sandbox run": ["sandbox", "run", str(path)],
+        "--judge-rubric": [
+            "curate",
+            str(run),
+            "--judge",
+            "smollm2",
+            "--judge-rubric",
+            str(path),
+            "--out",
+            str(run.parent / "j.parquet"),
+        ],  # fmt: skip
         "--config": ["collect", "--config", str(path), "--out", str(run.parent / "c")],
     }
 

@@ -34,8 +34,10 @@ from typing import Any
 
 from agentdata.errors import UserError
 from agentdata.events import Event, emit
+from agentdata.inputs import read_text
 
 PROMPT_TEMPLATES = ("auto", "chat", "plain")
+MAX_TEMPLATE_BYTES = 2**20  # a chat template is a page of Jinja
 PROMPT_TEMPLATE_HELP = (
     "How conversations become prompt text: auto (the model's chat template; a base model without "
     "one gets the plain ZeroTIR-style 'User: ... Assistant:' template), chat (refuse a model "
@@ -98,9 +100,9 @@ def apply_prompt_template(tokenizer: Any, choice: str = "auto", model: str = "th
         )
         return "plain"
     path = Path(choice).expanduser()
-    try:
-        tokenizer.chat_template = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    try:  # UTF-8, within a bound, never waiting on a path swapped for a FIFO
+        tokenizer.chat_template = read_text(path, MAX_TEMPLATE_BYTES)
+    except UserError as exc:
         raise UserError(f"prompt_template={choice}: cannot read the template file ({exc})") from None
     return str(path)
 

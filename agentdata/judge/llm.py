@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentdata.errors import InputFileError
+from agentdata.inputs import read_text
 
 PROMPT_VERSION = 1  # a change to the prompt below is a new judge: its verdicts are not reused
 SCALE = 10
@@ -51,17 +52,17 @@ class Verdict:
     rationale: str
 
 
+MAX_RUBRIC_BYTES = 2**20  # a rubric is a page or two of text
+
+
 def load_rubric(path: str | None) -> str:
     """The user's rubric file, or the built-in one."""
     if not path:
         return BUILT_IN_RUBRIC
     file = Path(path).expanduser()
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputFileError(file, "no such rubric file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputFileError(file, f"not a readable text file ({error})") from None
+    if not file.exists() and not file.is_symlink():
+        raise InputFileError(file, "no such rubric file")
+    text = read_text(file, MAX_RUBRIC_BYTES)  # UTF-8; a FIFO, a device or a huge file is refused, never waited on
     if not text.strip():
         raise InputFileError(file, "the rubric is empty")
     return text.strip()
