@@ -6,7 +6,7 @@ one line per training log). A library call such as `collect()` therefore prints 
 
     kind "start"    a task begins (total may be None: unknown length)
     kind "advance"  `completed` of `total` done; `stats` holds live numbers (accuracy, rates)
-    kind "log"      one record worth a line (a training step's metrics in `stats`)
+    kind "log"      one record worth a line (a training step's metrics in `stats`, or a `message`: `note`)
     kind "end"      the task is over
 
 This module imports nothing from the package.
@@ -49,6 +49,11 @@ def listening(listener: Listener) -> Iterator[Listener]:
         yield listener
     finally:
         _listeners.remove(listener)
+
+
+def note(task: str, message: str) -> None:
+    """One line for whoever listens (the CLI prints it): what a stage decided, a warning, a step begun."""
+    emit(Event("log", task, message=message))
 
 
 @contextmanager

@@ -16,7 +16,7 @@ from typing import Any
 from transformers import PrinterCallback
 
 from agentdata.engines.trained import TrainedPrompt, write_trained_prompt
-from agentdata.events import Event, emit
+from agentdata.events import note
 from agentdata.sft.config import SFTStageConfig
 from agentdata.sft.data import MAX_LENGTH_CAP, fitting_max_length, handle_long_rows, tokenize_sft_set
 from agentdata.sft.prompt import set_prompt
@@ -115,24 +115,22 @@ def fit_rows(config: SFTStageConfig, rows: list[dict[str, Any]]) -> tuple[SFTSta
         over = (
             f" is {longest}, over the cap of {MAX_LENGTH_CAP}: set max_length to go higher" if longest > length else ""
         )
-        _note(f"SFT: max_length {length} tokens (unset: the longest of {len(rows)} conversations{over})")
+        note("SFT", f"SFT: max_length {length} tokens (unset: the longest of {len(rows)} conversations{over})")
     total = len(rows)
     rows, long_rows = handle_long_rows(rows, config.max_length, config.long_rows, config.sft_data)
     if long_rows and config.long_rows == "drop":
-        _note(
+        note(
+            "SFT",
             f"SFT: {long_rows} of {total} conversations are longer than max_length {config.max_length} tokens and "
-            "were left out (cutting them would cut their answers; long_rows truncate cuts them instead)"
+            "were left out (cutting them would cut their answers; long_rows truncate cuts them instead)",
         )
     elif long_rows:
-        _note(
+        note(
+            "SFT",
             f"SFT: warning: {long_rows} of {total} conversations are longer than max_length {config.max_length} "
-            "tokens and are cut at the end (long_rows truncate): their final answers are not trained"
+            "tokens and are cut at the end (long_rows truncate): their final answers are not trained",
         )
     return config, rows, long_rows
-
-
-def _note(message: str) -> None:
-    emit(Event("log", "SFT", message=message))
 
 
 def run_sft(config: SFTStageConfig) -> SFTResult:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentdata.events import Event, emit
+from agentdata.events import note
 from agentdata.filter.config import DEFAULT_K
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.settings import Band, check_fields
@@ -67,7 +67,7 @@ def pool_for_grpo(rl_config: GRPOStageConfig, profile_settings: ClosedLoopConfig
         return dataclasses.replace(rl_config, rl_pool=str(profiled_pool(rl_config, profile_settings, out)))
     if rl_config.rl_pool:
         for warning in pool_warnings(rl_config):
-            _note(f"warning: {warning}")
+            note("train", f"warning: {warning}")
     return rl_config
 
 
@@ -90,26 +90,29 @@ def profiled_pool(rl_config: GRPOStageConfig, settings: ClosedLoopConfig, out: P
         concurrency=all_in_flight(len(problems) * settings.profile_k),
     )
     pool_file = out / POOL_NAME
-    _note(
+    note(
+        "train",
         f"profiling {student} on {len(problems)} problems of {problems_file} (k={settings.profile_k}, "
         f"GRPO's loop: {rl_config.loop.protocol}, temperature {rl_config.loop.temperature}, "
         f"{rl_config.loop.max_new_tokens} tokens, {rl_config.loop.max_tool_calls} tool calls) to "
-        f"keep the band {settings.band}"
+        f"keep the band {settings.band}",
     )
     run = run_filter(problems, pool_file, PoolConfig(band=settings.band), profiling)
-    _note(
+    note(
+        "train",
         f"profile: {run.profile_dir} ({run.generated} rollouts generated now"
-        f"{', cache hit' if not run.generated else ''}); report {run.report}, plot {run.plot}"
+        f"{', cache hit' if not run.generated else ''}); report {run.report}, plot {run.plot}",
     )
     if run.output is None:
         pool_file.unlink(missing_ok=True)  # a pool of an earlier run must not pass for this one
-        _note(
+        note(
+            "train",
             f"warning: the band {settings.band} keeps none of the {run.result.profiled.height} problems "
             f"profiled ({_rates_summary(run.result.profiled)}): GRPO trains on all {len(problems)} problems "
-            "of --rl-problems (groups that all agree give no gradient); widen --band or raise --profile-k"
+            "of --rl-problems (groups that all agree give no gradient); widen --band or raise --profile-k",
         )
         return problems_file
-    _note(f"RL pool: {run.result.pool.height} of {len(problems)} problems in the band → {run.output}")
+    note("train", f"RL pool: {run.result.pool.height} of {len(problems)} problems in the band → {run.output}")
     return run.output
 
 
@@ -165,7 +168,3 @@ def _same_weights(recorded: str | None, spec: str) -> bool:
 def _rates_summary(profiled: Any) -> str:
     rates = profiled["pass_rate"].drop_nulls()
     return f"{int((rates == 0).sum())} never solved, {int((rates == 1).sum())} always solved"
-
-
-def _note(message: str) -> None:
-    emit(Event("log", "train", message=message))

@@ -27,7 +27,7 @@ from typing import Any
 
 from agentdata.engines.defaults import DEFAULT_PROTOCOL
 from agentdata.errors import UserError
-from agentdata.events import Event, emit
+from agentdata.events import note
 from agentdata.outputs import COMPANION_SUFFIXES, check_output_dir, companion
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.settings import Layer, read_settings_file
@@ -230,14 +230,15 @@ def train(request: TrainRequest) -> list[tuple[str, Any]]:
     check_output_dir(plan.out, "--out", plan_inputs(plan), train_writes(plan))  # never over what it reads
     check_before_work(plan)
     if plan.demo:
-        _note(
+        note(
+            "train",
             "demonstration: SFT of SmolLM2 on stitched worked solutions, then GRPO on the default problems "
-            "(about ten minutes on two CPU cores; docs/train.md)"
+            "(about ten minutes on two CPU cores; docs/train.md)",
         )
     for line in plan.notes:
-        _note(line)
+        note("train", line)
     for line in plan.warnings:
-        _note(f"warning: {line}")
+        note("train", f"warning: {line}")
     results: list[tuple[str, Any]] = []
     if plan.sft is not None:
         if plan.demo_set is not None:
@@ -302,29 +303,26 @@ def _weights(model: str | None) -> Path | None:
 def build_demo_sft_set(path: Path, protocol: str) -> Path:
     from agentdata.sft.demo import build_demo_sft_set as build_set
 
-    _note(f"stitching {DEMO_SFT_CONVERSATIONS} worked solutions into tool-use conversations ({protocol})")
+    note("train", f"stitching {DEMO_SFT_CONVERSATIONS} worked solutions into tool-use conversations ({protocol})")
     return build_set(path, DEMO_SFT_CONVERSATIONS, protocol)
 
 
 def _run_sft(config: SFTStageConfig) -> Any:
     from agentdata.sft.run import run_sft
 
-    _note(f"SFT {config.model} on {config.sft_data} → {config.out}")
+    note("train", f"SFT {config.model} on {config.sft_data} → {config.out}")
     return run_sft(config)
 
 
 def _run_grpo(config: GRPOStageConfig) -> Any:
     from agentdata.rl.run import run_grpo
 
-    _note(
+    note(
+        "train",
         f"GRPO {config.model} on {config.rl_pool or 'the default problems'} → {config.out} "
-        f"(protocol {config.loop.protocol})"
+        f"(protocol {config.loop.protocol})",
     )
     return run_grpo(config)
-
-
-def _note(message: str) -> None:
-    emit(Event("log", "train", message=message))
 
 
 def result_summary(stage: str, result: Any) -> dict[str, Any]:
