@@ -16,7 +16,18 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "agentdata"
 MAX_LINES = 450
 
-STAGES = ("synth", "curate", "filter", "sft", "rl", "evaluation", "train", "regrade", "validate", "experiment")
+# The stages in layers, lowest first: a stage imports only stages of a lower layer. `synth` (problem
+# generators, worked solutions, the stitched baseline) serves every stage; `evaluation` is what the
+# training stages validate with; the commands' own stages never import each other; `train` runs
+# sft, filter and rl in one command; `experiment` runs whole recipes of the commands below it.
+STAGE_LAYERS = (
+    ("synth",),
+    ("evaluation",),
+    ("curate", "filter", "sft", "rl", "regrade", "validate"),
+    ("train",),
+    ("experiment",),
+)
+STAGES = tuple(stage for layer in STAGE_LAYERS for stage in layer)
 LEAVES = ("engines", "formats", "tools", "verify", "sandbox")
 # The data contract and the registry machinery: every part may import them, they import (almost) nothing.
 # `problems` reads files into `records.Problem`, so it may import `records` and `errors`, and its own
@@ -64,10 +75,18 @@ def imported_modules(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = package[: len(package) - node.level + 1] if node.level else []
             module = ".".join(base + ([node.module] if node.module else []))
-            found.add(module)
-            # `from agentdata import cli` imports the subpackage `agentdata.cli`
-            found.update(f"{module}.{alias.name}" for alias in node.names if module == "agentdata")
+            # `from agentdata.formats import prompts` imports the module `agentdata.formats.prompts`;
+            # `from agentdata.formats import get_protocol` imports `agentdata.formats` itself
+            submodules = {f"{module}.{alias.name}" for alias in node.names} & package_modules()
+            found.update(submodules)
+            if len(submodules) < len(node.names):
+                found.add(module)
     return found
+
+
+@lru_cache(maxsize=1)
+def package_modules() -> frozenset[str]:
+    return frozenset(module_name(path) for path in source_files())
 
 
 def source_files() -> list[Path]:
@@ -77,6 +96,72 @@ def source_files() -> list[Path]:
 @lru_cache(maxsize=1)
 def import_graph() -> dict[Path, set[str]]:
     return {path: imported_modules(path) for path in source_files()}
+
+
+def clear_caches() -> None:
+    import_graph.cache_clear()
+    package_modules.cache_clear()
+
+
+def owning_module(name: str, modules: frozenset[str]) -> str | None:
+    """The package module an imported name lives in: `agentdata.formats.get_protocol` -> `agentdata.formats`."""
+    while name not in modules:
+        if "." not in name:
+            return None
+        name = name.rsplit(".", 1)[0]
+    return name
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Each module of the package -> the package modules it imports."""
+    modules = package_modules()
+    graph = {}
+    for path, imported in import_graph().items():
+        me = module_name(path)
+        graph[me] = {owner for name in imported if (owner := owning_module(name, modules)) and owner != me}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each group of nodes that import one another through some chain (a strongly connected component
+    of more than one node), sorted; found with Tarjan's algorithm, iteratively."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    group = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        group.append(member)
+                        if member == node:
+                            break
+                    if len(group) > 1:
+                        found.append(sorted(group))
+            elif target not in index:
+                index[target] = low[target] = len(index)
+                stack.append(target)
+                on_stack.add(target)
+                work.append((target, iter(sorted(graph.get(target, ())))))
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+    return sorted(found)
 
 
 def parts_imported_by(part: str) -> dict[str, list[str]]:
@@ -117,9 +202,13 @@ def test_agent_knows_no_stage():
     assert not violations("agent", STAGES)
 
 
-@pytest.mark.parametrize("part, other", [("sft", "rl"), ("rl", "sft")])
-def test_sft_and_rl_do_not_import_each_other(part, other):
-    assert not violations(part, {other})
+@pytest.mark.parametrize("layer", range(len(STAGE_LAYERS)))
+def test_a_stage_imports_only_stages_below_it(layer):
+    # sft and rl never each other, curate and filter neither; synth reaches into no stage (it writes
+    # its stitched set through formats/sft_set/writer.py, the writer curate uses too)
+    above_or_beside = {stage for upper in STAGE_LAYERS[layer:] for stage in upper}
+    for stage in STAGE_LAYERS[layer]:
+        assert not violations(stage, above_or_beside - {stage}), stage
 
 
 @pytest.mark.parametrize("part", sorted(FOUNDATION_IMPORTS))
@@ -168,18 +257,12 @@ def test_training_knows_no_stage():
 
 def test_no_import_cycles_between_parts():
     graph = {part: set(parts_imported_by(part)) - {"agentdata"} for part in ALL_PARTS}
-    cycles = []
-    for start in graph:
-        stack, seen = [(start, [start])], set()
-        while stack:
-            node, trail = stack.pop()
-            for target in graph.get(node, ()):
-                if target == start:
-                    cycles.append(" -> ".join([*trail, start]))
-                elif target not in seen:
-                    seen.add(target)
-                    stack.append((target, [*trail, target]))
-    assert not cycles
+    assert not cycles(graph)
+
+
+def test_no_import_cycles_between_modules():
+    # also inside a part: cli/common <-> cli/options would make either unreadable without the other
+    assert not cycles(module_graph())
 
 
 def test_rich_only_under_cli():
@@ -209,8 +292,25 @@ def test_the_rule_checker_catches_a_violation(tmp_path, monkeypatch):
         "def f():\n    from agentdata.curate import sft\n    from ..cli import app\n"
     )
     monkeypatch.setitem(globals(), "PACKAGE", fake)
-    import_graph.cache_clear()
+    clear_caches()
     try:
         assert set(violations("agent", {*STAGES, "cli"})) == {"curate", "cli"}
     finally:
-        import_graph.cache_clear()
+        clear_caches()
+
+
+def test_the_cycle_checker_catches_a_cycle_inside_a_part(tmp_path, monkeypatch):
+    # a -> b lazily, b -> c through `from package import module`, c -> a: one cycle of three; d only imports a
+    fake = tmp_path / "agentdata"
+    (fake / "sandbox").mkdir(parents=True)
+    (fake / "sandbox" / "__init__.py").write_text("")
+    (fake / "sandbox" / "a.py").write_text("def f():\n    from agentdata.sandbox.b import x\n")
+    (fake / "sandbox" / "b.py").write_text("from agentdata.sandbox import c\nx = 1\n")
+    (fake / "sandbox" / "c.py").write_text("from .a import f\n")
+    (fake / "sandbox" / "d.py").write_text("from agentdata.sandbox.a import f\n")
+    monkeypatch.setitem(globals(), "PACKAGE", fake)
+    clear_caches()
+    try:
+        assert cycles(module_graph()) == [["agentdata.sandbox.a", "agentdata.sandbox.b", "agentdata.sandbox.c"]]
+    finally:
+        clear_caches()

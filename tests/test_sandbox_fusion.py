@@ -17,8 +17,8 @@ import pytest
 
 from agentdata.errors import UserError
 from agentdata.sandbox import RemoteSandbox, Sandbox, open_sandbox
+from agentdata.sandbox.base import RemoteSandboxError
 from agentdata.sandbox.fusion import FusionSandbox
-from agentdata.sandbox.remote import RemoteSandboxError
 from agentdata.sandbox.service import build_app
 from agentdata.sandbox.spread import SpreadEndpoints, SpreadSandboxes
 from agentdata.settings import build

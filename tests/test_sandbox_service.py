@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from agentdata.cli.app import app
 from agentdata.errors import UserError
 from agentdata.sandbox import RemoteSandbox, Sandbox, open_sandbox
-from agentdata.sandbox.remote import RemoteSandboxError
+from agentdata.sandbox.base import RemoteSandboxError
 from agentdata.sandbox.service import build_app
 
 

@@ -296,6 +296,7 @@ def test_collect_prints_json_and_records_the_effective_settings(tmp_path, monkey
     [
         ('extra_body={"a": 1}', {"extra_body": {"a": 1}}),
         ("n=2", {"n": 2}),
+        ("tensor-parallel-size=2", {"tensor_parallel_size": 2}),  # a flag's spelling is the option's name
         ("x=True", {"x": True}),
         ("dtype=bfloat16", {"dtype": "bfloat16"}),
         ('stop=["a"]', {"stop": ["a"]}),

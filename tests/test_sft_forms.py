@@ -125,7 +125,7 @@ def canonical_file(tmp_path, rows) -> Path:
 
 def test_tools_with_differently_named_arguments_are_refused_in_parquet(tmp_path):
     """(curate itself keeps only code-tool calls today; the writer guards any set, e.g. `synth stitch`'s.)"""
-    from agentdata.curate.output import write_sft_form
+    from agentdata.formats.sft_set.writer import write_sft_form
 
     other = crafted("b")
     other.messages[2] = assistant_message("Search.", [ToolCall(name="search", arguments={"query": "x"}, id="call_0")])
@@ -166,7 +166,7 @@ def test_agentdata_sft_reads_every_form_as_the_canonical_set(tmp_path, tokenizer
 
 
 def test_arguments_that_are_not_json_are_one_line_errors(tmp_path):
-    from agentdata.curate.output import write_sft_form
+    from agentdata.formats.sft_set.writer import write_sft_form
 
     broken = crafted("a")
     broken.messages[2]["tool_calls"][0]["function"]["arguments"] = "{not json"

@@ -253,11 +253,11 @@ def test_stage_rl_from_smollm2_tir_profiles_under_the_worked_examples_grpo_rollo
 
 def test_a_pool_of_the_plain_weights_is_not_taken_for_smollm2_tir(tmp_path, tiny_model_dir, embedded_student, student):
     """Same weights, other prompt: a pool profiled without the worked examples is measured under another prompt."""
-    from agentdata.agent.config import CollectConfig
+    from agentdata.agent.config import CollectConfig, rollout_loop
     from agentdata.filter.build import PoolConfig
     from agentdata.filter.run import run_filter
     from agentdata.problems import load_problems
-    from agentdata.rl.config import GRPOStageConfig, rollout_loop
+    from agentdata.rl.config import GRPOStageConfig
     from agentdata.train.closed_loop import pool_warnings
 
     pool = tmp_path / "pool.parquet"

@@ -177,6 +177,16 @@ class ShardingConfig:
             raise SettingError("shards", self.shards, "splits a run for --executor ray; run one part with --shard I/N")
 
 
+# RL rollouts sample the full distribution (the findings' setting: exploration needs it). GRPO's rollouts
+# run this loop, and filter profiles the student with it so the pass rates are the ones GRPO will see.
+ROLLOUT_TEMPERATURE = 1.0
+
+
+def rollout_loop() -> LoopConfig:
+    """The loop of RL rollouts: the shared defaults at temperature 1.0."""
+    return LoopConfig(temperature=ROLLOUT_TEMPERATURE)
+
+
 @dataclass
 class CollectConfig:
     teacher: str = field(

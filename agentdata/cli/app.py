@@ -13,7 +13,8 @@ import typer
 from agentdata.cli import collect, curate, experiment, inspect, regrade, sandbox, synth, train, validate, view
 from agentdata.cli import eval as eval_cmd
 from agentdata.cli import filter as filter_cmd
-from agentdata.cli.common import forget_output_place, output_place, print_error, record_invocation
+from agentdata.cli.common import forget_output_place, output_place, record_invocation
+from agentdata.cli.console import print_error
 from agentdata.cli.crash import write_crash_log
 from agentdata.errors import UserError, write_refusal
 

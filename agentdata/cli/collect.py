@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from agentdata.agent.config import CollectConfig
-from agentdata.cli.common import AnswerField, ModelName, QuestionField, console, output_dir, print_json, with_model
+from agentdata.cli.common import AnswerField, ModelName, QuestionField, output_dir, with_model
+from agentdata.cli.console import console, print_json
 from agentdata.cli.options import settings_command
 
 

@@ -1,4 +1,4 @@
-"""What every command shares: option aliases defined once, the console, JSON output.
+"""What every command shares: option aliases defined once, the output checks.
 
 The settings of the stages (the agent loop, collect, curate, filter, eval, ...) are not
 listed here: their options are generated from the dataclasses (cli/options.py).
@@ -6,21 +6,15 @@ listed here: their options are generated from the dataclasses (cli/options.py).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from agentdata.errors import UserError
 from agentdata.outputs import check_output_dir, check_output_file
-
-console = Console()
-err_console = Console(stderr=True)
 
 # Where this command writes: an unexpected error's traceback is logged there (cli/crash.py).
 _output_place: list[Path] = []
@@ -88,33 +82,9 @@ QuestionField = Annotated[
 AnswerField = Annotated[
     str | None, typer.Option("--answer-field", help="Column holding the gold answer (default: recognised names).")
 ]
-Seed = Annotated[int, typer.Option("--seed", help="Base random seed.")]
 ModelName = Annotated[str | None, typer.Option("--model", help="Model name for openai: engines (an engine option).")]
 
 
 def with_model(options: dict[str, Any], model: str | None) -> dict[str, Any]:
     """The engine options with --model folded in."""
     return {**options, "model": model} if model else dict(options)
-
-
-MAX_ERROR_CHARS = 2000  # a message quoting a huge value is cut here, whatever made it
-
-
-def print_error(message: str, style: str = "bold red") -> None:
-    """The one line on stderr of a failed command: whitespace folded, cut to MAX_ERROR_CHARS, markup escaped."""
-    one_line = " ".join(str(message).split())
-    if len(one_line) > MAX_ERROR_CHARS:
-        one_line = f"{one_line[: MAX_ERROR_CHARS - 40]}… ({len(one_line):,} characters in all)"
-    err_console.print(f"[{style}]error:[/] {escape(one_line)}", highlight=False, soft_wrap=True)
-
-
-def print_json(data: Any) -> None:
-    """The summary as one JSON document on stdout (paths and other objects as strings)."""
-    console.out(json.dumps(data, indent=2, default=str, ensure_ascii=False), highlight=False)
-
-
-def parse_options(pairs: list[str]) -> dict[str, object]:
-    """Repeated KEY=VALUE flags as a dict (see cli.options.parse_key_values)."""
-    from agentdata.cli.options import parse_key_values
-
-    return parse_key_values(pairs)

@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from agentdata.cli.common import console, invocation, output_file, output_set, print_json
+from agentdata.cli.common import invocation, output_file, output_set
+from agentdata.cli.console import console, print_json
 from agentdata.cli.options import settings_command
 from agentdata.curate.config import CurateConfig
 from agentdata.errors import UserError

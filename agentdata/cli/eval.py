@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from agentdata.cli.common import ModelName, console, output_dir, print_json, with_model
+from agentdata.cli.common import ModelName, output_dir, with_model
+from agentdata.cli.console import console, print_json
 from agentdata.cli.options import settings_command
 from agentdata.evaluation.config import EvalConfig
 

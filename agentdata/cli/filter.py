@@ -9,21 +9,11 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from agentdata.agent.config import CollectConfig
-from agentdata.cli.common import (
-    AnswerField,
-    ModelName,
-    QuestionField,
-    console,
-    invocation,
-    output_dir,
-    output_set,
-    print_json,
-    with_model,
-)
+from agentdata.agent.config import ROLLOUT_TEMPERATURE, CollectConfig
+from agentdata.cli.common import AnswerField, ModelName, QuestionField, invocation, output_dir, output_set, with_model
+from agentdata.cli.console import console, print_json
 from agentdata.cli.options import settings_command
 from agentdata.filter.config import PoolConfig
-from agentdata.rl.config import ROLLOUT_TEMPERATURE
 
 # The profile is a collect run of the student: its teacher is --student and its samples are --k.
 PROFILE_FLAGS = {"teacher": "--student", "samples": "--k"}

@@ -14,7 +14,8 @@ from rich.table import Table
 from agentdata.agent.inspection import journal_only, load_for_inspection
 from agentdata.agent.journal import JOURNAL_NAME
 from agentdata.agent.shard_status import read_sharded
-from agentdata.cli.common import AnswerField, QuestionField, console, print_json
+from agentdata.cli.common import AnswerField, QuestionField
+from agentdata.cli.console import console, print_json
 from agentdata.cli.options import settings_command
 from agentdata.cli.views import conversation, problems_summary, problems_table, trajectories_stats, trajectories_summary
 from agentdata.publish.layout import data_file

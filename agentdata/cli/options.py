@@ -31,6 +31,8 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
+from agentdata.cli.console import err_console, print_error
+from agentdata.cli.progress import rendering
 from agentdata.errors import UserError
 from agentdata.registry import load_object
 from agentdata.settings import (
@@ -339,9 +341,6 @@ def settings_command(
 
         @functools.wraps(func)
         def wrapper(**kwargs: Any) -> Any:
-            from agentdata.cli.common import err_console, print_error
-            from agentdata.cli.progress import rendering
-
             try:
                 call = _Invocation(kwargs.pop(CONTEXT), options, path, defaults or {}, kwargs)
                 config_path = kwargs.pop("config_file", None)

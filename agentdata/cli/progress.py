@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from agentdata.cli.console import console as default_console
 from agentdata.events import Event, listening
 
 # The training numbers worth a line per logged step; the rest stays in metrics.jsonl.
@@ -108,8 +109,6 @@ def rendering(enabled: bool = True, console: Console | None = None) -> Iterator[
     if not enabled:
         yield
         return
-    from agentdata.cli.common import console as default_console
-
     renderer = RichRenderer(console or default_console)
     try:
         with listening(renderer):

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from agentdata.cli.common import console, err_console, print_json
+from agentdata.cli.console import console, err_console, print_json
 from agentdata.cli.options import settings_command
 from agentdata.errors import InputFileError, UserError
 from agentdata.inputs import read_text

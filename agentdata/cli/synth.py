@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from agentdata.cli.common import console, output_dir, output_file, print_json
+from agentdata.cli.common import output_dir, output_file
+from agentdata.cli.console import console, print_json
 from agentdata.cli.options import settings_command
 from agentdata.synth.config import ProblemsConfig
 from agentdata.synth.stitch.build import StitchConfig

@@ -13,7 +13,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from agentdata.cli.common import console, output_dir, print_json
+from agentdata.cli.common import output_dir
+from agentdata.cli.console import console, print_json
 from agentdata.cli.options import GivenSettings, settings_command
 from agentdata.train.run import TrainRequest, result_summary, train
 from agentdata.train.settings import RENAMED_FLAGS, TRAIN_SETTINGS

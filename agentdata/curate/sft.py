@@ -22,12 +22,12 @@ from agentdata.agent.tool_use import ToolUse
 from agentdata.curate.config import CurateConfig
 from agentdata.curate.health import stored_health_columns, with_health
 from agentdata.curate.messages import trajectory_batches
-from agentdata.curate.output import EmptySFTSetError, write_sft_form  # noqa: F401 (EmptySFTSetError re-exported)
 from agentdata.curate.provenance import kept_counts, source_runs
 from agentdata.curate.redaction import find_secrets, redact_file, secret_counts
 from agentdata.curate.steps import curate_steps
 from agentdata.errors import OutputWriteError, UserError
 from agentdata.formats.forms import target_form
+from agentdata.formats.sft_set.writer import write_sft_form
 from agentdata.outputs import companion
 from agentdata.publish.card import write_card
 from agentdata.publish.hub import check_hub, push_set

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 
 from agentdata.engines.base import Engine, Generation, GenerationRequest
-from agentdata.engines.smollm2 import SMOLLM2_TIR_SPEC
+from agentdata.engines.smollm2 import SMOLLM2_TIR_SPEC, smollm2_engine
 
 # formats.codeblock's stop string (engines import no protocol): a request that stops there is codeblock.
 CODEBLOCK_STOP = "\n```\n"
@@ -82,6 +82,15 @@ class DemonstratedEngine(Engine):
     @property
     def generation_s(self) -> float:
         return getattr(self.inner, "generation_s", 0.0)
+
+
+def smollm2_tir_engine(target: str = "", *, spec: str = SMOLLM2_TIR_SPEC, **options) -> DemonstratedEngine:
+    """The engine factory of `smollm2-tir`: the embedded SmolLM2 shown the worked examples above."""
+    return DemonstratedEngine(smollm2_engine(**options), spec=SMOLLM2_TIR_SPEC)
+
+
+# Its options go to the plain smollm2 engine, so to HFEngine (engines/option_types.py checks them).
+smollm2_tir_engine.options_from = "agentdata.engines.hf:HFEngine"
 
 
 def rollouts_show_examples(spec: str) -> bool:

@@ -70,15 +70,8 @@ def smollm2_engine(target: str = "", *, spec: str = SMOLLM2_SPEC, **options):
     return HFEngine(smollm2_model_dir(), spec=SMOLLM2_SPEC, **options)
 
 
-def smollm2_tir_engine(target: str = "", *, spec: str = SMOLLM2_TIR_SPEC, **options):
-    """`smollm2-tir`: the same model shown a worked example of running code (engines.demonstrated)."""
-    from agentdata.engines.demonstrated import DemonstratedEngine
-
-    return DemonstratedEngine(smollm2_engine(**options), spec=SMOLLM2_TIR_SPEC)
-
-
-# Their options go to HFEngine: checked against its constructor's types (engines/option_types.py).
-smollm2_engine.options_from = smollm2_tir_engine.options_from = "agentdata.engines.hf:HFEngine"
+# Its options go to HFEngine: checked against its constructor's types (engines/option_types.py).
+smollm2_engine.options_from = "agentdata.engines.hf:HFEngine"
 
 
 def load_smollm2_tokenizer():

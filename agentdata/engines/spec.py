@@ -20,7 +20,7 @@ from agentdata.registry import PluginError, Registry, call_plugin, check_call, i
 ENGINES: Registry[Callable[..., Engine]] = Registry("engine")
 ENGINES.register("smollm2", "agentdata.engines.smollm2:smollm2_engine")
 # The tool-using default: SmolLM2 shown one worked codeblock example (engines.demonstrated).
-ENGINES.register("smollm2-tir", "agentdata.engines.smollm2:smollm2_tir_engine")
+ENGINES.register("smollm2-tir", "agentdata.engines.demonstrated:smollm2_tir_engine")
 ENGINES.register("hf", "agentdata.engines.hf:HFEngine")
 ENGINES.register("vllm", "agentdata.engines.vllm_engine:VLLMEngine")
 ENGINES.register("openai", "agentdata.engines.openai_compat:OpenAIEngine")

@@ -2,7 +2,7 @@
 
 A problem solved 2 of 4 times at temperature 0.7 with 1,024 tokens may be solved never at 1.0
 with 512: the band is only right when the profile ran the agent loop as the GRPO rollouts will
-(`agentdata.rl.config.rollout_loop()`: temperature 1.0). `filter` records the profile's loop
+(`agentdata.agent.config.rollout_loop()`: temperature 1.0). `filter` records the profile's loop
 settings in the pool file's Parquet metadata (key `agentdata.profile`) and in its report, and
 warns when they differ from GRPO's defaults; `train` reads them back and warns when they differ
 from the GRPO settings it is about to use.
@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentdata.agent.config import LoopConfig
+from agentdata.agent.config import LoopConfig, rollout_loop
 from agentdata.outputs import companion
 
 POOL_METADATA_KEY = "agentdata.profile"
@@ -40,8 +40,6 @@ def loop_settings(loop: LoopConfig) -> dict[str, Any]:
 def grpo_default_loop(model: str | None = None) -> dict[str, Any]:
     """The loop GRPO's rollouts from `model` run with when no setting is given (its protocol: the model's own,
     recorded in its dir when agentdata trained it, else the default)."""
-    from agentdata.rl.config import rollout_loop
-
     return loop_settings(rollout_loop().for_model(model))
 
 

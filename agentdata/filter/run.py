@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from agentdata.agent.config import CollectConfig
+from agentdata.agent.config import CollectConfig, rollout_loop
 from agentdata.errors import UserError
 from agentdata.filter.build import (
     EmptyPoolError,
@@ -46,8 +46,6 @@ from agentdata.records import Problem, write_json
 
 def default_profiling() -> CollectConfig:
     """k rollouts per problem with the loop GRPO's rollouts use (temperature 1.0), the pool's consumer."""
-    from agentdata.rl.config import rollout_loop
-
     return CollectConfig(samples=DEFAULT_K, loop=rollout_loop())
 
 

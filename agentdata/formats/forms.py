@@ -17,7 +17,7 @@ calling instructions (`<tool_call>` JSON, XML functions) to the system prompt, w
 contradict the one the model was prompted with. So no template renders it as call markup, and
 the results stay out of the loss of trainers that train on assistant turns. Its `tools` is `[]`
 here (not null: verl hands a null to the template as pandas' NA, which it cannot iterate); a
-Parquet set in which no row lists a tool is written without the column (curate.hf_form.
+Parquet set in which no row lists a tool is written without the column (sft_set.hf_form.
 decoded_tools), because Llama 3.x templates render tool-calling instructions for `[]`.
 `canonical_messages` turns that back into canonical form for agentdata's own SFT stage.
 """
@@ -29,6 +29,8 @@ import re
 from typing import Any
 
 from agentdata.formats.base import results_as_user_turns
+from agentdata.formats.codeblock import CodeblockProtocol
+from agentdata.records import assistant_message, tool_message
 
 SFT_TARGETS = ("hf", "trl", "verl", "openai")
 OUTPUT_BLOCK = re.compile(r"```output\n(.*?)\n```", re.DOTALL)
@@ -61,9 +63,7 @@ def encoded_arguments(call: dict[str, Any]) -> dict[str, Any]:
 def codeblock_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Canonical codeblock messages -> plain turns: the assistant's fenced code as text, the
     results of one turn's calls as one `user` turn; other fields (reasoning) kept."""
-    from agentdata.formats import get_protocol
-
-    return results_as_user_turns(get_protocol("codeblock"), messages, keep_fields=True)
+    return results_as_user_turns(CodeblockProtocol(), messages, keep_fields=True)
 
 
 def consumer_tools(tools: list[dict[str, Any]] | None, format: str | None) -> list[dict[str, Any]] | None:
@@ -113,10 +113,7 @@ def _codeblock_from_turns(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Plain codeblock turns -> canonical: an assistant turn's fenced code becomes its calls and
     the `user` turn of ```output blocks after it their results. A turn that does not read back
     exactly (re-rendering differs) is kept as it is."""
-    from agentdata.formats import get_protocol
-    from agentdata.records import assistant_message, tool_message
-
-    protocol = get_protocol("codeblock")
+    protocol = CodeblockProtocol()
     messages: list[dict[str, Any]] = []
     pending: list[dict[str, Any]] = []  # the calls of the last assistant turn, waiting for their outputs
     for turn in turns:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentdata.agent.config import LoopConfig
+from agentdata.agent.config import LoopConfig, rollout_loop
 from agentdata.engines.defaults import DEFAULT_ENGINE
 from agentdata.engines.prompt_template import PROMPT_TEMPLATE_HELP, check_prompt_template
 from agentdata.evaluation.validation import ValidationConfig
@@ -18,7 +18,6 @@ from agentdata.settings import Band, check_fields
 from agentdata.training.config import OptimiserConfig, TrackingConfig
 from agentdata.training.trl_settings import check_trl_overrides
 
-ROLLOUT_TEMPERATURE = 1.0
 LEARNING_RATE = 1e-6  # DemyAgent and ZeroTIR
 LORA_LEARNING_RATE = 1e-5  # LoRA's best rate is about 10x full fine-tuning's (Thinking Machines, "LoRA Without Regret")
 # GRPOConfig fields the stage computes, and the setting each comes from (set that one instead).
@@ -28,10 +27,6 @@ TRL_COMPUTED = {
     "per_device_train_batch_size": "num_generations",  # one micro-batch is one group
     "gradient_accumulation_steps": "prompts_per_step",  # a step accumulates prompts_per_step groups
 }
-
-
-def rollout_loop() -> LoopConfig:
-    return LoopConfig(temperature=ROLLOUT_TEMPERATURE)
 
 
 @dataclass

@@ -16,8 +16,12 @@ __all__ = ["CodeSandbox", "ExecResult", "RemoteSandbox", "Sandbox", "SandboxConf
 
 def __getattr__(name: str):
     # httpx is only needed for the remote client; import it when it is asked for.
-    if name in ("RemoteSandbox", "open_sandbox"):
-        from agentdata.sandbox import remote
+    if name == "RemoteSandbox":
+        from agentdata.sandbox.remote import RemoteSandbox
 
-        return getattr(remote, name)
+        return RemoteSandbox
+    if name == "open_sandbox":
+        from agentdata.sandbox.connect import open_sandbox
+
+        return open_sandbox
     raise AttributeError(name)

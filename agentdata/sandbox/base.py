@@ -5,6 +5,10 @@ satisfy it, and so must any stand-in. Code runs in sessions that keep their vari
 like notebook cells; whatever the code does comes back as an `ExecResult`, never as an
 exception (a sandbox that cannot be reached at all may raise).
 
+When the sandbox itself cannot work (its template process died, its service cannot be reached
+after the retries), `run` raises `SandboxUnavailable`; a remote one raises its kind
+`RemoteSandboxError`. Either is the sandbox's failure, never the code's.
+
 `arelease()` frees what the sandbox holds for the *running* event loop (the remote one's
 HTTP session cannot outlive its loop); the sandbox stays usable from other loops. Callers
 that run an event loop of their own (`collect`) call it before that loop ends.
@@ -15,6 +19,14 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from agentdata.sandbox.result import ExecResult
+
+
+class SandboxUnavailable(RuntimeError):
+    """The sandbox could not run the code at all (its own machinery failed), as opposed to code that failed."""
+
+
+class RemoteSandboxError(SandboxUnavailable):
+    """A sandbox service could not be reached, or answered badly, after all retries."""
 
 
 @runtime_checkable

@@ -18,15 +18,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentdata.sandbox.base import SandboxUnavailable
 from agentdata.sandbox.config import SandboxConfig
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 TEMPLATE_START_TIMEOUT_S = 120.0
 EXIT_WAIT_S = 3.0
-
-
-class SandboxUnavailable(RuntimeError):
-    """The sandbox's own machinery failed (not the code it ran)."""
 
 
 @dataclass

@@ -17,12 +17,13 @@ import socket
 import time
 from collections import OrderedDict
 
-from agentdata.sandbox.channel import EXIT_WAIT_S, ExecutorHandle, SandboxUnavailable, TemplateChannel
+from agentdata.sandbox.base import SandboxUnavailable
+from agentdata.sandbox.channel import EXIT_WAIT_S, ExecutorHandle, TemplateChannel
 from agentdata.sandbox.config import MAX_EXECUTORS, SandboxConfig
 from agentdata.sandbox.result import ExecResult
 from agentdata.sandbox.worker_framing import encode_frame
 
-__all__ = ["Pool", "SandboxUnavailable", "UID_BASE"]
+__all__ = ["Pool", "UID_BASE"]
 
 logger = logging.getLogger(__name__)
 

@@ -31,14 +31,10 @@ from typing import Any
 import aiohttp
 import httpx
 
-from agentdata.sandbox.remote import RemoteSandboxError
+from agentdata.sandbox.base import RemoteSandboxError
 from agentdata.sandbox.result import ExecResult
 
 RETRY_STATUS = (429, 500, 502, 503, 504)
-
-
-class SandboxUnavailable(RemoteSandboxError):
-    """The endpoint could not run the request (unreachable, an HTTP error, SandboxFusion's `SandboxError`)."""
 
 
 def run_code_payload(
@@ -64,14 +60,14 @@ def run_code_payload(
 def result_from_response(body: dict[str, Any], endpoint: str) -> ExecResult:
     """A SandboxFusion `RunCodeResponse` -> ExecResult; a sandbox-side failure raises."""
     if body.get("status") == "SandboxError":
-        raise SandboxUnavailable(f"{endpoint}: SandboxError: {str(body.get('message'))[:200]}")
+        raise RemoteSandboxError(f"{endpoint}: SandboxError: {str(body.get('message'))[:200]}")
     run = body.get("run_result") or body.get("compile_result") or {}
     duration = float(run.get("execution_time") or 0.0)
     stdout, stderr = run.get("stdout") or "", run.get("stderr") or ""
     if run.get("status") == "TimeLimitExceeded":
         return ExecResult("timeout", stdout, stderr + "TimeoutError: the call ran past its time limit\n", -1, duration)
     if run.get("status") != "Finished":
-        raise SandboxUnavailable(f"{endpoint}: run_result status {run.get('status')!r}: {stderr[:200]}")
+        raise RemoteSandboxError(f"{endpoint}: run_result status {run.get('status')!r}: {stderr[:200]}")
     code = int(run.get("return_code") or 0)
     return ExecResult("ok" if code == 0 else "error", stdout, stderr, code, duration)
 
@@ -99,14 +95,14 @@ class FusionEndpoint:
                 response = self._client.post(f"{self.url}/run_code", json=payload, timeout=self._http_timeout(payload))
                 if response.status_code == 200:
                     return result_from_response(response.json(), self.url)
-                problem: Exception = SandboxUnavailable(
+                problem: Exception = RemoteSandboxError(
                     f"{self.url} answered {response.status_code}: {response.text[:200]}"
                 )
                 retry = response.status_code in RETRY_STATUS
-            except (httpx.HTTPError, ValueError, SandboxUnavailable) as error:
+            except (httpx.HTTPError, ValueError, RemoteSandboxError) as error:
                 problem, retry = error, True
             if not retry or attempt == self.retries:
-                raise SandboxUnavailable(str(problem)) from problem
+                raise RemoteSandboxError(str(problem)) from problem
             time.sleep(self._delay(attempt))
         raise AssertionError("unreachable")
 
@@ -126,12 +122,12 @@ class FusionEndpoint:
                     status, text = response.status, await response.text()
                 if status == 200:
                     return result_from_response(json.loads(text), self.url)
-                problem: Exception = SandboxUnavailable(f"{self.url} answered {status}: {text[:200]}")
+                problem: Exception = RemoteSandboxError(f"{self.url} answered {status}: {text[:200]}")
                 retry = status in RETRY_STATUS
-            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, SandboxUnavailable) as error:
+            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, RemoteSandboxError) as error:
                 problem, retry = error, True
             if not retry or attempt == self.retries:
-                raise SandboxUnavailable(f"{self.url}: {type(problem).__name__}: {problem}") from problem
+                raise RemoteSandboxError(f"{self.url}: {type(problem).__name__}: {problem}") from problem
             await asyncio.sleep(self._delay(attempt))
         raise AssertionError("unreachable")
 

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agentdata.sandbox.remote import RemoteSandboxError
+from agentdata.sandbox.base import RemoteSandboxError
 
 
 class AllMembersFailed(RemoteSandboxError):

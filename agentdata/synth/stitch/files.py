@@ -80,12 +80,12 @@ def _final_answer(raw: str, solution: str) -> str | None:
 
 def write_sft(trajectories: list[Trajectory], out: str | os.PathLike) -> Path:
     """The SFT set in curate's form (`messages` + `tools` as chat templates read them, and the same
-    provenance columns), written by curate's own writer so the two sets load together."""
+    provenance columns), written by the writer curate uses (formats.sft_set) so the two sets load together."""
     import tempfile
 
     import pyarrow.parquet as pq
 
-    from agentdata.curate.output import write_sft_form
+    from agentdata.formats.sft_set.writer import write_sft_form
     from agentdata.records import SFT_COLUMNS
 
     table = records_to_table(trajectories, Trajectory).select(list(SFT_COLUMNS))

@@ -1,4 +1,6 @@
-"""Write the kept rows (canonical, as collect stores them) in the form a consumer reads.
+"""Write an SFT set's rows (canonical, as collect stores them) in the form a consumer reads (forms.py).
+
+curate writes its kept rows through it and `synth stitch` its stitched ones, so the two sets load together.
 
 The `hf` form (Parquet) is written column by column (`hf_form.py`); the `openai` form (JSONL, one
 object per line) row by row.
@@ -13,9 +15,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from agentdata.curate.hf_form import write_hf
 from agentdata.errors import UserError
 from agentdata.formats.forms import consumer_tools, openai_messages, target_form
+from agentdata.formats.sft_set.hf_form import write_hf
 from agentdata.records import atomic_write
 
 BATCH_ROWS = 256

@@ -14,8 +14,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from agentdata.curate.arrow_nest import list_values, rebuilt_list, rows_of, struct_fields
-from agentdata.curate.json_arrow import MixedTypesError, decode
+from agentdata.formats.sft_set.arrow_nest import list_values, rebuilt_list, rows_of, struct_fields
+from agentdata.formats.sft_set.json_arrow import MixedTypesError, decode
 
 CODE_BLOCK = ("```python\n", "\n```\n")
 OUTPUT_BLOCK = ("```output\n", "\n```")

@@ -27,10 +27,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from agentdata.curate.arrow_nest import list_values, ordered, rebuilt_list, rebuilt_struct, rows_of, small_offsets
-from agentdata.curate.codeblock_form import codeblock_turns
-from agentdata.curate.json_arrow import MixedTypesError, NotJSONError, common_type, decode, first_changed, readable_type
 from agentdata.errors import UserError
+from agentdata.formats.sft_set.arrow_nest import (
+    list_values,
+    ordered,
+    rebuilt_list,
+    rebuilt_struct,
+    rows_of,
+    small_offsets,
+)
+from agentdata.formats.sft_set.codeblock_form import codeblock_turns
+from agentdata.formats.sft_set.json_arrow import (
+    MixedTypesError,
+    NotJSONError,
+    common_type,
+    decode,
+    first_changed,
+    readable_type,
+)
 from agentdata.records import write_parquet_tables
 
 BATCH_BYTES = 64 << 20  # canonical rows read and written at a time (one row group), by their size in memory
