@@ -4,7 +4,9 @@ vLLM needs a GPU, so `FakeLLM` copies the part of `vllm.LLM` the engine uses:
 `generate(prompts, sampling_params, *, use_tqdm)` -> one RequestOutput per prompt with
 `.prompt_token_ids` and `.outputs[0].text / .token_ids / .finish_reason / .stop_reason`
 (vLLM leaves a matched stop string out of the text and names it in `stop_reason`). It fails
-if it is entered while another call runs, as the real engine would misbehave.
+if it is entered while another call runs, as the real engine would misbehave, and, given a
+`max_model_len`, refuses the whole call when one prompt is longer (vLLM's ValueError wording;
+its prompt length here is its number of words).
 """
 
 from __future__ import annotations
@@ -52,8 +54,9 @@ class RequestOutput:
 class FakeLLM:
     """Answers with `respond(prompt) -> (text, finish_reason, stop_reason)`; records each call's batch."""
 
-    def __init__(self, respond, hold_first_call: bool = False):
+    def __init__(self, respond, hold_first_call: bool = False, max_model_len: int | None = None):
         self.respond = respond
+        self.max_model_len = max_model_len
         self.calls: list[list[SamplingParams]] = []
         self.prompts: list[list[str]] = []
         self._busy = threading.Lock()
@@ -69,6 +72,13 @@ class FakeLLM:
             self.in_call.set()
             self.release.wait(timeout=30)
             assert isinstance(sampling_params, list) and len(sampling_params) == len(prompts)
+            for prompt in prompts:
+                if self.max_model_len is not None and len(prompt.split()) > self.max_model_len:
+                    raise ValueError(
+                        f"The decoder prompt (length {len(prompt.split())}) is longer than the maximum model "
+                        f"length of {self.max_model_len}. Make sure that `max_model_len` is no smaller than the "
+                        "number of text tokens."
+                    )
             self.calls.append(list(sampling_params))
             self.prompts.append(list(prompts))
             outputs = []
@@ -167,6 +177,28 @@ def test_a_failing_generate_call_fails_its_requests_not_the_engine(tokenizer):
     failed, worked = asyncio.run(go())
     assert failed.finish_reason == "error" and "out of memory" in failed.error
     assert (worked.text, worked.finish_reason) == ("ok", "length")
+
+
+def test_a_prompt_too_long_ends_as_context_and_the_others_of_its_call_are_served(tokenizer):
+    llm = FakeLLM(lambda prompt: ("fine", "stop", None), hold_first_call=True, max_model_len=200)
+    engine = ColocatedVLLMEngine(llm, tokenizer, sampling_params=SamplingParams)
+
+    async def go():
+        blocker = asyncio.create_task(engine.generate(ask("first ?")))
+        while not llm.in_call.is_set():
+            await asyncio.sleep(0.01)
+        # these three wait together and form one call, which the long prompt fails
+        batch = [asyncio.create_task(engine.generate(ask(text))) for text in ("a ?", "word " * 300, "b ?")]
+        await asyncio.sleep(0.05)
+        llm.release.set()
+        results = await asyncio.gather(blocker, *batch)
+        await engine.aclose()
+        return results
+
+    first, short, long, other = asyncio.run(go())
+    assert [first.text, short.text, other.text] == ["fine"] * 3
+    assert long.finish_reason == "context" and long.prompt_tokens > 200 and "maximum model length" in long.error
+    assert [len(call) for call in llm.calls] == [1, 1, 1]  # the failed call of 3, then each alone
 
 
 @pytest.mark.parametrize("stop_reason", ["\n```\n", None])

@@ -100,6 +100,19 @@ def test_a_failing_server_fails_the_requests_not_the_run(tokenizer, client_facto
     assert (worked.finish_reason, worked.text) == ("stop", "hi")
 
 
+def test_a_prompt_too_long_ends_as_context_and_the_others_of_its_call_are_served(tokenizer, client_factory):
+    with VLLMServerStandIn(tokenizer, lambda prompt: "hi", max_model_len=200) as server:
+        engine = ServerVLLMEngine(client_factory(server.base_url), tokenizer)
+
+        async def together():  # one wave: the three wait in the queue and form one call
+            return await engine.generate_many([ask("a"), ask("word " * 300), ask("b")])
+
+        short, long, other = run(engine, together)
+    assert [short.text, other.text] == ["hi", "hi"]
+    assert long.finish_reason == "context" and long.prompt_tokens > 200 and "maximum context length" in long.error
+    assert [len(body["prompt"]) for body in server.requests] == [3, 1, 1, 1]
+
+
 def test_vllm_server_selects_trls_server_mode(tmp_path):
     from agentdata.rl.run import trl_grpo_config, wants_vllm
 

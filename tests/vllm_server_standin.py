@@ -4,7 +4,8 @@ It copies what TRL's `VLLMClient` calls to generate: `GET /health`, `GET /v1/mod
 `POST /v1/completions` with `prompt` as a list of token-id lists, `n`, `max_tokens`, `stop`,
 `return_token_ids` — answering `choices` in prompt order, each with `prompt_token_ids`,
 `token_ids`, `text`, `finish_reason`, `stop_reason` and `logprobs`. Like vLLM, the tokens of a
-matched stop string stay in `token_ids` while the text ends before it. The completion text comes
+matched stop string stay in `token_ids` while the text ends before it, and given a `max_model_len`
+a request with one prompt longer is refused whole with HTTP 400 and vLLM's error body. The completion text comes
 from `respond(prompt_text)`; weight sync (NCCL) is not copied: it needs GPUs.
 """
 
@@ -17,11 +18,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class VLLMServerStandIn:
-    def __init__(self, tokenizer, respond: Callable[[str], str], model: str = "policy"):
+    def __init__(
+        self, tokenizer, respond: Callable[[str], str], model: str = "policy", max_model_len: int | None = None
+    ):
         self.tokenizer = tokenizer
+        self.max_model_len = max_model_len
         self.respond = respond
         self.model = model
-        self.requests: list[dict] = []
+        self.requests: list[dict] = []  # every completion request, answered or refused
         self.refuse_with: int | None = None  # an HTTP status to answer every completion with (400: not retried)
         self.active = 0
         self.most_active = 0
@@ -43,7 +47,6 @@ class VLLMServerStandIn:
 
     def complete(self, body: dict) -> dict:
         with self._lock:
-            self.requests.append(body)
             self.active += 1
             self.most_active = max(self.most_active, self.active)
         try:
@@ -83,6 +86,17 @@ class VLLMServerStandIn:
             "stop_reason": stop_reason,
         }
 
+    def too_long(self, body: dict) -> dict | None:
+        """vLLM's answer to a prompt longer than the model's context (serving_engine's input check)."""
+        longest = max((len(prompt) for prompt in body["prompt"]), default=0)
+        if self.max_model_len is None or longest < self.max_model_len:
+            return None
+        message = (
+            f"This model's maximum context length is {self.max_model_len} tokens. However, your request has "
+            f"{longest} input tokens. Please reduce the length of the input messages."
+        )
+        return {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
+
     def _handler(self):
         standin = self
 
@@ -108,12 +122,17 @@ class VLLMServerStandIn:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.path == "/v1/completions":
+                    with standin._lock:
+                        standin.requests.append(body)
                 if standin.refuse_with is not None:
                     self._send(standin.refuse_with, {"detail": "refused"})
                 elif self.path != "/v1/completions":
                     self._send(404, {"detail": "Not Found"})
                 elif body.get("n", 1) != 1 or not all(isinstance(p, list) for p in body["prompt"]):
                     self._send(400, {"detail": "the stand-in takes n=1 and token-id prompts"})
+                elif (too_long := standin.too_long(body)) is not None:
+                    self._send(400, too_long)
                 else:
                     self._send(200, standin.complete(body))
 

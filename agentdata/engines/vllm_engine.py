@@ -9,17 +9,10 @@ import asyncio
 import itertools
 from pathlib import Path
 
-from agentdata.engines.base import (
-    Engine,
-    Generation,
-    GenerationRequest,
-    context_generation,
-    cut_at_first_stop,
-    error_generation,
-)
+from agentdata.engines.base import Engine, Generation, GenerationRequest, error_generation
 from agentdata.engines.hf_generate import render_prompt
-from agentdata.engines.overflow import context_overflow
 from agentdata.engines.prompt_template import apply_prompt_template
+from agentdata.engines.vllm_mapping import completion_generation, failed_generation, sampling_params
 from agentdata.errors import MissingDependencyError, UserError
 
 
@@ -66,34 +59,23 @@ class VLLMEngine(Engine):
             self._engine = vllm.AsyncLLMEngine.from_engine_args(args)
         return self._engine
 
-    def _sampling_params(self, request: GenerationRequest):
-        return self._vllm.SamplingParams(
-            max_tokens=request.max_new_tokens,
-            temperature=request.temperature,
-            top_p=request.top_p,
-            stop=list(request.stop),
-            seed=request.seed,
-        )
-
     async def generate(self, request: GenerationRequest) -> Generation:
+        prompt_ids: list[int] = []
         try:
             prompt_ids = self.tokenizer(render_prompt(self.tokenizer, request), add_special_tokens=False)["input_ids"]
             engine = self._started_engine()
             final = None
             request_id = f"agentdata-{next(self._request_ids)}"
-            async for output in engine.generate(
-                {"prompt_token_ids": prompt_ids}, self._sampling_params(request), request_id
-            ):
+            params = sampling_params(self._vllm.SamplingParams, request)
+            async for output in engine.generate({"prompt_token_ids": prompt_ids}, params, request_id):
                 final = output
             if final is None or not final.outputs:
                 return error_generation("vLLM returned no output", prompt_tokens=len(prompt_ids))
-            return _to_generation(final.outputs[0], request, len(prompt_ids))
+            return completion_generation(final.outputs[0], request, len(prompt_ids))
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # never raise for one request
-            if (overflow := context_overflow(str(exc))) is not None:  # vLLM refuses a prompt that fills the context
-                return context_generation(overflow.message, prompt_tokens=overflow.prompt_tokens or 0)
-            return error_generation(f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # never raise for one request; a prompt that fills the context is `context`
+            return failed_generation(exc, prompt_tokens=len(prompt_ids))
 
     async def aclose(self) -> None:
         engine, self._engine = self._engine, None
@@ -106,16 +88,3 @@ class VLLMEngine(Engine):
                 if asyncio.iscoroutine(result):
                     await result
                 return
-
-
-def _to_generation(completion, request: GenerationRequest, prompt_tokens: int) -> Generation:
-    """A vLLM CompletionOutput -> Generation (vLLM leaves the stop string out and names it)."""
-    text, stop_in_text = cut_at_first_stop(completion.text, tuple(request.stop))
-    stop_reason = completion.stop_reason if isinstance(completion.stop_reason, str) else stop_in_text
-    return Generation(
-        text=text,
-        stop_reason=stop_reason,
-        finish_reason="length" if completion.finish_reason == "length" else "stop",
-        prompt_tokens=prompt_tokens,
-        completion_tokens=len(completion.token_ids),
-    )

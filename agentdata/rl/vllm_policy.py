@@ -9,7 +9,9 @@ many rollouts in flight, each asking for its next turn whenever its tool call re
 requests therefore go through one queue with a single consumer (`engines.batching.RequestBatcher`):
 the requests waiting at a moment become one `generate` call (one `SamplingParams` each, so every
 request keeps its own budget, stop strings and seed), and the requests that arrive meanwhile
-make the next call.
+make the next call. A prompt that does not fit the model's context fails vLLM's whole call; the
+call's requests are then run one by one, so only the prompts too long end as `context`. Requests
+and outputs are mapped as for the `vllm:` engine (`engines.vllm_mapping`).
 """
 
 from __future__ import annotations
@@ -18,9 +20,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentdata.engines.base import Generation, GenerationRequest, cut_at_first_stop, error_generation
+from agentdata.engines.base import Generation, GenerationRequest
 from agentdata.engines.batching import BatchedEngine, RequestBatcher
 from agentdata.engines.hf_generate import render_prompt
+from agentdata.engines.vllm_mapping import (
+    completion_generation,
+    failed_generation,
+    is_context_overflow,
+    sampling_params,
+)
 
 MAX_BATCH_SIZE = 1024  # vLLM schedules within a call itself (max_num_seqs); this only bounds one call's list
 
@@ -57,36 +65,21 @@ class ColocatedVLLMEngine(BatchedEngine):
     def _run_batch(self, requests: list[GenerationRequest]) -> list[Generation]:
         started = time.perf_counter()
         try:
-            sampling_params = self._sampling_params or vllm_sampling_params()
-            prompts = [render_prompt(self.tokenizer, request) for request in requests]
-            params = [
-                sampling_params(
-                    max_tokens=r.max_new_tokens,
-                    temperature=r.temperature,
-                    top_p=r.top_p,
-                    stop=list(r.stop),
-                    seed=r.seed,
-                )
-                for r in requests
-            ]
-            outputs = self.llm.generate(prompts, params, use_tqdm=False)
-            return [request_output_generation(output, request) for output, request in zip(outputs, requests)]
-        except Exception as exc:
-            return [error_generation(f"{type(exc).__name__}: {exc}") for _ in requests]
+            return self._generate(requests)
         finally:
             self.generation_s += time.perf_counter() - started
 
-
-def request_output_generation(output: Any, request: GenerationRequest) -> Generation:
-    """A vLLM RequestOutput -> Generation (vLLM leaves a matched stop string out of the text and names it)."""
-    choice = output.outputs[0]
-    stop = choice.stop_reason if isinstance(choice.stop_reason, str) else None
-    text, matched = cut_at_first_stop(choice.text, tuple(request.stop))
-    finish = "length" if choice.finish_reason == "length" else "stop"
-    return Generation(
-        text=text,
-        stop_reason=stop or matched,
-        finish_reason=finish,
-        prompt_tokens=len(output.prompt_token_ids or []),
-        completion_tokens=len(choice.token_ids),
-    )
+    def _generate(self, requests: list[GenerationRequest]) -> list[Generation]:
+        try:
+            factory = self._sampling_params or vllm_sampling_params()
+            prompts = [render_prompt(self.tokenizer, request) for request in requests]
+            params = [sampling_params(factory, request) for request in requests]
+            outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        except Exception as exc:
+            if len(requests) > 1 and is_context_overflow(exc):  # one prompt too long fails them all: find it
+                return [generation for request in requests for generation in self._generate([request])]
+            return [failed_generation(exc) for _ in requests]
+        return [
+            completion_generation(output.outputs[0], request, len(output.prompt_token_ids or []))
+            for output, request in zip(outputs, requests)
+        ]

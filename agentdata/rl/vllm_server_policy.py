@@ -17,7 +17,10 @@ and the members of a GRPO group (the same prompt) would all sample the same comp
 VLLMClient returns token ids only; the text is decoded here and the finish reason judged from
 it: a stop string in the text, or the end-of-sequence token, is a stop; reaching the budget is
 `length`; an earlier end that shows neither is a stop whose kind is unknown (`stop_known=False`,
-the agent loop judges from the text, as for servers that do not say).
+the agent loop judges from the text, as for servers that do not say). A prompt that does not fit
+the model's context fails the server's whole call (vLLM's "maximum context length" answer): the
+call's requests are then sent one by one and only the prompts too long end as `context`
+(`engines.vllm_mapping.failed_generation`).
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ import itertools
 import time
 from typing import Any
 
-from agentdata.engines.base import Generation, GenerationRequest, cut_at_first_stop, error_generation
+from agentdata.engines.base import Generation, GenerationRequest, cut_at_first_stop
 from agentdata.engines.batching import BatchedEngine, RequestBatcher
 from agentdata.engines.hf_generate import render_prompt
+from agentdata.engines.vllm_mapping import failed_generation, is_context_overflow
 
 MAX_BATCH_SIZE = 1024
 
@@ -102,7 +106,9 @@ class ServerVLLMEngine(BatchedEngine):
                 for request, ids, prompt in zip(requests, completions, prompts)
             ]
         except Exception as exc:  # a lost server fails this call's requests, not the run
-            return [error_generation(f"{type(exc).__name__}: {exc}") for _ in requests]
+            if len(requests) > 1 and is_context_overflow(exc):  # one prompt too long fails the call: find it
+                return [generation for request in requests for generation in self._generate_group([request])]
+            return [failed_generation(exc) for _ in requests]
 
     def _row(self, request: GenerationRequest, ids: list[int], prompt_tokens: int) -> Generation:
         ids = ids[: request.max_new_tokens]
