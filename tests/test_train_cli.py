@@ -96,12 +96,7 @@ def test_train_all_runs_sft_then_grpo_with_the_sandbox(tmp_path, tiny_model_dir)
         "rewards/length/mean",
     ):
         assert key in step_logs[-1], key
-    assert {path.name for path in (out / "rl" / "plots").iterdir()} == {
-        "accuracy.png",
-        "tool_calls.png",
-        "response_length.png",
-        "scaling.png",
-    }
+    assert {path.name for path in (out / "rl" / "plots").iterdir()} == {"scaling.png"}  # every curve on one page
     # --eval-problems reaches both stages: SFT evaluates after its last step, GRPO at step 0 and after its last
     sft_metrics = [json.loads(line) for line in (out / "sft" / "metrics.jsonl").read_text().splitlines()]
     assert [entry["step"] for entry in sft_metrics if "eval/avg@1" in entry] == [sft_metrics[-1]["step"]]

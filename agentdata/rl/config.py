@@ -193,7 +193,10 @@ class GRPOStageConfig:
     )
     bf16: bool = field(default=False, metadata={"help": "Train in bfloat16 (GPUs that support it)."})
     plots: bool = field(
-        default=True, metadata={"help": "Write PNG plots of accuracy, tool calls and length per step at the end."}
+        default=True,
+        metadata={
+            "help": "Write plots/scaling.png at the end: accuracy, tool calls, response length and entropy per step."
+        },
     )
     seed: int = field(default=0, metadata={"help": "Random seed.", "range": "[0, 4294967295]"})
     limit: int | None = field(

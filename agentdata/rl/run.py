@@ -16,7 +16,6 @@ from agentdata.errors import UserError
 from agentdata.evaluation.curves import SCALING_PLOT, scaling_plot
 from agentdata.records import Problem
 from agentdata.rl.config import GRPOStageConfig
-from agentdata.rl.plots import plot_training_curves
 from agentdata.rl.rewards import reward_functions
 from agentdata.rl.rollout import AgentRollout
 from agentdata.rl.rollout_engines import attach_rollout_engine
@@ -205,11 +204,7 @@ def run_grpo(config: GRPOStageConfig) -> GRPOResult:
     finally:
         sandbox.close()
     history = read_metrics(out_dir / "metrics.jsonl")
-    plots = (
-        plot_training_curves(history, out_dir / "plots") + [scaling_plot(history, out_dir / "plots" / SCALING_PLOT)]
-        if config.plots
-        else []
-    )
+    plots = [scaling_plot(history, out_dir / "plots" / SCALING_PLOT)] if config.plots else []
     return GRPOResult(
         out_dir,
         trainer.state.global_step,
