@@ -1,4 +1,10 @@
-"""One definition of "correct", shared by collect, filter, eval and the GRPO reward."""
+"""Whether a final answer equals the gold answer (math, numbers, multiple-choice letters).
+
+This is the answer half of `verify.grade.grade`, the one definition of "correct": `grade` sends
+every problem that is not code here, and runs code problems' tests instead. Call `is_correct`
+directly only where there is no problem, just a response and a gold answer (a reward given
+completions from outside the agent loop, a stitched solution's check).
+"""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ collect (the agent loop), filter's profiling, GRPO rewards and eval all come her
   fraction; where the tests cannot judge it (a library they need is missing from the sandbox,
   the benchmark's reference solution fails) `unavailable` says why: no verdict on the model;
 - everything else (math, multiple-choice science): the final answer is compared with the
-  gold answer (`verify.check.is_correct`); score = 1 or 0.
+  gold answer (`verify.answers.is_correct`); score = 1 or 0.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rewards for GRPO, built on `is_correct` so training and evaluation agree on "correct".
+"""Rewards for GRPO, built on the agent loop's verdict (`verify.grade`) so training and evaluation agree.
 
 Scalar helpers take plain numbers; `CorrectnessReward` and `OverlongReward` are TRL reward
 functions with the signature `(prompts, completions, **kwargs) -> list[float | None]`. A
@@ -7,7 +7,9 @@ tool-calling format); the gold answer comes from the dataset's `answer` column. 
 agent loop produced the completions (agentdata's GRPO rollouts), it already judged each with
 `verify.grade` and counted its tool calls and model tokens: those arrive as the extra columns
 `correct`, `passed_fraction` (code problems), `num_tool_calls` and `model_token_counts`, and are used
-instead of re-reading text that also holds tool output. One definition of each reward, whoever calls it.
+instead of re-reading text that also holds tool output. Completions from elsewhere (no `correct`
+column) are checked against the gold answer with `verify.answers.is_correct`, the answer half of
+`grade`. One definition of each reward, whoever calls it.
 
 Rewards are registered by name in `REWARDS`; `build_reward(name, settings)` turns a name or a
 plug-in path (`mypkg.rewards:brevity`, `rewards.py:brevity`) into a reward function. A plain
@@ -152,7 +154,7 @@ class CorrectnessReward:
 
     def __call__(self, prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
         judged = kwargs.get("correct")
-        if judged is not None:  # the agent loop already judged these rollouts with is_correct
+        if judged is not None:  # the agent loop already judged these rollouts with verify.grade
             counts = kwargs.get("num_tool_calls") or [tool_calls(completion) for completion in completions]
             # The loop counts calls, not rounds: TCR's k is the number of calls run, as in training so far.
             fractions = kwargs.get("passed_fraction") or [None] * len(judged)
