@@ -102,7 +102,7 @@ def test_failed_rollouts_count_in_no_pass_rate_and_a_redone_one_replaces_them(tm
         PoolConfig(embedding="tfidf", dedup=DedupConfig(near_dup_threshold=None)),
     )
     reasons = dict(result.rejected.select("problem_id", "drop_reason").iter_rows())
-    assert reasons[problems[1].id] == "unprofiled"  # 1 valid of 4: too few to place in or out of the band
+    assert reasons[problems[1].id] == "too_many_errors"  # 1 valid of 4: too few to place in or out of the band
     assert problems[1].id not in result.profiled["problem_id"].to_list()
 
 
@@ -132,9 +132,9 @@ def test_unprofiled_duplicate_and_contaminated_problems_are_dropped(tmp_path):
         rates,
         PoolConfig(dedup=DedupConfig(decontam_files=[str(benchmark)]), embedding="tfidf"),
     )
-    assert result.counts == {"not_profiled": 1, "contaminated": 1, "duplicate": 1}
+    assert result.counts == {"no_rollouts": 1, "contaminated": 1, "duplicate": 1}
     reasons = dict(result.rejected.select("problem_id", "drop_reason").iter_rows())
-    assert reasons == {problems[1].id: "not_profiled", problems[2].id: "contaminated", "copy": "duplicate"}
+    assert reasons == {problems[1].id: "no_rollouts", problems[2].id: "contaminated", "copy": "duplicate"}
 
 
 def test_near_duplicate_problems_are_dropped():

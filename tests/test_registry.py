@@ -49,6 +49,23 @@ def test_a_registry_also_has_its_parents_entries_under_its_own():
     assert stage.get("os.path:join") is __import__("os").path.join  # plug-ins as before
 
 
+def test_a_renamed_entry_is_still_found_by_its_old_name_but_listed_by_its_new_one():
+    registry: Registry[int] = Registry("widget")
+    registry.register("no_rollouts", 1)
+    registry.alias("not_profiled", "no_rollouts")
+    assert registry.get("not_profiled") == 1 and "not_profiled" in registry
+    assert registry.names() == ("no_rollouts",)
+
+
+def test_the_pool_steps_of_0_3_keep_their_names():
+    from agentdata.filter.config import PoolConfig
+    from agentdata.filter.steps import POOL_STEPS
+    from agentdata.steps import build_step
+
+    old = [build_step(name, PoolConfig(), POOL_STEPS).reason for name in ("not_profiled", "unprofiled")]
+    assert old == ["no_rollouts", "too_many_errors"]
+
+
 def test_a_lazy_entry_is_imported_on_first_use():
     registry: Registry[object] = Registry("thing")
     registry.register("loads", "json:loads")

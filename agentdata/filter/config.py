@@ -79,7 +79,7 @@ class PoolConfig:
         default=0.5,
         metadata={
             "help": "A problem whose rollouts ended in an engine or sandbox error more often than this leaves is "
-            "dropped as `unprofiled` (errors are no wrong answers and count in no pass rate).",
+            "dropped as `too_many_errors` (errors are no wrong answers and count in no pass rate).",
             "range": "(0, 1]",
         },
     )

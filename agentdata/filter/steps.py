@@ -26,7 +26,9 @@ from agentdata.steps import (
     near_duplicate_step,
 )
 
-POOL_STEP_NAMES = ("not_profiled", "unprofiled", "out_of_band", "contaminated", "duplicate", "near_duplicate")
+# The profile's three reasons say why a problem has no place in the band: no rollout at all, too many
+# rollouts that ended in an engine or sandbox error to trust its pass rate, or a pass rate outside it.
+POOL_STEP_NAMES = ("no_rollouts", "too_many_errors", "out_of_band", "contaminated", "duplicate", "near_duplicate")
 
 POOL_STEPS: Registry = Registry("filter step", parent=FILTER_STEPS)
 step = POOL_STEPS.register
@@ -43,11 +45,11 @@ class PassRateBand(ExpressionStep):
         return self.band.contains(pl.col("pass_rate"))
 
 
-@step("not_profiled")
-class NotProfiled(ExpressionStep):
+@step("no_rollouts")
+class NoRollouts(ExpressionStep):
     """Drops problems with no student rollout in the profile (not even a failed one)."""
 
-    reason = "not_profiled"
+    reason = "no_rollouts"
 
     def expression(self) -> pl.Expr:
         return _attempted() > 0
@@ -59,7 +61,7 @@ class TooFewValidRollouts(ExpressionStep):
     rests on too few answers to place them in or out of the band."""
 
     min_valid_share: float = 0.5
-    reason = "unprofiled"
+    reason = "too_many_errors"
 
     def expression(self) -> pl.Expr:
         valid = pl.col("n_rollouts").fill_null(0)
@@ -75,9 +77,14 @@ def out_of_band(config: PoolConfig) -> Step:
     return PassRateBand(config.band)
 
 
-@step("unprofiled")
-def unprofiled(config: PoolConfig) -> Step:
+@step("too_many_errors")
+def too_many_errors(config: PoolConfig) -> Step:
     return TooFewValidRollouts(config.min_valid_share)
+
+
+# The names of 0.3 (a config's `extra_steps` may list them).
+POOL_STEPS.alias("not_profiled", "no_rollouts")
+POOL_STEPS.alias("unprofiled", "too_many_errors")
 
 
 @step("contaminated")
