@@ -1,4 +1,10 @@
-"""`collect`: run a teacher over problems with the real sandbox and record every trajectory.
+"""The runner: rollouts of one engine over many problems, each through the agent loop with the real
+sandbox, every trajectory recorded in a run dir.
+
+Every stage that records rollouts runs them here, with settings of its own: the `collect`
+command (a teacher), `filter`'s profile of the student, `eval`'s benchmarks. The entry point is
+`collect(problems, out_dir, CollectConfig)`: the verb, and the settings every such run shares
+(`CollectConfig` composes the loop's); this part knows none of the stages that call it.
 
 Many trajectories run at once (`concurrency`): while one waits for its code to run,
 others generate, and a local engine batches every waiting generation into one call.
