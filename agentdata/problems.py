@@ -21,7 +21,7 @@ from typing import Any
 from agentdata.choice_problems import choice_layout, choice_problem
 from agentdata.code_problems import BENCHMARK_LAYOUTS, benchmark_problem, code_layout, code_problem, is_code_row
 from agentdata.errors import InputFileError
-from agentdata.inputs import SUFFIXES, kind_of, read_nonempty_rows, read_rows  # noqa: F401 (re-exported: the one reader)
+from agentdata.inputs import kind_of, read_nonempty_rows
 from agentdata.records import Problem
 
 QUESTION_FIELDS = ("question", "problem", "Problem", "Question", "prompt", "query")

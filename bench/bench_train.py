@@ -104,7 +104,7 @@ def run_plain_sft(
     import pyarrow.parquet as pq
     from trl import SFTConfig, SFTTrainer
 
-    from agentdata.sft.data import canonical_messages, plain_conversation, row_tools
+    from agentdata.sft.data import cleaned_messages, plain_conversation, row_tools
     from agentdata.training.model import load_model, load_tokenizer
 
     started = time.perf_counter()
@@ -113,7 +113,7 @@ def run_plain_sft(
         [
             {"role": m["role"], "content": m["content"]}
             for m in plain_conversation(
-                canonical_messages(r["messages"], sft_set, i), row_tools(r.get("tools"), sft_set, i), protocol
+                cleaned_messages(r["messages"], sft_set, i), row_tools(r.get("tools"), sft_set, i), protocol
             )
         ]
         for i, r in enumerate(rows)

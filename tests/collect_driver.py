@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from agentdata.agent.runner import CollectConfig, collect  # noqa: E402
+from agentdata.agent.config import CollectConfig  # noqa: E402
+from agentdata.agent.runner import collect  # noqa: E402
 from agentdata.records import Problem  # noqa: E402
 from tests.fakes import InProcessSandbox, ScriptedEngine  # noqa: E402
 

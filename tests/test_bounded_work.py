@@ -19,8 +19,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from agentdata.agent.config import CollectConfig
 from agentdata.agent.rundir import RunDir
-from agentdata.agent.runner import CollectConfig, collect
+from agentdata.agent.runner import collect
 from agentdata.engines import load_engine
 from agentdata.records import Problem
 from agentdata.settings import build

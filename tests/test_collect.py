@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agentdata.agent.config import LoopConfig
+from agentdata.agent.config import CollectConfig, LoopConfig
 from agentdata.agent.rundir import RunDir
-from agentdata.agent.runner import CollectConfig, RunBroken, collect
+from agentdata.agent.runner import RunBroken, collect
 from agentdata.errors import UserError
 from agentdata.records import Problem
 from agentdata.settings import build
@@ -107,7 +107,8 @@ KILLABLE = textwrap.dedent("""
     import sys
     sys.path.insert(0, {root!r})
     from agentdata.records import Problem
-    from agentdata.agent.runner import CollectConfig, collect
+    from agentdata.agent.config import CollectConfig
+    from agentdata.agent.runner import collect
     from tests.fakes import InProcessSandbox, ScriptedEngine
     problems = [Problem(f"What is 6 times 7? ({{i}})", "42") for i in range(40)]
     config = CollectConfig(teacher="scripted", concurrency=2, shard_size=1)

@@ -235,11 +235,12 @@ def test_work_that_cannot_finish_is_refused(tmp_path, capsys, monkeypatch, args,
 
 def test_too_many_trajectories_in_one_run_are_refused(tmp_path, monkeypatch):
     from agentdata.agent import runner
+    from agentdata.agent.config import CollectConfig
 
     monkeypatch.setattr(runner, "MAX_TRAJECTORIES", 10)
     problems = load_problems(_problems_file(tmp_path, 3))
     with pytest.raises(UserError, match="3 problems × 4 samples is more than one run takes"):
-        runner.collect(problems, tmp_path / "run", runner.CollectConfig(samples=4))
+        runner.collect(problems, tmp_path / "run", CollectConfig(samples=4))
 
 
 def _problems_file(tmp_path, count):

@@ -19,9 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentdata.agent.config import CollectConfig
 from agentdata.agent.journal import Journal
 from agentdata.agent.rundir import RunDir
-from agentdata.agent.runner import CollectConfig, collect
+from agentdata.agent.runner import collect
 from agentdata.errors import UserError
 from agentdata.records import Problem
 from tests.cli_helpers import run_cli

@@ -176,7 +176,8 @@ def test_collect_through_the_service_leaves_no_open_http_session(service_url, tm
     """The async client belongs to collect's event loop: collect releases it before the loop ends."""
     import gc
 
-    from agentdata.agent.runner import CollectConfig, collect
+    from agentdata.agent.config import CollectConfig
+    from agentdata.agent.runner import collect
     from agentdata.records import Problem
     from agentdata.sandbox.remote import RemoteSandbox
     from tests.fakes import ScriptedEngine

@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from agentdata import __version__
-from agentdata.agent.config import MAX_SAMPLES, CollectConfig, LoopConfig  # noqa: F401 (re-exported)
+from agentdata.agent.config import CollectConfig
 from agentdata.agent.journal import Journal, signals_deferred
 from agentdata.agent.loop import UNGRADED, config_tools, solve
 from agentdata.agent.resume import HASH_KEY, ResumePlan, plan_resume, problem_hash, unique_problems

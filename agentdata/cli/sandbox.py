@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Annotated
 
@@ -100,7 +99,7 @@ def run(
     with sandbox:
         result = sandbox.run(code, timeout=config.timeout_s)
     if as_json:
-        print_json(result.as_dict() if hasattr(result, "as_dict") else dataclasses.asdict(result))
+        print_json(result.as_dict())
         raise typer.Exit(0 if result.status == "ok" else 1)
     if result.stdout:
         console.out(result.stdout, end="", highlight=False)

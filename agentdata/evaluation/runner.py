@@ -23,9 +23,10 @@ from urllib.parse import urlparse
 
 import polars as pl
 
+from agentdata.agent.config import CollectConfig
 from agentdata.agent.resume import unique_problems
 from agentdata.agent.rundir import RunDir, settings_digest
-from agentdata.agent.runner import CollectConfig, CollectSummary, collect
+from agentdata.agent.runner import CollectSummary, collect
 from agentdata.errors import UserError
 from agentdata.evaluation.compare import compare_to_baseline
 from agentdata.evaluation.config import EvalConfig

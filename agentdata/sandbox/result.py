@@ -28,7 +28,7 @@ class ExecResult:
         """stdout then stderr, as a model would read them."""
         return self.stdout + self.stderr
 
-    def to_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod

@@ -203,7 +203,7 @@ def build_app(sandbox: Sandbox) -> Starlette:
         )
         if result is None:
             return JSONResponse({"error": "the client hung up"}, status_code=499)
-        return JSONResponse(result.to_dict())
+        return JSONResponse(result.as_dict())
 
     async def close_session(request: Request) -> JSONResponse:
         await sandbox.aclose_session(request.path_params["session_id"])

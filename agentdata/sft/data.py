@@ -16,19 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from agentdata.errors import InputFileError
-from agentdata.formats.forms import canonical_messages as canonical_form
+from agentdata.formats.forms import canonical_messages
 from agentdata.inputs import read_nonempty_rows
 from agentdata.records import CODE_TOOL, MESSAGE_KEYS
 from agentdata.sft.config import LONG_ROW_POLICIES
 from agentdata.training.masking import TokenizedConversation, tokenize_conversation
 
 
-def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """The rows of an SFT set (Parquet, JSONL, JSON, CSV or a saved dataset), read by the one input reader."""
-    return read_nonempty_rows(path)
-
-
-def canonical_messages(raw: Any, path: Path, row: int) -> list[dict[str, Any]]:
+def cleaned_messages(raw: Any, path: Path, row: int) -> list[dict[str, Any]]:
     """Messages with null keys dropped, content as a string and unknown keys removed."""
     if not isinstance(raw, (list, tuple)) or not raw:
         raise InputFileError(path, "`messages` must be a non-empty list of chat messages", row=row)
@@ -114,7 +109,7 @@ def tokenize_sft_set(
 ) -> list[dict[str, Any]]:
     """Rows of `input_ids` + `assistant_masks`, one per conversation, in file order."""
     path = Path(path)
-    rows = read_rows(path)
+    rows = read_nonempty_rows(path)  # Parquet, JSONL, JSON, CSV or a saved dataset
     if not rows:
         raise InputFileError(path, "the SFT set is empty")
     if "messages" not in rows[0]:
@@ -133,7 +128,7 @@ def tokenize_row(
     rendered text, its tokens and the mask of the trained ones (`agentdata view` shows the same)."""
     format = row_format(row, protocol, path, number)
     try:
-        messages = canonical_form(canonical_messages(row.get("messages"), path, number), format)
+        messages = canonical_messages(cleaned_messages(row.get("messages"), path, number), format)
     except (ValueError, KeyError, TypeError) as error:
         raise InputFileError(path, f"a tool call cannot be read ({error})", row=number) from None
     tools = row_tools(row.get("tools"), path, number)
