@@ -270,6 +270,31 @@ def test_a_trl_only_field_reaches_the_trl_config_and_a_bad_value_is_a_user_error
         trl_arguments(GRPOConfig, computed, {"num_generations": 3})
 
 
+def test_trl_configs_are_built_without_our_own_deprecation_and_pinning_warnings(tmp_path):
+    # transformers 5 renamed gradient_checkpointing to activation_checkpointing; pinned memory needs an accelerator
+    import warnings
+
+    import torch
+
+    from agentdata.rl.run import trl_grpo_config
+    from agentdata.sft.config import SFTStageConfig
+    from agentdata.sft.run import trl_sft_config
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        grpo = trl_grpo_config(GRPOStageConfig(gradient_checkpointing=True), tmp_path, use_vllm=False)
+        sft = trl_sft_config(SFTStageConfig(), tmp_path)
+    assert not [str(w.message) for w in caught if "deprecated" in str(w.message)]
+    assert (grpo.activation_checkpointing, grpo.gradient_checkpointing, sft.activation_checkpointing) == (
+        True,
+        True,
+        False,
+    )
+    assert grpo.dataloader_pin_memory is sft.dataloader_pin_memory is torch.accelerator.is_available()
+    with pytest.raises(ValueError, match="activation_checkpointing is computed from `gradient_checkpointing`"):
+        GRPOStageConfig(trl={"activation_checkpointing": True})
+
+
 def test_a_trl_only_field_reaches_the_grpo_trainer(tmp_path, tiny_model_dir):
     from agentdata.rl.run import build_grpo_trainer
     from agentdata.train.settings import train_settings

@@ -26,6 +26,7 @@ TRL_COMPUTED = {
     "max_completion_length": "max_new_tokens",
     "per_device_train_batch_size": "num_generations",  # one micro-batch is one group
     "gradient_accumulation_steps": "prompts_per_step",  # a step accumulates prompts_per_step groups
+    "activation_checkpointing": "gradient_checkpointing",  # transformers' new name for the setting
 }
 
 

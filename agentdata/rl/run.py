@@ -110,7 +110,7 @@ def grpo_arguments(config: GRPOStageConfig, out_dir: Path, use_vllm: bool) -> di
         save_steps=config.save_steps,
         save_total_limit=config.save_total_limit,
         bf16=config.bf16,
-        gradient_checkpointing=config.gradient_checkpointing,
+        activation_checkpointing=config.gradient_checkpointing,  # transformers' new name (v5)
         seed=config.seed,
         **config.tracking.trl_arguments(out_dir, "grpo"),
         # TRL's table of sampled rollouts per logged step (prompt, completion, rewards, our tool columns),

@@ -22,6 +22,7 @@ TRL_COMPUTED = {
     "num_train_epochs": "epochs",
     "per_device_train_batch_size": "batch_size",
     "warmup_steps": "warmup_ratio",
+    "activation_checkpointing": "gradient_checkpointing",  # transformers' new name for the setting
 }
 
 

@@ -64,7 +64,7 @@ def sft_arguments(config: SFTStageConfig, out_dir: Path) -> dict[str, Any]:
         logging_steps=config.logging_steps,
         save_steps=config.save_steps,
         save_total_limit=config.save_total_limit,
-        gradient_checkpointing=config.gradient_checkpointing,
+        activation_checkpointing=config.gradient_checkpointing,  # transformers' new name (v5)
         bf16=config.bf16,
         seed=config.seed,
         **config.tracking.trl_arguments(out_dir, "sft"),

@@ -5,8 +5,9 @@ The settings path sorts a section's keys (`agentdata.settings.sections`): a stag
 its field, a name only TRL's config has goes into the stage's `trl` mapping (its field's
 metadata `extra` names the TRL type), and a key that is neither is refused, naming it and the
 closest valid keys, so a misspelling never silently does nothing. `trl_arguments` builds TRL's
-config from what the stage computes, with the TRL-only fields the user set on top (theirs win:
-they asked for it). `write_trl_settings` records the effective TRL settings in the run dir.
+config from what the machine gives (`machine_arguments`) and what the stage computes, with the
+TRL-only fields the user set on top (theirs win: they asked for it). `write_trl_settings` records
+the effective TRL settings in the run dir.
 
 The TRL-only fields travel in the stage config's `trl` mapping. A TRL field that the stage
 computes from one of its own settings (`output_dir` from `out`, GRPO's
@@ -70,13 +71,21 @@ def check_trl_types(config: Any) -> None:
             raise SettingError(key, value, f"expected {describe(hints[key])} (TRL's {spec.partition(':')[2]})")
 
 
+def machine_arguments() -> dict[str, Any]:
+    """TRL fields that follow the machine rather than a setting: batches are put in pinned memory only
+    where an accelerator can use it (on a CPU-only machine torch's DataLoader warns that it cannot)."""
+    import torch
+
+    return {"dataloader_pin_memory": torch.accelerator.is_available()}
+
+
 def trl_arguments(trl_type: type, computed: dict[str, Any], overrides: dict[str, Any]) -> Any:
-    """TRL's config from the stage's computed arguments with the user's TRL-only fields on top."""
+    """TRL's config from the machine's and the stage's computed arguments, the user's TRL-only fields on top."""
     unknown = sorted(set(overrides) - field_names(trl_type))
     if unknown:
         raise UserError(f"{unknown[0]!r} is not a field of TRL's {trl_type.__name__}")
     try:
-        return trl_type(**{**computed, **overrides})
+        return trl_type(**{**machine_arguments(), **computed, **overrides})
     except (TypeError, ValueError) as error:
         raise UserError(f"TRL's {trl_type.__name__} refused the settings {sorted(overrides)}: {error}") from None
 
