@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import math
 from itertools import combinations
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentdata.cli.views import results_table
+from agentdata.cli.eval_views import TOOL_USE_COLUMNS, eval_views, results_table
 from agentdata.evaluation.metrics import benchmark_metrics, majority_vote, normalise_answer, pass_at_k, pass_k_values
 from agentdata.evaluation.report import EvalReport, EvalResult
 from agentdata.records import ToolCall, Trajectory, assistant_message, tool_message
@@ -232,3 +234,47 @@ def test_results_table_has_a_row_per_result():
     metrics = benchmark_metrics([response("a", 0, "1", True)], string_equivalence)
     table = results_table([EvalResult("m", "s", "b", 1, "r", metrics), EvalResult("m", "s", "b", 2, "r", metrics)])
     assert table.row_count == 2
+
+
+def printed(renderables, width: int) -> list[str]:
+    """What a console `width` columns wide shows (a log file gets rich's 80 when COLUMNS is unset)."""
+    from rich.console import Console
+
+    out = io.StringIO()
+    console = Console(file=out, width=width, color_system=None)
+    for renderable in renderables:
+        console.print(renderable)
+    return out.getvalue().splitlines()
+
+
+def quickstart_report() -> EvalReport:
+    rollouts = [response("a", 0, "1", True, calls=1, tokens=74), response("a", 1, None, False, finish="max_tokens")]
+    metrics = benchmark_metrics(rollouts, string_equivalence)
+    return EvalReport(
+        [
+            EvalResult(model, f"hf:/tmp/runs/{model}", bench, 2, "r", metrics)
+            for model in ("base", "trained")
+            for bench in ("bench", "code_bench")
+        ]
+    )
+
+
+def test_eval_results_too_wide_for_80_columns_read_as_one_block_each_not_folded_columns():
+    lines = printed(eval_views(quickstart_report(), Path("runs/eval")), 80)
+    assert all(len(line) <= 80 for line in lines)
+    headings = [line for line in lines if "tool calls ≤ 2" in line]
+    assert headings == [
+        f"{model} · {bench} (math) · tool calls ≤ 2 · 1 problems"
+        for model in ("base", "trained")
+        for bench in ("bench", "code_bench")
+    ]
+    assert sum("finish reasons: answer 1, max_tokens 1" in line for line in lines) == 4  # every value whole
+    avg = [line.split() for line in lines if line.lstrip().startswith("avg@2")]
+    assert len(avg) == 4 and avg[0][:2] == ["avg@2", "50.0%"] and avg[0][-2:] == ["calls/resp", "0.50"]
+    assert all(line == line.rstrip() for line in lines if "avg@2" in line)
+
+
+def test_eval_tables_are_one_table_where_they_fit():
+    lines = printed(eval_views(quickstart_report(), Path("runs/eval")), 220)
+    headers = [line for line in lines if "model" in line and "benchmark" in line]
+    assert len(headers) == 1 and all(name in headers[0] for name in ("avg@k", *TOOL_USE_COLUMNS))

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from agentdata.agent.rundir import RunDir, trajectory_files
+from agentdata.agent.shard_status import ShardedRun, read_sharded
 from agentdata.errors import InputFileError
 from agentdata.inputs import check_input, first_row, read_rows
 from agentdata.problems import load_problems
 from agentdata.records import Problem, Trajectory, from_row, message_tool_calls, validate_messages
 
-Kind = Literal["problems", "trajectories"]
+Kind = Literal["problems", "trajectories", "sft set"]
 TRAJECTORY_SUFFIXES = (".parquet", ".jsonl", ".json")
 _CHECKS = {"str": str, "int": int, "bool": bool, "list": list, "dict": dict}
 
@@ -32,13 +36,59 @@ def holds_trajectories(path: Path) -> bool:
     return row is not None and "messages" in row and "problem_id" in row
 
 
-def load_for_inspection(
-    path: Path, question_field: str | None = None, answer_field: str | None = None
-) -> tuple[Kind, list[Problem] | list[Trajectory]]:
+@dataclass
+class Inspection:
+    """What a path holds (`agentdata inspect`): its problems or trajectories, and their numbers."""
+
+    path: Path
+    kind: Kind
+    records: list[Problem] | list[Trajectory]
+    only_in_journal: int = 0  # trajectories a stopped run left in its journal, in no shard yet (among `records`)
+    sharded: ShardedRun | None = None  # the state of each part of a run dir made with --shard I/N
+    provenance: dict[str, Any] | None = None  # how a set or pool was made (publish/provenance.py)
+    rows: int | None = None  # an SFT set's rows (its records are not read)
+
+    def as_dict(self) -> dict[str, Any]:
+        if self.kind == "sft set":
+            return {"path": str(self.path), "kind": self.kind, "rows": self.rows, "provenance": self.provenance}
+        if self.kind == "trajectories":
+            return {
+                "path": str(self.path),
+                "kind": self.kind,
+                **trajectory_stats(self.records),
+                "only_in_journal": self.only_in_journal,
+                **({"sharded": self.sharded.as_dict()} if self.sharded else {}),
+            }
+        return {
+            "path": str(self.path),
+            "kind": self.kind,
+            "problems": len(self.records),
+            "sources": dict(Counter(p.source for p in self.records).most_common()),
+            **({"provenance": self.provenance} if self.provenance else {}),
+        }
+
+
+def inspect_path(path: Path, question_field: str | None = None, answer_field: str | None = None) -> Inspection:
     check_input(path)  # what the path is, if it is no file or folder (a broken link, a FIFO, a device)
     if holds_trajectories(path):
-        return "trajectories", read_trajectories(path)
-    return "problems", load_problems(path, question_field, answer_field, require_answer=False)
+        sharded = read_sharded(path) if path.is_dir() else None
+        return Inspection(path, "trajectories", read_trajectories(path), len(journal_only(path)), sharded)
+    return Inspection(path, "problems", load_problems(path, question_field, answer_field, require_answer=False))
+
+
+def trajectory_stats(trajectories: Iterable[Trajectory]) -> dict[str, Any]:
+    """The numbers `inspect` shows for trajectories."""
+    trajectories = list(trajectories)
+    count = len(trajectories) or 1
+    calls = sum(t.num_tool_calls for t in trajectories)
+    return {
+        "trajectories": len(trajectories),
+        "accuracy": sum(t.correct for t in trajectories) / count,
+        "mean_tool_calls": calls / count,
+        "tool_error_rate": sum(t.num_tool_errors for t in trajectories) / max(calls, 1),
+        "mean_completion_tokens": sum(t.completion_tokens for t in trajectories) / count,
+        "finish_reasons": dict(sorted(Counter(t.finish_reason for t in trajectories).items())),
+    }
 
 
 def read_trajectories(path: str | Path) -> list[Trajectory]:

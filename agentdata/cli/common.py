@@ -1,4 +1,4 @@
-"""What every command shares: option aliases defined once, the output checks.
+"""What every command shares: option aliases defined once, the problems argument, the output checks.
 
 The settings of the stages (the agent loop, collect, curate, filter, eval, ...) are not
 listed here: their options are generated from the dataclasses (cli/options.py).
@@ -6,15 +6,21 @@ listed here: their options are generated from the dataclasses (cli/options.py).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from os import PathLike
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
 from agentdata.errors import UserError
 from agentdata.outputs import check_output_dir, check_output_file
+
+if TYPE_CHECKING:
+    from agentdata.records import Problem
+
+Settings = TypeVar("Settings")
 
 # Where this command writes: an unexpected error's traceback is logged there (cli/crash.py).
 _output_place: list[Path] = []
@@ -76,6 +82,10 @@ def forget_output_place() -> None:
     _output_place.clear()
 
 
+ProblemsFile = Annotated[
+    Path | None,
+    typer.Argument(help="Problems (JSONL, JSON, Parquet, CSV, dataset dir). Default: the built-in compute ladder."),
+]
 QuestionField = Annotated[
     str | None, typer.Option("--question-field", help="Column holding the question (default: recognised names).")
 ]
@@ -85,6 +95,22 @@ AnswerField = Annotated[
 ModelName = Annotated[str | None, typer.Option("--model", help="Model name for openai: engines (an engine option).")]
 
 
-def with_model(options: dict[str, Any], model: str | None) -> dict[str, Any]:
-    """The engine options with --model folded in."""
-    return {**options, "model": model} if model else dict(options)
+def read_problems(
+    problems_file: Path | None, question_field: str | None = None, answer_field: str | None = None
+) -> list[Problem]:
+    """The problems a command runs on: the file's (the built-in compute ladder without one), each once;
+    two different problems under one id are refused, both rows named."""
+    from agentdata.agent.resume import unique_problems
+    from agentdata.problems import load_problems
+    from agentdata.synth.builtin import default_problems
+
+    if problems_file is None:
+        return unique_problems(default_problems())
+    return unique_problems(load_problems(problems_file, question_field, answer_field), problems_file)
+
+
+def with_model(config: Settings, model: str | None) -> Settings:
+    """The settings with --model folded into their engine options (`engine_options["model"]`)."""
+    if not model:
+        return config
+    return dataclasses.replace(config, engine_options={**config.engine_options, "model": model})

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from agentdata.cli.common import ModelName, output_dir, with_model
-from agentdata.cli.console import console, print_json
+from agentdata.cli.console import console
 from agentdata.cli.options import settings_command
+from agentdata.cli.render import show
 from agentdata.evaluation.config import EvalConfig
 
 
@@ -44,11 +43,11 @@ def command(
     as_json: bool = False,
 ) -> None:
     """Run models with the code tool on benchmarks; report avg@k, pass@k, maj@k and tool use, with plots."""
-    from agentdata.cli.views import comparisons_table, results_table, with_interval
+    from agentdata.cli.eval_views import eval_views, with_interval
     from agentdata.evaluation.runner import OUT_NAMES, run_eval
 
     output_dir(out, "--out", bench_files, writes=OUT_NAMES)
-    config = dataclasses.replace(config, engine_options=with_model(config.engine_options, model))
+    config = with_model(config, model)
     models = [model_spec, *(compare or [])]
     if not as_json:
         console.print(
@@ -66,32 +65,7 @@ def command(
         )
 
     report = run_eval(models, bench_files, out, config, on_result=None if as_json else on_result)
-    if as_json:
-        print_json(report.as_dict())
-        return
-    if report.shard:
-        for run in report.shard_runs:
-            console.print(
-                f"  {run['model']} · {run['benchmark']} · tools ≤ {run['max_tool_calls']}: shard {report.shard} "
-                f"done, {run['generated']} generated now → {run['run_dir']}"
-            )
-        console.print(
-            f"The scores need every shard: when all {config.sharding.shard.count} are done, the same eval without "
-            "--shard writes the report (it generates nothing)"
-        )
-        return
-    console.print(results_table(report.results, title=f"eval · {out} · 95% intervals over problems"))
-    if report.comparisons:
-        console.print(
-            comparisons_table(report.comparisons, title=f"paired differences against {report.results[0].model}")
-        )
-        for row in report.comparisons:
-            if row["metric"].startswith("avg@"):  # one line each, never wrapped: it is the verdict
-                line = f"  {row['benchmark']} · tools ≤ {row['max_tool_calls']}: {row['sentence']}"
-                console.print(escape(line), soft_wrap=True)
-    console.print(
-        f"Report: [cyan]{out / 'report.json'}[/] · plots: " + ", ".join(f"[cyan]{p}[/]" for p in report.plots)
-    )
+    show(report, as_json, lambda report: eval_views(report, out, config.sharding.shard))
 
 
 _TRAINED = "each model's own (else codeblock)"  # unset: the one a model agentdata trained records in its dir

@@ -8,8 +8,9 @@ from typing import Annotated
 import typer
 
 from agentdata.cli.common import output_dir, output_file
-from agentdata.cli.console import console, print_json
+from agentdata.cli.console import console
 from agentdata.cli.options import settings_command
+from agentdata.cli.render import show
 from agentdata.synth.config import ProblemsConfig
 from agentdata.synth.stitch.build import StitchConfig
 
@@ -27,46 +28,11 @@ def problems(
     as_json: bool = False,
 ) -> None:
     """Write verifiable problems: math whose answers sympy computes, or code tasks with tests (--kinds code)."""
-    from rich.progress import track
-    from rich.table import Table
-
-    from agentdata.records import Problem, write_records
-    from agentdata.synth.generators import generate_problems
+    from agentdata.cli.views import problems_written_views
+    from agentdata.synth.generators import write_problems
 
     output_file(out, "--out", (".jsonl", ".json", ".parquet"), "the problems")
-    made = generate_problems(
-        config.n,
-        config.seed,
-        config.kinds,
-        config.levels,
-        progress=iter
-        if as_json
-        else (
-            lambda problems: track(problems, total=config.n, description="generating", console=console, transient=True)
-        ),
-    )
-    kinds, levels = config.kinds, list(config.levels)
-    counts = {
-        kind: [sum(1 for p in made if p.metadata["kind"] == kind and p.metadata["level"] == level) for level in levels]
-        for kind in kinds
-    }
-    if as_json:
-        write_records(made, out, Problem)
-        print_json(
-            {
-                "output": str(out),
-                "problems": len(made),
-                "counts": {kind: dict(zip(map(str, levels), row)) for kind, row in counts.items()},
-            }
-        )
-        return
-    write_records(track(made, description="writing", console=console, transient=True), out, Problem)
-    table = Table(title=f"{len(made)} problems -> {out}")
-    for column in ("kind", *(f"level {level}" for level in levels), "total"):
-        table.add_column(column, justify="left" if column == "kind" else "right")
-    for kind, row in counts.items():
-        table.add_row(kind, *map(str, row), str(sum(row)))
-    console.print(table)
+    show(write_problems(config, out), as_json, problems_written_views)
 
 
 @app.command("stitch")
@@ -110,7 +76,7 @@ def stitch(
     as_json: bool = False,
 ) -> None:
     """Turn text solutions into "stitched" tool-use trajectories: calculations cut into code cells, run for real."""
-    from agentdata.cli.views import stitch_table
+    from agentdata.cli.views import stitch_views
     from agentdata.synth.stitch import stitch_file
 
     output_file(out, "--out", (".parquet",), "the SFT set", [solutions])
@@ -129,7 +95,4 @@ def stitch(
         answer_field=answer_field,
         trajectories_dir=trajectories,
     )
-    if as_json:
-        print_json(summary.as_dict())
-        return
-    console.print(stitch_table(summary))
+    show(summary, as_json, stitch_views)

@@ -1,9 +1,13 @@
-"""Rich views for the terminal: problems, trajectories, drop-reason tables. Only cli/ renders."""
+"""Rich views for the terminal: each command's result as the tables and lines it prints. Only cli/ renders.
+
+A `*_views(result)` function gives what one command shows at its end, in order; `cli.render.show`
+prints them (or the result's `as_dict()` with `--json`). eval's, the widest, are in `eval_views.py`.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from rich.console import Group
@@ -13,6 +17,8 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from agentdata.agent.inspection import trajectory_stats
+from agentdata.agent.journal import JOURNAL_NAME
 from agentdata.records import Problem, Trajectory, message_tool_calls
 
 ROLE_STYLES = {"system": "dim", "user": "bold cyan", "assistant": "green", "tool": "yellow"}
@@ -60,23 +66,8 @@ def conversation(trajectory: Trajectory) -> Panel:
     return Panel(Group(*parts), title=title, title_align="left")
 
 
-def trajectories_stats(trajectories: Iterable[Trajectory]) -> dict[str, Any]:
-    """The numbers `inspect` shows for trajectories (also its --json output)."""
-    trajectories = list(trajectories)
-    count = len(trajectories) or 1
-    calls = sum(t.num_tool_calls for t in trajectories)
-    return {
-        "trajectories": len(trajectories),
-        "accuracy": sum(t.correct for t in trajectories) / count,
-        "mean_tool_calls": calls / count,
-        "tool_error_rate": sum(t.num_tool_errors for t in trajectories) / max(calls, 1),
-        "mean_completion_tokens": sum(t.completion_tokens for t in trajectories) / count,
-        "finish_reasons": dict(sorted(Counter(t.finish_reason for t in trajectories).items())),
-    }
-
-
 def trajectories_summary(trajectories: Iterable[Trajectory], title: str = "trajectories") -> Table:
-    stats = trajectories_stats(trajectories)
+    stats = trajectory_stats(trajectories)
     table = Table(title=escape(title))
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -140,7 +131,7 @@ def collect_table(summary: Any) -> Table:
         table.add_row("redone: problem changed · error retried", f"{summary.stale} · {summary.retried}")
     table.add_row("accuracy", f"{summary.accuracy:.1%}")
     table.add_row("mean tool calls", f"{data['mean_tool_calls']:.2f}")
-    table.add_row("tool calls per correct answer", _per_correct(summary.tool_use.get("calls_per_correct")))
+    table.add_row("tool calls per correct answer", per_correct(summary.tool_use.get("calls_per_correct")))
     table.add_row("tool error rate", f"{data['tool_error_rate']:.1%}")
     table.add_row("completion tokens", f"{summary.completion_tokens:,}")
     table.add_row("trajectories/s · tokens/s", f"{summary.trajectories_per_s:.2f} · {summary.tokens_per_s:.1f}")
@@ -162,7 +153,7 @@ def scoring_line(name: str, counts: dict[str, Any]) -> str:
     return line
 
 
-def _per_correct(value: float | None) -> str:
+def per_correct(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
@@ -180,79 +171,8 @@ def tool_use_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
             f"{row['trajectories']:,}",
             f"{row['correct']:,}",
             f"{row['calls_per_trajectory']:.2f}",
-            _per_correct(row["calls_per_correct"]),
+            per_correct(row["calls_per_correct"]),
             f"{row['failed_call_share']:.1%}",
-        )
-    return table
-
-
-def results_table(results: list[Any], title: str = "eval") -> Table:
-    table = Table(title=title)
-    for name in (
-        "model",
-        "benchmark",
-        "kind",
-        "tool calls ≤",
-        "problems",
-        "avg@k",
-        "pass@k",
-        "maj@k",
-        "calls/resp",
-        "calls/correct",
-        "tool err",
-        "resp tokens",
-        "test s/resp",
-        "failed",
-        "finish reasons",
-    ):
-        table.add_column(name, justify="left" if name in ("model", "benchmark", "kind", "finish reasons") else "right")
-    for result in results:
-        m = result.metrics
-        k = m.samples
-        reasons = ", ".join(f"{reason} {count}" for reason, count in m.finish_reasons.items())
-        table.add_row(
-            result.model,
-            result.benchmark,
-            m.kind,
-            str(result.max_tool_calls),
-            str(m.num_problems),
-            f"{with_interval(m.avg_at_k, m.avg_at_k_ci)} @{k}",
-            f"{with_interval(m.pass_at_samples, m.pass_at_samples_ci)} @{k}",
-            f"{with_interval(m.maj_at_k, m.maj_at_k_ci)} @{k}",
-            f"{m.mean_tool_calls:.2f}",
-            _per_correct(m.calls_per_correct),
-            f"{m.tool_error_rate:.1%}",
-            f"{m.mean_response_tokens:.0f}",
-            f"{m.mean_test_s:.2f}" if m.kind in ("code", "mixed") else "-",
-            str(m.failed_responses),
-            reasons,
-        )
-    return table
-
-
-def with_interval(value: float, interval: Any) -> str:
-    """A score with its 95% interval: `12.5% [4.1, 22.0]` (percentage points)."""
-    return f"{value:.1%}" if interval is None else f"{value:.1%} {interval.points()}"
-
-
-def comparisons_table(comparisons: list[dict[str, Any]], title: str = "paired differences") -> Table:
-    """Paired comparisons (evaluation/compare.py's dicts): difference, 95% interval, p-value, verdict."""
-    table = Table(title=title)
-    for name in ("model", "vs", "benchmark", "tools ≤", "metric", "difference", "95% interval", "p", "problems"):
-        table.add_column(name, justify="left" if name in ("model", "vs", "benchmark", "metric") else "right")
-    for row in comparisons:
-        interval = row["interval"]
-        style = "bold" if row["significant"] else "dim"
-        table.add_row(
-            escape(str(row["model"])),
-            escape(str(row["baseline"])),
-            escape(str(row.get("benchmark", ""))),
-            str(row.get("max_tool_calls", "")),
-            row["metric"],
-            f"[{style}]{100 * row['difference']:+.1f} pts[/]",
-            f"[{100 * interval['low']:.1f}, {100 * interval['high']:.1f}]",
-            f"{row['p_value']:.2g}",
-            str(row["problems"]),
         )
     return table
 
@@ -340,3 +260,132 @@ def findings_table(broken: Sequence[dict[str, Any]], title: str) -> Table:
         findings = "\n".join(f"{finding['check']}: {finding['detail']}" for finding in problem["findings"])
         table.add_row(str(problem["row"]), Text(_clip(problem["question"], 120)), Text(findings))
     return table
+
+
+# ------------------------------------------------------------------ what each command shows at its end
+def collect_views(summary: Any) -> Iterator[Any]:
+    yield collect_table(summary)
+    for rows, name in ((summary.tool_use_by_source, "source"), (summary.tool_use_by_domain, "domain")):
+        if len(rows) > 1:
+            yield tool_use_table(rows, title=f"tool use per {name}")
+    yield f"Inspect with: [cyan]agentdata inspect {summary.run_dir}[/]"
+
+
+def curate_views(result: Any) -> Iterator[Any]:
+    for warning in result.warnings:
+        yield f"[yellow]warning:[/] {escape(warning)}"
+    yield drop_table(result.input_rows, result.counts, result.kept_rows, title="curate: rows per drop reason")
+    yield rows_table(result.per_source, title="per source")
+    tool_use = result.tool_use
+    yield tool_use_table([{"rows": "input", **tool_use["input"]}, {"rows": "kept", **tool_use["kept"]}], "tool use")
+    for name, counts in result.scoring.items():
+        yield scoring_line(name, counts)
+    if result.secrets.get("rows"):
+        found = ", ".join(f"{kind}: {count}" for kind, count in result.secrets["found"].items())
+        done = {"redact": "redacted", "drop": "rows dropped as `secret`"}[result.secrets["mode"]]
+        yield f"[yellow]secrets:[/] {result.secrets['rows']} kept rows held {found} ({done})"
+    if not result.empty:
+        yield (
+            f"SFT set: [cyan]{result.output}[/] · card: {result.card} · report: {result.report}"
+            + (f" · pushed to {result.pushed['url']}" if result.pushed else "")
+            + (f" · rejects: {result.rejects}" if result.rejects else "")
+        )
+
+
+def shard_profile_views(profiled: Any, count: int) -> Iterator[Any]:
+    """`filter --shard I/N`'s end (a filter.run.ProfileRun): one shard's profile, of `count` shards."""
+    yield (
+        f"profile of shard {profiled.shard}: {profiled.rates.height} problems in {profiled.profile_dir} "
+        f"({profiled.generated:,} rollouts generated now). When all {count} shards are profiled, the same "
+        "filter without --shard builds the pool from them"
+    )
+
+
+def filter_views(run: Any, k: int, k_adaptive: int | None, pool_format: str) -> Iterator[Any]:
+    """filter's end (a filter.run.FilterRun); `k`, `k_adaptive` and `pool_format` are the run's settings."""
+    for warning in run.warnings:
+        yield f"[yellow]warning:[/] {escape(warning)}"
+    yield (
+        f"profile: {run.profile_dir} ({run.generated:,} rollouts generated now, "
+        f"{'cache hit' if not run.generated else 'cache filled'})"
+    )
+    if k_adaptive:
+        yield (
+            f"k-adaptive: {run.reprofiled} problem(s) straddled a band edge at k={k} and "
+            f"were profiled up to k={k_adaptive}; {run.still_straddling} still do"
+        )
+    yield drop_table(run.problems, run.result.counts, run.selected, title="filter: problems per drop reason")
+    yield rows_table(run.per_source, title="per source")
+    if len(run.per_domain) > 1:
+        yield rows_table(run.per_domain, title="per domain")
+    if not run.empty:
+        yield (
+            f"RL pool: [cyan]{run.output}[/] ({pool_format}) · card: {run.card} · report: {run.report} · "
+            f"plot: {run.plot}" + (f" · pushed to {run.pushed['url']}" if run.pushed else "")
+        )
+
+
+def inspect_views(inspection: Any, show: int) -> Iterator[Any]:
+    """`show` records in full, then the summary; a set's provenance."""
+    if inspection.kind == "sft set":
+        yield f"[bold]{escape(str(inspection.path))}[/]: an SFT set of {inspection.rows:,} rows"
+    elif inspection.kind == "trajectories":
+        yield from (conversation(trajectory) for trajectory in inspection.records[:show])
+        yield trajectories_summary(inspection.records, title=f"{inspection.path}")
+        sharded = inspection.sharded
+        if inspection.only_in_journal:
+            journal = (
+                f"the journals of {inspection.path} (a journal per shard)"
+                if sharded
+                else inspection.path / JOURNAL_NAME
+            )
+            yield (
+                f"{inspection.only_in_journal} of them are only in {journal}: the run was stopped before they "
+                "reached a shard; running the same command again keeps them and does the rest"
+            )
+        if sharded:
+            yield f"[{'green' if sharded.complete else 'yellow'}]a sharded run of {escape(sharded.line())}[/]"
+    else:
+        yield problems_table(inspection.records, limit=show)
+        yield problems_summary(inspection.records)
+    if inspection.provenance:
+        yield provenance_table(inspection.provenance)
+
+
+def provenance_table(provenance: dict[str, Any]) -> Table:
+    """How a set was made, from its Parquet metadata (publish/provenance.py)."""
+    table = Table(title="provenance", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value", overflow="fold")
+    table.add_row("made by", f"agentdata {provenance.get('stage')} (settings {provenance.get('settings_digest')})")
+    table.add_row("rebuild", f"{provenance.get('command') or 'made from Python'} (in {provenance.get('cwd')})")
+    for source in provenance.get("sources", []):
+        table.add_row(
+            "source",
+            f"{source.get('path')}: teacher {source.get('teacher')}, protocol {source.get('protocol')}, "
+            f"settings {source.get('settings_digest')}, {source.get('kept')} of {source.get('rows')} rows kept",
+        )
+    for key, counts in provenance.get("counts", {}).items():
+        table.add_row(key.replace("_", " "), ", ".join(f"{name}: {count}" for name, count in counts.items()))
+    dropped = {reason: count for reason, count in provenance.get("dropped", {}).items() if count}
+    if dropped:
+        table.add_row("dropped", ", ".join(f"{reason}: {count}" for reason, count in dropped.items()))
+    if provenance.get("band"):
+        table.add_row("band", str(provenance["band"]))
+    versions = provenance.get("versions", {})
+    table.add_row("versions", ", ".join(f"{name} {version}" for name, version in versions.items()))
+    return table
+
+
+def problems_written_views(written: Any) -> Iterator[Any]:
+    """`synth problems`' end (a synth.generators.WrittenProblems): problems per kind and level."""
+    table = Table(title=f"{len(written.problems)} problems -> {written.output}")
+    for column in ("kind", *(f"level {level}" for level in written.levels), "total"):
+        table.add_column(column, justify="left" if column == "kind" else "right")
+    for kind, row in written.counts().items():
+        table.add_row(kind, *map(str, row), str(sum(row)))
+    yield table
+
+
+def stitch_views(summary: Any) -> Iterator[Any]:
+    yield stitch_table(summary)

@@ -58,6 +58,7 @@ class FilterRun:
     report: Path
     plot: Path
     per_source: list[dict]
+    problems: int  # profiled: the problems given, up to the profile's `limit`
     empty: str | None = None  # why no pool file was written (the report and plot still are)
     per_domain: list[dict] = field(default_factory=list)
     reprofiled: int = 0  # problems a --k-adaptive second round profiled again
@@ -65,6 +66,31 @@ class FilterRun:
     warnings: list[str] = field(default_factory=list)  # one line each, for the user
     card: Path | None = None  # the dataset card (publish/layout.py), None with the pool
     pushed: dict | None = None  # publish.hub.Pushed of --push-to-hub
+
+    @property
+    def selected(self) -> int:
+        return self.result.pool.height
+
+    def as_dict(self) -> dict[str, Any]:
+        """The run's summary (`filter --json`); the report file holds this and the settings."""
+        return {
+            "output": str(self.output) if self.output else None,
+            "card": str(self.card) if self.card else None,
+            "pushed": self.pushed,
+            "empty": self.empty,
+            "profile_dir": str(self.profile_dir),
+            "generated": self.generated,
+            "problems": self.problems,
+            "selected": self.selected,
+            "dropped": {f"dropped_{reason}": count for reason, count in self.result.counts.items()},
+            "per_source": self.per_source,
+            "per_domain": self.per_domain,
+            "warnings": self.warnings,
+            "reprofiled": self.reprofiled,
+            "still_straddling": self.still_straddling,
+            "report": str(self.report),
+            "plot": str(self.plot),
+        }
 
 
 @dataclass
@@ -77,6 +103,16 @@ class ProfileRun:
     reprofiled: list[str] = field(default_factory=list)  # problems a --k-adaptive second round profiled again
     fingerprint: str | None = None  # of the student's weights, for a local model dir
     shard: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """`filter --shard I/N --json`: what this shard's profile holds and cost."""
+        return {
+            "shard": self.shard,
+            "profile_dir": str(self.profile_dir),
+            "problems": self.rates.height,
+            "generated": self.generated,
+            "reprofiled": len(self.reprofiled),
+        }
 
 
 def profile_student(
@@ -215,13 +251,14 @@ def run_filter(
         report,
         plot,
         per_source,
-        empty,
-        per_domain,
-        len(reprofiled),
-        len(unsure_now),
-        warnings,
-        card,
-        pushed,
+        problems=len(problems),
+        empty=empty,
+        per_domain=per_domain,
+        reprofiled=len(reprofiled),
+        still_straddling=len(unsure_now),
+        warnings=warnings,
+        card=card,
+        pushed=pushed,
     )
 
 

@@ -15,13 +15,17 @@ from __future__ import annotations
 import functools
 import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import sympy
 
 from agentdata.errors import UserError
-from agentdata.records import Problem
+from agentdata.events import task
+from agentdata.records import Problem, write_records
 from agentdata.synth.code_builtin import builtin_code_problems
-from agentdata.synth.config import ALL_KINDS, KINDS, LEVELS, MAX_PROBLEMS
+from agentdata.synth.config import ALL_KINDS, KINDS, LEVELS, MAX_PROBLEMS, ProblemsConfig
 from agentdata.synth.ladder import LADDER_TEMPLATES
 from agentdata.synth.math_templates import TEMPLATES, Draft, Template, canonical_answer
 
@@ -125,3 +129,44 @@ def generate_problems(
         if len(problems) == n:
             return problems
     raise UserError(f"only {len(problems)} unique problems could be made for these kinds and levels; ask for fewer")
+
+
+@dataclass
+class WrittenProblems:
+    """What `synth problems` wrote: the file, and how many problems of each kind and level."""
+
+    output: Path
+    problems: list[Problem]
+    kinds: list[str]
+    levels: list[int]
+
+    def counts(self) -> dict[str, list[int]]:
+        """Per kind, the number of problems at each of `levels`, in order."""
+        return {
+            kind: [
+                sum(1 for p in self.problems if p.metadata["kind"] == kind and p.metadata["level"] == level)
+                for level in self.levels
+            ]
+            for kind in self.kinds
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "output": str(self.output),
+            "problems": len(self.problems),
+            "counts": {kind: dict(zip(map(str, self.levels), row)) for kind, row in self.counts().items()},
+        }
+
+
+def write_problems(config: ProblemsConfig, out: str | Path) -> WrittenProblems:
+    """Generate `config.n` problems and write them to `out` (.jsonl, .json or .parquet); progress as events."""
+    with task("generating", total=config.n) as advance:
+
+        def counted(problems: Iterable[Problem]) -> Iterator[Problem]:
+            for number, problem in enumerate(problems, start=1):
+                advance(number)
+                yield problem
+
+        made = generate_problems(config.n, config.seed, config.kinds, config.levels, progress=counted)
+    write_records(made, out, Problem)
+    return WrittenProblems(Path(out), made, list(config.kinds), list(config.levels))
