@@ -1,0 +1,127 @@
+"""Every command ends the same way: its result as tables, or with --json as one document (its `as_dict()`).
+
+The commands run for real, in process, on a plug-in engine that answers at once: it adds the two
+numbers of "What is A + B?", wrong the first time it sees a question and right after, so with k=2
+every problem's pass rate is 0.5 and filter's default band keeps it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli_helpers import run_cli
+
+ADDER = """
+import re
+from collections import Counter
+
+from agentdata.engines.base import Engine, Generation
+
+
+class Adder(Engine):
+    seen = Counter()
+
+    def __init__(self, target="", *, spec):
+        self.spec = spec
+
+    async def generate(self, request):
+        question = request.messages[-1]["content"]
+        a, b = map(int, re.findall(r"\\d+", question)[:2])
+        self.seen[question] += 1
+        answer = a + b if self.seen[question] > 1 else a + b + 1
+        return Generation(f"The answer is \\\\boxed{{{answer}}}.", None, "stop", 10, 5)
+"""
+# filter's --json keys as cli/filter.py wrote them by hand before FilterRun.as_dict
+FILTER_KEYS = {
+    "output",
+    "empty",
+    "profile_dir",
+    "generated",
+    "problems",
+    "selected",
+    "dropped",
+    "per_source",
+    "per_domain",
+    "warnings",
+    "reprofiled",
+    "still_straddling",
+    "report",
+    "plot",
+}
+
+
+def problems_file(path, numbers):
+    path.write_text(
+        "".join(json.dumps({"question": f"What is {a} + {a + 1}?", "answer": str(2 * a + 1)}) + "\n" for a in numbers)
+    )
+    return path
+
+
+@pytest.fixture
+def setup(tmp_path):
+    (tmp_path / "adder.py").write_text(ADDER)
+    return tmp_path, f"{tmp_path / 'adder.py'}:Adder", problems_file(tmp_path / "problems.jsonl", range(1, 4))
+
+
+def run_json(args, capsys) -> tuple[int, dict]:
+    code = run_cli([*args, "--json"])
+    captured = capsys.readouterr()
+    return code, json.loads(captured.out)
+
+
+def test_filter_json_is_the_runs_as_dict_with_the_keys_it_always_had(setup, capsys):
+    tmp_path, engine, problems = setup
+    code, data = run_json(
+        ["filter", str(problems), "--student", engine, "--k", "2", "--out", str(tmp_path / "pool.parquet")], capsys
+    )
+    assert code == 0 and set(data) == FILTER_KEYS
+    assert (data["problems"], data["selected"], data["generated"]) == (3, 3, 6)
+    assert data["output"] == str(tmp_path / "pool.parquet") and data["empty"] is None
+
+
+def test_filter_prints_its_tables_and_an_empty_pool_ends_with_one_error_line(setup, capsys):
+    tmp_path, engine, problems = setup
+    assert (
+        run_cli(["filter", str(problems), "--student", engine, "--k", "2", "--out", str(tmp_path / "pool.parquet")])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "filter: problems per drop reason" in out and "RL pool:" in out and "per source" in out
+    # a band no pass rate of 0.5 is inside: nothing to write; the tables are still printed, then the error
+    code = run_cli(
+        [
+            "filter",
+            str(problems),
+            "--student",
+            engine,
+            "--k",
+            "2",
+            "--band",
+            "0.6,1",
+            "--out",
+            str(tmp_path / "none.parquet"),
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 2 and "dropped_out_of_band" in captured.out and "RL pool:" not in captured.out
+    assert captured.err.count("error:") == 1 and "report:" in captured.err
+
+
+def test_collect_and_eval_json_are_their_results(setup, capsys):
+    tmp_path, engine, problems = setup
+    code, collected = run_json(
+        ["collect", str(problems), "--teacher", engine, "--samples", "2", "--out", str(tmp_path / "run")], capsys
+    )
+    assert (
+        code == 0
+        and (collected["total"], collected["correct"]) == (6, 3)
+        and collected["run_dir"] == str(tmp_path / "run")
+    )
+    benchmark = problems_file(tmp_path / "bench.jsonl", range(10, 13))  # questions the engine has not seen
+    code, report = run_json(
+        ["eval", f"adder={engine}", str(benchmark), "--k", "2", "--out", str(tmp_path / "eval")], capsys
+    )
+    assert code == 0 and set(report) == {"settings", "results", "plots"}
+    assert [(r["model"], r["avg@2"]) for r in report["results"]] == [("adder", 0.5)]
