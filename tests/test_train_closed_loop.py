@@ -52,8 +52,8 @@ def student(monkeypatch):
 
 @pytest.fixture
 def grpo_runs(monkeypatch):
-    """GRPO itself is tested elsewhere (test_train_cli): here, the settings it would run with."""
-    import agentdata.train.run as train_module
+    """GRPO itself is tested elsewhere (test_train_cli): here, the settings `train` would run it with."""
+    import agentdata.rl.run
 
     runs: list = []
 
@@ -61,7 +61,7 @@ def grpo_runs(monkeypatch):
         runs.append(config)
         return SimpleNamespace(history=[], steps=0, seconds=0.0, model_dir=Path(config.out))
 
-    monkeypatch.setattr(train_module, "_run_grpo", run_grpo)
+    monkeypatch.setattr(agentdata.rl.run, "run_grpo", run_grpo)  # the stage's entry point, as train calls it
     return runs
 
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from agentdata.engines import smollm2
 from agentdata.engines.base import Engine, Generation, GenerationRequest
-from agentdata.engines.smollm2 import SMOLLM2_TIR_SPEC, smollm2_engine
+from agentdata.engines.smollm2 import SMOLLM2_TIR_SPEC
 
 # formats.codeblock's stop string (engines import no protocol): a request that stops there is codeblock.
 CODEBLOCK_STOP = "\n```\n"
@@ -86,7 +87,7 @@ class DemonstratedEngine(Engine):
 
 def smollm2_tir_engine(target: str = "", *, spec: str = SMOLLM2_TIR_SPEC, **options) -> DemonstratedEngine:
     """The engine factory of `smollm2-tir`: the embedded SmolLM2 shown the worked examples above."""
-    return DemonstratedEngine(smollm2_engine(**options), spec=SMOLLM2_TIR_SPEC)
+    return DemonstratedEngine(smollm2.smollm2_engine(**options), spec=SMOLLM2_TIR_SPEC)  # looked up when called
 
 
 # Its options go to the plain smollm2 engine, so to HFEngine (engines/option_types.py checks them).
