@@ -1,4 +1,6 @@
 import asyncio
+import json
+import re
 
 import pytest
 
@@ -125,15 +127,75 @@ def test_failing_code_is_data_not_exception():
     assert [turn["tool_errors"] for turn in trajectory.metadata["turns"]] == [1, 0]  # the turn whose code failed
 
 
+class SessionProbe(ScriptedEngine):
+    """Runs `scripts[question]`, one cell per turn, then answers with the last output it read."""
+
+    def __init__(self, scripts: dict[str, list[str]]):
+        super().__init__()
+        self.scripts = scripts
+
+    async def generate(self, request):
+        question = request.messages[1]["content"]
+        outputs = [m["content"] for m in request.messages if m["role"] == "user" and "<tool_response>" in m["content"]]
+        cells = self.scripts[question]
+        if len(outputs) < len(cells):
+            call = json.dumps({"name": "code_interpreter", "arguments": {"code": cells[len(outputs)]}})
+            return Generation(f"<tool_call>\n{call}\n", "</tool_call>", "stop", 10, 7)
+        return Generation(f"I read: {outputs[-1]} \\boxed{{1}}", None, "stop", 10, 5)
+
+
+class RecordingSandbox:
+    """The real sandbox, with the sessions each call ran in and the ones closed written down."""
+
+    def __init__(self, sandbox):
+        self.sandbox, self.used, self.closed = sandbox, {}, []
+
+    async def arun(self, code, session_id=None, timeout=None, **options):
+        self.used.setdefault(code, session_id)
+        return await self.sandbox.arun(code, session_id, timeout, **options)
+
+    def close_session(self, session_id):
+        self.closed.append(session_id)
+        self.sandbox.close_session(session_id)
+
+    async def aclose_session(self, session_id):
+        self.closed.append(session_id)
+        await self.sandbox.aclose_session(session_id)
+
+
 def test_sessions_keep_state_within_a_trajectory_only():
-    sandbox = InProcessSandbox()
-    asyncio.run(sandbox.arun("x = 5", session_id="a"))
-    assert asyncio.run(sandbox.arun("print(x)", session_id="a")).stdout == "5\n"
+    # two trajectories at once on one real sandbox: each cell sees its own trajectory's earlier cells, never
+    # the other's, and each trajectory's session is closed when it ends (its variables go with it)
+    from agentdata.sandbox import Sandbox
+
+    writer, reader = Problem("writer", "1", id="w"), Problem("reader", "1", id="r")
+    engine = SessionProbe(
+        {"writer": ["secret = 41", "print(secret + 1)"], "reader": ["import time; time.sleep(0.5)", "print(secret)"]}
+    )
+
+    async def both(sandbox):
+        return await asyncio.gather(
+            *(solve(problem, engine, sandbox, hermes(), sample_index=0, seed=1) for problem in (writer, reader))
+        )
+
+    with Sandbox(workers=2, prefork=0) as real:
+        sandbox = RecordingSandbox(real)
+        wrote, read = asyncio.run(both(sandbox))
+        after_close = real.run("print(secret)", session_id=sandbox.used["secret = 41"])
+    assert wrote.messages[5]["content"] == "42"
+    assert "NameError" in read.messages[5]["content"] and read.num_tool_errors == 1
+    assert sandbox.used["secret = 41"] == sandbox.used["print(secret + 1)"] != sandbox.used["print(secret)"]
+    assert sorted(sandbox.closed) == sorted({sandbox.used["secret = 41"], sandbox.used["print(secret)"]})
+    assert after_close.status == "error" and "NameError" in after_close.stderr
 
 
-@pytest.mark.parametrize("field,value", [("max_turns", 0), ("max_new_tokens", 0), ("temperature", -1.0)])
-def test_config_rejects_bad_values(field, value):
-    with pytest.raises(ValueError, match=field if field != "temperature" else "temperature"):
+@pytest.mark.parametrize(
+    "field, value, allowed",
+    [("max_turns", 0, "[1, 1000]"), ("max_new_tokens", 0, "[1, 10000000]"), ("temperature", -1.0, "[0, 10]")],
+)
+def test_config_rejects_bad_values(field, value, allowed):
+    # the message names the field, the value refused and the range it must be in
+    with pytest.raises(ValueError, match=re.escape(f"{field} {value}: must be in {allowed}")):
         LoopConfig(**{field: value})
 
 
