@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from agentdata.evaluation.metrics import BenchmarkMetrics
@@ -43,18 +41,15 @@ def test_sweep_plot_draws_accuracy_against_budget(tmp_path):
     assert path.stat().st_size > 5_000  # axes, a line and labels, not an empty canvas
 
 
-def test_every_bar_and_point_carries_its_95_percent_interval(tmp_path, monkeypatch):
+def test_every_bar_and_point_carries_its_95_percent_interval():
     from matplotlib.container import ErrorbarContainer
 
-    from agentdata.evaluation import plots
+    from agentdata.evaluation.plots import accuracy_figure, sweep_figure
     from agentdata.evaluation.stats import Interval
 
-    figures = []
-    monkeypatch.setattr(plots, "_save", lambda figure, path: figures.append(figure) or Path(path))
     shown = result("sft", "aime", 4, 0.5)
     shown.metrics.avg_at_k_ci = Interval(0.3, 0.8, "bootstrap")
-    accuracy_plot([shown], tmp_path / "accuracy.png")
-    sweep_plot([shown, result("sft", "aime", 1, 0.2)], tmp_path / "sweep.png")
+    figures = [accuracy_figure([shown]), sweep_figure([shown, result("sft", "aime", 1, 0.2)])]
     bars, sweep = (figure.axes[0] for figure in figures)
     (segments,) = [c for c in bars.containers if isinstance(c, ErrorbarContainer)][0].lines[2]
     assert segments.get_segments()[0][:, 1].tolist() == pytest.approx([0.3, 0.8])  # avg@4's bar: its interval

@@ -66,17 +66,19 @@ def test_the_profile_dir_follows_the_students_weights_not_its_path(tmp_path):
     assert profile_dir_for(out, CollectConfig()).name.startswith("smollm2-")
 
 
-def test_an_unchanged_model_dir_is_not_hashed_again(tmp_path, monkeypatch):
-    import agentdata.engines.fingerprint as fingerprint
-
+def test_an_unchanged_model_dir_is_not_hashed_again(tmp_path):
+    # The memo trusts each file's size and modification time: new bytes under the old stamp are not
+    # read (the digest stays), a new stamp is (the digest follows the bytes).
     model, memo = fake_model_dir(tmp_path / "sft"), tmp_path / FINGERPRINT_MEMO
     digest = model_fingerprint(f"hf:{model}", memo=memo)
-    monkeypatch.setattr(fingerprint, "_content_digest", lambda files: pytest.fail("hashed again"))
-    assert model_fingerprint(f"hf:{model}", memo=memo) == digest
     weights = model / "model.safetensors"
-    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))
-    monkeypatch.setattr(fingerprint, "_content_digest", lambda files: "rehashed")
-    assert model_fingerprint(f"hf:{model}", memo=memo) == "rehashed"
+    stamp = (weights.stat().st_atime_ns, weights.stat().st_mtime_ns)
+    weights.write_bytes(b"weights-2")  # the same size
+    os.utime(weights, ns=stamp)
+    assert model_fingerprint(f"hf:{model}", memo=memo) == digest
+    os.utime(weights, ns=(stamp[0], stamp[1] + 10**9))
+    rehashed = model_fingerprint(f"hf:{model}", memo=memo)
+    assert rehashed != digest and rehashed == model_fingerprint(f"hf:{fake_model_dir(tmp_path / 'b', b'weights-2')}")
 
 
 def test_a_given_profile_dir_refuses_rollouts_of_another_version_of_the_model(tmp_path, monkeypatch):

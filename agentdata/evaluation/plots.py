@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -34,6 +35,11 @@ def _ordered(values: list[str]) -> list[str]:
 
 
 def accuracy_plot(results: list[EvalResult], path: str | Path) -> Path:
+    """Write `accuracy_figure` as a PNG; returns its path."""
+    return _save(accuracy_figure(results), path)
+
+
+def accuracy_figure(results: list[EvalResult]) -> Any:
     """Grouped bars: one group per benchmark, one bar per model, one panel per metric, each bar with
     its 95% interval (over problems) as an error bar.
 
@@ -62,10 +68,15 @@ def accuracy_plot(results: list[EvalResult], path: str | Path) -> Path:
         axis.set_ylim(0, 1.05)
     axes[0][0].set_ylabel("accuracy")
     axes[0][-1].legend(fontsize=8)
-    return _save(figure, path)
+    return figure
 
 
 def sweep_plot(results: list[EvalResult], path: str | Path) -> Path:
+    """Write `sweep_figure` as a PNG; returns its path."""
+    return _save(sweep_figure(results), path)
+
+
+def sweep_figure(results: list[EvalResult]) -> Any:
     """avg@k (with its 95% interval) against the allowed number of tool calls: one panel per benchmark,
     one line per model."""
     benchmarks = _ordered([r.benchmark for r in results])
@@ -98,7 +109,7 @@ def sweep_plot(results: list[EvalResult], path: str | Path) -> Path:
         axis.set_ylim(0, 1.05)
     axes[0][0].set_ylabel(f"avg@{max(r.metrics.samples for r in results)}")
     axes[0][-1].legend(fontsize=8)
-    return _save(figure, path)
+    return figure
 
 
 def _save(figure, path: str | Path) -> Path:
