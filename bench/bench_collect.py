@@ -48,9 +48,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from arms import same_work, tiny_model  # noqa: E402
 
 from agentdata.agent import journal as journal_module  # noqa: E402
-from agentdata.agent.config import LoopConfig  # noqa: E402
+from agentdata.agent.config import CollectConfig, LoopConfig  # noqa: E402
 from agentdata.agent.rundir import RunDir  # noqa: E402
-from agentdata.agent.runner import CollectConfig, collect  # noqa: E402
+from agentdata.agent.runner import collect  # noqa: E402
 from agentdata.engines import load_engine  # noqa: E402
 from agentdata.engines.base import GenerationRequest  # noqa: E402
 from agentdata.records import Problem  # noqa: E402

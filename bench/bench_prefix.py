@@ -24,9 +24,9 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 
 from arms import same_work, tiny_model  # noqa: E402
 
-from agentdata.agent.config import LoopConfig  # noqa: E402
+from agentdata.agent.config import CollectConfig, LoopConfig  # noqa: E402
 from agentdata.agent.rundir import RunDir  # noqa: E402
-from agentdata.agent.runner import CollectConfig, collect  # noqa: E402
+from agentdata.agent.runner import collect  # noqa: E402
 from agentdata.engines import hf_generate, load_engine  # noqa: E402
 from agentdata.sandbox import open_sandbox  # noqa: E402
 from agentdata.synth.builtin import default_problems  # noqa: E402

@@ -8,6 +8,7 @@ one under `if TYPE_CHECKING:`. A rule names parts: a part is a top-level module
 from __future__ import annotations
 
 import ast
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -251,6 +252,10 @@ def test_publishing_knows_no_stage_and_runs_nothing():
     assert not violations("publish", {*STAGES, *LEAVES, "agent", "training", "judge", "steps"})
 
 
+def test_the_filters_alias_is_only_steps():
+    assert not violations("filters", set(ALL_PARTS) - {"steps", "filters"})
+
+
 def test_training_knows_no_stage():
     assert not violations("training", STAGES)
 
@@ -314,3 +319,25 @@ def test_the_cycle_checker_catches_a_cycle_inside_a_part(tmp_path, monkeypatch):
         assert cycles(module_graph()) == [["agentdata.sandbox.a", "agentdata.sandbox.b", "agentdata.sandbox.c"]]
     finally:
         clear_caches()
+
+
+# --------------------------------------------------------------------------- docs/ARCHITECTURE.md says the same
+ARCHITECTURE = PACKAGE.parent / "docs" / "ARCHITECTURE.md"
+
+
+def parts_section() -> str:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    return text.split("## The parts", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_architecture_page_names_every_part_and_no_other():
+    table_rows = [line for line in parts_section().splitlines() if line.startswith("| `")]
+    named = {re.match(r"\| `([a-z_]+)/?`", row).group(1) for row in table_rows}
+    assert named == set(ALL_PARTS) - {"agentdata"}  # the package's own __init__ holds only the version
+
+
+def test_the_architecture_page_layers_the_stages_as_the_rule_does():
+    diagram = parts_section().split("```", 2)[1]
+    stage_lines = diagram.split("\nstages", 1)[1].split("\nshared", 1)[0].splitlines()
+    layers = [tuple(re.findall(r"(?<![\w/])([a-z]+)/ ", line.split("(")[0] + " ")) for line in stage_lines]
+    assert tuple(reversed([layer for layer in layers if layer])) == STAGE_LAYERS
