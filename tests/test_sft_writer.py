@@ -10,9 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from agentdata.curate import hf_form
 from agentdata.errors import UserError
 from agentdata.formats.forms import consumer_tools, hf_messages
+from agentdata.formats.sft_set import hf_form
 from agentdata.formats.sft_set.writer import write_sft_form
 from agentdata.records import CODE_TOOL, SFT_COLUMNS, ToolCall, Trajectory, assistant_message, records_to_table
 from agentdata.records import tool_message as result
