@@ -125,3 +125,22 @@ def test_collect_and_eval_json_are_their_results(setup, capsys):
     )
     assert code == 0 and set(report) == {"settings", "results", "plots"}
     assert [(r["model"], r["avg@2"]) for r in report["results"]] == [("adder", 0.5)]
+
+
+def test_a_first_run_prints_our_lines_whole_and_no_library_progress_bars(tmp_path, tiny_model_dir):
+    # as in a log file or CI: stdout is a pipe, so rich lays out 80 columns
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "HF_HUB_DISABLE_PROGRESS_BARS")}
+    command = [sys.executable, "-m", "agentdata.cli.app", "collect", "--teacher", f"hf:{tiny_model_dir}"]
+    command += ["--limit", "1", "--samples", "1", "--max-new-tokens", "8", "--out", str(tmp_path / "run")]
+    done = subprocess.run(command, capture_output=True, text=True, env={**env, "PYTHONPATH": str(root)}, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    header = next(line for line in done.stdout.splitlines() if line.startswith("collect 1 problems"))
+    assert header.endswith(f"→ {tmp_path / 'run'}") and len(header) > 80  # one line, not folded at 80
+    assert "Loading weights" not in done.stderr and "it/s]" not in done.stderr, done.stderr[-2000:]
+    assert "Warning" not in done.stderr, done.stderr[-2000:]

@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     with one line naming the log file that holds the traceback (exit 1); never a raw traceback."""
     # `kill` (SIGTERM) unwinds like Ctrl-C, so finished work is flushed to disk before exiting.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    quiet_library_progress_bars()
     forget_output_place()
     record_invocation(sys.argv[1:] if argv is None else argv)
     try:
@@ -86,6 +87,17 @@ def main(argv: list[str] | None = None) -> None:
         _fail("interrupted", 130, style="yellow")
     if isinstance(code, int) and code:
         sys.exit(code)
+
+
+# The commands draw their own progress (rich, from agentdata.events); the tqdm bars of the libraries below
+# them (transformers' "Loading weights", "Writing model shards", datasets' maps) would only add noise.
+LIBRARY_PROGRESS_SWITCHES = ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
+
+
+def quiet_library_progress_bars() -> None:
+    """Turn the libraries' own progress bars off (read when they are imported), unless the user set them."""
+    for name in LIBRARY_PROGRESS_SWITCHES:
+        os.environ.setdefault(name, "1")
 
 
 def _fail(message: str, code: int, style: str = "bold red") -> None:

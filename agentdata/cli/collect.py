@@ -17,7 +17,7 @@ from agentdata.cli.common import (
     read_problems,
     with_model,
 )
-from agentdata.cli.console import console
+from agentdata.cli.console import print_line
 from agentdata.cli.options import settings_command
 from agentdata.cli.render import show
 
@@ -44,8 +44,8 @@ def command(
     config = with_model(config, model)
     part = f" · shard {config.sharding.shard} (its share of the problems)" if config.sharding.shard else ""
     if not as_json:
-        console.print(
-            f"[bold]collect[/] {len(problems)} problems from {problems_file or 'built-in problems'} · "
+        print_line(
+            f"[bold]collect[/] {len(problems[: config.limit])} problems from {problems_file or 'built-in problems'} · "
             f"teacher {config.teacher} · {config.samples} sample(s) each · protocol {config.loop.protocol}{part} "
             f"→ {out}"
         )

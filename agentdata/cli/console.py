@@ -27,8 +27,10 @@ def print_error(message: str, style: str = "bold red") -> None:
     err_console.print(f"[{style}]error:[/] {escape(one_line)}", highlight=False, soft_wrap=True)
 
 
-def print_warning(message: str) -> None:
-    console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False)
+def print_line(markup: str) -> None:
+    """One line of a command's story (what it is about to do, a result as it arrives), in rich markup:
+    printed whole, never folded at the width, so a log file or CI keeps it on one line."""
+    console.print(markup, soft_wrap=True)
 
 
 def print_json(data: Any) -> None:

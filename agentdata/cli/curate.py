@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from agentdata.cli.common import invocation, output_file, output_set
-from agentdata.cli.console import console
+from agentdata.cli.console import console, print_line
 from agentdata.cli.options import settings_command
 from agentdata.cli.render import show
 from agentdata.curate.config import CurateConfig
@@ -48,7 +48,7 @@ def command(
     if as_json:
         result = curate(run_dirs, out, config, rejects=rejects, command=invocation())
     else:
-        console.print(f"[bold]curate[/] {', '.join(map(str, run_dirs))} → {out} (for {config.target})")
+        print_line(f"[bold]curate[/] {', '.join(map(str, run_dirs))} → {out} (for {config.target})")
         # One line per step (a model-scored step draws its own progress bar, which a spinner would fight).
         result = curate(
             run_dirs,

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from agentdata.cli.common import ModelName, output_dir, with_model
-from agentdata.cli.console import console
+from agentdata.cli.console import print_line
 from agentdata.cli.options import settings_command
 from agentdata.cli.render import show
 from agentdata.evaluation.config import EvalConfig
@@ -50,14 +50,14 @@ def command(
     config = with_model(config, model)
     models = [model_spec, *(compare or [])]
     if not as_json:
-        console.print(
+        print_line(
             f"[bold]eval[/] {len(models)} model(s) × {len(bench_files)} benchmark(s) × tool calls "
             f"{config.tool_call_budgets} · k={config.samples} · protocol {config.loop.protocol or _TRAINED} → {out}"
         )
 
     def on_result(result) -> None:
         m = result.metrics
-        console.print(
+        print_line(
             f"  {result.model} · {result.benchmark} · tools ≤ {result.max_tool_calls}: "
             f"avg@{m.samples} {with_interval(m.avg_at_k, m.avg_at_k_ci)} · "
             f"pass@{m.samples} {with_interval(m.pass_at_samples, m.pass_at_samples_ci)} · "

@@ -19,7 +19,7 @@ from agentdata.cli.common import (
     read_problems,
     with_model,
 )
-from agentdata.cli.console import console
+from agentdata.cli.console import print_line
 from agentdata.cli.options import settings_command
 from agentdata.cli.render import show
 from agentdata.filter.config import PoolConfig
@@ -69,7 +69,7 @@ def command(
     problems = read_problems(problems_file, question_field, answer_field)
     profiling = with_model(profiling, model)
     if not as_json:
-        console.print(
+        print_line(
             f"[bold]filter[/] {len(problems[: profiling.limit])} problems · student {profiling.teacher} · "
             f"k={profiling.samples} · band {pool.band} → {out}"
         )

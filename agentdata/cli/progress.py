@@ -71,7 +71,7 @@ class RichRenderer:
         elif event.kind == "log":
             line = event.message or log_text(event.stats)
             if line:
-                self.console.print(line, highlight=False)
+                self.console.print(line, highlight=False, soft_wrap=True)  # a log keeps a step on one line
         elif event.kind == "end" and event.task in self.tasks:
             # a bar of unknown length (a one-off conversion) and the training bars go; collect's stays
             self.progress.update(
@@ -82,7 +82,7 @@ class RichRenderer:
 
     def _start(self, event: Event) -> None:
         if event.message:
-            self.console.print(event.message, highlight=False)
+            self.console.print(event.message, highlight=False, soft_wrap=True)
         if self.progress is None:
             self.progress = Progress(
                 TextColumn("[bold]{task.description}"),

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from agentdata.cli.common import output_dir, output_file
-from agentdata.cli.console import console
+from agentdata.cli.console import print_line
 from agentdata.cli.options import settings_command
 from agentdata.cli.render import show
 from agentdata.synth.config import ProblemsConfig
@@ -83,9 +83,7 @@ def stitch(
     if trajectories is not None:
         output_dir(trajectories, "--trajectories", [solutions, out])
     if not as_json:
-        console.print(
-            f"[bold]synth stitch[/] {solutions} · protocol {config.protocol} · sandbox {config.sandbox} → {out}"
-        )
+        print_line(f"[bold]synth stitch[/] {solutions} · protocol {config.protocol} · sandbox {config.sandbox} → {out}")
     summary = stitch_file(
         solutions,
         out,
