@@ -6,6 +6,7 @@ import io
 import math
 from itertools import combinations
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
@@ -237,13 +238,14 @@ def test_results_table_has_a_row_per_result():
 
 
 def printed(renderables, width: int) -> list[str]:
-    """What a console `width` columns wide shows (a log file gets rich's 80 when COLUMNS is unset)."""
+    """What `cli.render.show` prints on a console `width` columns wide (a log file gets rich's 80 when
+    COLUMNS is unset)."""
     from rich.console import Console
 
+    from agentdata.cli import render
+
     out = io.StringIO()
-    console = Console(file=out, width=width, color_system=None)
-    for renderable in renderables:
-        console.print(renderable)
+    render.show(SimpleNamespace(as_dict=dict), False, lambda _: renderables, Console(file=out, width=width))
     return out.getvalue().splitlines()
 
 
@@ -272,6 +274,33 @@ def test_eval_results_too_wide_for_80_columns_read_as_one_block_each_not_folded_
     avg = [line.split() for line in lines if line.lstrip().startswith("avg@2")]
     assert len(avg) == 4 and avg[0][:2] == ["avg@2", "50.0%"] and avg[0][-2:] == ["calls/resp", "0.50"]
     assert all(line == line.rstrip() for line in lines if "avg@2" in line)
+
+
+def test_paired_differences_too_wide_for_80_columns_read_one_line_each():
+    report = quickstart_report()
+    report.comparisons = [
+        {
+            "model": "trained",
+            "baseline": "base",
+            "benchmark": "bench",
+            "max_tool_calls": 2,
+            "metric": "avg@2",
+            "difference": 0.125,
+            "interval": {"low": -0.05, "high": 0.3},
+            "significant": False,
+            "p_value": 0.25,
+            "problems": 8,
+            "sentence": "trained is 12.5 points above base on bench, but the interval holds zero: no effect shown",
+        }
+    ]
+    lines = printed(eval_views(report, Path("runs/eval")), 80)
+    assert any("trained vs base · bench · tools ≤ 2 · avg@2: +12.5 pts [-5.0, 30.0], p 0.25" in line for line in lines)
+    verdict = (
+        "  bench · tools ≤ 2: trained is 12.5 points above base on bench, but the interval holds zero: no effect shown"
+    )
+    assert verdict in lines  # one line, never folded
+    wide = printed(eval_views(report, Path("runs/eval")), 220)
+    assert any("95% interval" in line and "difference" in line for line in wide)  # the table where it fits
 
 
 def test_eval_tables_are_one_table_where_they_fit():

@@ -132,6 +132,23 @@ def comparisons_table(comparisons: list[dict[str, Any]], title: str = "paired di
     return table
 
 
+def comparison_lines(comparisons: list[dict[str, Any]], title: str) -> Group:
+    """The comparisons one line each, where their table does not fit (a narrow terminal, a log file)."""
+    lines = [Text(title, style="italic")]
+    for row in comparisons:
+        interval = row["interval"]
+        lines.append(
+            Text(
+                f"  {row['model']} vs {row['baseline']} · {row.get('benchmark', '')} · tools ≤ "
+                f"{row.get('max_tool_calls', '')} · {row['metric']}: {100 * row['difference']:+.1f} pts "
+                f"[{100 * interval['low']:.1f}, {100 * interval['high']:.1f}], p {row['p_value']:.2g}, "
+                f"{row['problems']} problems",
+                style="bold" if row["significant"] else "",
+            )
+        )
+    return Group(*lines)
+
+
 def eval_views(report: Any, out: Path, shard: Any = None) -> Iterator[Any]:
     """eval's end (an evaluation.report.EvalReport); with --shard (`shard`), what this shard made instead of
     scores, which need every shard."""
@@ -148,7 +165,8 @@ def eval_views(report: Any, out: Path, shard: Any = None) -> Iterator[Any]:
         return
     yield results_tables(report.results, title=f"eval · {out} · 95% intervals over problems")
     if report.comparisons:
-        yield comparisons_table(report.comparisons, title=f"paired differences against {report.results[0].model}")
+        title = f"paired differences against {report.results[0].model}"
+        yield Fitted(comparisons_table(report.comparisons, title), comparison_lines(report.comparisons, title))
         for row in report.comparisons:
             if row["metric"].startswith("avg@"):  # one line each, never wrapped: it is the verdict
                 yield escape(f"  {row['benchmark']} · tools ≤ {row['max_tool_calls']}: {row['sentence']}")

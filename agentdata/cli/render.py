@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from rich.console import RenderableType
+from rich.console import Console, RenderableType
 
-from agentdata.cli.console import console, print_json
+from agentdata.cli.console import console as stdout_console
+from agentdata.cli.console import print_json
 from agentdata.errors import UserError
 
 
@@ -30,8 +31,8 @@ class Result(Protocol):
 Views = Callable[[Any], Iterable[RenderableType]]
 
 
-def show(result: Result, as_json: bool, views: Views) -> None:
-    """Print `result` (see the module doc); raise a UserError when it is `empty`."""
+def show(result: Result, as_json: bool, views: Views, console: Console = stdout_console) -> None:
+    """Print `result` on `console` (see the module doc); raise a UserError when it is `empty`."""
     if as_json:
         print_json(result.as_dict())
     else:
