@@ -60,3 +60,16 @@ def test_inspect_trajectories_shows_conversation_and_summary(tmp_path, capsys):
 def test_console_script_runs():
     result = subprocess.run([sys.executable, "-m", "agentdata.cli.app", "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and listed_commands(result.stdout) == COMMANDS
+
+
+def test_library_deprecations_stay_out_of_a_commands_output_and_ours_do_not(capsys):
+    import warnings
+
+    from agentdata.cli.app import quiet_libraries
+
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.resetwarnings()
+        quiet_libraries()
+        for module in ("transformers.modeling_utils", "trl.trainer.grpo_trainer", "agentdata.sft.run"):
+            warnings.warn_explicit(f"{module}: `x` is deprecated", FutureWarning, "f.py", 1, module=module)
+    assert [str(w.message) for w in shown] == ["agentdata.sft.run: `x` is deprecated"]  # ours still shows

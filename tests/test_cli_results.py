@@ -123,7 +123,7 @@ def test_collect_and_eval_json_are_their_results(setup, capsys):
     code, report = run_json(
         ["eval", f"adder={engine}", str(benchmark), "--k", "2", "--out", str(tmp_path / "eval")], capsys
     )
-    assert code == 0 and set(report) == {"settings", "results", "plots"}
+    assert code == 0 and set(report) == {"settings", "results", "plots", "comparisons"}
     assert [(r["model"], r["avg@2"]) for r in report["results"]] == [("adder", 0.5)]
 
 

@@ -7,6 +7,7 @@ import importlib
 import os
 import signal
 import sys
+import warnings
 
 import typer
 
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     with one line naming the log file that holds the traceback (exit 1); never a raw traceback."""
     # `kill` (SIGTERM) unwinds like Ctrl-C, so finished work is flushed to disk before exiting.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    quiet_library_progress_bars()
+    quiet_libraries()
     forget_output_place()
     record_invocation(sys.argv[1:] if argv is None else argv)
     try:
@@ -90,14 +91,25 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # The commands draw their own progress (rich, from agentdata.events); the tqdm bars of the libraries below
-# them (transformers' "Loading weights", "Writing model shards", datasets' maps) would only add noise.
-LIBRARY_PROGRESS_SWITCHES = ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
+# them (transformers' "Loading weights", "Writing model shards", datasets' maps) would only add noise, and
+# TRL's notice that rollout_func is experimental is for us (pyproject pins TRL for it), not the user.
+QUIET_LIBRARIES = {
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+    "TRL_EXPERIMENTAL_SILENCE": "1",
+}
+# One library's deprecation notices about another (TRL 1.16 on transformers 5 names
+# `is_gradient_checkpointing`) are ours to act on when we upgrade, not the user's to read on every run.
+LIBRARY_MODULES = r"(transformers|trl|torch|accelerate|datasets|peft)(\.|$)"
 
 
-def quiet_library_progress_bars() -> None:
-    """Turn the libraries' own progress bars off (read when they are imported), unless the user set them."""
-    for name in LIBRARY_PROGRESS_SWITCHES:
-        os.environ.setdefault(name, "1")
+def quiet_libraries() -> None:
+    """Keep the libraries' own progress bars and deprecation notices out of a command's output (read when
+    they are imported; an environment variable the user set wins)."""
+    for name, value in QUIET_LIBRARIES.items():
+        os.environ.setdefault(name, value)
+    for category in (FutureWarning, DeprecationWarning):
+        warnings.filterwarnings("ignore", category=category, module=LIBRARY_MODULES)
 
 
 def _fail(message: str, code: int, style: str = "bold red") -> None:
