@@ -9,8 +9,9 @@ import json
 import polars as pl
 import pytest
 
+from agentdata.agent.config import CollectConfig
 from agentdata.agent.rundir import RunDir
-from agentdata.agent.runner import CollectConfig, collect
+from agentdata.agent.runner import collect
 from agentdata.errors import UserError
 from agentdata.records import Problem, message_tool_calls
 from agentdata.settings import build

@@ -8,10 +8,11 @@ from dataclasses import replace
 import pyarrow.parquet as pq
 import pytest
 
+from agentdata.agent.config import CollectConfig
 from agentdata.agent.journal import Journal
 from agentdata.agent.resume import unique_problems
 from agentdata.agent.rundir import IDENTITY_KEYS, RunDir
-from agentdata.agent.runner import CollectConfig, RunBroken, collect
+from agentdata.agent.runner import RunBroken, collect
 from agentdata.errors import UserError
 from agentdata.records import Problem
 from agentdata.settings import build

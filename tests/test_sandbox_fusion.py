@@ -147,7 +147,8 @@ def test_agentdata_services_pin_sessions_and_fail_over_stateless_calls(service):
 
 
 def test_collect_runs_on_a_stock_sandboxfusion(fusion, tmp_path):
-    from agentdata.agent.runner import CollectConfig, collect
+    from agentdata.agent.config import CollectConfig
+    from agentdata.agent.runner import collect
     from agentdata.records import Problem
     from tests.fakes import ScriptedEngine
 

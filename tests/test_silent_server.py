@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from agentdata.agent.runner import CollectConfig, collect
+from agentdata.agent.config import CollectConfig
+from agentdata.agent.runner import collect
 from agentdata.engines import load_engine
 from agentdata.errors import UserError
 from agentdata.events import listening

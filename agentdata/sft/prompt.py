@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentdata.errors import InputFileError
-from agentdata.sft.data import canonical_messages, read_rows, row_format, row_tools
+from agentdata.inputs import read_nonempty_rows
+from agentdata.sft.data import cleaned_messages, row_format, row_tools
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def set_prompt(path: str | Path, protocol: str | None = None, limit: int | None 
     from agentdata.formats import get_protocol
 
     path = Path(path)
-    rows = read_rows(path)
+    rows = read_nonempty_rows(path)
     if not rows:
         raise InputFileError(path, "the SFT set is empty")
     protocols: Counter[str] = Counter()
@@ -69,7 +70,7 @@ def set_prompt(path: str | Path, protocol: str | None = None, limit: int | None 
     defaults: dict[tuple[str, str], str] = {}
     for number, row in enumerate(rows[:limit] if limit else rows, start=1):
         format = row_format(row, protocol, path, number)
-        messages = canonical_messages(row.get("messages"), path, number)
+        messages = cleaned_messages(row.get("messages"), path, number)
         protocols[format] += 1
         if messages[0]["role"] != "system":
             prompts[None] += 1
