@@ -144,3 +144,19 @@ def test_a_first_run_prints_our_lines_whole_and_no_library_progress_bars(tmp_pat
     assert header.endswith(f"→ {tmp_path / 'run'}") and len(header) > 80  # one line, not folded at 80
     assert "Loading weights" not in done.stderr and "it/s]" not in done.stderr, done.stderr[-2000:]
     assert "Warning" not in done.stderr, done.stderr[-2000:]
+
+
+def test_train_json_is_one_document_each_stage_under_its_name(capsys):
+    # (a run is tested end to end in test_train_cli; here, the shape every command shares)
+    from types import SimpleNamespace
+
+    from agentdata.cli.render import show
+    from agentdata.train.run import TrainResult
+
+    sft = SimpleNamespace(steps=3, seconds=1.5, model_dir="out/sft", final_loss=0.5, trained_tokens=120, history=[])
+    rl = SimpleNamespace(steps=2, seconds=9.0, model_dir="out/rl", history=[{"step": 2, "accuracy": 0.25}])
+    result = TrainResult([("sft", sft), ("rl", rl)])
+    assert [stage for stage, _ in result] == ["sft", "rl"]
+    show(result, True, lambda result: [])
+    data = json.loads(capsys.readouterr().out)
+    assert list(data) == ["sft", "rl"] and data["sft"]["final_loss"] == 0.5 and data["rl"]["accuracy"] == 0.25

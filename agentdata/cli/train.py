@@ -7,6 +7,7 @@ a name one stage has is one flag (`--num-generations`, `--long-rows`), a name bo
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,8 +15,8 @@ import typer
 from rich.table import Table
 
 from agentdata.cli.common import output_dir
-from agentdata.cli.console import console, print_json
 from agentdata.cli.options import GivenSettings, settings_command
+from agentdata.cli.render import show
 from agentdata.train.run import TrainRequest, result_summary, train
 from agentdata.train.settings import RENAMED_FLAGS, TRAIN_SETTINGS
 
@@ -37,14 +38,10 @@ def command(
     """
     output_dir(out, "--out")
     request = TrainRequest(stage=stage, out=out, config_file=settings.config_file, settings=settings.values)
-    results = train(request)
-    if as_json:
-        print_json([result_summary(name, result) for name, result in results])
-        return
-    console.print(summary_table(results))
+    show(train(request), as_json, lambda results: [summary_table(results)])
 
 
-def summary_table(results: list[tuple[str, Any]]) -> Table:
+def summary_table(results: Iterable[tuple[str, Any]]) -> Table:
     table = Table(title="agentdata train")
     for column in ("stage", "steps", "time", "result", "model (use as hf:DIR)"):
         table.add_column(column)

@@ -8,7 +8,7 @@ stages in order, `prompt.py` keeps one protocol through the run, `closed_loop.py
 GRPO starts from and keeps its pass-rate band. The stages themselves are `agentdata.sft` and `agentdata.rl`.
 """
 
-from agentdata.train.run import TrainPlan, TrainRequest, plan_train, train
+from agentdata.train.run import TrainPlan, TrainRequest, TrainResult, plan_train, train
 from agentdata.train.settings import TRAIN_SETTINGS
 
-__all__ = ["TRAIN_SETTINGS", "TrainPlan", "TrainRequest", "plan_train", "train"]
+__all__ = ["TRAIN_SETTINGS", "TrainPlan", "TrainRequest", "TrainResult", "plan_train", "train"]

@@ -20,7 +20,7 @@ SFT on stitched worked solutions, then a few GRPO steps on the default problems
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -224,8 +224,27 @@ def train_writes(plan: TrainPlan) -> list[str]:
     return names + [DEMO_SFT_SET] if plan.demo else names
 
 
-def train(request: TrainRequest) -> list[tuple[str, Any]]:
-    """Run the stages asked for; returns [(stage, SFTResult | GRPOResult)] in order."""
+@dataclass
+class TrainResult:
+    """What a `train` run did: each stage's result (SFTResult, GRPOResult) in the order they ran.
+
+    Iterating gives the (stage, result) pairs; `as_dict()` (`train --json`) each stage's summary under
+    its name (`{"sft": {...}, "rl": {...}}`), as every command's result gives one document."""
+
+    stages: list[tuple[str, Any]] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        return iter(self.stages)
+
+    def __len__(self) -> int:
+        return len(self.stages)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {stage: result_summary(stage, result) for stage, result in self.stages}
+
+
+def train(request: TrainRequest) -> TrainResult:
+    """Run the stages asked for; returns their results in order."""
     plan = plan_train(request)
     check_output_dir(plan.out, "--out", plan_inputs(plan), train_writes(plan))  # never over what it reads
     check_before_work(plan)
@@ -239,13 +258,13 @@ def train(request: TrainRequest) -> list[tuple[str, Any]]:
         note("train", line)
     for line in plan.warnings:
         note("train", f"warning: {line}")
-    results: list[tuple[str, Any]] = []
+    results = TrainResult()
     if plan.sft is not None:
         if plan.demo_set is not None:
             build_demo_sft_set(plan.demo_set, plan.sft.protocol or DEFAULT_PROTOCOL)
-        results.append(("sft", _run_sft(plan.sft)))
+        results.stages.append(("sft", _run_sft(plan.sft)))
     if plan.rl is not None:
-        results.append(("rl", _run_grpo(pool_for_grpo(plan.rl, plan.closed_loop, plan.out))))
+        results.stages.append(("rl", _run_grpo(pool_for_grpo(plan.rl, plan.closed_loop, plan.out))))
     return results
 
 
