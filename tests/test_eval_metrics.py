@@ -299,11 +299,11 @@ def test_paired_differences_too_wide_for_80_columns_read_one_line_each():
         "  bench · tools ≤ 2: trained is 12.5 points above base on bench, but the interval holds zero: no effect shown"
     )
     assert verdict in lines  # one line, never folded
-    wide = printed(eval_views(report, Path("runs/eval")), 220)
+    wide = printed(eval_views(report, Path("runs/eval")), 260)
     assert any("95% interval" in line and "difference" in line for line in wide)  # the table where it fits
 
 
 def test_eval_tables_are_one_table_where_they_fit():
-    lines = printed(eval_views(quickstart_report(), Path("runs/eval")), 220)
+    lines = printed(eval_views(quickstart_report(), Path("runs/eval")), 260)
     headers = [line for line in lines if "model" in line and "benchmark" in line]
     assert len(headers) == 1 and all(name in headers[0] for name in ("avg@k", *TOOL_USE_COLUMNS))

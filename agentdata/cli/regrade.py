@@ -7,8 +7,10 @@ from typing import Annotated
 
 import typer
 
-from agentdata.cli.common import AnswerField, QuestionField, console, output_dir, print_json
+from agentdata.cli.common import AnswerField, QuestionField, output_dir
+from agentdata.cli.console import print_line
 from agentdata.cli.options import settings_command
+from agentdata.cli.render import show
 from agentdata.regrade.config import RegradeConfig
 
 
@@ -33,7 +35,7 @@ def command(
     as_json: bool = False,
 ) -> None:
     """Grade stored trajectories again against the current gold answers and verifier; report what flipped."""
-    from agentdata.cli.views import flips_table, regrade_table
+    from agentdata.cli.views import regrade_views
     from agentdata.problems import load_problems
     from agentdata.regrade import regrade
 
@@ -42,12 +44,5 @@ def command(
     problems = load_problems(problems_file, question_field, answer_field) if problems_file else None
     if not as_json:
         against = f"the gold of {problems_file}" if problems_file else "the stored gold"
-        console.print(f"[bold]regrade[/] {run} against {against} → {out}")
-    result = regrade(run, out, problems, config)
-    if as_json:
-        print_json(result.as_dict())
-        return
-    console.print(regrade_table(result))
-    if result.flips:
-        console.print(flips_table(result.flips[:20], title=f"flipped verdicts (first {min(20, len(result.flips))})"))
-    console.print(f"report: {result.report} · curate, filter (--profile-dir) and eval read {out} like any run")
+        print_line(f"[bold]regrade[/] {run} against {against} → {out}")
+    show(regrade(run, out, problems, config), as_json, regrade_views)

@@ -7,8 +7,10 @@ from typing import Annotated
 
 import typer
 
-from agentdata.cli.common import AnswerField, QuestionField, console, output_file, print_json
+from agentdata.cli.common import AnswerField, QuestionField, output_file
+from agentdata.cli.console import print_line
 from agentdata.cli.options import settings_command
+from agentdata.cli.render import show
 from agentdata.validate.config import ValidateConfig
 
 SUFFIXES = (".jsonl", ".json", ".parquet")
@@ -34,7 +36,7 @@ def command(
 ) -> None:
     """Find broken problems (unreadable gold, trivially matched gold, missing choices, code tests an empty
     program passes or the reference fails, duplicates, benchmark overlap); write a report and a clean file."""
-    from agentdata.cli.views import findings_table, validate_table
+    from agentdata.cli.views import validate_views
     from agentdata.validate import validate
 
     out = out or problems_file.with_name(f"{problems_file.stem}.clean.jsonl")
@@ -42,15 +44,5 @@ def command(
     if report is not None:
         output_file(report, "--report", (".json",), "the report", [problems_file])
     if not as_json:
-        console.print(f"[bold]validate[/] {problems_file} → {out}")
-    result = validate(problems_file, out, config, question_field, answer_field, report_out=report)
-    if as_json:
-        print_json(result.as_dict())
-        return
-    console.print(validate_table(result))
-    if result.broken:
-        console.print(
-            findings_table(result.broken[:20], title=f"broken problems (first {min(20, len(result.broken))})")
-        )
-    clean = f"clean problems: [cyan]{result.clean_file}[/]" if result.clean_file else "no problem is clean: no file"
-    console.print(f"{clean} · report: {result.report}")
+        print_line(f"[bold]validate[/] {problems_file} → {out}")
+    show(validate(problems_file, out, config, question_field, answer_field, report_out=report), as_json, validate_views)

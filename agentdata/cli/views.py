@@ -389,3 +389,18 @@ def problems_written_views(written: Any) -> Iterator[Any]:
 
 def stitch_views(summary: Any) -> Iterator[Any]:
     yield stitch_table(summary)
+
+
+def regrade_views(result: Any) -> Iterator[Any]:
+    yield regrade_table(result)
+    if result.flips:
+        yield flips_table(result.flips[:20], title=f"flipped verdicts (first {min(20, len(result.flips))})")
+    yield f"report: {result.report} · curate, filter (--profile-dir) and eval read {result.run_dir} like any run"
+
+
+def validate_views(result: Any) -> Iterator[Any]:
+    yield validate_table(result)
+    if result.broken:
+        yield findings_table(result.broken[:20], title=f"broken problems (first {min(20, len(result.broken))})")
+    clean = f"clean problems: [cyan]{result.clean_file}[/]" if result.clean_file else "no problem is clean: no file"
+    yield f"{clean} · report: {result.report}"
