@@ -73,3 +73,30 @@ def test_library_deprecations_stay_out_of_a_commands_output_and_ours_do_not(caps
         for module in ("transformers.modeling_utils", "trl.trainer.grpo_trainer", "agentdata.sft.run"):
             warnings.warn_explicit(f"{module}: `x` is deprecated", FutureWarning, "f.py", 1, module=module)
     assert [str(w.message) for w in shown] == ["agentdata.sft.run: `x` is deprecated"]  # ours still shows
+
+
+def test_progress_into_a_log_is_whole_lines_not_a_folded_bar():
+    # no terminal (a log file, CI): each task says how far it got and where it ended, one line each
+    from rich.console import Console
+
+    from agentdata.cli.progress import LogRenderer, rendering
+    from agentdata.events import Event, note, task
+
+    console = Console(record=True, width=80)
+    with rendering(console=console):
+        with task("collect", total=3, message="Loading the teacher") as advance:
+            for done in (1, 2, 3):
+                advance(done, accuracy=0.5, trajectories_per_s=1.5, tokens_per_s=40.0, tool_calls=done)
+        note("train", "profiling the SFT model on 8 problems of problems.jsonl to keep the band 0,1 (k=4, GRPO's loop)")
+    lines = console.export_text().splitlines()
+    assert lines[0] == "Loading the teacher" and lines[1].startswith("collect 3/3 · ")
+    assert lines[1].endswith("acc 50% · 1.50 traj/s · 40 tok/s · 3 tool calls") and "━" not in lines[1]
+    assert lines[2].startswith("profiling the SFT model") and len(lines) == 3  # longer than 80, still one line
+    # a long task also says how far it got, at most every `every_s` seconds
+    renderer = LogRenderer(Console(record=True, width=80), every_s=0)
+    for kind, completed in (("start", 0), ("advance", 1), ("advance", 2)):
+        renderer(Event(kind, "profile", completed=completed, total=4))
+    assert [line.split(" · ")[0] for line in renderer.console.export_text().splitlines()] == [
+        "profile 1/4",
+        "profile 2/4",
+    ]

@@ -1,7 +1,13 @@
-"""Rendering the library's progress events (agentdata.events) with rich: bars, live rates, log lines."""
+"""Rendering the library's progress events (agentdata.events) with rich: bars, live rates, log lines.
+
+On a terminal a task is a live bar (`RichRenderer`). Into a log file or CI (no terminal) a bar
+cannot be redrawn and rich would leave one frame folded into 80 columns, so each task is lines
+instead (`LogRenderer`): how far it got every `LOG_EVERY_S` seconds, and where it ended.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -13,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from agentdata.cli.console import console as default_console
 from agentdata.events import Event, listening
 
+LOG_EVERY_S = 60.0  # a long task's progress line in a log, at most this often
 # The training numbers worth a line per logged step; the rest stays in metrics.jsonl.
 CONSOLE_KEYS = (
     "loss",
@@ -103,13 +110,56 @@ class RichRenderer:
             self.tasks.clear()
 
 
+class LogRenderer:
+    """The events as whole lines, for output that is no terminal: a task's progress now and then, its end."""
+
+    def __init__(self, console: Console, every_s: float = LOG_EVERY_S):
+        self.console, self.every_s = console, every_s
+        self.tasks: dict[str, dict[str, Any]] = {}
+
+    def __call__(self, event: Event) -> None:
+        if event.kind == "start":
+            if event.message:
+                self._line(event.message)
+            now = time.monotonic()
+            self.tasks[event.task] = {"started": now, "shown": now, "completed": 0, "stats": {}, "total": event.total}
+        elif event.kind == "advance" and event.task in self.tasks:
+            state = self.tasks[event.task]
+            state.update(completed=event.completed, stats=event.stats)
+            if time.monotonic() - state["shown"] >= self.every_s:
+                state["shown"] = time.monotonic()
+                self._line(self._progress(event.task, state))
+        elif event.kind == "log":
+            line = event.message or log_text(event.stats)
+            if line:
+                self._line(line)
+        elif event.kind == "end" and event.task in self.tasks:
+            state = self.tasks.pop(event.task)
+            if state["total"] is not None:
+                self._line(self._progress(event.task, state))
+
+    def _progress(self, task: str, state: dict[str, Any]) -> str:
+        elapsed = time.monotonic() - state["started"]
+        stats = stats_text(task, state["stats"])
+        return f"[bold]{escape(task)}[/] {state['completed']:,}/{state['total']:,} · {elapsed:.0f} s" + (
+            f" · {stats}" if stats else ""
+        )
+
+    def _line(self, markup: str) -> None:
+        self.console.print(markup, highlight=False, soft_wrap=True)
+
+    def close(self) -> None:
+        self.tasks.clear()
+
+
 @contextmanager
 def rendering(enabled: bool = True, console: Console | None = None) -> Iterator[None]:
     """Render every event emitted inside the block (nothing when not `enabled`, e.g. with --json)."""
     if not enabled:
         yield
         return
-    renderer = RichRenderer(console or default_console)
+    console = console or default_console
+    renderer = RichRenderer(console) if console.is_terminal else LogRenderer(console)
     try:
         with listening(renderer):
             yield
