@@ -1,4 +1,4 @@
-"""Where the CLI writes: the two consoles, the one-line error, warnings and JSON.
+"""Where the CLI writes: the two consoles, the one-line error, whole lines and JSON.
 
 Every command and `app.main` print through these, so an error looks the same whichever
 caught it (typer's test runner calls the commands without `main`).
