@@ -12,7 +12,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from agentdata.cli.common import console, err_console, output_dir, print_json
+from agentdata.cli.common import output_dir
+from agentdata.cli.console import console, err_console, print_json
 from agentdata.cli.options import settings_command
 from agentdata.errors import InputFileError, UserError
 from agentdata.view.config import ViewConfig

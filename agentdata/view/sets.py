@@ -108,12 +108,11 @@ def sft_table(path: Path) -> RowTable:
 
 def sft_record(path: Path, row: int, values: dict[str, Any]) -> dict[str, Any]:
     """An SFT row back in canonical form (what the conversation view and the SFT mask read)."""
-    from agentdata.sft.data import canonical_messages as clean_messages
-    from agentdata.sft.data import row_tools
+    from agentdata.sft.data import cleaned_messages, row_tools
 
     format = values.get("format") or "hermes"
     try:
-        messages = canonical_messages(clean_messages(values.get("messages"), path, row + 1), format)
+        messages = canonical_messages(cleaned_messages(values.get("messages"), path, row + 1), format)
     except (ValueError, KeyError, TypeError) as error:
         raise InputFileError(path, f"a tool call cannot be read ({error})", row=row + 1) from None
     return {
