@@ -21,6 +21,7 @@ Ray is an optional dependency (`pip install "agentdata[ray]"`); it is imported o
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,11 +37,17 @@ POLL_S = 0.5  # how often the driver reads the progress actor (and a task report
 
 
 def collect_on_ray(
-    problems: list[Problem], out_dir: str | Path, config: CollectConfig, engine: Any = None, sandbox: Any = None
+    problems: list[Problem],
+    out_dir: str | Path,
+    config: CollectConfig,
+    collect: Callable[..., Any],
+    engine: Any = None,
+    sandbox: Any = None,
 ) -> Any:
-    """Run every shard of `config`'s run as a Ray task, then return the whole run's `CollectSummary`."""
-    from agentdata.agent.runner import collect
+    """Run every shard of `config`'s run as a Ray task, then return the whole run's `CollectSummary`.
 
+    `collect` is `agent.runner.collect`, which each task runs on its shard and the driver reads the whole run
+    with; the runner hands itself in when it dispatches here, so neither module imports the other."""
     if engine is not None or sandbox is not None:
         raise UserError(
             "--executor ray builds each task's engine and sandbox on its node from the settings (--teacher, "
@@ -59,7 +66,11 @@ def collect_on_ray(
     started = time.perf_counter()
     pending = {
         run_shard.remote(
-            problems_ref, str(out_dir), replace(local, sharding=ShardingConfig(shard=Shard(i, count))), progress
+            collect,
+            problems_ref,
+            str(out_dir),
+            replace(local, sharding=ShardingConfig(shard=Shard(i, count))),
+            progress,
         ): i
         for i in range(count)
     }
@@ -140,10 +151,10 @@ def _cause(ray: Any, error: Exception) -> str:
     return f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"
 
 
-def _run_shard(problems: list[Problem], out_dir: str, config: CollectConfig, progress: Any) -> Any:
+def _run_shard(
+    collect: Callable[..., Any], problems: list[Problem], out_dir: str, config: CollectConfig, progress: Any
+) -> Any:
     """One shard, in a Ray worker: an ordinary `--shard I/N` collect, its progress forwarded to the actor."""
-    from agentdata.agent.runner import collect
-
     shard = str(config.sharding.shard)
     last = [0.0]
 

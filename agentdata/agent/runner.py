@@ -111,7 +111,7 @@ def collect(
     if config.sharding.executor == "ray":
         from agentdata.agent.ray_executor import collect_on_ray
 
-        return collect_on_ray(problems, out_dir, config, engine, sandbox)
+        return collect_on_ray(problems, out_dir, config, collect, engine, sandbox)
     return asyncio.run(collect_async(problems, out_dir, config, engine, sandbox))
 
 
