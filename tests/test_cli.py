@@ -9,7 +9,10 @@ from agentdata.records import Trajectory, write_records
 from tests.cli_helpers import run_cli
 from tests.test_records import make_trajectory
 
-COMMANDS = ["collect", "curate", "filter", "train", "eval", "inspect", "regrade", "validate", "view", "synth", "sandbox"]
+COMMANDS = [
+    *("collect", "curate", "filter", "train", "eval", "inspect"),
+    *("regrade", "validate", "view", "synth", "sandbox"),
+]
 
 
 def run_main(args, capsys):
