@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -9,8 +10,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from agentdata.cli.common import console, output_dir, parse_options, print_json
-from agentdata.cli.options import JSON_HELP
+from agentdata.cli import render
+from agentdata.cli.common import output_dir
+from agentdata.cli.console import console, print_line
+from agentdata.cli.options import JSON_HELP, parse_key_values
 from agentdata.cli.progress import rendering
 
 
@@ -43,38 +46,36 @@ def command(
     if show:
         console.out(recipe_path(recipe).read_text(encoding="utf-8"), highlight=False)
         return
-    loaded = load_recipe(recipe, parse_options(settings or []), seeds)
+    loaded = load_recipe(recipe, parse_key_values(settings or [], "--set"), seeds)
     out = out or Path("runs/experiment") / loaded.name
     output_dir(out, "--out")
     if not as_json:
-        console.print(
+        print_line(
             f"[bold]experiment[/] {escape(loaded.name)}: {len(loaded.arms)} arms ({escape(', '.join(loaded.arms))}) "
             f"× {loaded.seeds} seed(s) → {out}"
         )
     with rendering(enabled=not as_json):
         report = run_experiment(loaded, out)
-    if as_json:
-        print_json(report.as_dict())
-        return
-    from agentdata.cli.views import comparisons_table
+    render.show(report, as_json, experiment_views)
 
-    console.print(arms_table(report))
+
+def experiment_views(report: Any) -> Iterator[Any]:
+    """experiment's end (an experiment.report.ExperimentReport): the arms, their paired differences, failures."""
+    from agentdata.cli.eval_views import Fitted, comparison_lines, comparisons_table
+
+    yield arms_table(report)
     if report.comparisons:
-        console.print(comparisons_table(report.comparisons, title="paired differences (first arm − second)"))
+        title = "paired differences (first arm − second)"
+        yield Fitted(comparisons_table(report.comparisons, title), comparison_lines(report.comparisons, title))
         for row in report.comparisons:
             if row["metric"].startswith("avg@"):
-                console.print(escape(f"  {row['sentence']}"), soft_wrap=True)
+                yield escape(f"  {row['sentence']}")
     for arm in report.arms:
         for failure in arm.get("failures", []):
-            console.print(
-                escape(
-                    f"  arm {arm['arm']} (seed {failure['seed']}) failed at {failure['stage']}: {failure['reason']}"
-                ),
-                style="red",
-                soft_wrap=True,
-            )
+            reason = f"  arm {arm['arm']} (seed {failure['seed']}) failed at {failure['stage']}: {failure['reason']}"
+            yield f"[red]{escape(reason)}[/]"
     files = report.files
-    console.print(f"Report: [cyan]{files['markdown']}[/] · [cyan]{files['png']}[/] · [cyan]{files['json']}[/]")
+    yield f"Report: [cyan]{files['markdown']}[/] · [cyan]{files['png']}[/] · [cyan]{files['json']}[/]"
 
 
 def builtin_table(recipes: dict[str, Path]) -> Table:
