@@ -10,7 +10,7 @@ from tests.cli_helpers import run_cli
 from tests.test_records import make_trajectory
 
 COMMANDS = [
-    *("collect", "curate", "filter", "train", "eval", "inspect"),
+    *("collect", "curate", "filter", "train", "eval", "experiment", "inspect"),
     *("regrade", "validate", "view", "synth", "sandbox"),
 ]
 
