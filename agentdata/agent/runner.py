@@ -1,16 +1,12 @@
-"""The runner: rollouts of one engine over many problems, each through the agent loop with the real
-sandbox, every trajectory recorded in a run dir.
+"""The runner: rollouts of one engine over many problems through the agent loop and the real sandbox,
+every trajectory recorded in a run dir. Every stage that records rollouts runs them here with settings
+of its own (the `collect` command's teacher, `filter`'s profile, `eval`'s benchmarks) through
+`collect(problems, out_dir, CollectConfig)`; this part knows none of the stages that call it.
 
-Every stage that records rollouts runs them here, with settings of its own: the `collect`
-command (a teacher), `filter`'s profile of the student, `eval`'s benchmarks. The entry point is
-`collect(problems, out_dir, CollectConfig)`: the verb, and the settings every such run shares
-(`CollectConfig` composes the loop's); this part knows none of the stages that call it.
-
-Many trajectories run at once (`concurrency`): while one waits for its code to run,
-others generate, and a local engine batches every waiting generation into one call.
-Each finished trajectory is journaled at once and batched into crash-safe shards; a run
-started again on the same dir skips what is done and redoes only what was lost, what ended in
-an error, and what was made from a problem that has changed since (see agent/resume.py).
+Many trajectories run at once (`concurrency`): while one waits for its code to run, others generate, and a
+local engine batches every waiting generation into one call. Each finished trajectory is journaled at once
+and batched into crash-safe shards; a run started again on the same dir skips what is done and redoes only
+what was lost, what ended in an error, and what was made from a problem that has changed since (agent/resume.py).
 """
 
 from __future__ import annotations
@@ -103,11 +99,9 @@ def trajectory_seed(base_seed: int, problem_id: str, sample_index: int) -> int:
 def collect(
     problems: list[Problem], out_dir: str | Path, config: CollectConfig, engine: Any = None, sandbox: Any = None
 ) -> CollectSummary:
-    """Collect trajectories into `out_dir` (resuming it); returns the summary of the whole run.
-
-    Progress is reported as `agentdata.events` (task "collect"); nothing is drawn here. With
-    `config.sharding.executor == "ray"` every shard runs as a task on a Ray cluster (agent/ray_executor.py).
-    """
+    """Collect trajectories into `out_dir` (resuming it); returns the summary of the whole run. Progress is
+    reported as `agentdata.events` (task "collect"); nothing is drawn here. With `config.sharding.executor ==
+    "ray"` every shard runs as a task on a Ray cluster (agent/ray_executor.py)."""
     if config.sharding.executor == "ray":
         from agentdata.agent.ray_executor import collect_on_ray
 
