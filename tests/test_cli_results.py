@@ -36,6 +36,8 @@ class Adder(Engine):
 # filter's --json keys as cli/filter.py wrote them by hand before FilterRun.as_dict
 FILTER_KEYS = {
     "output",
+    "card",
+    "pushed",
     "empty",
     "profile_dir",
     "generated",
