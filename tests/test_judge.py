@@ -276,3 +276,22 @@ def test_filter_refuses_a_step_it_cannot_run_before_profiling(step, tmp_path, ca
     code = run_cli(["filter", str(problems), "--out", str(tmp_path / "pool.parquet"), "--step", step])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and step in err, err
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--judge", "nosuch:x"], "unknown engine 'nosuch:x'"),
+        (["--judge", "openai:"], "needs a target"),
+        (["--judge", "openai:http://127.0.0.1:9", "--judge-option", "concurrency=abc"], "--judge-option KEY=VALUE"),
+    ],
+)
+def test_a_wrong_judge_is_one_line_before_any_row_is_read(flags, says, tmp_path, capsys, monkeypatch):
+    def no_rows(*args, **kwargs):
+        raise AssertionError("the rows were read")
+
+    monkeypatch.setattr("agentdata.curate.sft.scalar_table", no_rows)
+    judged_run(tmp_path, ("good",))
+    code = run_cli(["curate", str(tmp_path / "run"), "--out", str(tmp_path / "sft.parquet"), *flags])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and says in err, err

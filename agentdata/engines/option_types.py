@@ -19,8 +19,11 @@ from agentdata.settings.fields import show_cut
 from agentdata.settings.types import describe, fits
 
 
-def check_option_types(factory: Callable[..., Any], options: Mapping[str, Any], spec: str) -> None:
-    """Each option whose parameter declares a type has a value of it; else a UserError naming the option."""
+def check_option_types(
+    factory: Callable[..., Any], options: Mapping[str, Any], spec: str, flag: str = "--engine-option"
+) -> None:
+    """Each option whose parameter declares a type has a value of it; else a UserError naming the option and
+    the flag that gave it."""
     target = getattr(factory, "options_from", None)
     function = load_object(target) if isinstance(target, str) else factory
     if isinstance(function, type):
@@ -34,5 +37,5 @@ def check_option_types(factory: Callable[..., Any], options: Mapping[str, Any], 
         if name in parameters and name in hints and not fits(value, hints[name]):
             raise UserError(
                 f"engine {spec!r}: option {name}={show_cut(value)}: expected {describe(hints[name])} "
-                '(--engine-option KEY=VALUE takes JSON: 3, 0.5, true, "text", [...], {...})'
+                f'({flag} KEY=VALUE takes JSON: 3, 0.5, true, "text", [...], {{...}})'
             )

@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from agentdata.engines import GenerationRequest, load_engine
+from agentdata.engines.spec import check_engine
 from agentdata.errors import UserError
 from agentdata.judge.cache import ScoreJournal, digest
 from agentdata.judge.config import ScoringConfig
@@ -224,6 +225,8 @@ def judge_step(settings: Any) -> JudgeStep | None:
     scoring = _scoring(settings, "judge_low", "--judge")
     if not scoring.judge:
         return None
+    # A wrong spec or option is known before any row is read (a model that is not there: when it loads).
+    check_engine(scoring.judge, scoring.judge_options, "--judge-option")
     return JudgeStep(
         scoring.judge,
         dict(scoring.judge_options),
