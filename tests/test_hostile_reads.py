@@ -206,3 +206,15 @@ def test_inspect_on_a_killed_run_reads_its_journal(tmp_path, capsys):
     assert stats["trajectories"] == 4 + 3 and stats["only_in_journal"] == 3
     assert run_cli(["inspect", str(run_dir)]) == 0
     assert "3 of them are only in" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_recipe_that_is_no_regular_file_is_named_as_what_it_is(tmp_path):
+    fifo, zero, folder = tmp_path / "r.yaml", tmp_path / "z.yaml", tmp_path / "d.yaml"
+    os.mkfifo(fifo)
+    zero.symlink_to("/dev/zero")
+    folder.mkdir()
+    assert "is a named pipe (FIFO)" in one_error_line(["experiment", str(fifo)])  # was "no such recipe file"
+    assert "is a named pipe (FIFO)" in one_error_line(["experiment", str(fifo), "--show"])  # was a wait for ever
+    assert "is a character device" in one_error_line(["experiment", str(zero)])
+    assert "is a folder" in one_error_line(["experiment", str(folder)])
+    assert "no such recipe file" in one_error_line(["experiment", str(tmp_path / "none.yaml")])

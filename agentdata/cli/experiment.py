@@ -38,13 +38,15 @@ def command(
     """Run a recipe's arms through collect, curate, SFT, filter, GRPO and eval; report paired differences."""
     from agentdata.experiment import builtin_recipes, load_recipe, run_experiment
     from agentdata.experiment.recipe import recipe_path
+    from agentdata.inputs import read_text
+    from agentdata.settings.files import MAX_SETTINGS_BYTES
 
     if recipe is None:
         console.print(builtin_table(builtin_recipes()))
         console.print("Run one: [bold]agentdata experiment NAME[/] (docs/experiments.md)")
         return
     if show:
-        console.out(recipe_path(recipe).read_text(encoding="utf-8"), highlight=False)
+        console.out(read_text(recipe_path(recipe), MAX_SETTINGS_BYTES), highlight=False)
         return
     loaded = load_recipe(recipe, parse_key_values(settings or [], "--set"), seeds)
     out = out or Path("runs/experiment") / loaded.name

@@ -85,7 +85,7 @@ def recipe_path(name_or_path: str | Path) -> Path:
     """A recipe file, or a built-in recipe's file by its name."""
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml", ".json"):
-        if not path.is_file():
+        if not path.exists() and not path.is_symlink():  # a FIFO, a folder, a loop: the reader says what it is
             raise UserError(f"{path}: no such recipe file")
         return path
     builtin = builtin_recipes()
