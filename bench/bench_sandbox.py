@@ -257,7 +257,7 @@ def main() -> None:
     # CPU or concurrency? The same fresh calls with 4x the workers (and as many spares), rounds alternating:
     # where more calls at once do not raise the rate, the CPU each call costs is the limit.
     by_workers: dict[int, list[float]] = {args.workers: [], 4 * args.workers: []}
-    for round_index in range(2):
+    for round_index in range(1 if args.smoke else 2):  # a smoke run: each sandbox once
         for workers in list(by_workers)[:: 1 if round_index == 0 else -1]:
             with Sandbox(workers=workers, prefork=max(args.prefork, workers)) as sandbox:
                 local_throughput(sandbox, TRIVIAL, n(40), sessions=None)  # spares forked, template warm
@@ -296,7 +296,7 @@ def main() -> None:
         ("throughput local, fresh stateless calls", f"{fresh_rate:.0f} calls/s", f"{base_rate:.0f} calls/s", ""),
         *[
             (
-                f"throughput local, fresh stateless calls, workers={workers} (2 rounds, alternating)",
+                f"throughput local, fresh stateless calls, workers={workers} ({len(rates)} rounds, alternating)",
                 ", ".join(f"{rate:.0f}" for rate in rates) + " calls/s",
                 "",
                 "",
