@@ -33,9 +33,10 @@ def tensorboard_events(folder: Path):
     return scalars, texts
 
 
-def test_sft_reports_to_tensorboard_with_its_run_name_and_settings(tmp_path, tiny_model_dir):
+def test_sft_reports_to_tensorboard_with_its_run_name_settings_and_held_out_accuracy(tmp_path, tiny_model_dir):
     from agentdata.sft.run import run_sft
     from tests.test_sft import write_sft_set
+    from tests.test_validation import write_eval_problems
 
     config = build(
         SFTStageConfig,
@@ -49,10 +50,16 @@ def test_sft_reports_to_tensorboard_with_its_run_name_and_settings(tmp_path, tin
             max_length=512,
             report_to=["tensorboard"],
             run_name="tiny-sft",
+            eval_problems=str(write_eval_problems(tmp_path / "held_out.jsonl")),
+            eval_k=2,
         ),
     )
     run_sft(config)
     scalars, texts = tensorboard_events(tmp_path / "out")
+    held_out = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
+    (record,) = [entry for entry in held_out if "eval/avg@2" in entry]
+    assert scalars["eval/avg@2"] == [pytest.approx(record["eval/avg@2"])]  # the held-out accuracy, as recorded
+    assert scalars["eval/tools/call_frequency"] == [pytest.approx(record["eval/tools/call_frequency"])]
     assert len(scalars["train/loss"]) == 2 and all(loss > 0 for loss in scalars["train/loss"])
     assert "train/learning_rate" in scalars
     arguments = json.loads(texts["args/text_summary"])

@@ -80,6 +80,7 @@ class ValidationCallback(TrainerCallback):
         at_start: bool,
         sandbox: Any = None,
         seed: int = 0,
+        trackers: Callable[[], list[Any]] | None = None,
     ):
         self.settings = settings
         self.problems = load_eval_problems(settings)
@@ -92,18 +93,31 @@ class ValidationCallback(TrainerCallback):
         self.sandbox = sandbox  # None: each evaluation opens (and closes) `loop.sandbox`
         self.seed = seed
         self.evaluated: dict[int, dict[str, Any]] = {}
+        self.trackers = trackers  # the trainer's experiment-tracker callbacks (--report-to), called at each record
 
     def on_train_begin(self, args, state, control, **kwargs):
         if self.at_start and state.global_step == 0:  # a resumed run was evaluated when its checkpoint was saved
-            self.evaluate(0, state.is_world_process_zero)
+            self.report(args, state, control, self.evaluate(0, state.is_world_process_zero))
 
     def on_step_end(self, args, state, control, **kwargs):
         step = state.global_step
         due = bool(self.every and step % self.every == 0) or step >= state.max_steps
         if due and step not in self.evaluated:
-            self.evaluate(step, state.is_world_process_zero)
+            self.report(args, state, control, self.evaluate(step, state.is_world_process_zero))
             control.should_save = True  # every evaluated policy keeps its checkpoint
         return control
+
+    def report(self, args, state, control, record: dict[str, Any]) -> None:
+        """The record to the run's trackers, as `eval_*` logs (TensorBoard and wandb show them as `eval/*`)."""
+        if not self.trackers or not state.is_world_process_zero:
+            return
+        logs = {
+            f"eval_{key.removeprefix(EVAL_PREFIX)}": value
+            for key, value in record.items()
+            if key.startswith(EVAL_PREFIX) and isinstance(value, (int, float))
+        }
+        for tracker in self.trackers():
+            tracker.on_log(args, state, control, logs=logs)
 
     def evaluate(self, step: int, write: bool = True) -> dict[str, Any]:
         """Evaluate the current policy; the record is appended to metrics.jsonl by the main process."""

@@ -20,6 +20,7 @@ def validation_callback(config: Any, trainer: Any, rollout: Any, sandbox: Any) -
     if not config.validation.enabled:
         return None
     from agentdata.evaluation.during_training import ValidationCallback
+    from agentdata.training.metrics import tracker_callbacks
 
     return ValidationCallback(
         config.validation,
@@ -31,6 +32,7 @@ def validation_callback(config: Any, trainer: Any, rollout: Any, sandbox: Any) -
         at_start=True,
         sandbox=sandbox,
         seed=config.seed,
+        trackers=lambda: tracker_callbacks(trainer),
     )
 
 

@@ -21,6 +21,7 @@ def validation_callback(config: Any, trainer: Any, taught: Any) -> Any:
     if not config.validation.enabled:
         return None
     from agentdata.evaluation.during_training import ValidationCallback, model_engine
+    from agentdata.training.metrics import tracker_callbacks
 
     loop = LoopConfig(protocol=taught.protocol, system_prompt=taught.system_prompt, temperature=EVAL_TEMPERATURE)
     return ValidationCallback(
@@ -32,4 +33,5 @@ def validation_callback(config: Any, trainer: Any, taught: Any) -> Any:
         every=config.validation.eval_every,
         at_start=False,
         seed=config.seed,
+        trackers=lambda: tracker_callbacks(trainer),
     )

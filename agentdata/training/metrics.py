@@ -72,3 +72,12 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def tracker_callbacks(trainer: Any) -> list[Any]:
+    """The trainer's experiment-tracker callbacks (transformers' integrations that `report_to` added)."""
+    return [
+        callback
+        for callback in trainer.callback_handler.callbacks
+        if type(callback).__module__.startswith("transformers.integrations")
+    ]
