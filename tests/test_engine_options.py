@@ -63,3 +63,19 @@ def test_the_command_line_names_the_option(tmp_path):
                         "--engine-option", "timeout_s=abc"])  # fmt: skip
     assert code == 2 and "option timeout_s='abc': expected a number" in err.getvalue(), err.getvalue()
     assert not (tmp_path / "r").exists()  # refused before the run dir is written
+
+
+@pytest.mark.parametrize(
+    ("teacher", "says"),
+    [("hf:{tmp}/no-model", "not a transformers model directory"), ("openai:localhost:8000", "not an http(s) URL")],
+)
+def test_a_target_that_cannot_be_a_model_is_refused_before_the_run_dir(teacher, says, tmp_path):
+    problems = tmp_path / "p.jsonl"
+    problems.write_text(json.dumps({"question": "q?", "answer": "1"}) + "\n")
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = run_cli(
+            ["collect", str(problems), "--out", str(tmp_path / "r"), "--teacher", teacher.format(tmp=tmp_path)]
+        )
+    assert code == 2 and says in err.getvalue(), err.getvalue()
+    assert not (tmp_path / "r").exists()

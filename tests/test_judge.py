@@ -284,6 +284,7 @@ def test_filter_refuses_a_step_it_cannot_run_before_profiling(step, tmp_path, ca
         (["--judge", "nosuch:x"], "unknown engine 'nosuch:x'"),
         (["--judge", "openai:"], "needs a target"),
         (["--judge", "openai:http://127.0.0.1:9", "--judge-option", "concurrency=abc"], "--judge-option KEY=VALUE"),
+        (["--judge", "hf:/no/such/model"], "not a transformers model directory"),
     ],
 )
 def test_a_wrong_judge_is_one_line_before_any_row_is_read(flags, says, tmp_path, capsys, monkeypatch):

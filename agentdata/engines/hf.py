@@ -18,7 +18,7 @@ from typing import Any
 from agentdata.engines.base import Generation, GenerationRequest, context_generation, error_generation
 from agentdata.engines.batching import BatchedEngine, RequestBatcher
 from agentdata.engines.hf_generate import generate_batch, render_prompt, sampling_key
-from agentdata.engines.hf_model import context_length, default_device, load_model_and_tokenizer
+from agentdata.engines.hf_model import check_model_dir, context_length, default_device, load_model_and_tokenizer
 
 __all__ = ["HFEngine", "ModelEngine", "default_device", "load_model_and_tokenizer"]
 
@@ -117,6 +117,11 @@ class ModelEngine(BatchedEngine):
 
 class HFEngine(ModelEngine):
     """The transformers model in a local dir (`hf:DIR`); `prompt_template` as in engines.prompt_template."""
+
+    @staticmethod
+    def check_target(target: str) -> None:
+        """What is known before the model loads (engines.spec.check_engine): the dir holds a transformers model."""
+        check_model_dir(target)
 
     def __init__(
         self,

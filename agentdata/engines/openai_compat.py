@@ -91,6 +91,13 @@ class _LoopState:
 class OpenAIEngine(Engine):
     """Sends each request to one replica of the fleet of chat-completions endpoints (engines/fleet.py)."""
 
+    @staticmethod
+    def check_target(target: str) -> None:
+        """What is known before any request (engines.spec.check_engine): every URL is an http(s) one."""
+        for url in target.split(","):
+            if url.strip():
+                chat_completions_url(url)
+
     def __init__(
         self,
         urls: str | list[str],

@@ -58,14 +58,17 @@ def check_engine_spec(spec: str) -> tuple[str, str]:
 
 
 def check_engine(spec: str, options: dict[str, Any], flag: str = "--engine-option") -> None:
-    """A spec and the types of its options (given by `flag`) checked, the engine's module imported, nothing
-    built: what a command checks before it writes anything (collect before its run dir)."""
+    """A spec and the types of its options (given by `flag`) checked, the engine's module imported, its target
+    checked where a built-in engine can do that cheaply (`check_target`: a model dir that is not one, a URL that
+    is not http), nothing built: what a command checks before it writes anything (collect before its run dir)."""
     spec = (spec or "smollm2").strip()
     kind, target = check_engine_spec(spec)
     factory = ENGINES.get(kind)
     check_option_types(factory, options, spec, flag)
     if is_plugin_path(kind):  # a plug-in class whose constructor does not take the call, named now
         check_call(kind, "engine", ENGINE_CALL, factory, target, spec=spec, **options)
+    elif callable(check_target := getattr(factory, "check_target", None)):  # a built-in's cheap target check
+        check_target(target)
 
 
 def load_engine(spec: str, **options: Any) -> Engine:
