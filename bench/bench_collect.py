@@ -13,12 +13,15 @@
    with `stop_reason` (vLLM's behaviour: the baseline) and against servers without it
    (OpenAI's API; `transformers serve`'s stop string left in the text and 422 on unknown
    fields), alternated in one run, hermes and codeblock.
+5. One driver's ceiling (`ceiling`): against a server answering at once, trajectories/s, the driver's
+   CPU per trajectory and its RSS, with cProfile's top entries on request.
 
     python bench/bench_collect.py efficiency --concurrency 64 --latency 0.2 --trajectories 512
     python bench/bench_collect.py journal --concurrency 64 --latency 1.0 --trajectories 512 --rounds 2
     python bench/bench_collect.py overhead --problems 16
     python bench/bench_collect.py stop-reason --concurrency 64 --latency 1.0 --trajectories 512
-    python bench/bench_collect.py smoke        # all four, tiny (CI)
+    python bench/bench_collect.py ceiling --concurrency 512 --trajectories 3000 [--profile 25]
+    python bench/bench_collect.py smoke        # all five, tiny (CI)
 
 Each comparison checks that its arms did the same work (the same trajectories, each with its tool
 call, graded alike; the replay generated the same tokens as collect) and stops with one line when
@@ -268,6 +271,63 @@ def overhead(n_problems: int, max_new_tokens: int, rounds: int = 2, spec: str = 
     }
 
 
+def _first_error(errors: list[str]) -> str:
+    return errors[0][:300] if errors else "none"
+
+
+def ceiling(concurrency: int, trajectories: int, profile_top: int = 0) -> dict:
+    """One driver's ceiling: `collect` against a server answering at once (its own process), a real tool call
+    in the local sandbox per trajectory (two requests, one sandbox call). Trajectories/s, the driver's own
+    CPU per trajectory (the sandbox's and the server's processes not counted), its peak RSS; with
+    `profile_top`, cProfile's top entries by own time (the profile slows the run)."""
+    import cProfile
+    import io
+    import pstats
+    import resource
+
+    problems = [Problem(f"What is 6 times 7? (copy {i})", "42") for i in range(trajectories)]
+    with (
+        _server_process(0.0, ("--script", "tool")) as url,
+        tempfile.TemporaryDirectory() as out,
+        open_sandbox("local") as box,
+    ):
+        box.run("print(1)")  # started before the clock
+        config = CollectConfig(
+            teacher=f"openai:{url}",
+            concurrency=concurrency,
+            loop=LoopConfig(temperature=0.0, protocol="hermes"),
+            engine_options={"model": "fake-model", "concurrency": concurrency},
+        )
+        profile = cProfile.Profile() if profile_top else None
+        started, cpu = time.perf_counter(), time.process_time()
+        if profile:
+            profile.enable()
+        summary = collect(problems, out, config, sandbox=box)
+        if profile:
+            profile.disable()
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+        out_errors = [t.error for t in RunDir(out).trajectories() if t.error][:1]
+    if summary.correct != trajectories or summary.tool_calls != trajectories:
+        raise SystemExit(
+            f"ceiling: {summary.correct} of {trajectories} correct, {summary.tool_calls} tool calls "
+            f"(finish reasons {summary.finish_reasons}; first error: {_first_error(out_errors)}): not the same work"
+        )
+    result = {
+        "benchmark": "one driver's ceiling",
+        "concurrency": concurrency,
+        "trajectories": trajectories,
+        "trajectories_per_s": round(trajectories / elapsed, 1),
+        "driver_cpu_ms_per_trajectory": round(1000 * cpu / trajectories, 2),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+        "load_average": os.getloadavg()[0],
+    }
+    if profile:
+        text = io.StringIO()
+        pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(profile_top)
+        result["profile"] = [line for line in text.getvalue().splitlines() if line.strip()][-profile_top:]
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="which", required=True)
@@ -290,6 +350,10 @@ def main() -> None:
     ovh.add_argument("--problems", type=int, default=16)
     ovh.add_argument("--max-new-tokens", type=int, default=256)
     ovh.add_argument("--rounds", type=int, default=2)
+    top = sub.add_parser("ceiling")
+    top.add_argument("--concurrency", type=int, default=512)
+    top.add_argument("--trajectories", type=int, default=3000)
+    top.add_argument("--profile", type=int, default=0, help="print cProfile's top N entries by own time")
     sub.add_parser("smoke", help="every benchmark above at a tiny size (CI: they run and check their arms)")
     args = parser.parse_args()
     if args.which == "efficiency":
@@ -300,12 +364,15 @@ def main() -> None:
         result = stop_reason(args.concurrency, args.latency, args.trajectories, args.rounds)
     elif args.which == "overhead":
         result = overhead(args.problems, args.max_new_tokens, args.rounds)
+    elif args.which == "ceiling":
+        result = ceiling(args.concurrency, args.trajectories, args.profile)
     else:
         result = {
             "efficiency": efficiency(4, 0.05, 8),
             "journal": journal_cost(4, 0.05, 8, rounds=1),
             "stop-reason": stop_reason(4, 0.05, 4, 1, ("codeblock",), (next(iter(SERVER_KINDS)), STRICT_SERVER)),
             "overhead": overhead(1, 8, rounds=1, spec=f"hf:{tiny_model(Path(tempfile.mkdtemp()) / 'tiny')}"),
+            "ceiling": ceiling(8, 16, profile_top=5),
         }
     print(json.dumps(result, indent=2))
 

@@ -149,3 +149,22 @@ def test_shards_load_through_datasets(tmp_path):
     messages = dataset[0]["messages"]
     assert messages[2]["tool_calls"][0]["function"]["name"] == "code_interpreter"
     assert json.loads(dataset[0]["tools"]) == [CODE_TOOL]
+
+
+def test_a_row_is_what_a_deep_copy_of_the_record_gives_and_leaves_the_record_as_it_was():
+    import dataclasses
+    import json as json_module
+
+    from agentdata.records import Trajectory, to_row
+
+    messages = [{"role": "user", "content": "6*7?"}, {"role": "assistant", "content": "42", "tool_calls": [{"a": 1}]}]
+    trajectory = Trajectory("p-0", "p", "6*7?", "42", messages, metadata={"turns": [{"tokens": 3}]}, timings={"s": 1.5})
+    before = dataclasses.asdict(trajectory)
+    row = to_row(trajectory)
+    expected = {
+        key: json_module.dumps(value, ensure_ascii=False, sort_keys=True)
+        if key in ("metadata", "sampling", "timings", "tools")
+        else value
+        for key, value in before.items()
+    }
+    assert row == expected and dataclasses.asdict(trajectory) == before
