@@ -339,7 +339,8 @@ def _check_shard(shard: Path) -> None:
 
 # ------------------------------------------------------------------ reading many run dirs at once
 ROW_ID = "_row"
-REQUIRED_COLUMNS = tuple(arrow_schema(Trajectory).names)
+TRAJECTORY_SCHEMA = arrow_schema(Trajectory)  # built once: each shard's schema is checked against it
+REQUIRED_COLUMNS = tuple(TRAJECTORY_SCHEMA.names)
 
 
 def trajectory_files(path: str | os.PathLike) -> list[Path]:
@@ -357,9 +358,14 @@ def shard_paths(run_dirs: Sequence[str | os.PathLike]) -> list[Path]:
         if not shards:
             raise InputFileError(run_dir, "no trajectory shards (expected trajectories/part-*.parquet)")
         paths.extend(shards)
+    check_shards(paths)
+    return paths
+
+
+def check_shards(paths: Sequence[Path]) -> None:
+    """Each file is a readable trajectory shard: an `InputFileError` naming the first that is not."""
     for path in paths:
         _check_schema(path)
-    return paths
 
 
 def scan_shards(paths: Sequence[Path]) -> pl.LazyFrame:
@@ -389,7 +395,7 @@ def _check_schema(path: Path) -> None:
     missing = [name for name in REQUIRED_COLUMNS if name not in schema.names]
     if missing:
         raise InputFileError(path, f"not a trajectory shard: missing columns {missing}")
-    for expected in arrow_schema(Trajectory):
+    for expected in TRAJECTORY_SCHEMA:
         actual = schema.field(expected.name).type if schema.get_field_index(expected.name) >= 0 else None
         if actual is None or not _same_shape(actual, expected.type):
             raise InputFileError(

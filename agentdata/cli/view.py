@@ -151,13 +151,14 @@ def where_filters(pairs: list[str]) -> dict[str, str]:
 
 def artifacts_table(catalog, opened_s: float) -> Table:
     table = Table(title=f"agentdata view · opened in {opened_s:.2f} s")
-    for name in ("key", "kind", "artifact", "rows"):
+    for name in ("key", "kind", "artifact", "rows", "index"):
         table.add_column(name, justify="right" if name == "rows" else "left", overflow="fold")
     for artifact in catalog:
         rows = len(artifact.table()) if artifact.has_rows else None
         label = ("  " if artifact.parent else "") + artifact.label
         kind = f"[red]{artifact.kind}[/]" if artifact.error else artifact.kind
-        table.add_row(artifact.key, kind, escape(label), f"{rows:,}" if rows is not None else "-")
+        index = artifact.table().origin if artifact.has_rows else "-"  # a run dir's: read back from beside it?
+        table.add_row(artifact.key, kind, escape(label), f"{rows:,}" if rows is not None else "-", index)
     return table
 
 

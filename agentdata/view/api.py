@@ -55,7 +55,7 @@ class ViewerData:
             data["columns"] = table.describe()
             data["facets"] = table.facets()
             if artifact.is_trajectories:
-                data["stats"] = _trajectory_stats(table.index)
+                data["stats"] = table.stats()
         if artifact.kind == "pool":
             data["band"] = list(pages.artifact_band(artifact, self.band))
         if artifact.is_trajectories:
@@ -144,22 +144,3 @@ class ViewerData:
         if not 0 <= number < len(artifact.plots):
             raise NotFound(f"{key}/plot/{number}")
         return artifact.plots[number]
-
-
-def _trajectory_stats(index: Any) -> dict[str, Any]:
-    import polars as pl
-
-    count = index.height
-    if not count:
-        return {"trajectories": 0}
-    calls = int(index["num_tool_calls"].sum())
-    return {
-        "trajectories": count,
-        "problems": index["problem_id"].n_unique(),
-        "accuracy": float(index["correct"].mean()),
-        "mean_tool_calls": calls / count,
-        "tool_error_rate": int(index["num_tool_errors"].sum()) / max(calls, 1),
-        "mean_completion_tokens": float(index["completion_tokens"].mean()),
-        "finish_reasons": dict(index.group_by("finish_reason").len().sort("finish_reason").rows()),
-        "solved_problems": index.filter(pl.col("correct")).select("problem_id").n_unique(),
-    }

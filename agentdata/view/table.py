@@ -33,6 +33,8 @@ class RowTable:
     """`index`: a frame with ROW and the columns; `search(needle)` returns the ROW numbers whose full text
     holds the needle; `fetch(row)` returns one record whole."""
 
+    origin = "built"  # where the index came from, as the terminal says: built now, or read back (a run dir's)
+
     def __init__(
         self,
         index: pl.DataFrame,

@@ -2,13 +2,16 @@
 
 The index holds what the lists filter and sort on, one row per trajectory id (a row redone on
 resume, in a later shard, replaces the earlier one, as curate and filter read it), plus each
-problem's pass rate over its samples (a failed rollout counts in none, as in `filter`).
+problem's pass rate over its samples (a failed rollout counts in none, as in `filter`). A run dir's index
+is kept beside it with the home page's numbers and read back while its shards stay as they were (index_cache.py).
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
+import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +19,9 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from agentdata.agent.inspection import read_trajectories, trajectory_from_row
-from agentdata.agent.rundir import ROW_ID, damaged_shard, scan_shards, shard_paths
+from agentdata.agent.rundir import ROW_ID, check_shards, damaged_shard, scan_shards, shard_paths, trajectory_files
 from agentdata.records import Trajectory, records_to_table
+from agentdata.view.index_cache import IndexCache
 from agentdata.view.table import ROW, Column, RowTable, contains, preview
 
 assert ROW == ROW_ID  # one row number for the index, the search and the fetch
@@ -60,18 +64,22 @@ SCALARS = (
 
 
 class TrajectorySource:
-    """Where the rows are: Parquet shards (scanned lazily) or a JSONL/JSON file (read into memory)."""
+    """Where the rows are: Parquet shards (scanned lazily) or a JSONL/JSON file (read into memory). `files`: a run
+    dir's shards, listed already (their schemas are checked unless `checked`)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, files: Sequence[Path] | None = None, checked: bool = False):
         self.path = path
-        if path.is_dir() or path.suffix.lower() == ".parquet":
+        self.memory = None
+        if files is not None:
+            self.files = list(files)
+            if not checked:
+                check_shards(self.files)  # each one a trajectory shard, one line naming the first that is not
+        elif path.is_dir() or path.suffix.lower() == ".parquet":
             self.files = shard_paths([path])  # checked for the trajectory schema, one line if foreign
-            self.memory = None
         else:
             self.files = [path]
             self.memory = pl.from_arrow(records_to_table(read_trajectories(path), Trajectory)).with_row_index(ROW)
         self._starts: list[int] | None = None
-        self.extra = [name for name in ("drop_reason",) if name in self.scan().collect_schema().names()]
 
     def scan(self) -> pl.LazyFrame:
         if self.memory is not None:
@@ -127,40 +135,111 @@ def _no_nulls(value: Any) -> Any:
 
 def index_frame(source: TrajectorySource) -> pl.DataFrame:
     """One row per trajectory: the list's columns, the problem's pass rate and its number of samples."""
+    extra = [name for name in ("drop_reason",) if name in source.scan().collect_schema().names()]
+    frame = source.collect(
+        source.scan().select(
+            ROW,
+            *SCALARS,
+            *extra,
+            preview(pl.col("question")).alias("question"),
+            preview(pl.col("final_answer")).alias("final_answer"),
+            # `timings` is JSON as json.dumps writes it; a pattern reads its one number at half a JSON parser's cost
+            pl.col("timings")
+            .str.extract(r'"total_s": (-?[0-9][0-9.eE+-]*)')
+            .cast(pl.Float64, strict=False)
+            .alias("total_s"),
+        )
+    )
+    # A redone row (a later shard) replaces the first. Distinct hashes are distinct ids, so the exact (and dearer)
+    # test on the ids themselves runs only where two hashes are equal: a resumed run, or a collision.
+    if frame["id"].hash().n_unique() < frame.height:
+        frame = frame.filter(pl.col("id").is_last_distinct())
     failed = pl.col("finish_reason") == "error"
-    frame = source.scan().select(
-        ROW,
-        *SCALARS,
-        *source.extra,
-        preview(pl.col("question")).alias("question"),
-        preview(pl.col("final_answer")).alias("final_answer"),
-        # `timings` is JSON as json.dumps writes it; a pattern reads its one number at half a JSON parser's cost
-        pl.col("timings")
-        .str.extract(r'"total_s": (-?[0-9][0-9.eE+-]*)')
-        .cast(pl.Float64, strict=False)
-        .alias("total_s"),
+    per_problem = pl.struct(valid=(~failed).sum(), solved=(pl.col("correct") & ~failed).sum(), samples=pl.len()).over(
+        "problem_id"
+    )  # one pass over the problems for the three numbers
+    problem = pl.col("_problem").struct
+    return (
+        frame.with_columns(per_problem.alias("_problem"))
+        .with_columns(
+            pl.when(problem.field("valid") > 0)
+            .then(problem.field("solved") / problem.field("valid"))
+            .alias("pass_rate"),
+            problem.field("samples").cast(pl.UInt32).alias("samples"),
+        )
+        .drop("_problem")
     )
-    frame = frame.filter(pl.col("id").is_last_distinct())  # a redone row (a later shard) replaces the first
-    valid = (~failed).sum().over("problem_id")
-    frame = frame.with_columns(
-        pl.when(valid > 0).then((pl.col("correct") & ~failed).sum().over("problem_id") / valid).alias("pass_rate"),
-        pl.len().over("problem_id").alias("samples"),
-    )
-    return source.collect(frame)
 
 
-def trajectory_table(path: Path) -> RowTable:
-    source = TrajectorySource(path)
-    index = index_frame(source)
+def trajectory_stats(index: pl.DataFrame) -> dict[str, Any]:
+    """The run's numbers on the home page."""
+    count = index.height
+    if not count:
+        return {"trajectories": 0}
+    calls = int(index["num_tool_calls"].sum())
+    return {
+        "trajectories": count,
+        "problems": index["problem_id"].n_unique(),
+        "accuracy": float(index["correct"].mean()),
+        "mean_tool_calls": calls / count,
+        "tool_error_rate": int(index["num_tool_errors"].sum()) / max(calls, 1),
+        "mean_completion_tokens": float(index["completion_tokens"].mean()),
+        "finish_reasons": dict(index.group_by("finish_reason").len().sort("finish_reason").rows()),
+        "solved_problems": index.filter(pl.col("correct")).select("problem_id").n_unique(),
+    }
 
-    def search(needle: str) -> pl.Series:
-        matches = source.scan().select(ROW, "question", "messages").filter(_full_text(needle))
-        return source.collect(matches.select(ROW))[ROW]
 
-    def fetch(row: int) -> dict[str, Any]:
-        return {"trajectory": source.fetch(row)}
+class TrajectoryTable(RowTable):
+    """A run's rows, with the run's stats; `summary` (the facets and stats, as JSON gives them back) when they were
+    kept with its index."""
 
-    return RowTable(index, COLUMNS, search, fetch)
+    def __init__(
+        self,
+        index: pl.DataFrame,
+        source: TrajectorySource,
+        summary: dict[str, Any] | None = None,
+        origin: str = "built",
+    ):
+        def search(needle: str) -> pl.Series:
+            matches = source.scan().select(ROW, "question", "messages").filter(_full_text(needle))
+            return source.collect(matches.select(ROW))[ROW]
+
+        def fetch(row: int) -> dict[str, Any]:
+            return {"trajectory": source.fetch(row)}
+
+        super().__init__(index, COLUMNS, search, fetch)
+        self._summary = summary
+        self.origin = origin
+
+    def summary(self) -> dict[str, Any]:
+        """The facet counts and the stats, as the page receives them (JSON), whether built now or kept."""
+        if self._summary is None:
+            self._summary = json.loads(json.dumps({"facets": self.facets(), "stats": trajectory_stats(self.index)}))
+        return self._summary
+
+    def facets(self) -> dict[str, list[list[Any]]]:
+        return self._summary["facets"] if self._summary is not None else super().facets()
+
+    def stats(self) -> dict[str, Any]:
+        return self.summary()["stats"]
+
+
+def trajectory_table(path: Path) -> TrajectoryTable:
+    """A run dir's index is read from beside it when it was built from the shards as they are (index_cache.py),
+    else built and kept there for the next open; a trajectory file's is built."""
+    files = trajectory_files(path) if path.is_dir() else []
+    if not files:
+        source = TrajectorySource(path)  # a trajectory file; or a folder without shards, named in one line
+        return TrajectoryTable(index_frame(source), source)
+    cache = IndexCache(path, files)
+    kept = cache.load()
+    if kept is not None:
+        return TrajectoryTable(kept[0], TrajectorySource(path, files, checked=True), kept[1], origin="read back")
+    source = TrajectorySource(path, files)
+    table = TrajectoryTable(index_frame(source), source)
+    if cache.store(table.index, table.summary()):
+        table.origin = "built, kept"
+    return table
 
 
 def _full_text(needle: str) -> pl.Expr:
