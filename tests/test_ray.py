@@ -184,3 +184,26 @@ def test_eval_runs_its_shards_on_ray_then_reports(ray_cluster, tmp_path):
     assert read_sharded(run_dir).complete and read_sharded(run_dir).count == 2
     assert report.results[0].metrics.num_responses == 12 and report.results[0].metrics.avg_at_k == pytest.approx(4 / 6)
     assert (tmp_path / "eval" / "report.json").exists()
+
+
+@pytest.mark.slow
+def test_filter_profiles_the_student_on_ray_then_builds_the_pool(ray_cluster, tmp_path):
+    from agentdata.agent.config import LoopConfig, ShardingConfig
+    from agentdata.filter.build import PoolConfig
+    from agentdata.filter.run import run_filter
+    from bench.fake_openai_server import FakeOpenAIServer
+
+    problems = [Problem(f"What is 6*7? (take {i})", "42" if i % 3 else "7", id=f"p{i}") for i in range(6)]
+    sharding = ShardingConfig(executor="ray", ray_address=ray_cluster, shards=2)
+    with FakeOpenAIServer(latency=0.0) as server:
+        profiling = CollectConfig(
+            teacher=f"openai:{server.url}",
+            samples=2,
+            engine_options={"model": "m"},
+            loop=LoopConfig(protocol="hermes"),
+            sharding=sharding,
+        )
+        built = run_filter(problems, tmp_path / "pool.parquet", PoolConfig(embedding="tfidf"), profiling)
+    assert read_sharded(built.profile_dir).complete and read_sharded(built.profile_dir).count == 2
+    rates = dict(built.result.profiled.select("problem_id", "pass_rate").iter_rows())
+    assert rates == {p.id: (1.0 if p.answer == "42" else 0.0) for p in problems}
