@@ -267,3 +267,19 @@ def test_an_openai_teacher_with_its_model_named_is_the_same_whatever_servers_ser
     unnamed = {key: value for key, value in one.items() if key != "model"}  # the server says which model
     assert "teacher" in settings_differences(unnamed, {**unnamed, "teacher": other["teacher"]})
     assert "teacher" in settings_differences(one, {**one, "teacher": "hf:/models/qwen"})
+
+
+def test_the_viewer_opens_a_sharded_run_as_one_and_says_what_is_missing(tmp_path):
+    from agentdata.view.catalog import open_artifacts
+    from agentdata.view.pages import notes
+
+    out = tmp_path / "run"
+    run_part(out, "0/2")
+    artifact = next(iter(open_artifacts([out])))
+    owned = 2 * len(Shard(0, 2).select(PROBLEMS))
+    assert artifact.kind == "run" and len(artifact.rows) == owned
+    assert any("not complete" in line and "missing (never started): 1/2" in line for line in notes(artifact))
+    run_part(out, "1/2")
+    artifact = next(iter(open_artifacts([out])))
+    assert len(artifact.rows) == 24
+    assert any(line == "a sharded run of 2 shards: 2 finished" for line in notes(artifact))
