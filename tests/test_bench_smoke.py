@@ -60,7 +60,7 @@ def smoke_run(script: str, folder: Path) -> str | None:
 @pytest.mark.timeout(1200)  # all of them in one test, two at a time
 def test_every_bench_runs_at_smoke_size(tmp_path):
     """Two at a time (most of a smoke run is starting interpreters, models and servers, not computing). All of
-    them: 165 s of CPU (user + system, every process), so about 85 s on an idle 2-core machine."""
+    them: about 175 s of CPU (user + system, every process), so some 90 s on an idle 2-core machine."""
     folders = {script: tmp_path / script.removesuffix(".py") for script in SMOKE_RUNS}
     for folder in folders.values():
         folder.mkdir()
