@@ -42,10 +42,12 @@ LOCAL_KINDS = ("hf", "vllm")
 CHUNK = 1 << 20
 
 
-def local_model_dir(spec: str) -> Path | None:
-    """The local dir an `hf:` / `vllm:` spec (or a bare path) names; None for servers, hub ids and the rest."""
+def local_model_dir(spec: str | None) -> Path | None:
+    """The local model dir an `hf:` / `vllm:` spec (or a bare path) names; None for servers, hub ids and the rest."""
+    if not spec:
+        return None
     kind, _, target = spec.partition(":")
-    path = Path(target if kind in LOCAL_KINDS else spec).expanduser()
+    path = Path(target if kind in LOCAL_KINDS and target else spec).expanduser()
     return path if (path / "config.json").is_file() else None
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentdata.engines.fingerprint import local_model_dir
 from agentdata.errors import UserError
 
 TRAINED_FILE = "agentdata.json"
@@ -40,18 +41,9 @@ class TrainedPrompt:
         }
 
 
-def model_dir_of(spec: str | None) -> Path | None:
-    """The local dir an engine spec (`hf:DIR`, `vllm:DIR`, a plain dir) loads its weights from; None otherwise."""
-    if not spec:
-        return None
-    kind, _, target = spec.partition(":")
-    path = Path(target if kind in ("hf", "vllm") and target else spec).expanduser()
-    return path if (path / "config.json").is_file() else None
-
-
 def read_trained_prompt(spec: str | None) -> TrainedPrompt | None:
     """What the model dir behind `spec` records of its training; None for a model agentdata did not train."""
-    model_dir = model_dir_of(spec)
+    model_dir = local_model_dir(spec)
     path = model_dir / TRAINED_FILE if model_dir else None
     if path is None or not path.is_file():
         return None

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agentdata.engines.defaults import DEFAULT_PROTOCOL
+from agentdata.engines.fingerprint import local_model_dir
 from agentdata.errors import UserError
 from agentdata.events import note
 from agentdata.outputs import COMPANION_SUFFIXES, check_output_dir, companion
@@ -304,19 +305,10 @@ def plan_inputs(plan: TrainPlan) -> list[str | Path]:
     for config in (plan.sft, plan.rl):
         if config is not None:
             paths += [getattr(config, "sft_data", None), getattr(config, "rl_pool", None)]
-            paths += [config.validation.eval_problems, _weights(config.model)]
+            paths += [config.validation.eval_problems, local_model_dir(config.model)]
     # what this run writes itself is no input: the demonstration's set, the SFT model GRPO starts from
     made = {plan.demo_set, Path(plan.sft.out) if plan.sft is not None else None}
     return [path for path in paths if path and Path(path) not in made]
-
-
-def _weights(model: str | None) -> Path | None:
-    """The local dir an engine spec names (hf:DIR, vllm:DIR, or DIR), or None (the embedded model, a server)."""
-    if not model:
-        return None
-    kind, _, rest = model.partition(":")
-    path = Path(rest if kind in ("hf", "vllm") and rest else model).expanduser()
-    return path if path.exists() else None
 
 
 def build_demo_sft_set(path: Path, protocol: str) -> Path:
