@@ -15,10 +15,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from agentdata.curate.arrow_nest import ordered
-from agentdata.curate.output import canonical_batches
 from agentdata.errors import UserError
 from agentdata.formats.forms import consumer_tools, hf_messages
+from agentdata.formats.sft_set.arrow_nest import ordered
+from agentdata.formats.sft_set.writer import canonical_batches
 from agentdata.records import atomic_write
 
 
