@@ -191,7 +191,7 @@ def pandas_rules_and_dedup(run: Path) -> int:
 
 def polars_rules_and_dedup(run: Path) -> int:
     from agentdata.curate import CurateConfig
-    from agentdata.curate.sft import run_curate_steps
+    from agentdata.curate.passes import run_curate_steps
     from agentdata.steps import DedupConfig
 
     config = CurateConfig(dedup=DedupConfig(near_dup_threshold=None), max_per_problem=None)

@@ -291,7 +291,7 @@ def test_a_wrong_judge_is_one_line_before_any_row_is_read(flags, says, tmp_path,
     def no_rows(*args, **kwargs):
         raise AssertionError("the rows were read")
 
-    monkeypatch.setattr("agentdata.curate.sft.scalar_table", no_rows)
+    monkeypatch.setattr("agentdata.curate.passes.scalar_table", no_rows)
     judged_run(tmp_path, ("good",))
     code = run_cli(["curate", str(tmp_path / "run"), "--out", str(tmp_path / "sft.parquet"), *flags])
     err = capsys.readouterr().err

@@ -1,9 +1,10 @@
 """The SFT-set pipeline: trajectories from run dirs -> named filter steps -> `messages` + `tools` Parquet.
 
-Pass 1 scans every shard lazily for the stored scalar columns only and runs the cheap
-rules; pass 2 reads the messages of the rows left, computes text features (malformed
-calls, normalised-text hashes) and runs the rest; pass 3 streams the shards again and
-writes only the kept rows (and, if asked, the rejects). Messages are never all in memory.
+Passes 1 and 2 (curate/passes.py) read the run a piece at a time: the stored scalar columns and the
+cheap rules, then the text features of the rows left (the messages are read, never kept) and the
+steps that judge a row alone; the steps that compare rows then run once on every kept row. Pass 3
+streams the shards again and writes only the kept rows (and, if asked, the rejects). Messages are
+never all in memory, nor is any column of the rows dropped but what the report counts.
 """
 
 from __future__ import annotations
@@ -20,11 +21,9 @@ from agentdata.agent.rundir import ROW_ID, damaged_shard, scan_shards, shard_pat
 from agentdata.agent.shard_status import incomplete_note
 from agentdata.agent.tool_use import ToolUse
 from agentdata.curate.config import CurateConfig
-from agentdata.curate.health import stored_health_columns, with_health
-from agentdata.curate.messages import trajectory_batches
+from agentdata.curate.passes import INPUT_COLUMNS, run_curate_steps
 from agentdata.curate.provenance import kept_counts, source_runs
 from agentdata.curate.redaction import find_secrets, redact_file, secret_counts
-from agentdata.curate.steps import curate_steps
 from agentdata.errors import OutputWriteError, UserError
 from agentdata.formats.forms import target_form
 from agentdata.formats.sft_set.writer import write_sft_form
@@ -35,26 +34,8 @@ from agentdata.publish.layout import SetLayout, is_folder_out, set_layout
 from agentdata.publish.provenance import as_metadata, provenance_record
 from agentdata.publish.secrets import SecretScanner
 from agentdata.records import SFT_COLUMNS, UNCHANGED, atomic_write, write_json
-from agentdata.steps import REASON_COLUMN, ScoreStep, Step, StepResult, run_steps
-from agentdata.steps.features import trajectory_features
+from agentdata.steps import REASON_COLUMN, Step, StepResult
 
-SCORED_COLUMNS = ("messages", "question", "format")  # what a scoring step (PRM, judge) reads of a trajectory
-SCORED_BATCH_ROWS = 4096  # rows a scoring step holds at once: its requests stay in flight across them
-SCALAR_COLUMNS = (
-    "id",
-    "problem_id",
-    "question",
-    "source",
-    "domain",
-    "teacher",
-    "format",
-    "correct",
-    "final_answer",
-    "num_tool_calls",
-    "num_tool_errors",
-    "prompt_tokens",
-    "completion_tokens",
-)
 # What the SFT set holds: `messages` and `tools` (a JSON string, which TRL's SFTTrainer
 # json-loads before the chat template; verl reads it the same way), plus provenance.
 
@@ -93,41 +74,6 @@ class CurateResult:
             "secrets": self.secrets,
             "pushed": self.pushed,
         }
-
-
-def scalar_table(paths: Sequence[Path]) -> pl.DataFrame:
-    """Pass 1: the stored scalar columns of every trajectory (no messages are read)."""
-    frame = scan_shards(paths).select(ROW_ID, *SCALAR_COLUMNS)
-    frame = frame.with_columns((pl.col("prompt_tokens") + pl.col("completion_tokens")).alias("total_tokens"))
-    return frame.collect(engine="streaming")
-
-
-def feature_table(paths: Sequence[Path], rows: pl.Series, with_text: bool = False) -> pl.DataFrame:
-    """Pass 2: text features (from the messages) of the rows the scalar rules kept, streamed."""
-    wanted = pl.DataFrame({ROW_ID: rows}).lazy()
-    frame = scan_shards(paths).join(wanted, on=ROW_ID, how="semi")
-    features = frame.select(ROW_ID, *trajectory_features(with_text), *stored_health_columns())
-    return with_health(paths, features.collect(engine="streaming"))
-
-
-def run_curate_steps(
-    paths: Sequence[Path], config: CurateConfig, on_step: Callable[[Step, int], None] | None = None
-) -> tuple[int, StepResult, list[ScoreStep]]:
-    """Both phases; returns (input rows, the combined result, the scoring steps that ran)."""
-    scalar_steps, feature_steps = curate_steps(config)
-    scorers = [step for step in feature_steps if isinstance(step, ScoreStep)]
-    for scorer in scorers:  # they read whole trajectories: streamed from the shards, only for the rows left
-        scorer.loader = scorer.loader or (
-            lambda frame: trajectory_batches(paths, frame[ROW_ID], SCORED_COLUMNS, SCORED_BATCH_ROWS)
-        )
-    table = scalar_table(paths)
-    first = run_steps(table, scalar_steps, on_step=on_step)
-    features = feature_table(paths, first.kept[ROW_ID], with_text=config.near_dup_field == "solution")
-    second = run_steps(
-        first.kept.join(features, on=ROW_ID, how="left", maintain_order="left"), feature_steps, on_step=on_step
-    )
-    rejected = pl.concat([first.rejected, second.rejected], how="diagonal_relaxed")
-    return table.height, StepResult(second.kept, rejected, {**first.counts, **second.counts}), scorers
 
 
 def curate(
@@ -257,9 +203,6 @@ def _handle_secrets(
     kept = result.kept.filter(~holds)
     rejected = pl.concat([result.rejected, dropped], how="diagonal_relaxed")
     return StepResult(kept, rejected, {**result.counts, "secret": len(flagged)}), {}, counts
-
-
-INPUT_COLUMNS = ("source", "domain", "problem_id", "correct", "num_tool_calls", "num_tool_errors")
 
 
 def tool_use_report(table: pl.DataFrame, kept: pl.DataFrame) -> dict:

@@ -20,9 +20,14 @@ REASON_COLUMN = "drop_reason"
 
 
 class Step:
-    """One filter step: `keep(frame)` returns a boolean Series (True keeps the row)."""
+    """One filter step: `keep(frame)` returns a boolean Series (True keeps the row).
+
+    `row_local`: the verdict on a row depends on that row alone (not on which other rows the frame
+    holds), so a large run may be given to the step a piece at a time (curate/passes.py). False unless
+    a step says so: a step that compares rows (dedup, caps) must see them all at once."""
 
     reason: str = ""
+    row_local: bool = False
 
     def keep(self, frame: pl.DataFrame) -> pl.Series:
         raise NotImplementedError

@@ -69,6 +69,7 @@ class ContaminationFilter(Step):
     benchmark: BenchmarkNgrams
     text: str = "question"
     reason = "contaminated"
+    row_local = True
 
     def keep(self, frame: pl.DataFrame) -> pl.Series:
         distinct = frame[self.text].unique(maintain_order=True)

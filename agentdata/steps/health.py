@@ -24,6 +24,7 @@ class HealthFilter(MultiReasonStep):
 
     limits: HealthLimits = field(default_factory=HealthLimits)
     reason = "health"
+    row_local = True
 
     def reasons(self, frame: pl.DataFrame) -> pl.Series:
         missing = [column for column in HEALTH_COLUMNS if column not in frame.columns]

@@ -13,6 +13,7 @@ class NoAnswerFilter(ExpressionStep):
     """Drops trajectories that never gave a final answer."""
 
     reason = "no_answer"
+    row_local = True
 
     def expression(self) -> pl.Expr:
         return pl.col("final_answer").is_not_null() & (pl.col("final_answer").str.strip_chars() != "")
@@ -22,6 +23,7 @@ class IncorrectFilter(ExpressionStep):
     """Drops trajectories whose final answer was checked wrong."""
 
     reason = "incorrect"
+    row_local = True
 
     def expression(self) -> pl.Expr:
         return pl.col("correct").fill_null(False)
@@ -31,6 +33,7 @@ class MalformedToolCallFilter(ExpressionStep):
     """Drops trajectories with a tool call that could not be run as written."""
 
     reason = "malformed_tool_call"
+    row_local = True
 
     def expression(self) -> pl.Expr:
         return pl.col("malformed_tool_calls") == 0
@@ -42,6 +45,7 @@ class ToolErrorRatioFilter(ExpressionStep):
 
     max_ratio: float = 0.5
     reason = "tool_error_ratio"
+    row_local = True
 
     def expression(self) -> pl.Expr:
         calls = pl.col("num_tool_calls")
@@ -58,6 +62,7 @@ class ToolCallBandFilter(MultiReasonStep):
     min_calls: int = 1
     max_calls: int = 8
     reason = "tool_call_band"
+    row_local = True
 
     def reasons(self, frame: pl.DataFrame) -> pl.Series:
         calls = pl.col("num_tool_calls")
@@ -77,6 +82,7 @@ class TooLongFilter(ExpressionStep):
 
     max_tokens: int = 32768
     reason = "too_long"
+    row_local = True
 
     def expression(self) -> pl.Expr:
         return pl.col("total_tokens") <= self.max_tokens
