@@ -18,7 +18,8 @@ from agentdata.steps.config import DedupConfig
 from agentdata.steps.text import ROW, ngram_hashes
 
 SCHEME = "affine32"
-PERMUTATION_BLOCK = 16  # permutations computed at once: (n-grams x 16) uint32 in memory
+PERMUTATION_BLOCK = 16  # permutations computed at once: (n-grams of a chunk x 16) uint32 in memory
+TEXT_CHUNK = 50_000  # texts whose n-grams are hashed at once: about 1M n-grams, 64 MB of permuted hashes
 
 
 @dataclass
@@ -39,24 +40,34 @@ def minhash_signatures(texts: pl.Series, num_perm: int = 128, ngram: int = 5, se
     """A (len(texts), num_perm) uint32 array of MinHash signatures over word n-grams.
 
     Uses datasketch's affine32 permutations (h -> a*h + b mod 2^32) on the n-gram hashes,
-    computed for all texts at once. An empty text gets the all-max signature, which
+    computed for `TEXT_CHUNK` texts at once (their n-grams and one block of permutations are
+    what is held besides the signatures). An empty text gets the all-max signature, which
     `find_near_duplicates` never pairs.
     """
-    grams = ngram_hashes(texts, ngram).sort(ROW, maintain_order=True)
-    rows = grams[ROW].to_numpy()
-    hashes = (grams["hash"].to_numpy() & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     signatures = np.full((len(texts), num_perm), np.iinfo(np.uint32).max, dtype=np.uint32)
+    a, b = MinHash(num_perm=num_perm, seed=seed, scheme=SCHEME).permutations
+    for first in range(0, len(texts), TEXT_CHUNK):
+        chunk = texts.slice(first, TEXT_CHUNK)
+        _fill_signatures(signatures[first : first + len(chunk)], ngram_hashes(chunk, ngram), a, b)
+    return signatures
+
+
+def _fill_signatures(signatures: np.ndarray, grams: pl.DataFrame, a: np.ndarray, b: np.ndarray) -> None:
+    """The signatures of one chunk's texts from their n-gram hashes (rows numbered from 0 in the chunk)."""
+    rows = grams[ROW].to_numpy()  # ngram_hashes lists each text's n-grams together, in text order
     if rows.size == 0:
-        return signatures
+        return
+    hashes = (grams["hash"].to_numpy() & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
     owners = rows[starts]
-    a, b = MinHash(num_perm=num_perm, seed=seed, scheme=SCHEME).permutations
-    for first in range(0, num_perm, PERMUTATION_BLOCK):
+    permuted = np.empty((PERMUTATION_BLOCK, hashes.size), dtype=np.uint32)
+    for first in range(0, signatures.shape[1], PERMUTATION_BLOCK):
         block = slice(first, first + PERMUTATION_BLOCK)
-        # uint32 arithmetic: the wraparound is the mod 2^32 of datasketch's affine32 scheme
-        permuted = a[block, None] * hashes[None, :] + b[block, None]
-        signatures[owners, block] = np.minimum.reduceat(permuted, starts, axis=1).T
-    return signatures
+        width = len(a[block])
+        # uint32 arithmetic, in place: the wraparound is the mod 2^32 of datasketch's affine32 scheme
+        np.multiply(a[block, None], hashes[None, :], out=permuted[:width])
+        np.add(permuted[:width], b[block, None], out=permuted[:width])
+        signatures[owners, block] = np.minimum.reduceat(permuted[:width], starts, axis=1).T
 
 
 # --------------------------------------------------------------------------- pass 2: find
