@@ -17,7 +17,9 @@ optimisation).
 Both arms state their protocol (`--protocol`, default hermes, for the SFT conversations; GRPO runs
 hermes because TRL's tool loop parses its template's `<tool_call>` JSON), so the bench does not hang on
 a default that may change. Before a ratio is reported each comparison checks that the arms did the
-same work, and stops with one line when they did not: SFT, the same tokens trained on; GRPO, both
+same work, and stops with one line when they did not: SFT, the same conversations (a conversation
+longer than the max length is left out on both sides, as ours does by default, so the two seeded
+samplers draw the same batches) and the same tokens trained on; GRPO, both
 sides calling the tool, about as often (within 0.25 calls per response) and on about as many tokens
 (within 10%).
 
@@ -118,11 +120,18 @@ def run_plain_sft(
         ]
         for i, r in enumerate(rows)
     ]
+    tokenizer = load_tokenizer(model_dir)
+    # Ours leaves out a conversation longer than max_length (long_rows drop, its default) where TRL would cut
+    # it: the same rule here, so both sides hold the same rows and their seeded samplers draw the same batches.
+    lengths = [
+        len(tokenizer.apply_chat_template(c, tokenize=True, return_dict=True)["input_ids"]) for c in conversations
+    ]
+    fitting = [c for c, length in zip(conversations, lengths) if length <= max_length]
     trainer = SFTTrainer(
         model=load_model(model_dir),
         args=SFTConfig(**sft_args(out, steps, batch, max_length)),
-        train_dataset=datasets.Dataset.from_list([{"messages": c} for c in conversations]),
-        processing_class=load_tokenizer(model_dir),
+        train_dataset=datasets.Dataset.from_list([{"messages": c} for c in fitting]),
+        processing_class=tokenizer,
     )
     prepared = time.perf_counter()
     trainer.train()
@@ -151,6 +160,7 @@ def timing(trainer: Any, started: float, prepared: float) -> dict[str, float]:
     finished = time.perf_counter()
     tokens = trained_tokens(trainer)
     return {
+        "rows": len(trainer.train_dataset),
         "tokens": tokens,
         "prepare_s": prepared - started,
         "train_s": finished - prepared,
@@ -174,7 +184,8 @@ def bench_sft(
             result = run(sft_set, model_dir, work / f"sft-{name}-{round_index}", steps, batch, max_length, protocol)
             runs[name].append(result)
             print(f"sft {name} round {round_index}: {json.dumps(result)}", flush=True)
-        # the same conversations, tokenized by TRL with the template and by our prefix rendering
+        # the same conversations (so the same batches), tokenized by TRL with the template and by our prefix rendering
+        same_work("bench_train sft", "conversations trained on", runs["ours"][-1]["rows"], runs["plain"][-1]["rows"])
         same_work("bench_train sft", "tokens trained on", runs["ours"][-1]["tokens"], runs["plain"][-1]["tokens"])
     return summarise(runs, ("train_tokens_per_s", "end_to_end_tokens_per_s"))
 
