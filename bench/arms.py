@@ -7,16 +7,21 @@
 - `run_child`: one command in a child process, with its wall time and its own peak RSS.
 - `checkout_of`: the repository at another commit (e.g. before a speed-up), exported to /tmp, so the
   same run can time the old code on the same files as a baseline.
+- `compare_checkouts`: that comparison as bench_eval and bench_filter run it: this checkout against
+  the baseline's, alternating, checked, the ratio of the best times, and each arm's profile.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,6 +94,42 @@ def checkout_of(ref: str) -> Path:
         if archive.wait():
             raise SystemExit(f"git archive {commit} failed")
     return folder
+
+
+def compare_checkouts(
+    bench: str,
+    args: Any,
+    cache: Path,
+    run_one: Callable[[str, Path, Path | None], dict],
+    check: Callable[[dict, dict], None],
+    hidden: tuple[str, ...] = (),
+) -> dict[str, list[dict]]:
+    """This checkout ("ours") against `args.baseline_ref`'s (in a `--smoke` run against itself, so the
+    comparison and its checks run too), alternating for `args.rounds`: `run_one(arm, checkout, profile_to)`
+    runs the command once and returns its numbers (`seconds` among them; `hidden` keys are not printed).
+    `check(ours, baseline)` stops the bench (same_work) unless the last runs did the same work; then the
+    ratio of the best times; with `args.profile`, each arm once more under cProfile, its top entries."""
+    arms = {"ours": ROOT}
+    if args.baseline_ref:
+        arms["baseline"] = checkout_of(args.baseline_ref)
+    elif args.smoke:
+        arms["baseline"] = ROOT
+    results: dict[str, list[dict]] = {name: [] for name in arms}
+    for _ in range(args.rounds):
+        for name, checkout in arms.items():
+            results[name].append(run_one(name, checkout, None))
+            shown = {key: value for key, value in results[name][-1].items() if key not in hidden}
+            print(f"{bench}, {name} ({checkout}): {json.dumps(shown)}", flush=True)
+    if len(arms) == 2:
+        check(results["ours"][-1], results["baseline"][-1])
+        best = {name: min(run["seconds"] for run in runs) for name, runs in results.items()}
+        print(f"ratio baseline/ours (best of {args.rounds}): {best['baseline'] / best['ours']:.1f}x; the same work")
+    if args.profile:
+        for name, checkout in arms.items():
+            stats = cache / f"{name}.prof"
+            run_one(name, checkout, stats)
+            print(f"--- profile, {name}\n{profile_top(stats, args.profile)}")
+    return results
 
 
 def profile_top(stats_file: Path, entries: int) -> str:

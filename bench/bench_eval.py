@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from arms import checkout_of, load, profile_top, run_child, same_work  # noqa: E402
+from arms import compare_checkouts, load, run_child, same_work  # noqa: E402
 from bench_curate import synthetic_questions  # noqa: E402
 from bench_filter import problem_hash  # noqa: E402
 
@@ -181,18 +181,12 @@ def main() -> None:
         args.problems = 300
     benchmark, out = synthetic_eval(args.problems)
     print(f"data: {args.problems:,} problems, {args.problems * K:,} responses in {out}; load {load()}", flush=True)
-    arms = {"ours": ROOT}
-    if args.baseline_ref:
-        arms["baseline"] = checkout_of(args.baseline_ref)
-    elif args.smoke:  # the comparison and its checks run too, against this same checkout
-        arms["baseline"] = ROOT
-    results: dict[str, list[dict]] = {name: [] for name in arms}
-    for _ in range(args.rounds):
-        for name, checkout in arms.items():
-            results[name].append(one_eval(checkout, benchmark, out, CACHE / f"work-{name}", None))
-            print(f"eval, {name} ({checkout}): {json.dumps(results[name][-1])}", flush=True)
-    if len(arms) == 2:
-        ours, theirs = results["ours"][-1]["result"], results["baseline"][-1]["result"]
+
+    def run_one(name: str, checkout: Path, profile_to: Path | None) -> dict:
+        return one_eval(checkout, benchmark, out, CACHE / f"work-{name}", profile_to)
+
+    def check(ours: dict, theirs: dict) -> None:
+        ours, theirs = ours["result"], theirs["result"]
         shared = sorted(ours.keys() & theirs.keys())  # a newer report may add numbers; the shared ones must agree
         same_work(
             "bench_eval",
@@ -200,13 +194,8 @@ def main() -> None:
             rounded({k: ours[k] for k in shared}),
             rounded({k: theirs[k] for k in shared}),
         )
-        best = {name: min(run["seconds"] for run in runs) for name, runs in results.items()}
-        print(f"ratio baseline/ours (best of {args.rounds}): {best['baseline'] / best['ours']:.1f}x; same report")
-    if args.profile:
-        for name, checkout in arms.items():
-            stats = CACHE / f"{name}.prof"
-            one_eval(checkout, benchmark, out, CACHE / f"work-{name}", stats)
-            print(f"--- profile, {name}\n{profile_top(stats, args.profile)}")
+
+    compare_checkouts("eval", args, CACHE, run_one, check)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from arms import checkout_of, load, profile_top, run_child, same_work  # noqa: E402
+from arms import compare_checkouts, load, run_child, same_work  # noqa: E402
 from bench_curate import synthetic_questions  # noqa: E402
 
 from agentdata.records import MESSAGES_TYPE, Trajectory, arrow_schema  # noqa: E402
@@ -150,32 +150,17 @@ def main() -> None:
         args.problems = 500
     problems_file, profile = synthetic_profile(args.problems)
     print(f"data: {args.problems:,} problems, {args.problems * K:,} rollouts in {profile}; load {load()}", flush=True)
-    arms = {"ours": ROOT}
-    if args.baseline_ref:
-        arms["baseline"] = checkout_of(args.baseline_ref)
-    elif args.smoke:  # the comparison and its checks run too, against this same checkout
-        arms["baseline"] = ROOT
-    results: dict[str, list[dict]] = {name: [] for name in arms}
-    for _ in range(args.rounds):
-        for name, checkout in arms.items():
-            results[name].append(
-                one_filter(checkout, problems_file, profile, CACHE / f"out-{name}" / "pool.parquet", None)
-            )
-            shown = {key: value for key, value in results[name][-1].items() if key != "pool"}
-            print(f"filter, {name} ({checkout}): {json.dumps(shown)}", flush=True)
-    if len(arms) == 2:
-        ours, theirs = results["ours"][-1], results["baseline"][-1]
+
+    def run_one(name: str, checkout: Path, profile_to: Path | None) -> dict:
+        return one_filter(checkout, problems_file, profile, CACHE / f"out-{name}" / "pool.parquet", profile_to)
+
+    def check(ours: dict, theirs: dict) -> None:
         # the same problems with the same pass rates; clusters (and so the order) may differ where one arm
         # fits k-means on a sample
         same_work("bench_filter", "the pools written", kept(ours["pool"]), kept(theirs["pool"]))
         same_work("bench_filter", "the drop counts", ours["dropped"], theirs["dropped"])
-        best = {name: min(run["seconds"] for run in runs) for name, runs in results.items()}
-        print(f"ratio baseline/ours (best of {args.rounds}): {best['baseline'] / best['ours']:.1f}x; same pool")
-    if args.profile:
-        for name, checkout in arms.items():
-            stats = CACHE / f"{name}.prof"
-            one_filter(checkout, problems_file, profile, CACHE / f"out-{name}" / "pool.parquet", stats)
-            print(f"--- profile, {name}\n{profile_top(stats, args.profile)}")
+
+    compare_checkouts("filter", args, CACHE, run_one, check, hidden=("pool",))
 
 
 if __name__ == "__main__":
