@@ -15,14 +15,17 @@ from agentdata.cli.common import (
     QuestionField,
     output_dir,
     read_problems,
+    tracked,
     with_model,
 )
 from agentdata.cli.console import print_line
 from agentdata.cli.options import settings_command
 from agentdata.cli.render import show
+from agentdata.settings import Sections
+from agentdata.training.config import TrackingConfig
 
 
-@settings_command()
+@settings_command(sections=Sections(tracked("config", {"config": CollectConfig})))
 def command(
     problems_file: ProblemsFile = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Run dir; an existing one is resumed.")] = Path(
@@ -33,12 +36,15 @@ def command(
     answer_field: AnswerField = None,
     *,
     config: CollectConfig,
+    tracking: TrackingConfig,
     as_json: bool = False,
 ) -> None:
     """Run a teacher model against the code sandbox and record real trajectories."""
     from agentdata.agent.runner import collect
     from agentdata.cli.views import collect_views
+    from agentdata.training.trackers import check_trackers, report_to_trackers
 
+    check_trackers(tracking, "collect")
     output_dir(out, "--out", inputs=[problems_file])
     problems = read_problems(problems_file, question_field, answer_field)
     config = with_model(config, model)
@@ -49,4 +55,6 @@ def command(
             f"teacher {config.teacher} · {config.samples} sample(s) each · protocol {config.loop.protocol}{part} "
             f"→ {out}"
         )
-    show(collect(problems, out, config), as_json, collect_views)
+    summary = collect(problems, out, config)
+    report_to_trackers(tracking, "collect", out, summary.as_dict(), [out])
+    show(summary, as_json, collect_views)

@@ -16,6 +16,8 @@ import typer
 
 from agentdata.errors import UserError
 from agentdata.outputs import check_output_dir, check_output_file
+from agentdata.settings import Section
+from agentdata.training.config import TrackingConfig
 
 if TYPE_CHECKING:
     from agentdata.records import Problem
@@ -114,3 +116,9 @@ def with_model(config: Settings, model: str | None) -> Settings:
     if not model:
         return config
     return dataclasses.replace(config, engine_options={**config.engine_options, "model": model})
+
+
+def tracked(name: str, configs: dict[str, type]) -> Section:
+    """A settings section of `configs` plus `tracking` (--report-to, --run-name: training/trackers.py), the
+    trackers `collect`, `filter` and `eval` log their summary and sampled trajectories to."""
+    return Section(name, {**configs, "tracking": TrackingConfig})

@@ -7,14 +7,18 @@ from typing import Annotated
 
 import typer
 
-from agentdata.cli.common import ModelName, output_dir, with_model
+from agentdata.cli.common import ModelName, output_dir, tracked, with_model
 from agentdata.cli.console import print_line
 from agentdata.cli.options import settings_command
 from agentdata.cli.render import show
 from agentdata.evaluation.config import EvalConfig
+from agentdata.settings import Sections
+from agentdata.training.config import TrackingConfig
 
 
-@settings_command(exclude=("max_tool_calls",))  # eval's --max-tool-calls is the sweep (tool_call_budgets)
+@settings_command(
+    exclude=("max_tool_calls",), sections=Sections(tracked("config", {"config": EvalConfig}))
+)  # eval's --max-tool-calls is the sweep (tool_call_budgets)
 def command(
     model_spec: Annotated[
         str,
@@ -40,12 +44,15 @@ def command(
     model: ModelName = None,
     *,
     config: EvalConfig,
+    tracking: TrackingConfig,
     as_json: bool = False,
 ) -> None:
     """Run models with the code tool on benchmarks; report avg@k, pass@k, maj@k and tool use, with plots."""
     from agentdata.cli.eval_views import eval_views, with_interval
     from agentdata.evaluation.runner import OUT_NAMES, run_eval
+    from agentdata.training.trackers import check_trackers, report_to_trackers
 
+    check_trackers(tracking, "eval")
     output_dir(out, "--out", bench_files, writes=OUT_NAMES)
     config = with_model(config, model)
     models = [model_spec, *(compare or [])]
@@ -65,7 +72,18 @@ def command(
         )
 
     report = run_eval(models, bench_files, out, config, on_result=None if as_json else on_result)
+    report_to_trackers(tracking, "eval", out, _by_run(report), [Path(r["run_dir"]) for r in _runs(report)])
     show(report, as_json, lambda report: eval_views(report, out, config.sharding.shard))
+
+
+def _runs(report) -> list[dict]:
+    """Each (model, benchmark, budget) run: its result, or with --shard what this shard made of it."""
+    return report.shard_runs if report.shard else [result.as_dict() for result in report.results]
+
+
+def _by_run(report) -> dict[str, dict]:
+    """The report's numbers under `<model>/<benchmark>/tools-<budget>` (`eval/smollm2/aime/tools-4/avg@4`)."""
+    return {f"{r['model']}/{r['benchmark']}/tools-{r['max_tool_calls']}": r for r in _runs(report)}
 
 
 _TRAINED = "each model's own (else codeblock)"  # unset: the one a model agentdata trained records in its dir

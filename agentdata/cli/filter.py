@@ -17,12 +17,15 @@ from agentdata.cli.common import (
     output_dir,
     output_set,
     read_problems,
+    tracked,
     with_model,
 )
 from agentdata.cli.console import print_line
 from agentdata.cli.options import settings_command
 from agentdata.cli.render import show
 from agentdata.filter.config import PoolConfig
+from agentdata.settings import Section, Sections
+from agentdata.training.config import TrackingConfig
 
 # The profile is a collect run of the student: its teacher is --student and its samples are --k.
 PROFILE_FLAGS = {"teacher": "--student", "samples": "--k"}
@@ -33,7 +36,7 @@ PROFILE_FLAGS = {"teacher": "--student", "samples": "--k"}
 @settings_command(
     flags=PROFILE_FLAGS,
     defaults={"samples": 4, "temperature": ROLLOUT_TEMPERATURE},
-    section_names={"profiling": "profile"},
+    sections=Sections(Section("profile", {"profiling": CollectConfig}), tracked("pool", {"pool": PoolConfig})),
 )
 def command(
     problems_file: ProblemsFile = None,
@@ -56,12 +59,15 @@ def command(
     *,
     profiling: CollectConfig,
     pool: PoolConfig,
+    tracking: TrackingConfig,
     as_json: bool = False,
 ) -> None:
     """Profile the student's pass rate on each problem (cached), keep a band, dedup, decontaminate, diversify."""
     from agentdata.cli.views import filter_views, shard_profile_views
     from agentdata.filter.run import profile_student, run_filter
+    from agentdata.training.trackers import check_trackers, report_to_trackers
 
+    check_trackers(tracking, "filter")
     inputs = [problems_file, *pool.dedup.decontam_files]
     if profile_dir is not None:
         output_dir(profile_dir, "--profile-dir", inputs)
@@ -75,7 +81,9 @@ def command(
         )
     if profiling.sharding.shard is not None:  # the pool needs every shard: this one's profile is all it makes
         profiled = profile_student(problems, out, pool, profiling, profile_dir=profile_dir)
+        report_to_trackers(tracking, "filter", out, profiled.as_dict(), [profiled.profile_dir])
         show(profiled, as_json, lambda profiled: shard_profile_views(profiled, profiling.sharding.shard.count))
         return
     run = run_filter(problems, out, pool, profiling, profile_dir=profile_dir, command=invocation())
+    report_to_trackers(tracking, "filter", out, run.as_dict(), [run.profile_dir])
     show(run, as_json, lambda run: filter_views(run, profiling.samples, pool.k_adaptive, pool.format))

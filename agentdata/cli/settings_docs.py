@@ -28,7 +28,7 @@ from agentdata.steps.config import DedupConfig
 from agentdata.synth.config import ProblemsConfig
 from agentdata.synth.stitch.build import StitchConfig
 from agentdata.train.closed_loop import ClosedLoopConfig
-from agentdata.training.config import OptimiserConfig
+from agentdata.training.config import OptimiserConfig, TrackingConfig
 from agentdata.validate.config import ValidateConfig
 from agentdata.view.config import ViewConfig
 
@@ -52,6 +52,11 @@ DOCUMENTED: list[tuple[type, str]] = [
     (ScoringConfig, "`agentdata curate`: a process reward model and an LLM judge (its `scoring`; docs/curate.md)"),
     (CurateConfig, "`agentdata curate` (the old `--min-tool-calls` / `--max-tool-calls` set an end of `--tool-calls`)"),
     (EvalConfig, "`agentdata eval`"),
+    (
+        TrackingConfig,
+        "`agentdata train` (each stage's `tracking`), `collect`, `filter` (its `pool` section) and `eval`: the "
+        "experiment trackers (docs/train.md, docs/provenance.md)",
+    ),
     (RegradeConfig, "`agentdata regrade` (docs/regrade.md)"),
     (ValidateConfig, "`agentdata validate`, with the near-dedup and decontamination settings above (docs/validate.md)"),
     (ProblemsConfig, "`agentdata synth problems`"),

@@ -20,7 +20,6 @@ extra field `answer`, which replaces the dataset's for the reward functions.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import time
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from agentdata.formats import get_protocol
 from agentdata.records import Problem, Trajectory
 from agentdata.settings import Band
 from agentdata.training.masking import tokenize_conversation
+from agentdata.training.trackers import rollout_columns, rollout_failed
 
 
 @dataclass
@@ -213,11 +213,6 @@ def group_pass_rate(group: list[Trajectory]) -> float | None:
     return sum(t.correct for t in valid) / len(valid) if valid else None
 
 
-def rollout_failed(trajectory: Trajectory) -> bool:
-    """The rollout ended in an engine or sandbox error: it says nothing about the policy."""
-    return trajectory.finish_reason == "error"
-
-
 def passed_fraction(trajectory: Trajectory) -> float | None:
     """A code rollout's fraction of tests passed (None for problems graded right/wrong only)."""
     tests = trajectory.metadata.get("tests")
@@ -228,23 +223,8 @@ def log_rollout_table(trainer: Any, trajectories: list[Trajectory]) -> None:
     """Our columns of TRL's table of sampled rollouts (`log_completions`: sent to wandb / trackio, written to
     checkpoints/completions/): the question, the whole conversation, the code each call ran, the verdict.
     Through `GRPOTrainer._log_completion_extra`, TRL 1.16's hook for extra columns (the version is pinned)."""
-    columns = {
-        "question": [t.question for t in trajectories],
-        "conversation": [json.dumps(t.messages, ensure_ascii=False) for t in trajectories],
-        "tool_calls": [json.dumps(_calls(t), ensure_ascii=False) for t in trajectories],
-        "num_tool_calls": [t.num_tool_calls for t in trajectories],
-        "verdict": [VERDICTS[t.correct] if not rollout_failed(t) else "failed" for t in trajectories],
-    }
-    for column, values in columns.items():
+    for column, values in rollout_columns(trajectories).items():
         trainer._log_completion_extra(column, values)
-
-
-VERDICTS = {True: "correct", False: "wrong", None: "ungraded"}
-
-
-def _calls(trajectory: Trajectory) -> list[dict[str, Any]]:
-    """Every tool call of a trajectory as its function (name and arguments)."""
-    return [call.get("function") for message in trajectory.messages for call in message.get("tool_calls") or []]
 
 
 def log_rollout_metrics(trainer: Any, trajectories: list[Trajectory], tokens: list[RolloutTokens]) -> None:

@@ -75,15 +75,20 @@ class TrackingConfig:
     report_to: list[str] = field(
         default_factory=list,
         metadata={
-            "help": "Experiment trackers the run logs to, through TRL: wandb, trackio, tensorboard, mlflow or none "
+            "help": "Experiment trackers the run logs to: wandb, trackio, tensorboard, mlflow or none "
             "(repeatable or comma separated; each needs its package, e.g. pip install 'agentdata[trackers]'). "
-            "GRPO adds a table of sampled rollouts per step (wandb, trackio) and writes it under "
-            "checkpoints/completions/.",
+            "train logs through TRL, and GRPO adds a table of sampled rollouts per step (wandb, trackio) and "
+            "writes it under checkpoints/completions/; collect, filter and eval log their summary and a table "
+            "of sampled trajectories (tensorboard, trackio, wandb).",
             "choices": TRACKERS,
         },
     )
     run_name: str | None = field(
-        default=None, metadata={"help": "The run's name in the trackers; unset: the --out folder's name and stage."}
+        default=None,
+        metadata={
+            "help": "The run's name in the trackers (the same name on collect, filter, train and eval: one run in "
+            "trackio); unset: the --out folder's name and the stage or command."
+        },
     )
 
     def __post_init__(self) -> None:
