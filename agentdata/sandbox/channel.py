@@ -39,6 +39,8 @@ class ExecutorHandle:
     template: TemplateChannel
     busy: bool = False  # a call is reading its reply: the stream and the uid must stay ours until it is done
     retired: bool = False
+    killing: bool = False  # a killer of its uid is on its way: the uid stays ours until it is done
+    uid_released: bool = False
 
     @property
     def alive(self) -> bool:
@@ -118,10 +120,11 @@ class TemplateChannel:
         if op == "ready":
             self.ready.set_result(message)
         elif op == "spawned":
-            self.exits[message["pid"]] = asyncio.get_running_loop().create_future()
+            # Handed over with the spawn: its exit notice may come in this same read, before the caller resumes.
+            exited = self.exits[message["pid"]] = asyncio.get_running_loop().create_future()
             future = self.spawns.pop(message["tag"], None)
             if future is not None and not future.done():
-                future.set_result((message, fds))
+                future.set_result((message, fds, exited))
             else:
                 for fd in fds:
                     os.close(fd)
@@ -154,7 +157,8 @@ class TemplateChannel:
             raise SandboxUnavailable("the sandbox template process is gone")
         self.ctrl.send(json.dumps(message).encode())
 
-    async def spawn(self, uid: int) -> tuple[dict, list[int]]:
+    async def spawn(self, uid: int) -> tuple[dict, list[int], asyncio.Future]:
+        """Fork an executor of `uid`: its message, its socket and pidfd, and the future of its exit code."""
         tag = str(next(self.tags))
         future = asyncio.get_running_loop().create_future()
         self.spawns[tag] = future

@@ -104,13 +104,12 @@ class Pool:
         template = await self._ensure_template()
         uid = self.free_uids.pop()
         try:
-            message, fds = await template.spawn(uid)
+            message, fds, exited = await template.spawn(uid)
         except BaseException:
             self.free_uids.append(uid)
             raise
         sock = socket.socket(fileno=fds[0])
         reader, writer = await asyncio.open_unix_connection(sock=sock)
-        exited = template.exits[message["pid"]]
         executor = ExecutorHandle(message["pid"], uid, fds[1], reader, writer, exited, template)
         exited.add_done_callback(lambda _: self._on_exit(executor))
         return executor
@@ -127,8 +126,15 @@ class Pool:
             return
         executor.retired = True
         executor.writer.close()
-        if executor.template is self.template:
-            self.free_uids.append(executor.uid)  # the next user of the uid kills any leftovers first
+        self._release_uid(executor)
+
+    def _release_uid(self, executor: ExecutorHandle) -> None:
+        """The uid goes back once the executor is gone and no killer of it is still on its way: a late killer
+        would kill the uid's next executor."""
+        if executor.retired and not executor.killing and not executor.uid_released:
+            executor.uid_released = True
+            if executor.template is self.template:
+                self.free_uids.append(executor.uid)  # the next user of the uid kills any leftovers first
 
     def _refill(self) -> None:
         missing = self.config.prefork - self.spares.qsize() - self.spawning
@@ -161,10 +167,14 @@ class Pool:
         executor.signal(signal.SIGKILL)
         template = self.template
         if template is not None and not template.dead:
+            executor.killing = True
             try:
                 await template.kill_uid(executor.uid)
             except (asyncio.TimeoutError, SandboxUnavailable):
                 pass
+            finally:
+                executor.killing = False
+                self._release_uid(executor)
         try:
             await asyncio.wait_for(asyncio.shield(executor.exited), EXIT_WAIT_S)
         except asyncio.TimeoutError:
