@@ -333,7 +333,11 @@ def write_json(path: str | os.PathLike, data: dict[str, Any]) -> Path:
 
 
 def records_to_table(records: Iterable[Problem | Trajectory], record_type: type) -> pa.Table:
-    rows = [to_row(record) for record in records]
+    return rows_to_table([to_row(record) for record in records], record_type)
+
+
+def rows_to_table(rows: list[dict[str, Any]], record_type: type) -> pa.Table:
+    """Rows made by `to_row` as one Arrow table of the record type's schema."""
     return pa.Table.from_pylist(rows, schema=arrow_schema(record_type))
 
 

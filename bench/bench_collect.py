@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -145,7 +146,7 @@ def stop_reason(
 
 
 @contextlib.contextmanager
-def _server_process(latency: float, flags: tuple[str, ...] = ()):
+def _server_process(latency: float, flags: tuple[str, ...] = (), with_pid: bool = False):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -171,7 +172,7 @@ def _server_process(latency: float, flags: tuple[str, ...] = ()):
                 break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        yield url
+        yield (url, server.pid) if with_pid else url
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -189,7 +190,8 @@ def journal_cost(concurrency: int, latency: float, trajectories: int, rounds: in
     with_journal, without_journal = [], []
     try:
         for _ in range(rounds):
-            journal_module.Journal.append = lambda self, trajectory: None  # before: rows wait in memory for a shard
+            # before: rows wait in memory for a shard
+            journal_module.Journal.append = lambda self, trajectory, row=None: None
             without = efficiency(concurrency, latency, trajectories)
             journal_module.Journal.append = real_append
             with_ = efficiency(concurrency, latency, trajectories)
@@ -277,19 +279,29 @@ def _first_error(errors: list[str]) -> str:
 
 def ceiling(concurrency: int, trajectories: int, profile_top: int = 0) -> dict:
     """One driver's ceiling: `collect` against a server answering at once (its own process), a real tool call
-    in the local sandbox per trajectory (two requests, one sandbox call). Trajectories/s, the driver's own
-    CPU per trajectory (the sandbox's and the server's processes not counted), its peak RSS; with
-    `profile_top`, cProfile's top entries by own time (the profile slows the run)."""
+    in the local sandbox per trajectory (two requests, one sandbox call). Trajectories/s; the CPU per trajectory
+    of the driver, the server and the sandbox (its template with every executor and killer it reaped); the
+    driver's RSS after every tenth of the run and at 10k trajectories; with `profile_top`, cProfile's top
+    entries by own time (the profile slows the run)."""
     import cProfile
     import io
     import pstats
-    import resource
+
+    from agentdata.events import listening
 
     problems = [Problem(f"What is 6 times 7? (copy {i})", "42") for i in range(trajectories)]
+    rss_at: dict[int, int] = {}
+    marks = {trajectories * k // 10 for k in range(1, 11)} | {10_000}
+
+    def on_event(event) -> None:
+        if event.kind == "advance" and event.task == "collect" and event.completed in marks:
+            rss_at[event.completed] = _rss_mb(os.getpid())
+
     with (
-        _server_process(0.0, ("--script", "tool")) as url,
+        _server_process(0.0, ("--script", "tool"), with_pid=True) as (url, server_pid),
         tempfile.TemporaryDirectory() as out,
         open_sandbox("local") as box,
+        listening(on_event),
     ):
         box.run("print(1)")  # started before the clock
         config = CollectConfig(
@@ -298,7 +310,9 @@ def ceiling(concurrency: int, trajectories: int, profile_top: int = 0) -> dict:
             loop=LoopConfig(temperature=0.0, protocol="hermes"),
             engine_options={"model": "fake-model", "concurrency": concurrency},
         )
+        template_pid = box._pool.template.info["pid"]
         profile = cProfile.Profile() if profile_top else None
+        server_cpu, sandbox_cpu = _cpu_s(server_pid), _cpu_s(template_pid)
         started, cpu = time.perf_counter(), time.process_time()
         if profile:
             profile.enable()
@@ -306,6 +320,7 @@ def ceiling(concurrency: int, trajectories: int, profile_top: int = 0) -> dict:
         if profile:
             profile.disable()
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+        server_cpu, sandbox_cpu = _cpu_s(server_pid) - server_cpu, _cpu_s(template_pid) - sandbox_cpu
         out_errors = [t.error for t in RunDir(out).trajectories() if t.error][:1]
     if summary.correct != trajectories or summary.tool_calls != trajectories:
         raise SystemExit(
@@ -318,6 +333,9 @@ def ceiling(concurrency: int, trajectories: int, profile_top: int = 0) -> dict:
         "trajectories": trajectories,
         "trajectories_per_s": round(trajectories / elapsed, 1),
         "driver_cpu_ms_per_trajectory": round(1000 * cpu / trajectories, 2),
+        "server_cpu_ms_per_trajectory": round(1000 * server_cpu / trajectories, 2),
+        "sandbox_cpu_ms_per_trajectory": round(1000 * sandbox_cpu / trajectories, 2),
+        "rss_mb_after": dict(sorted(rss_at.items())),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
         "load_average": os.getloadavg()[0],
     }
@@ -326,6 +344,18 @@ def ceiling(concurrency: int, trajectories: int, profile_top: int = 0) -> dict:
         pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(profile_top)
         result["profile"] = [line for line in text.getvalue().splitlines() if line.strip()][-profile_top:]
     return result
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU of a process and of the children it has reaped (/proc/PID/stat), in seconds."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss_mb(pid: int) -> int:
+    with open(f"/proc/{pid}/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 2**20
 
 
 def main() -> None:

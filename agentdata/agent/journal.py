@@ -95,9 +95,11 @@ class Journal:
         self.last_sync = 0.0
         self.reset()
 
-    def append(self, trajectory: Trajectory) -> None:
+    def append(self, trajectory: Trajectory, row: dict[str, Any] | None = None) -> None:
+        """`row`: the trajectory's `to_row`, where the caller has made it already."""
         try:
-            self.handle.write(json.dumps(to_row(trajectory), ensure_ascii=False, default=str) + "\n")
+            row = to_row(trajectory) if row is None else row
+            self.handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
             self.handle.flush()  # in the OS's hands now: a killed process no longer loses it
             now = time.monotonic()
             if now - self.last_sync >= FSYNC_EVERY_S:

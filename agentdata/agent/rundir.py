@@ -35,7 +35,7 @@ from agentdata.agent.journal import JOURNAL_NAME, KEPT, read_journal
 from agentdata.agent.shards import Shard, tag_of, tags_in
 from agentdata.errors import InputFileError, UserError
 from agentdata.inputs import check_input
-from agentdata.records import Trajectory, arrow_schema, atomic_write, read_records, records_to_table, write_json
+from agentdata.records import Trajectory, arrow_schema, atomic_write, read_records, rows_to_table, to_row, write_json
 
 SHARD_PATTERN = re.compile(r"part-(\d{5,})\.parquet$")
 SETTINGS_KEY = b"agentdata.settings"
@@ -304,7 +304,11 @@ class RunDir:
 
     def write_shard(self, trajectories: Iterable[Trajectory], settings: dict[str, Any] | None = None) -> Path:
         """One shard, written atomically, with `settings` (their identity part) in its Parquet metadata."""
-        table = records_to_table(list(trajectories), Trajectory)
+        return self.write_shard_rows([to_row(trajectory) for trajectory in trajectories], settings)
+
+    def write_shard_rows(self, rows: list[dict[str, Any]], settings: dict[str, Any] | None = None) -> Path:
+        """`write_shard` of trajectories already made rows (`records.to_row`)."""
+        table = rows_to_table(rows, Trajectory)
         if settings is not None:
             metadata = {**(table.schema.metadata or {}), SETTINGS_KEY: json.dumps(identity(settings)).encode()}
             table = table.replace_schema_metadata(metadata)

@@ -25,10 +25,10 @@ import pyarrow.parquet as pq
 
 from agentdata import __version__
 from agentdata.agent.config import CollectConfig
-from agentdata.agent.journal import Journal, signals_deferred
 from agentdata.agent.loop import UNGRADED, config_tools, solve
 from agentdata.agent.resume import HASH_KEY, ResumePlan, plan_resume, problem_hash, unique_problems
 from agentdata.agent.rundir import RunDir
+from agentdata.agent.shard_writer import ShardBuffer, Written
 from agentdata.agent.tool_use import ToolUse, tool_use_by
 from agentdata.engines.fingerprint import model_fingerprint
 from agentdata.engines.spec import check_engine
@@ -40,7 +40,6 @@ from agentdata.versions import package_versions
 
 # If this many trajectories in a row fail from the start, the engine or sandbox is broken: stop early.
 FAIL_FAST_AFTER = 8
-FLUSH_SECONDS = 30.0
 WAIT_REPORT_S = 5.0  # with nothing finished for this long, the progress says what the run waits on
 # An upper bound that keeps a typo (--samples 10^23) from running until killed; docs/input-files.md.
 MAX_TRAJECTORIES = 10_000_000
@@ -156,10 +155,8 @@ async def collect_async(
         run.write_manifest({"settings": config.settings(), **extra, "expected": expected})
     run.remove_rows(plan.replaced)  # before the new rows exist: the dir never holds two rows for one id
     started = time.perf_counter()
-    new_trajectories: list[Trajectory] = []
-    if plan.work:
-        new_trajectories = await _run_work(plan.work, run, config, engine, sandbox)
-    summary = summarise(run, time.perf_counter() - started, new_trajectories, plan)
+    written = await _run_work(plan.work, run, config, engine, sandbox) if plan.work else Written()
+    summary = summarise(run, time.perf_counter() - started, written, plan)
     run.write_stats(summary.as_dict())
     return summary
 
@@ -177,12 +174,12 @@ def _read_sharded(run: RunDir, problems: list[Problem], config: CollectConfig) -
             f"{run.path} is a sharded run with {len(plan.work):,} trajectories still to make ({status.line()}): "
             f"run the parts with --shard I/{status.count} (or --executor ray), then this again"
         )
-    return summarise(run, 0.0, [], plan)
+    return summarise(run, 0.0, None, plan)
 
 
 async def _run_work(
     work: list[tuple[Problem, int]], run: RunDir, config: CollectConfig, engine: Any, sandbox: Any
-) -> list[Trajectory]:
+) -> Written:
     owns_engine, owns_sandbox = engine is None, sandbox is None
     if owns_sandbox:  # first: a dead sandbox URL is refused before a model is loaded
         from agentdata.sandbox import open_sandbox
@@ -197,7 +194,7 @@ async def _run_work(
             if owns_sandbox:
                 sandbox.close()  # its worker processes must not outlive a refused engine
             raise
-    writer = _ShardBuffer(run, config.shard_size, config.settings())
+    writer = ShardBuffer(run, config.shard_size, config.settings())
     stopped = True  # by an exception, until the work is done
     try:
         if hasattr(engine, "ready"):
@@ -211,7 +208,7 @@ async def _run_work(
         stopped = False
     except RunBroken:
         writer.drop_errors()  # nothing but failures so far: keep them out, so the dir stays fresh for a fix
-        run.remove_rows({t.id for t in writer.written if t.finish_reason == "error"})
+        run.remove_rows(writer.written.error_ids)
         raise
     finally:
         try:
@@ -243,7 +240,7 @@ async def _run_concurrently(
     failures = _FailFast(min(FAIL_FAST_AFTER, len(work)), getattr(engine, "spec", None) or config.teacher)
 
     async def worker() -> None:
-        while not queue.empty():
+        while not queue.empty() and not failures.broken:  # a worker whose work never waits must stop too
             problem, index = queue.get_nowait()
             trajectory = await _solve_safely(problem, index, engine, sandbox, config)
             on_result(trajectory)
@@ -292,6 +289,7 @@ class _FailFast:
         self.window, self.teacher = window, teacher
         self.seen = 0
         self.errors: list[str] = []
+        self.broken = False
 
     def record(self, trajectory: Trajectory) -> None:
         if self.seen >= self.window:
@@ -302,49 +300,11 @@ class _FailFast:
                 trajectory.error or "unknown error"
             )  # a problem that could not be graded is no such sign
         if self.seen == self.window and len(self.errors) == self.window:
+            self.broken = True
             raise RunBroken(
                 f"the first {self.window} trajectories all failed (teacher {self.teacher}); "
                 f"first error: {self.errors[0]}"
             )
-
-
-class _ShardBuffer:
-    """Journals each trajectory as it finishes (durable at once), batches them into shards."""
-
-    def __init__(self, run: RunDir, shard_size: int, settings: dict[str, Any]):
-        self.run = run
-        self.shard_size = shard_size
-        self.settings = settings
-        self.journal = Journal(run.journal_path, settings)
-        self.journaled = False
-        self.pending: list[Trajectory] = []
-        self.written: list[Trajectory] = []
-        self.last_flush = time.monotonic()
-
-    def add(self, trajectory: Trajectory) -> None:
-        self.pending.append(trajectory)  # first: a signal between the two lines leaves it pending, not lost
-        self.journal.append(trajectory)
-        self.journaled = True
-        if len(self.pending) >= self.shard_size or time.monotonic() - self.last_flush > FLUSH_SECONDS:
-            self.flush()
-
-    def drop_errors(self) -> None:
-        self.pending = [t for t in self.pending if t.finish_reason != "error"]
-
-    def flush(self) -> None:
-        self.last_flush = time.monotonic()
-        with signals_deferred():  # the shard, forgetting its rows and the journal's reset: all or nothing
-            if self.pending:
-                self.run.write_shard(self.pending, self.settings)
-                self.written.extend(self.pending)
-                self.pending = []
-            if self.journaled:  # everything journaled is now in a shard (or was dropped on purpose)
-                self.journal.reset()
-                self.journaled = False
-
-    def close(self) -> None:
-        self.flush()
-        self.journal.close()
 
 
 class _LiveProgress:
@@ -397,15 +357,15 @@ class _LiveProgress:
 
 
 def summarise(
-    run: RunDir, elapsed_s: float, new_trajectories: list[Trajectory], plan: ResumePlan | None = None
+    run: RunDir, elapsed_s: float, written: Written | None = None, plan: ResumePlan | None = None
 ) -> CollectSummary:
-    """Summary of every trajectory in the run dir, read column-wise from the shards."""
-    plan = plan or ResumePlan()
+    """Summary of every trajectory in the run dir, read column-wise from the shards; `written`: this run's."""
+    plan, written = plan or ResumePlan(), written or Written()
     summary = CollectSummary(
         run_dir=run.path,
-        new=len(new_trajectories),
+        new=written.count,
         elapsed_s=elapsed_s,
-        new_completion_tokens=sum(t.completion_tokens for t in new_trajectories),
+        new_completion_tokens=written.completion_tokens,
         stale=len(plan.stale),
         retried=len(plan.retried),
     )

@@ -135,7 +135,7 @@ def regrade(
             "regrade": {"problems_given": golds.given, "gold_changed": result.gold_changed},
         }
     )
-    target.write_stats(summarise(target, time.perf_counter() - started, []).as_dict())
+    target.write_stats(summarise(target, time.perf_counter() - started).as_dict())
     result.per_source = _per_source(result)
     result.report = out / REPORT_FILE
     write_json(staging / REPORT_FILE, result.as_dict())

@@ -32,13 +32,19 @@ def is_correct(response: str | None, gold: str, timeout_s: float = DEFAULT_TIMEO
 
 def answers_match(answer: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
     """Compare an already extracted answer with the gold answer."""
+    verdict = settled_match(answer, gold)
+    if verdict is not None:
+        return verdict
+    return _math_verify(answer.strip(), gold_answer(gold), timeout_s)
+
+
+def settled_match(answer: str, gold: str) -> bool | None:
+    """`answers_match` where plain rules settle it (no answer, integers, letters, ...); None where only
+    math-verify can tell. Cheap and in-process: the agent loop grades these without a thread."""
     gold = gold_answer(gold)
     if not gold or not answer.strip():
         return False
-    verdict = quick_verdict(answer, gold)
-    if verdict is not None:
-        return verdict
-    return _math_verify(answer.strip(), gold, timeout_s)
+    return quick_verdict(answer, gold)
 
 
 def gold_answer(gold: object) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from agentdata.code_tests import code_tests_of
 from agentdata.records import Problem, message_tool_calls
-from agentdata.verify.answers import DEFAULT_TIMEOUT_S, is_correct
+from agentdata.verify.answers import DEFAULT_TIMEOUT_S, is_correct, settled_match
 from agentdata.verify.code import CodeLimits, final_program, grade_code
 from agentdata.verify.extract import extract_answer
 
@@ -47,6 +47,15 @@ def grade(
     answer = extract_answer(final_text)
     correct = answer is not None and is_correct(final_text, problem.answer, timeout_s=timeout_s)
     return Grade(bool(correct), float(bool(correct)), answer)
+
+
+def quick_grade(problem: Problem, final_text: str | None) -> Grade | None:
+    """`grade`'s verdict where it needs neither the sandbox nor math-verify (the same verdict), else None."""
+    if is_code_problem(problem):
+        return None
+    answer = extract_answer(final_text)
+    correct = False if answer is None else settled_match(answer, problem.answer)
+    return None if correct is None else Grade(correct, float(correct), answer)
 
 
 def graded_text(messages: list[dict[str, Any]], domain: str, format: str) -> str:
