@@ -306,3 +306,27 @@ def test_overlong_reward_prefers_model_token_counts():
     assert reward(None, ["a"], completion_ids=[[0] * 100]) == [-1.0]
     with pytest.raises(ValueError):
         OverlongReward(max_len=10, buffer=20)
+
+
+@pytest.mark.parametrize(
+    "text, gold",
+    [
+        ("so \\boxed{42}", "42"),
+        ("so \\boxed{41}", "42"),
+        ("no answer here", "42"),
+        ("\\boxed{(C)}", "C"),
+        ("\\boxed{\\frac{1}{2}}", "0.5"),
+        ("\\boxed{x^2 + 1}", "1 + x^2"),  # only math-verify can tell: left to grade
+    ],
+)
+def test_quick_grade_is_grade_where_it_decides(text, gold):
+    from agentdata.records import Problem
+    from agentdata.verify.grade import grade, quick_grade
+
+    problem = Problem("q", gold)
+    quick = quick_grade(problem, text)
+    if quick is not None:
+        assert quick == grade(problem, text)
+    else:
+        assert "x^2" in text
+    assert quick_grade(Problem("q", "assert f() == 1", domain="code"), "```python\ndef f(): return 1\n```") is None
