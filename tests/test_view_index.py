@@ -33,9 +33,12 @@ def run(tmp_path, view_workspace) -> Path:
 
 
 def opened(run: Path) -> tuple[ViewerData, dict]:
-    """What `agentdata view RUN` does before it prints its URL, and the home page's answer."""
+    """What `agentdata view RUN` does before it prints its URL, and the home page's answer; then what it keeps
+    beside the run after the URL (the index, the search index), as the server's background thread does."""
     data = ViewerData(open_artifacts([run]))
-    return data, data.artifacts()
+    home = data.artifacts()
+    data.catalog.keep()
+    return data, home
 
 
 def never_built(monkeypatch) -> None:
@@ -78,7 +81,8 @@ def test_the_index_is_kept_beside_the_run_and_read_back_with_the_same_rows(run, 
     assert "read back" in terminal_table(kept)  # the terminal says so
     for params in ({}, {"correct": "false", "sort": "completion_tokens", "desc": "1"}, {"q": NEEDLE}):
         assert kept.rows("a0", params) == built.rows("a0", params)
-    assert kept.rows("a0", {"q": NEEDLE})["total"] == 4  # the search still reads the shards
+    assert kept.artifact("a0").table().search_index is not None  # the search index kept with it, read back
+    assert kept.rows("a0", {"q": NEEDLE})["total"] == 4
     row = kept.rows("a0", {"q": NEEDLE})["rows"][0]["_row"]
     assert kept.record("a0", row) == built.record("a0", row)
 

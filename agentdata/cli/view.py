@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Annotated
@@ -92,6 +93,8 @@ def command(
         catalog = open_artifacts(paths)
     opened_s = time.perf_counter() - started
     data = ViewerData(catalog, Tokenizers(config.tokenizer), config.band)
+    if export is not None or sts is not None:
+        catalog.keep(search=False)  # a run dir's index, for the next open; no search index: nothing is served
     if not as_json:
         console.print(artifacts_table(catalog, opened_s))
     if export is not None and any(a.has_rows and a.kind in ("run", "trajectories", "sft") for a in catalog):
@@ -220,14 +223,45 @@ def serve(data, config: ViewConfig, as_json: bool) -> None:
     else:
         console.print(f"[bold]agentdata view[/] serving at [cyan]{url}[/] (read-only; Ctrl-C stops it)")
     server = uvicorn.Server(uvicorn.Config(create_app(data, hosts), log_level="warning", access_log=False))
+    stop = threading.Event()
+    keeper = keep_in_background(data.catalog, stop, as_json)
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn shuts down, then re-raises Ctrl-C: for a server it is the way to stop
         pass
     finally:
+        stop.set()  # a search index half built is abandoned, its temporary file removed
+        if keeper is not None:
+            keeper.join(timeout=KEEPER_JOIN_S)
         sock.close()
     if not as_json:
         console.print("agentdata view stopped")
+
+
+KEEPER_JOIN_S = 30  # a shard's worth of search index at most: then the temporary file is removed
+
+
+def keep_in_background(catalog, stop: threading.Event, as_json: bool) -> threading.Thread | None:
+    """After the URL: each run dir's index and search index kept beside it (catalog.keep), while the page is
+    served; a search scans the shards until its index is ready, and the terminal says when it is."""
+    pending = [artifact for artifact in catalog if artifact.has_rows and artifact.table().pending]
+    if not pending:
+        return None
+
+    def work() -> None:
+        started = time.perf_counter()
+        catalog.keep(stop)
+        if not stop.is_set() and not as_json:
+            ready = [a.key for a in pending if getattr(a.table(), "search_index", None) is not None]
+            console.print(
+                f"agentdata view: index kept, search index ready for {', '.join(ready) or 'none'} "
+                f"({time.perf_counter() - started:.1f} s)",
+                highlight=False,
+            )
+
+    keeper = threading.Thread(target=work, name="agentdata-view-keep", daemon=True)
+    keeper.start()
+    return keeper
 
 
 class _ConsoleHandler(logging.Handler):

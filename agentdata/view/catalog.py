@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from agentdata.agent.rundir import RunDir
 from agentdata.agent.shard_status import read_sharded
 from agentdata.errors import UserError
 from agentdata.view.artifacts import Artifact, detect, folder_entries, one_line, plots_in, read_report, relative_label
+from agentdata.view.search_index import Cancelled
 from agentdata.view.sets import pool_table, problems_table, sft_table
 from agentdata.view.trajectories import trajectory_table
 
@@ -58,6 +60,23 @@ class Catalog:
             label = f"{artifact.label} · {relative_label(path, artifact.path)}"
             child = self.add(path, label=label, parent=artifact.key)
             artifact.links[f"{role}:{number}" if role in MANY else role] = child.key
+
+    def keep(self, stop: threading.Event | None = None, search: bool = True) -> None:
+        """What each table keeps beside its artifact for the next open (a run dir's index, its search index): run
+        after the URL is printed, in the background, while the page is served; `stop` set abandons it."""
+        stop = stop or threading.Event()
+        for artifact in self.artifacts:
+            if stop.is_set():
+                return
+            if artifact.rows is None or not artifact.rows.pending:
+                continue
+            try:
+                artifact.rows.keep(stop, search)
+            except Cancelled:
+                return
+            except Exception as error:  # noqa: BLE001 - a shard damaged meanwhile: one line; the list still serves
+                log.warning("%s (its index is not kept beside it)", one_line(error, artifact.path))
+                log.debug("keeping %s", artifact.path, exc_info=True)
 
 
 def open_artifacts(paths: Sequence[Path | str]) -> Catalog:

@@ -1,4 +1,5 @@
-"""A run dir's index kept beside its shards (`RUN/.agentdata-view/index.parquet`), so the next open reads one file.
+"""A run dir's index kept beside its shards (`RUN/.agentdata-view/index.parquet`), so the next open reads one file;
+and its search index (`search.sqlite`, view/search_index.py), so a search reads no message.
 
 Building the index reads a few columns of every shard, drops the rows a later one replaced and computes each
 problem's pass rate; reading it back costs a fraction of that. The file records what it was built from: each
@@ -20,6 +21,8 @@ import hashlib
 import json
 import logging
 import os
+import sqlite3
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,12 +33,14 @@ import pyarrow.parquet as pq
 
 from agentdata.errors import UserError
 from agentdata.records import atomic_write
+from agentdata.view import search_index
+from agentdata.view.search_index import SEARCH_FILE, SearchIndex
 
 CACHE_DIR = ".agentdata-view"
 CACHE_FILE = "index.parquet"
 FORMAT = 1  # raise it whenever what the index holds changes: a file of an older format is then built again
 METADATA_KEY = "agentdata.view.index"
-STALE_TEMP_S = 3600  # a temporary file this old was left by a viewer killed mid-write (a write takes seconds)
+STALE_TEMP_S = 3600  # a temporary file this old was left by a viewer killed mid-write (a write takes minutes at most)
 
 log = logging.getLogger("agentdata.view")
 
@@ -46,6 +51,7 @@ class IndexCache:
     def __init__(self, run: Path, files: Sequence[Path]):
         self.folder = run / CACHE_DIR
         self.path = self.folder / CACHE_FILE
+        self.search_path = self.folder / SEARCH_FILE
         self.files = list(files)
         self.key = shards_key(run, self.files)
 
@@ -85,11 +91,32 @@ class IndexCache:
             return False
         return True
 
+    def load_search(self) -> SearchIndex | None:
+        """The search index kept beside the run, if it was built from these very shards; else None."""
+        if self.folder.is_symlink() or not self.search_path.is_file():
+            return None
+        return SearchIndex.load(self.search_path, self.key)
+
+    def store_search(self, stop: threading.Event) -> SearchIndex | None:
+        """Build the search index beside the run (seconds to minutes: after the URL, in the background) and open it;
+        None (and nothing changed) where the run dir cannot take it. `stop` set: abandoned, its temporary file gone."""
+        if self.folder.is_symlink():
+            return None
+        try:
+            self.folder.mkdir(exist_ok=True)
+            self._drop_stale_temp_files()
+            search_index.build(self.search_path, self.files, self.key, stop)
+        except (OSError, UserError, sqlite3.Error) as error:  # read-only, full disk, not a folder
+            log.debug("the search index of %s is not kept beside it: %s", self.folder.parent, error)
+            return None
+        return SearchIndex.load(self.search_path, self.key)
+
     def _drop_stale_temp_files(self) -> None:
         now = time.time()
-        for stale in self.folder.glob(f".{CACHE_FILE}.*.tmp"):
-            if stale.is_file() and now - stale.stat().st_mtime > STALE_TEMP_S:
-                stale.unlink(missing_ok=True)
+        for name in (CACHE_FILE, SEARCH_FILE):
+            for stale in self.folder.glob(f".{name}.*.tmp"):
+                if stale.is_file() and now - stale.stat().st_mtime > STALE_TEMP_S:
+                    stale.unlink(missing_ok=True)
 
 
 def shards_key(run: Path, files: Sequence[Path]) -> str:

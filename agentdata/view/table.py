@@ -8,6 +8,9 @@ only when it is opened, from its own shard.
 
 from __future__ import annotations
 
+import json
+import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,8 +51,17 @@ class RowTable:
         self._fetch = fetch
         self._facets: dict[str, list[list[Any]]] | None = None
 
+    pending = False  # nothing to keep beside the artifact after the URL (a run dir's table: see `keep`)
+
+    def keep(self, stop: threading.Event, search: bool = True) -> None:
+        """Write what makes the next open and the search fast, after the URL is printed: nothing for most lists."""
+
     def __len__(self) -> int:
         return self.index.height
+
+    def search(self, needle: str) -> pl.Series:
+        """The row numbers whose full text holds `needle` (rows a later one replaced among them)."""
+        return self._search(needle)
 
     def describe(self) -> list[dict[str, str]]:
         return [{"name": c.name, "kind": c.kind, "label": c.label or c.name} for c in self.columns.values()]
@@ -85,7 +97,7 @@ class RowTable:
         if conditions:
             frame = frame.filter(pl.all_horizontal(conditions).fill_null(False))
         if query.search:
-            frame = frame.filter(pl.col(ROW).is_in(self._search(query.search).implode()))
+            frame = frame.filter(pl.col(ROW).is_in(self.search(query.search).implode()))
         if query.sort:
             frame = frame.sort(query.sort, descending=query.descending, nulls_last=True, maintain_order=True)
         return frame
@@ -129,13 +141,15 @@ def _as_number(name: str, value: str) -> float:
         raise QueryError(f"{name}: {value[:40]!r} is not a number") from None
 
 
-def contains(expression: pl.Expr, needle: str) -> pl.Expr:
-    """Case-insensitive literal match; text stored as JSON (tool-call arguments) is matched in that form too."""
-    import json
-    import re
+def needle_forms(needle: str) -> set[str]:
+    """The needle, and the needle as JSON writes it inside a string: text stored as JSON (tool-call arguments)
+    is matched in that form too."""
+    return {needle, json.dumps(needle)[1:-1]}
 
-    forms = {needle, json.dumps(needle)[1:-1]}
-    pattern = "(?i)" + "|".join(re.escape(form) for form in sorted(forms))
+
+def contains(expression: pl.Expr, needle: str) -> pl.Expr:
+    """Case-insensitive literal match of either form of the needle."""
+    pattern = "(?i)" + "|".join(re.escape(form) for form in sorted(needle_forms(needle)))
     return expression.str.contains(pattern).fill_null(False)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -191,7 +192,7 @@ def trajectory_stats(index: pl.DataFrame) -> dict[str, Any]:
 
 class TrajectoryTable(RowTable):
     """A run's rows, with the run's stats; `summary` (the facets and stats, as JSON gives them back) when they were
-    kept with its index."""
+    kept with its index. `cache`: a run dir's kept files, to write after the URL (`keep`) and to search with."""
 
     def __init__(
         self,
@@ -199,17 +200,43 @@ class TrajectoryTable(RowTable):
         source: TrajectorySource,
         summary: dict[str, Any] | None = None,
         origin: str = "built",
+        cache: IndexCache | None = None,
     ):
-        def search(needle: str) -> pl.Series:
-            matches = source.scan().select(ROW, "question", "messages").filter(_full_text(needle))
-            return source.collect(matches.select(ROW))[ROW]
-
         def fetch(row: int) -> dict[str, Any]:
             return {"trajectory": source.fetch(row)}
 
-        super().__init__(index, COLUMNS, search, fetch)
+        super().__init__(index, COLUMNS, self._search_rows, fetch)
+        self._source = source
         self._summary = summary
         self.origin = origin
+        self._cache = cache
+        self._index_kept = origin == "read back"
+        self.search_index = cache.load_search() if cache is not None else None
+
+    def _search_rows(self, needle: str) -> pl.Series:
+        """From the search index when it is ready and the needle long enough for it; else by scanning the shards."""
+        index = self.search_index
+        found = index.rows(needle) if index is not None else None
+        if found is not None:
+            return found
+        matches = self._source.scan().select(ROW, "question", "messages").filter(_full_text(needle))
+        return self._source.collect(matches.select(ROW))[ROW]
+
+    @property
+    def pending(self) -> bool:
+        """Something is left to keep beside the run dir (`keep`)."""
+        return self._cache is not None and (not self._index_kept or self.search_index is None)
+
+    def keep(self, stop: threading.Event, search: bool = True) -> None:
+        """Keep the index and build the search index beside the run dir, after the URL: the list is served meanwhile
+        (a search scans the shards until its index is ready). Where the run dir cannot take them, nothing is kept."""
+        if self._cache is None:
+            return
+        if not self._index_kept:
+            self._index_kept = True  # tried once: a run dir that cannot take it is not tried again
+            self.origin = "built, kept" if self._cache.store(self.index, self.summary()) else "built"
+        if search and self.search_index is None and self.origin != "built":
+            self.search_index = self._cache.store_search(stop)
 
     def summary(self) -> dict[str, Any]:
         """The facet counts and the stats, as the page receives them (JSON), whether built now or kept."""
@@ -226,7 +253,7 @@ class TrajectoryTable(RowTable):
 
 def trajectory_table(path: Path) -> TrajectoryTable:
     """A run dir's index is read from beside it when it was built from the shards as they are (index_cache.py),
-    else built and kept there for the next open; a trajectory file's is built."""
+    else built (and kept there by `keep`, after the URL, for the next open); a trajectory file's is built."""
     files = trajectory_files(path) if path.is_dir() else []
     if not files:
         source = TrajectorySource(path)  # a trajectory file; or a folder without shards, named in one line
@@ -234,12 +261,10 @@ def trajectory_table(path: Path) -> TrajectoryTable:
     cache = IndexCache(path, files)
     kept = cache.load()
     if kept is not None:
-        return TrajectoryTable(kept[0], TrajectorySource(path, files, checked=True), kept[1], origin="read back")
+        source = TrajectorySource(path, files, checked=True)
+        return TrajectoryTable(kept[0], source, kept[1], origin="read back", cache=cache)
     source = TrajectorySource(path, files)
-    table = TrajectoryTable(index_frame(source), source)
-    if cache.store(table.index, table.summary()):
-        table.origin = "built, kept"
-    return table
+    return TrajectoryTable(index_frame(source), source, origin="built, keeping", cache=cache)
 
 
 def _full_text(needle: str) -> pl.Expr:

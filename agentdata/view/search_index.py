@@ -1,0 +1,151 @@
+"""Full-text search of a run dir without reading its messages: an SQLite FTS5 trigram index kept beside it.
+
+The search the list offers is a case-insensitive substring match over the question, every message's text and
+every tool call's arguments (the code), each text on its own (`table.contains`). Scanning every message of 1M
+trajectories takes seconds, so once the run dir's list index is built (after the URL is printed, in the
+background) this index is built too, in `RUN/.agentdata-view/search.sqlite`:
+
+- `texts`: an FTS5 table (contentless, trigram tokenizer: every three characters a token, case folded) of the
+  distinct texts of each shard: the system prompt every trajectory shares and the question its k samples share
+  are stored once a shard;
+- `postings`: for each shard, which rows each of its texts came from (two arrays of integers);
+- `meta`: the shards it was built from (index_cache.shards_key) and its format.
+
+A trigram phrase query finds exactly the texts holding the needle (a substring, not words), so a search reads
+the index, never the shards. A needle under three characters has no trigram: it is searched by scanning, as is
+every needle while the index is being built, or where the run dir cannot take it. Like the list index it is
+written under a temporary name and renamed into place, so a viewer killed mid-build leaves no file a later
+open would trust; and it records the shards it was built from, so a changed, added or removed shard builds it
+again.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from agentdata.agent.rundir import ROW_ID
+from agentdata.records import atomic_write
+from agentdata.view.table import needle_forms
+
+SEARCH_FILE = "search.sqlite"
+FORMAT = 1  # raise it whenever what the file holds changes: an older one is then built again
+MIN_CHARS = 3  # the trigram tokenizer's token: a shorter needle is searched by scanning
+
+
+class Cancelled(Exception):
+    """The viewer is stopping: the half-built file is removed, nothing is kept."""
+
+
+def searchable_texts(frame: pl.DataFrame) -> pl.DataFrame:
+    """(ROW, text) for the question, every message's content and every tool call's arguments of each row."""
+    messages = frame.select(ROW_ID, message=pl.col("messages")).explode("message")
+    calls = messages.select(ROW_ID, call=pl.col("message").struct.field("tool_calls")).explode("call")
+    texts = pl.concat(
+        [
+            frame.select(ROW_ID, text=pl.col("question")),
+            messages.select(ROW_ID, text=pl.col("message").struct.field("content")),
+            calls.select(ROW_ID, text=pl.col("call").struct.field("function").struct.field("arguments")),
+        ]
+    )
+    return texts.filter(pl.col("text").is_not_null() & (pl.col("text") != ""))
+
+
+def build(path: Path, files: Sequence[Path], key: str, stop: threading.Event | None = None) -> int:
+    """Write the search index of `files` (a run dir's shards, in order) to `path`; returns how many texts."""
+
+    def write(tmp: str) -> None:
+        nonlocal count
+        with sqlite3.connect(tmp) as con:
+            count = _fill(con, files, stop or threading.Event())
+            con.execute("INSERT INTO texts(texts) VALUES ('optimize')")  # one b-tree: the fastest to query
+            con.execute("INSERT INTO meta VALUES (?)", (json.dumps({"key": key, "format": FORMAT, "texts": count}),))
+        con.close()
+
+    count = 0
+    atomic_write(path, write)
+    return count
+
+
+def _fill(con: sqlite3.Connection, files: Sequence[Path], stop: threading.Event) -> int:
+    con.execute("PRAGMA journal_mode=OFF")  # a crash leaves only the temporary file, removed or never trusted
+    con.execute("PRAGMA synchronous=OFF")
+    con.execute("PRAGMA cache_size=-262144")  # 256 MiB of pages: the merges stay in memory
+    con.execute("CREATE VIRTUAL TABLE texts USING fts5(text, content='', columnsize=0, tokenize='trigram')")
+    for option, value in (("pgsz", 4000), ("automerge", 0), ("crisismerge", 2000)):  # merged once, at the end
+        con.execute("INSERT INTO texts(texts, rank) VALUES (?, ?)", (option, value))
+    con.execute("CREATE TABLE postings(shard INTEGER PRIMARY KEY, docs BLOB NOT NULL, rows BLOB NOT NULL)")
+    con.execute("CREATE TABLE meta(value TEXT NOT NULL)")
+    start = count = 0
+    for number, shard in enumerate(files):
+        if stop.is_set():
+            raise Cancelled
+        frame = pl.read_parquet(shard, columns=["question", "messages"]).with_row_index(ROW_ID, offset=start)
+        start += frame.height
+        distinct = searchable_texts(frame).group_by("text").agg(pl.col(ROW_ID))  # a row twice: found once
+        docs = np.arange(count, count + distinct.height, dtype=np.int64)
+        con.executemany("INSERT INTO texts(rowid, text) VALUES (?, ?)", zip(docs.tolist(), distinct["text"]))
+        rows = distinct[ROW_ID]
+        doc_of_row = np.repeat(docs, rows.list.len().to_numpy())
+        flat = rows.explode().to_numpy().astype(np.uint32)
+        con.execute("INSERT INTO postings VALUES (?, ?, ?)", (number, doc_of_row.tobytes(), flat.tobytes()))
+        count += distinct.height
+    return count
+
+
+class SearchIndex:
+    """A kept search index, opened once (the file may be replaced meanwhile: this connection keeps reading its own)."""
+
+    def __init__(self, con: sqlite3.Connection):
+        self._con = con
+        self._lock = threading.Lock()  # one connection shared by the server's threads
+        self._postings: pl.DataFrame | None = None
+
+    @classmethod
+    def load(cls, path: Path, key: str) -> SearchIndex | None:
+        """The index at `path` if it was built from the shards `key` names, else None."""
+        try:
+            con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        except sqlite3.Error:
+            return None
+        try:
+            (value,) = con.execute("SELECT value FROM meta").fetchone()
+            recorded = json.loads(value)
+            if recorded.get("key") == key and recorded.get("format") == FORMAT:
+                return cls(con)
+        except (sqlite3.Error, TypeError, ValueError, AttributeError):  # not ours, damaged, or an older format
+            pass
+        con.close()
+        return None
+
+    def rows(self, needle: str) -> pl.Series | None:
+        """The row numbers whose question, message or call holds `needle` (case folded); None when it is too short
+        for the index (the caller scans)."""
+        if len(needle) < MIN_CHARS:
+            return None
+        query = " OR ".join('"' + form.replace('"', '""') + '"' for form in sorted(needle_forms(needle)))
+        with self._lock:
+            postings = self._load_postings()
+            docs = [doc for (doc,) in self._con.execute("SELECT rowid FROM texts WHERE texts MATCH ?", (query,))]
+        matched = postings.filter(pl.col("doc").is_in(pl.Series(docs, dtype=pl.Int64).implode()))
+        return matched[ROW_ID].unique().sort()
+
+    def _load_postings(self) -> pl.DataFrame:
+        if self._postings is None:
+            docs, rows = [], []
+            for doc_bytes, row_bytes in self._con.execute("SELECT docs, rows FROM postings ORDER BY shard"):
+                docs.append(np.frombuffer(doc_bytes, dtype=np.int64))
+                rows.append(np.frombuffer(row_bytes, dtype=np.uint32))
+            self._postings = pl.DataFrame(
+                {
+                    "doc": np.concatenate(docs or [np.zeros(0, np.int64)]),
+                    ROW_ID: np.concatenate(rows or [np.zeros(0, np.uint32)]),
+                }
+            )
+        return self._postings
