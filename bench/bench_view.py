@@ -2,10 +2,12 @@
 
 Measured in one run on the same data (the work a page asks the server for):
   1. open: the index of every trajectory (scalar columns, pass rate per problem, time), the facet counts
-     and the first page of 50, as `agentdata view RUN` does before it prints its URL: first with no index
-     beside the run (built from the shards and kept in RUN/.agentdata-view/), then again (read back);
+     and the first page of 50, as `agentdata view RUN` does before it prints its URL, on a run dir with no
+     index beside it; then a search while nothing is kept yet (it scans the shards); then what the server
+     does after the URL, in the background (the index and the search index kept in RUN/.agentdata-view/);
+     then the open again (both read back) and its background work (the search index's postings read);
   2. a filter: correct = false, finish reason answer, 1-3 tool calls, sorted by length, first page;
-  3. a full-text search over question, code and tool output, first page;
+  3. a full-text search over question, code and tool output, first page (from the search index);
   4. one trajectory opened whole (its messages read from its shard).
 The baseline reads the same shards with pandas (pyarrow engine, the same columns) and does the same
 work in pandas. The synthetic run dir is generated once, vectorised, and cached under /tmp.
@@ -154,6 +156,7 @@ def agentdata_arm(run: Path) -> tuple[dict[str, tuple[float, float]], tuple[int,
     from agentdata.view.api import ViewerData
     from agentdata.view.catalog import open_artifacts
     from agentdata.view.index_cache import CACHE_DIR
+    from agentdata.view.search_index import SEARCH_FILE
 
     def open_run() -> tuple[ViewerData, dict, dict]:
         data = ViewerData(open_artifacts([run]))  # what `agentdata view RUN` does before printing its URL,
@@ -163,9 +166,16 @@ def agentdata_arm(run: Path) -> tuple[dict[str, tuple[float, float]], tuple[int,
     clock = Clock()
     with clock("open"):
         built, built_home, built_first = open_run()
-    assert (run / CACHE_DIR).is_dir(), "the index was not kept beside the run"
+    with clock("search, before its index"):  # what a search does until the background work below is done
+        scanned = built.rows("a0", {"q": NEEDLE})
+    with clock("kept after the URL"):  # the server's background thread: the index, then the search index
+        built.catalog.keep()
+    assert (run / CACHE_DIR / SEARCH_FILE).is_file(), "the search index was not kept beside the run"
     with clock("open again"):
         data, home, first = open_run()
+    assert data.artifact("a0").table().search_index is not None, "the search index was not read back"
+    with clock("read back after the URL"):  # the server's background thread: the search index's postings read
+        data.catalog.keep()
     assert first["total"] == len(data.artifact("a0").table())
     assert (home, first) == (built_home, built_first), "the index read back differs from the one built"
     query = {"correct": "false", "finish_reason": "answer", "min.num_tool_calls": "1", "max.num_tool_calls": "3"}
@@ -173,6 +183,7 @@ def agentdata_arm(run: Path) -> tuple[dict[str, tuple[float, float]], tuple[int,
         filtered = data.rows("a0", {**query, "sort": "completion_tokens", "desc": "1"})
     with clock("search"):
         found = data.rows("a0", {"q": NEEDLE})
+    assert found == scanned, "the search index and the scan found different rows"
     with clock("open one"):
         data.record("a0", filtered["rows"][0]["_row"])
     return clock.times, (filtered["total"], found["total"])
@@ -214,6 +225,7 @@ def pandas_arm(run: Path) -> tuple[dict[str, tuple[float, float]], tuple[int, in
     frame.head(50)
     opening.__exit__()
     clock.times["open again"] = clock.times["open"]  # a plain reader keeps nothing: each open is the first
+    clock.times["kept after the URL"] = clock.times["read back after the URL"] = (0.0, 0.0)
     filtering = clock("filter")
     filtering.__enter__()
     chosen = frame[
@@ -236,6 +248,7 @@ def pandas_arm(run: Path) -> tuple[dict[str, tuple[float, float]], tuple[int, in
             ]
             hits += any(needle.lower() in text.lower() for text in texts)
     searching.__exit__()
+    clock.times["search, before its index"] = clock.times["search"]  # it has no index: every search scans
     one = clock("open one")
     one.__enter__()
     target = chosen.index[0]
@@ -244,6 +257,18 @@ def pandas_arm(run: Path) -> tuple[dict[str, tuple[float, float]], tuple[int, in
     pd.read_parquet(shards[file_number]).iloc[target - offsets[file_number]]
     one.__exit__()
     return clock.times, (len(chosen), hits)
+
+
+STEPS = (
+    "open",
+    "search, before its index",
+    "kept after the URL",
+    "open again",
+    "read back after the URL",
+    "filter",
+    "search",
+    "open one",
+)
 
 
 def main() -> None:
@@ -272,13 +297,16 @@ def main() -> None:
     print(f"load after: {os.getloadavg()}")
     print("| step | agentdata view: wall (cpu) | pandas: wall (cpu) | ratio (wall) | same matches |")
     print("|---|---|---|---|---|")
-    for step in ("open", "open again", "filter", "search", "open one"):
+    for step in STEPS:
         ours = [statistics.median(r[step][i] for r in results["agentdata"]) for i in (0, 1)]
         theirs = [statistics.median(r[step][i] for r in results["pandas"]) for i in (0, 1)]
+        ratio = f"{theirs[0] / ours[0]:.1f}x" if theirs[0] else "-"
         print(
             f"| {step} | {ours[0]:.2f} s ({ours[1]:.2f} s) | {theirs[0]:.2f} s ({theirs[1]:.2f} s) | "
-            f"{theirs[0] / ours[0]:.1f}x | {matches['agentdata'] == matches['pandas']} |"
+            f"{ratio} | {matches['agentdata'] == matches['pandas']} |"
         )
+    kept = run / ".agentdata-view"
+    print("kept beside the run:", {path.name: f"{path.stat().st_size / 2**20:.0f} MiB" for path in kept.iterdir()})
     print("matches (filter, search):", matches)
 
 

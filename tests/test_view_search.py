@@ -209,4 +209,10 @@ def test_the_server_keeps_both_in_the_background_after_its_url(run):
     keeper.join(timeout=120)
     assert not keeper.is_alive() and not table.pending
     assert table.origin == "built, kept" and set(table.search("café")) == brute_force(run, "café")
-    assert keep_in_background(opened(run, keep=False).catalog, search_index.threading.Event(), True) is None  # all kept
+    kept = {path.name: path.stat().st_mtime_ns for path in (run / CACHE_DIR).iterdir()}
+    again = opened(run, keep=False)
+    keeper = keep_in_background(again.catalog, search_index.threading.Event(), as_json=True)
+    keeper.join(timeout=120)  # both read back: only the postings are read, ahead of the first search
+    assert again.artifact("a0").table().search_index.warm and not again.artifact("a0").table().pending
+    assert {path.name: path.stat().st_mtime_ns for path in (run / CACHE_DIR).iterdir()} == kept
+    assert keep_in_background(again.catalog, search_index.threading.Event(), True) is None  # nothing left to do

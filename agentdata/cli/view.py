@@ -203,6 +203,7 @@ def serve(data, config: ViewConfig, as_json: bool) -> None:
     except OSError as error:
         sock.close()
         raise UserError(f"--host {config.host} --port {config.port}: cannot listen there ({error.strerror})") from None
+    sock.listen(2048)  # before the URL is printed: a browser that comes at once waits in the queue, not refused
     port = sock.getsockname()[1]
     shown_host = f"[{config.host}]" if family == socket.AF_INET6 else config.host
     url = f"http://{shown_host}:{port}/"

@@ -8,7 +8,8 @@ background) this index is built too, in `RUN/.agentdata-view/search.sqlite`:
 - `texts`: an FTS5 table (contentless, trigram tokenizer: every three characters a token, case folded) of the
   distinct texts of each shard: the system prompt every trajectory shares and the question its k samples share
   are stored once a shard;
-- `postings`: for each shard, which rows each of its texts came from (two arrays of integers);
+- `postings`: for each shard, which rows each of its texts came from: how many rows each text has, then the
+  rows, text after text (the texts are numbered in shard order, so text d's rows start where d - 1's end);
 - `meta`: the shards it was built from (index_cache.shards_key) and its format.
 
 A trigram phrase query finds exactly the texts holding the needle (a substring, not words), so a search reads
@@ -35,7 +36,7 @@ from agentdata.records import atomic_write
 from agentdata.view.table import needle_forms
 
 SEARCH_FILE = "search.sqlite"
-FORMAT = 1  # raise it whenever what the file holds changes: an older one is then built again
+FORMAT = 2  # raise it whenever what the file holds changes: an older one is then built again
 MIN_CHARS = 3  # the trigram tokenizer's token: a shorter needle is searched by scanning
 
 
@@ -80,7 +81,7 @@ def _fill(con: sqlite3.Connection, files: Sequence[Path], stop: threading.Event)
     con.execute("CREATE VIRTUAL TABLE texts USING fts5(text, content='', columnsize=0, tokenize='trigram')")
     for option, value in (("pgsz", 4000), ("automerge", 0), ("crisismerge", 2000)):  # merged once, at the end
         con.execute("INSERT INTO texts(texts, rank) VALUES (?, ?)", (option, value))
-    con.execute("CREATE TABLE postings(shard INTEGER PRIMARY KEY, docs BLOB NOT NULL, rows BLOB NOT NULL)")
+    con.execute("CREATE TABLE postings(shard INTEGER PRIMARY KEY, lengths BLOB NOT NULL, rows BLOB NOT NULL)")
     con.execute("CREATE TABLE meta(value TEXT NOT NULL)")
     start = count = 0
     for number, shard in enumerate(files):
@@ -92,9 +93,9 @@ def _fill(con: sqlite3.Connection, files: Sequence[Path], stop: threading.Event)
         docs = np.arange(count, count + distinct.height, dtype=np.int64)
         con.executemany("INSERT INTO texts(rowid, text) VALUES (?, ?)", zip(docs.tolist(), distinct["text"]))
         rows = distinct[ROW_ID]
-        doc_of_row = np.repeat(docs, rows.list.len().to_numpy())
+        lengths = rows.list.len().to_numpy().astype(np.uint32)  # the shard's texts are docs count, count + 1, ...
         flat = rows.explode().to_numpy().astype(np.uint32)
-        con.execute("INSERT INTO postings VALUES (?, ?, ?)", (number, doc_of_row.tobytes(), flat.tobytes()))
+        con.execute("INSERT INTO postings VALUES (?, ?, ?)", (number, lengths.tobytes(), flat.tobytes()))
         count += distinct.height
     return count
 
@@ -105,7 +106,7 @@ class SearchIndex:
     def __init__(self, con: sqlite3.Connection):
         self._con = con
         self._lock = threading.Lock()  # one connection shared by the server's threads
-        self._postings: pl.DataFrame | None = None
+        self._postings: tuple[np.ndarray, np.ndarray] | None = None  # text d's rows: rows[offsets[d]:offsets[d+1]]
 
     @classmethod
     def load(cls, path: Path, key: str) -> SearchIndex | None:
@@ -131,21 +132,31 @@ class SearchIndex:
             return None
         query = " OR ".join('"' + form.replace('"', '""') + '"' for form in sorted(needle_forms(needle)))
         with self._lock:
-            postings = self._load_postings()
-            docs = [doc for (doc,) in self._con.execute("SELECT rowid FROM texts WHERE texts MATCH ?", (query,))]
-        matched = postings.filter(pl.col("doc").is_in(pl.Series(docs, dtype=pl.Int64).implode()))
-        return matched[ROW_ID].unique().sort()
+            offsets, rows = self._load_postings()
+            docs = np.fromiter((doc for (doc,) in self._con.execute(SEARCH, (query,))), dtype=np.int64)
+        starts, lengths = offsets[docs], offsets[docs + 1] - offsets[docs]
+        # each matched text's rows, gathered without a loop: its start, then 0, 1, ... its length - 1
+        within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        return pl.Series(ROW_ID, np.unique(rows[np.repeat(starts, lengths) + within]), dtype=pl.UInt32)
 
-    def _load_postings(self) -> pl.DataFrame:
+    @property
+    def warm(self) -> bool:
+        return self._postings is not None
+
+    def warm_up(self) -> None:
+        """Read the postings now (a few tenths of a second at 1M rows), so that the first search does not."""
+        with self._lock:
+            self._load_postings()
+
+    def _load_postings(self) -> tuple[np.ndarray, np.ndarray]:
         if self._postings is None:
-            docs, rows = [], []
-            for doc_bytes, row_bytes in self._con.execute("SELECT docs, rows FROM postings ORDER BY shard"):
-                docs.append(np.frombuffer(doc_bytes, dtype=np.int64))
+            lengths, rows = [np.zeros(0, np.uint32)], [np.zeros(0, np.uint32)]
+            for length_bytes, row_bytes in self._con.execute("SELECT lengths, rows FROM postings ORDER BY shard"):
+                lengths.append(np.frombuffer(length_bytes, dtype=np.uint32))
                 rows.append(np.frombuffer(row_bytes, dtype=np.uint32))
-            self._postings = pl.DataFrame(
-                {
-                    "doc": np.concatenate(docs or [np.zeros(0, np.int64)]),
-                    ROW_ID: np.concatenate(rows or [np.zeros(0, np.uint32)]),
-                }
-            )
+            offsets = np.concatenate([[0], np.cumsum(np.concatenate(lengths), dtype=np.int64)])
+            self._postings = (offsets, np.concatenate(rows))
         return self._postings
+
+
+SEARCH = "SELECT rowid FROM texts WHERE texts MATCH ?"
