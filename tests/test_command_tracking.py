@@ -8,6 +8,7 @@ wrong the first time it sees one and right after: with k=2 every pass rate is 0.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,36 @@ def setup(tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     (tmp_path / "adder.py").write_text(ADDER)
     return tmp_path, f"{tmp_path / 'adder.py'}:Adder", problems_file(tmp_path / "problems.jsonl", range(1, 4))
+
+
+@pytest.fixture
+def trackio_store(tmp_path, monkeypatch):
+    """trackio's local store in tmp_path. trackio reads TRACKIO_DIR once, at import, into module constants
+    (utils.TRACKIO_DIR, MEDIA_DIR, ...; copied by name into other modules): set for its first import, and
+    for a later test each loaded module's copy, so nothing reaches ~/.cache/huggingface/trackio."""
+    pytest.importorskip("trackio")
+    store = tmp_path / "trackio"
+    monkeypatch.setenv("TRACKIO_DIR", str(store))
+    import trackio  # noqa: F401  (its first import reads the variable)
+
+    paths = {"TRACKIO_DIR": store, "MEDIA_DIR": store / "media", "ARTIFACTS_DIR": store / "artifacts"}
+    for name, module in list(sys.modules.items()):
+        for constant, path in paths.items():
+            if name.startswith("trackio") and isinstance(getattr(module, constant, None), Path):
+                monkeypatch.setattr(module, constant, path)
+    return store
+
+
+@pytest.fixture
+def wandb_offline(tmp_path, monkeypatch):
+    """wandb offline, its files under tmp_path/wandb. Its process-wide settings are read once (wandb.setup):
+    torn down before and after, so each test's WANDB_DIR is read afresh."""
+    wandb = pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    wandb.teardown()
+    yield tmp_path / "wandb"
+    wandb.teardown()
 
 
 def run_commands(tmp_path, engine, problems, capsys, *tracking):
@@ -92,11 +123,10 @@ def test_one_logging_dir_holds_every_command_as_one_tensorboard_run(setup, capsy
     assert {texts[f"{name}/run_name"] for name in ("collect", "filter", "eval")} == {"shared"}
 
 
-def test_trackio_local_store_holds_every_command_in_one_run(setup, capsys, monkeypatch):
-    pytest.importorskip("trackio")
-    tmp_path, engine, problems = setup
-    monkeypatch.setenv("TRACKIO_DIR", str(tmp_path / "trackio"))
+def test_trackio_local_store_holds_every_command_in_one_run(setup, capsys, trackio_store):
     from trackio.sqlite_storage import SQLiteStorage
+
+    tmp_path, engine, problems = setup
 
     run_commands(tmp_path, engine, problems, capsys, "--report-to", "trackio", "--run-name", "shared")
     assert SQLiteStorage.get_runs("huggingface") == ["shared"]  # TRL's default project, the one run
@@ -135,16 +165,13 @@ def wandb_records(run_dir: Path) -> list:
     return records
 
 
-def test_wandb_offline_run_files_hold_the_summary_and_the_table(setup, capsys, monkeypatch):
-    pytest.importorskip("wandb")
+def test_wandb_offline_run_files_hold_the_summary_and_the_table(setup, capsys, monkeypatch, wandb_offline):
     tmp_path, engine, problems = setup
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     monkeypatch.setenv("WANDB_PROJECT", "agentdata-test")
     collect = ["collect", str(problems), "--teacher", engine, "--samples", "2", "--out", str(tmp_path / "run")]
     code = run_cli([*collect, "--report-to", "wandb"]) + run_cli(collect)  # the resume, not reported: no second run
     assert code == 0
-    (run_dir,) = (tmp_path / "wandb").glob("offline-run-*")
+    (run_dir,) = wandb_offline.glob("offline-run-*")
     records = wandb_records(run_dir)
     (run,) = [record.run for record in records if record.WhichOneof("record_type") == "run"]
     assert (run.display_name, run.project, run.job_type) == ("run-collect", "agentdata-test", "collect")
@@ -188,3 +215,42 @@ def test_the_sample_is_spread_over_the_shards_and_the_summary_keeps_its_numbers(
         "a": 1,
         "b/c": 0.5,
     }
+
+
+def test_train_and_collect_with_one_run_name_are_one_trackio_run_and_wandb_reads_train_offline(
+    setup, capsys, tiny_model_dir, trackio_store, wandb_offline
+):
+    from trackio.sqlite_storage import SQLiteStorage
+
+    from agentdata.settings import build
+    from agentdata.sft.config import SFTStageConfig
+    from agentdata.sft.run import run_sft
+    from tests.test_sft import write_sft_set
+
+    tmp_path, engine, problems = setup
+    sft = dict(sft_data=str(write_sft_set(tmp_path / "sft.jsonl", count=4)), out=str(tmp_path / "out"))
+    settings = dict(model=f"hf:{tiny_model_dir}", max_steps=2, batch_size=2, logging_steps=1, max_length=512)
+    run_sft(build(SFTStageConfig, {**sft, **settings, "report_to": ["trackio", "wandb"], "run_name": "first"}))
+    import wandb
+
+    wandb.finish()  # transformers leaves its wandb run open for the process's end: its last records come at finish
+    collect = ["collect", str(problems), "--teacher", engine, "--samples", "2", "--out", str(tmp_path / "run")]
+    assert run_cli([*collect, "--report-to", "trackio", "--run-name", "first"]) == 0
+
+    assert SQLiteStorage.get_runs("huggingface") == ["first"]  # TRL's trackio callback and collect: one run
+    assert (trackio_store / "huggingface.db").is_file()
+    logs = SQLiteStorage.get_logs("huggingface", "first")
+    losses = [log["train/loss"] for log in logs if "train/loss" in log]
+    assert len(losses) == 2 and all(loss > 0 for loss in losses)
+    assert [log["collect/total"] for log in logs if "collect/total" in log] == [6]
+    assert SQLiteStorage.get_run_config("huggingface", "first")["max_steps"] == 2  # train's effective settings
+
+    (run_dir,) = wandb_offline.glob("offline-run-*")  # wandb through TRL's report_to, offline
+    records = wandb_records(run_dir)
+    (run,) = [record.run for record in records if record.WhichOneof("record_type") == "run"]
+    history = [
+        {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+        for record in records
+        if record.WhichOneof("record_type") == "history"
+    ]
+    assert run.display_name == "first" and [step["train/loss"] for step in history if "train/loss" in step] == losses

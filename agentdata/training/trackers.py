@@ -166,12 +166,20 @@ def _tensorboard(run_name: str, command: str, out: Path, scalars: dict, columns:
 def _trackio(run_name: str, command: str, out: Path, scalars: dict, columns: dict) -> str:
     import pandas as pd
     import trackio
+    from trackio.sqlite_storage import SQLiteStorage
 
-    trackio.init(project=PROJECT, name=run_name, resume="allow", config={f"{command}/output": str(out)})
+    # trackio 0.43 writes a resumed run's config over the stored one: hand it back, or train's settings go
+    kept = SQLiteStorage.get_run_config(PROJECT, run_name) or {}
+    trackio.init(project=PROJECT, name=run_name, resume="allow", config=_own(kept))
     trackio.log(scalars)
     trackio.log({f"{command}/trajectories": trackio.Table(dataframe=pd.DataFrame(columns))})
     trackio.finish()
     return f"trackio project {PROJECT}, run {run_name}"
+
+
+def _own(config: dict[str, Any]) -> dict[str, Any]:
+    """A stored trackio config without the keys trackio adds itself (`_Username`, `_Created`, ...)."""
+    return {key: value for key, value in config.items() if not key.startswith("_")}
 
 
 def _wandb(run_name: str, command: str, out: Path, scalars: dict, columns: dict) -> str:
