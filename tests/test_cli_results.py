@@ -33,7 +33,7 @@ class Adder(Engine):
         answer = a + b if self.seen[question] > 1 else a + b + 1
         return Generation(f"The answer is \\\\boxed{{{answer}}}.", None, "stop", 10, 5)
 """
-# filter's --json keys as cli/filter.py wrote them by hand before FilterRun.as_dict
+# filter's --json keys as cli/filter.py wrote them by hand before FilterRun.as_dict, and the secret scan's
 FILTER_KEYS = {
     "output",
     "card",
@@ -49,6 +49,7 @@ FILTER_KEYS = {
     "warnings",
     "reprofiled",
     "still_straddling",
+    "secrets",
     "report",
     "plot",
 }

@@ -281,15 +281,20 @@ def curate_views(result: Any) -> Iterator[Any]:
     for name, counts in result.scoring.items():
         yield scoring_line(name, counts)
     if result.secrets.get("rows"):
-        found = ", ".join(f"{kind}: {count}" for kind, count in result.secrets["found"].items())
-        done = {"redact": "redacted", "drop": "rows dropped as `secret`"}[result.secrets["mode"]]
-        yield f"[yellow]secrets:[/] {result.secrets['rows']} kept rows held {found} ({done})"
+        yield secrets_line(result.secrets, "kept rows")
     if not result.empty:
         yield (
             f"SFT set: [cyan]{result.output}[/] · card: {result.card} · report: {result.report}"
             + (f" · pushed to {result.pushed['url']}" if result.pushed else "")
             + (f" · rejects: {result.rejects}" if result.rejects else "")
         )
+
+
+def secrets_line(secrets: dict, what: str) -> str:
+    """What a secret scan found (publish/secrets.py's counts) and what became of it."""
+    found = ", ".join(f"{kind}: {count}" for kind, count in secrets["found"].items())
+    done = {"redact": "redacted", "drop": "rows dropped as `secret`"}[secrets["mode"]]
+    return f"[yellow]secrets:[/] {secrets['rows']} {what} held {found} ({done})"
 
 
 def shard_profile_views(profiled: Any, count: int) -> Iterator[Any]:
@@ -318,6 +323,8 @@ def filter_views(run: Any, k: int, k_adaptive: int | None, pool_format: str) -> 
     yield rows_table(run.per_source, title="per source")
     if len(run.per_domain) > 1:
         yield rows_table(run.per_domain, title="per domain")
+    if run.secrets.get("rows"):
+        yield secrets_line(run.secrets, "problems")
     if not run.empty:
         yield (
             f"RL pool: [cyan]{run.output}[/] ({pool_format}) · card: {run.card} · report: {run.report} · "

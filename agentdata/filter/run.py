@@ -34,6 +34,7 @@ from agentdata.filter.loop_match import (
 )
 from agentdata.filter.mix import domain_table
 from agentdata.filter.profile import claim_profile_dir, profile, profile_dir_for, student_fingerprint
+from agentdata.filter.redaction import handle_pool_secrets
 from agentdata.filter.report import pass_rate_histograms
 from agentdata.filter.steps import pool_steps
 from agentdata.outputs import companion
@@ -66,6 +67,7 @@ class FilterRun:
     warnings: list[str] = field(default_factory=list)  # one line each, for the user
     card: Path | None = None  # the dataset card (publish/layout.py), None with the pool
     pushed: dict | None = None  # publish.hub.Pushed of --push-to-hub
+    secrets: dict = field(default_factory=dict)  # what the scan found in the pool's problems, and the mode
 
     @property
     def selected(self) -> int:
@@ -88,6 +90,7 @@ class FilterRun:
             "warnings": self.warnings,
             "reprofiled": self.reprofiled,
             "still_straddling": self.still_straddling,
+            "secrets": self.secrets,
             "report": str(self.report),
             "plot": str(self.plot),
         }
@@ -180,7 +183,10 @@ def run_filter(
     profiled = profile_student(problems, out, config, profiling, engine, profile_dir)
     rates, generated, reprofiled = profiled.rates, profiled.generated, profiled.reprofiled
     profile_dir, fingerprint = profiled.profile_dir, profiled.fingerprint
-    result = build_pool(problems_table(problems), rates, config, steps)
+    # before anything is written for export or upload: the pool's problems scanned for secrets
+    result, secrets = handle_pool_secrets(
+        build_pool(problems_table(problems), rates, config, steps), config.publish.secrets
+    )
     recorded = profile_metadata(student, k, profiling.loop, fingerprint)
     per_source = source_table(result)
     per_domain = domain_table(result.profiled, result.pool, config.domain_mix)
@@ -193,6 +199,7 @@ def run_filter(
         dropped={f"dropped_{reason}": count for reason, count in result.counts.items()},
         band=str(config.band),
         profile=recorded,
+        secrets=secrets,
     )
     metadata = {POOL_METADATA_KEY: json.dumps(recorded), **as_metadata(record)}
     card = None
@@ -241,6 +248,7 @@ def run_filter(
             "plot": str(plot),
             "profile": recorded,
             "warnings": warnings,
+            "secrets": secrets,
         },
     )
     return FilterRun(
@@ -259,6 +267,7 @@ def run_filter(
         warnings=warnings,
         card=card,
         pushed=pushed,
+        secrets=secrets,
     )
 
 
