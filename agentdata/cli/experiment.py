@@ -32,6 +32,15 @@ def command(
         list[str] | None,
         typer.Option("--set", help="KEY=VALUE changing the recipe's base, e.g. eval.k=8 (repeatable)."),
     ] = None,
+    report_to: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--report-to",
+            help="Experiment trackers every arm's SFT and GRPO log to (train's --report-to: tensorboard, trackio, "
+            "wandb, mlflow; repeatable or comma separated), each run named ARM-sft / ARM-grpo; the same as "
+            "--set sft.report_to=... --set rl.report_to=....",
+        ),
+    ] = None,
     show: Annotated[bool, typer.Option("--show", help="Print the recipe file and stop (copy a built-in one).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
@@ -48,7 +57,8 @@ def command(
     if show:
         console.out(read_text(recipe_path(recipe), MAX_SETTINGS_BYTES), highlight=False)
         return
-    loaded = load_recipe(recipe, parse_key_values(settings or [], "--set"), seeds)
+    overrides = parse_key_values(settings or [], "--set") | trackers(report_to)
+    loaded = load_recipe(recipe, overrides, seeds)
     out = out or Path("runs/experiment") / loaded.name
     output_dir(out, "--out")
     if not as_json:
@@ -59,6 +69,12 @@ def command(
     with rendering(enabled=not as_json):
         report = run_experiment(loaded, out)
     render.show(report, as_json, experiment_views)
+
+
+def trackers(report_to: list[str] | None) -> dict[str, list[str]]:
+    """`--report-to` as the base settings it stands for: both training stages' `report_to`."""
+    names = [name.strip() for value in report_to or [] for name in value.split(",") if name.strip()]
+    return {"sft.report_to": names, "rl.report_to": names} if names else {}
 
 
 def experiment_views(report: Any) -> Iterator[Any]:

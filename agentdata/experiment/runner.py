@@ -198,7 +198,7 @@ class ArmChain:
             "rows": sets.result["rows"],
             "available": sets.result["available"],
         }
-        settings = _without(flatten(plan.sft), "model", "sft_data", "out")
+        settings = _without(flatten(plan.sft), "model", "sft_data", "out", *TRACKING)
         run = self.stage(
             "sft",
             {"start": start.identity, "set": sets.key, "kind": plan.sft_data, "sft": settings},
@@ -239,7 +239,7 @@ class ArmChain:
                 "size": pool.result["size"],
                 "pass_rates": pool.result["pass_rates"],
             }
-        settings = _without(flatten(plan.rl), "model", "rl_pool", "out", "eval_problems")
+        settings = _without(flatten(plan.rl), "model", "rl_pool", "out", "eval_problems", *TRACKING)
         run = self.stage(
             "grpo",
             {"start": start.identity, "pool": pool_key, "rl": settings, "curve": self.files.digests["curve"]},
@@ -247,6 +247,10 @@ class ArmChain:
         )
         self.outcome.grpo_metrics = run.result["metrics_file"]
         return self.trained(run)
+
+
+# Where a stage is reported changes nothing it makes: left out of its key, so turning a tracker on reuses the work.
+TRACKING = ("report_to", "run_name")
 
 
 def _without(settings: dict[str, Any], *names: str) -> dict[str, Any]:

@@ -129,7 +129,7 @@ def _available(first_rows: dict[str, dict[str, int]]) -> dict[str, int]:
 
 
 def train_sft(plan: ArmPlan, start: str, sft_set: Path, folder: Path) -> dict[str, Any]:
-    result = training.run_sft(start, sft_set, folder / "model", plan.sft_values)
+    result = training.run_sft(start, sft_set, folder / "model", training.named(plan.sft_values, plan, "sft"))
     return {
         "model_dir": str(result.model_dir),
         "steps": result.steps,
@@ -192,7 +192,7 @@ def _rates(profile: dict[str, Any], pool: str | Path) -> list[float]:
 
 def train_grpo(plan: ArmPlan, start: str, pool: Path, curve: Path, folder: Path) -> dict[str, Any]:
     """GRPO from `start` on `pool`, validated on the held-out `curve` problems (the curves)."""
-    result = training.run_grpo(start, pool, folder / "model", plan.rl_values, curve)
+    result = training.run_grpo(start, pool, folder / "model", training.named(plan.rl_values, plan, "grpo"), curve)
     return {
         "model_dir": str(result.model_dir),
         "steps": result.steps,

@@ -25,6 +25,16 @@ def check(stage: str, values: dict[str, Any], where: str) -> Any:
     return TRAIN_SETTINGS.build([layer])[stage]
 
 
+def named(values: dict[str, Any], plan: Any, stage: str) -> dict[str, Any]:
+    """The arm's values with a run name for its trackers when it reports to one and names none: the arm, its
+    seed past the first and the stage (`real-sft`, `real-s1-grpo`); `train`'s own default would name every
+    arm's run after the stage folder (`model-sft`), and trackio would merge them into one run."""
+    if not values.get("report_to") or values.get("run_name"):
+        return values
+    seed = f"-s{plan.repetition}" if plan.repetition else ""
+    return {**values, "run_name": f"{plan.arm}{seed}-{stage}"}
+
+
 def run_sft(model: str, sft_data: Path, out: Path, values: dict[str, Any]) -> Any:
     """`agentdata train --stage sft --out OUT` with the arm's sft settings; the SFTResult."""
     settings = {"sft": {**values, "model": model, "sft_data": str(sft_data)}}
