@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tempfile
@@ -235,9 +236,16 @@ def timed(function, *args, **kwargs):
     return value, time.perf_counter() - started
 
 
-def curate_with(writer: str, run: Path, out: Path) -> tuple[object, float, float]:
+def cpu_seconds() -> float:
+    """CPU time of this process so far, every thread's (polars runs on several): on a shared machine the
+    wall time is mostly the load, this is the work."""
+    times = os.times()
+    return times.user + times.system
+
+
+def curate_with(writer: str, run: Path, out: Path) -> tuple[object, float, float, float]:
     """The whole `curate` (default steps) with the columnar writer or the row-by-row one it replaced;
-    returns (result, seconds in all, seconds in the writer)."""
+    returns (result, seconds in all, seconds in the writer, CPU seconds in all)."""
     from rowwise_sft_writer import write_hf as rowwise_hf
 
     import agentdata.curate.sft as sft
@@ -254,11 +262,12 @@ def curate_with(writer: str, run: Path, out: Path) -> tuple[object, float, float
             writer_s.append(time.perf_counter() - started)
 
     sft.write_sft_form = measured
+    cpu = cpu_seconds()
     try:
         result, seconds = timed(curate, [run], out)
     finally:
         sft.write_sft_form = columnar
-    return result, seconds, writer_s[-1]
+    return result, seconds, writer_s[-1], cpu_seconds() - cpu
 
 
 def profiled(entries: int, writer: str, run: Path, out: Path) -> str:
@@ -288,7 +297,7 @@ def main() -> None:
         from agentdata.curate import curate
 
         result = curate([args.curate_only], args.out)
-        print(json.dumps({"kept": result.kept_rows, "input": result.input_rows}))
+        print(json.dumps({"kept": result.kept_rows, "input": result.input_rows, "cpu_s": round(cpu_seconds(), 1)}))
         return
     if args.smoke:
         args.rows, args.questions = 2_000, 400
@@ -319,18 +328,19 @@ def main() -> None:
         )
 
     if "curate" in only:
-        ours, ours_s, ours_writer_s = curate_with("columnar", run, CACHE / "sft.parquet")
+        ours, ours_s, ours_writer_s, ours_cpu = curate_with("columnar", run, CACHE / "sft.parquet")
         print(
             f"full curate (default steps), columnar writer: {ours_s:.1f}s, of which the writer {ours_writer_s:.1f}s; "
-            f"kept {ours.kept_rows:,} of {ours.input_rows:,}; load {load()}"
+            f"{ours_cpu:.1f}s of CPU; kept {ours.kept_rows:,} of {ours.input_rows:,}; load {load()}"
         )
         if not args.no_baseline_writer:
-            theirs, theirs_s, theirs_writer_s = curate_with("rowwise", run, CACHE / "sft-rowwise.parquet")
+            theirs, theirs_s, theirs_writer_s, theirs_cpu = curate_with("rowwise", run, CACHE / "sft-rowwise.parquet")
             same_work("bench_curate", "the SFT sets written", pq.read_table(ours.output), pq.read_table(theirs.output))
             print(
                 f"full curate, row-by-row writer (before): {theirs_s:.1f}s, of which the writer "
-                f"{theirs_writer_s:.1f}s; the same file; ratio {theirs_s / ours_s:.1f}x in all, "
-                f"{theirs_writer_s / ours_writer_s:.1f}x the writer; load {load()}"
+                f"{theirs_writer_s:.1f}s; {theirs_cpu:.1f}s of CPU; the same file; ratio {theirs_s / ours_s:.1f}x "
+                f"in all, {theirs_writer_s / ours_writer_s:.1f}x the writer, {theirs_cpu / ours_cpu:.1f}x CPU; "
+                f"load {load()}"
             )
         if args.profile:
             for writer in ("columnar",) + (() if args.no_baseline_writer else ("rowwise",)):
