@@ -135,6 +135,13 @@ def test_filters_answer_what_the_rows_hold(viewer, workspace):
     assert {row["problem_id"] for row in band["rows"]} == set(inside) and band["total"] == 4 * len(inside)
 
 
+def test_the_time_column_is_each_trajectory_s_total_seconds(viewer, workspace):
+    index = viewer.artifact(key_of(viewer, workspace.run)).table().index
+    shards = sorted((workspace.run / "trajectories").glob("part-*.parquet"))
+    expected = {row.id: row.timings["total_s"] for shard in shards for row in read_records(shard, Trajectory)}
+    assert dict(index.select("id", "total_s").rows()) == pytest.approx(expected) and expected
+
+
 def test_search_reads_question_code_and_tool_output(viewer, workspace):
     key = key_of(viewer, workspace.run)
     rows = all_rows(workspace.run)

@@ -137,7 +137,9 @@ class SearchIndex:
         starts, lengths = offsets[docs], offsets[docs + 1] - offsets[docs]
         # each matched text's rows, gathered without a loop: its start, then 0, 1, ... its length - 1
         within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        return pl.Series(ROW_ID, np.unique(rows[np.repeat(starts, lengths) + within]), dtype=pl.UInt32)
+        found = np.zeros(int(rows.max()) + 1 if rows.size else 0, dtype=bool)  # each row once, in order (no sort)
+        found[rows[np.repeat(starts, lengths) + within]] = True
+        return pl.Series(ROW_ID, np.flatnonzero(found), dtype=pl.UInt32)
 
     @property
     def warm(self) -> bool:
