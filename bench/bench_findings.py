@@ -1,12 +1,16 @@
 """Run the four built-in experiment recipes one after another and record what came out, with load and time.
 
-    python bench/bench_findings.py --out /tmp/findings [--recipes sft-data pool tool-calls zero-tir]
+    python bench/bench_findings.py --out /tmp/findings [--recipes sft-data pool tool-calls zero-tir] [--threads 1]
 
 Each recipe runs as `agentdata experiment NAME --out OUT/NAME` in its own process (never two at
 once), with the 1-minute load average sampled every 30 s and the CPU time of the process and
 everything it started. Printed per recipe: wall and CPU time, the load, each arm's avg@k with its interval, and
 each paired comparison's sentence, for bench/RESULTS_findings.md. An existing OUT/NAME is resumed
 (the experiment's own rule), so a run cut short can be continued with the same command.
+
+`--threads N` sets OMP_NUM_THREADS for the recipes (torch's threads per process). On a machine
+other work keeps busy, one thread does more per CPU second and per wall second than two, which
+wait for each other at every operation (bench/bench_threads.py, bench/RESULTS_findings.md).
 """
 
 from __future__ import annotations
@@ -41,13 +45,14 @@ class LoadSampler(threading.Thread):
         return f"{min(self.samples):.1f}-{max(self.samples):.1f} (mean {sum(self.samples) / len(self.samples):.1f})"
 
 
-def run_recipe(name: str, out: Path) -> dict:
+def run_recipe(name: str, out: Path, threads: int | None = None) -> dict:
     command = [sys.executable, "-m", "agentdata.cli.app", "experiment", name, "--out", str(out / name), "--json"]
     sampler = LoadSampler()
     sampler.start()
     started, cpu_before = time.perf_counter(), children_cpu()
     with open(out / f"{name}.log", "w", encoding="utf-8") as log:
-        process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True)
+        env = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
+        process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
         stdout, _ = process.communicate()
     wall, cpu = time.perf_counter() - started, children_cpu() - cpu_before
     sampler.done.set()
@@ -62,6 +67,7 @@ def run_recipe(name: str, out: Path) -> dict:
         "load": sampler.summary(),
         "report": report,
         "cpu_s": cpu,
+        "threads": env.get("OMP_NUM_THREADS", "torch's default"),
     }
 
 
@@ -74,7 +80,7 @@ def children_cpu() -> float:
 def describe(result: dict) -> str:
     lines = [
         f"## {result['recipe']}: exit {result['exit']}, {result['wall_s']:.0f} s wall, {result['cpu_s']:.0f} s CPU, "
-        f"load {result['load']}"
+        f"load {result['load']}, torch threads {result['threads']}"
     ]
     report = result["report"]
     if report is None:
@@ -98,10 +104,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=RECIPES)
+    parser.add_argument("--threads", type=int, help="OMP_NUM_THREADS for the recipes (default: as set, else torch's)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     for name in args.recipes:
-        result = run_recipe(name, args.out)
+        result = run_recipe(name, args.out, args.threads)
         print(describe(result), flush=True)
         print(f"target under {TARGET_S // 60} min: {'met' if result['wall_s'] < TARGET_S else 'not met'}\n", flush=True)
 

@@ -25,6 +25,7 @@ SMOKE_RUNS = {
     "bench_grading.py": ["--smoke"],
     "bench_humaneval.py": ["--smoke", "--out", f"{OUT}-RESULTS_humaneval.md"],
     "bench_prefix.py": ["--smoke"],
+    "bench_threads.py": ["--smoke"],
     "bench_sandbox.py": ["--smoke"],
     "bench_secrets.py": ["--smoke"],
     "bench_train.py": ["--smoke"],
