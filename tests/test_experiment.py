@@ -250,3 +250,33 @@ def test_a_teacher_runs_key_is_what_its_trajectories_depend_on_not_how_they_run(
 
     assert key() == key(concurrency=2, executor="ray", shards=3)  # how it runs
     assert key() != key(temperature=0.2) and key() != key(samples=2)  # what it makes
+
+
+def test_each_stage_records_its_torch_threads_and_the_report_says_them(tmp_path):
+    """CPU time means little without the threads it ran on: on a busy machine two threads spin for each other."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from agentdata.experiment.markdown import work_section
+    from agentdata.experiment.recipe import parse_recipe
+    from agentdata.experiment.report import shared_work, totals
+    from agentdata.experiment.runner import ArmOutcome
+    from agentdata.experiment.work import Workshop
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        stage = Workshop(tmp_path / "work").run("eval", {"arm": "a"}, lambda folder: {"done": True})
+    finally:
+        torch.set_num_threads(before)
+    assert stage.summary()["threads"] == 1
+    recipe = parse_recipe({"base": {}, "arms": {"a": {"sft.data": "real"}, "b": {}}}, "constructed")
+    outcomes = [ArmOutcome("a", 0, "failed", stages=[stage.summary()])]
+    problems = write_problems(tmp_path / "held_out.jsonl", HELD_OUT_QUESTIONS)
+    shared = shared_work(outcomes)
+    report = SimpleNamespace(
+        shared=shared, totals=totals(recipe, outcomes, shared, SimpleNamespace(held_out=problems, train=problems))
+    )
+    assert report.totals["threads"] == [1]
+    assert "torch threads 1." in "\n".join(work_section(report))

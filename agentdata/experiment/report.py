@@ -182,6 +182,7 @@ def totals(recipe: Recipe, outcomes: list[Any], shared: list[dict[str, Any]], fi
         "cpu_s": sum(float(run.get("cpu_s", 0.0)) for run in shared),
         "load_min": min(loads) if loads else None,
         "load_max": max(loads) if loads else None,
+        "threads": sorted({run["threads"] for run in shared if run.get("threads")}),
         "k": k,
         "held_out_problems": len(load_problems(files.held_out)),
         "train_problems": len(load_problems(files.train)),

@@ -55,6 +55,16 @@ def digest_file(path: Path) -> str:
     return hashlib.sha1(Path(path).read_bytes()).hexdigest()[:12]
 
 
+def torch_threads() -> int | None:
+    """torch's threads per operation (OMP_NUM_THREADS, else one per core): read beside a stage's CPU time, since
+    threads that outnumber the free cores spin while they wait for each other (bench/RESULTS.md)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch.get_num_threads()
+
+
 def cpu_seconds() -> float:
     """CPU time of this process and of its children that have ended (sandbox workers, subprocesses)."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -131,6 +141,7 @@ class Workshop:
             "cpu_s": cpu_seconds() - cpu,
             "load_before": load_before,
             "load_after": os.getloadavg()[0],
+            "threads": torch_threads(),
         }
         write_json(folder / RESULT, result)
         return StageRun(stage, key, folder, json.loads((folder / RESULT).read_text(encoding="utf-8")), reused=False)
