@@ -75,7 +75,7 @@ def _sandbox_processes(box: Sandbox) -> list[psutil.Process]:
 
 
 def _leftovers_now(box: Sandbox) -> list[psutil.Process]:
-    live, leftovers = executor_pids(box), []
+    live, leftovers = executor_pids(box) | {box._pool.template.info.get("killer_pid")}, []  # the template's own
     for process in _sandbox_processes(box):
         try:
             if process.pid not in live and process.status() != psutil.STATUS_ZOMBIE:
@@ -423,6 +423,24 @@ def test_session_processes_are_gone_after_timeout_and_close(sandbox):
     sandbox.run("import subprocess\nkeep = subprocess.Popen(['sleep', '60'])", session_id="procs")
     sandbox.close_session("procs")
     assert leftover_processes(sandbox) == []
+
+
+@needs_root
+def test_closed_sessions_processes_are_killed_by_the_lean_killer_and_without_it():
+    """A session's processes are killed by the template's lean killer (worker_killer.py); when it is gone,
+    by killers forked from the template, and nothing is left either way."""
+    with Sandbox(SandboxConfig(**LIMITS)) as box:
+        killer = psutil.Process(box._pool.template.info["killer_pid"])
+        assert killer.cmdline()[-2].endswith("worker_killer.py")
+        for round_ in ("killer", "fallback"):
+            box.run("import subprocess\nkeep = subprocess.Popen(['sleep', '60'])", session_id=round_)
+            assert len(leftover_processes(box, settle_s=0.3)) == 1
+            box.close_session(round_)
+            assert leftover_processes(box) == [], round_
+            if round_ == "killer":
+                killer.kill()
+                killer.wait(5)
+        assert_still_serving(box)
 
 
 def test_filling_the_disk_is_stopped(sandbox):

@@ -49,7 +49,11 @@ class Template:
         self.ctrl = ctrl
         self.settings = settings
         self.executors: dict[int, dict] = {}  # pid -> {"uid", "workdir"}
-        self.killers: dict[int, int] = {}  # killer pid -> uid
+        self.killers: dict[int, int] = {}  # killer pid -> uid (killers forked here: the fallback)
+        self.killer: socket.socket | None = None  # the lean killer process's channel (worker_killer.py)
+        self.killer_uids: list[int] = []  # uids sent to it, not yet answered
+        self.killer_pid: int | None = None
+        self.selector: selectors.BaseSelector | None = None
         self.warnings: list[str] = []
         # view: the root of the private filesystem views (fs_view), or None where the kernel allows none
         self.state = {"own_uid": False, "private_tmp": False, "tmp_root": "/tmp", "view": None, "view_binds": []}
@@ -209,7 +213,14 @@ class Template:
                         pass
             self.send({"op": "killed", "uid": uid})
             return
-        pid = os.fork()
+        if self.killer is not None:
+            try:
+                self.killer.send(str(uid).encode())
+                self.killer_uids.append(uid)
+                return
+            except OSError:
+                self._killer_gone()
+        pid = os.fork()  # the fallback: a killer forked from this process (costlier: see worker_killer)
         if pid == 0:
             try:
                 jail.drop_to_uid(uid)
@@ -218,6 +229,52 @@ class Template:
                 pass
             os._exit(0)
         self.killers[pid] = uid
+
+    def start_killer(self) -> None:
+        """The lean killer process (worker_killer.py), in this process's namespaces; none where it cannot start."""
+        import subprocess
+
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker_killer.py")
+        try:
+            self.killer_pid = subprocess.Popen(
+                [sys.executable, "-I", "-S", script, str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                env={"PATH": "/usr/bin:/bin"},
+                cwd="/",
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+            ).pid
+        except OSError as error:
+            self.warnings.append(f"no lean killer process ({error}): each closed session forks one from the template")
+            ours.close()
+        else:
+            self.killer = ours
+        finally:
+            theirs.close()
+
+    def on_killer(self) -> None:
+        """A uid the killer is done with, or its end: then the uids it still owed are killed the fallback way."""
+        try:
+            answer = self.killer.recv(64)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            answer = b""
+        if not answer:
+            self._killer_gone()
+            return
+        self.killer_uids.remove(int(answer))
+        self.send({"op": "killed", "uid": int(answer)})
+
+    def _killer_gone(self) -> None:
+        killer, self.killer = self.killer, None
+        if self.selector is not None:
+            self.selector.unregister(killer)
+        killer.close()
+        owed, self.killer_uids = self.killer_uids, []
+        for uid in owed:
+            self.kill_uid(uid)
 
     def reap(self) -> None:
         while True:
@@ -249,6 +306,8 @@ class Template:
         return True
 
     def shutdown(self) -> None:
+        if self.killer is not None:
+            self._killer_gone()  # the last kills are waited for below, as forked killers
         for uid in {info["uid"] for info in self.executors.values()}:
             self.kill_uid(uid)
         deadline = time.monotonic() + 2
@@ -278,11 +337,15 @@ class Template:
                 "private_tmp": self.state["private_tmp"],
                 "private_view": bool(self.state["view"]),
                 "pid": os.getpid(),
+                "killer_pid": self.killer_pid,
             }
         )
         selector = selectors.DefaultSelector()
         selector.register(self.ctrl, selectors.EVENT_READ, "ctrl")
         selector.register(wake_read, selectors.EVENT_READ, "child")
+        if self.killer is not None:
+            selector.register(self.killer, selectors.EVENT_READ, "killer")
+        self.selector = selector
         running = True
         while running:
             for key, _ in selector.select():
@@ -293,6 +356,9 @@ class Template:
                     except BlockingIOError:
                         pass
                     self.reap()
+                    continue
+                if key.data == "killer":
+                    self.on_killer()
                     continue
                 try:
                     data = self.ctrl.recv(1 << 16)
@@ -315,6 +381,8 @@ def main() -> None:
     template = Template(ctrl, settings)
     template.preload()
     template.isolate()
+    if template.state["own_uid"]:
+        template.start_killer()
     template.warm_up()
     template.serve()
 
