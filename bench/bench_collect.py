@@ -280,9 +280,9 @@ def _first_error(errors: list[str]) -> str:
 def ceiling(concurrency: int, trajectories: int, profile_top: int = 0) -> dict:
     """One driver's ceiling: `collect` against a server answering at once (its own process), a real tool call
     in the local sandbox per trajectory (two requests, one sandbox call). Trajectories/s; the CPU per trajectory
-    of the driver, the server and the sandbox (its template with every executor and killer it reaped); the
-    driver's RSS after every tenth of the run and at 10k trajectories; with `profile_top`, cProfile's top
-    entries by own time (the profile slows the run)."""
+    of the driver, the server and the sandbox (its template and killer process with every executor and killer
+    they reaped); the driver's RSS after every tenth of the run and at 10k trajectories; with `profile_top`,
+    cProfile's top entries by own time (the profile slows the run)."""
     import cProfile
     import io
     import pstats
@@ -310,9 +310,10 @@ def ceiling(concurrency: int, trajectories: int, profile_top: int = 0) -> dict:
             loop=LoopConfig(temperature=0.0, protocol="hermes"),
             engine_options={"model": "fake-model", "concurrency": concurrency},
         )
-        template_pid = box._pool.template.info["pid"]
+        # The template with the executors it reaped, and its killer process with the killers it reaped.
+        sandbox_pids = [box._pool.template.info["pid"], box._pool.template.info.get("killer_pid")]
         profile = cProfile.Profile() if profile_top else None
-        server_cpu, sandbox_cpu = _cpu_s(server_pid), _cpu_s(template_pid)
+        server_cpu, sandbox_cpu = _cpu_s(server_pid), _cpu_s(*sandbox_pids)
         started, cpu = time.perf_counter(), time.process_time()
         if profile:
             profile.enable()
@@ -320,7 +321,7 @@ def ceiling(concurrency: int, trajectories: int, profile_top: int = 0) -> dict:
         if profile:
             profile.disable()
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
-        server_cpu, sandbox_cpu = _cpu_s(server_pid) - server_cpu, _cpu_s(template_pid) - sandbox_cpu
+        server_cpu, sandbox_cpu = _cpu_s(server_pid) - server_cpu, _cpu_s(*sandbox_pids) - sandbox_cpu
         out_errors = [t.error for t in RunDir(out).trajectories() if t.error][:1]
     if summary.correct != trajectories or summary.tool_calls != trajectories:
         raise SystemExit(
@@ -346,11 +347,13 @@ def ceiling(concurrency: int, trajectories: int, profile_top: int = 0) -> dict:
     return result
 
 
-def _cpu_s(pid: int) -> float:
-    """User + system CPU of a process and of the children it has reaped (/proc/PID/stat), in seconds."""
-    with open(f"/proc/{pid}/stat") as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+def _cpu_s(*pids: int | None) -> float:
+    """User + system CPU of processes and of the children they have reaped (/proc/PID/stat), in seconds."""
+    ticks = 0
+    for pid in filter(None, pids):
+        with open(f"/proc/{pid}/stat") as handle:
+            ticks += sum(int(value) for value in handle.read().rsplit(")", 1)[1].split()[11:15])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _rss_mb(pid: int) -> int:
