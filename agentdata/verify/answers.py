@@ -32,16 +32,21 @@ def is_correct(response: str | None, gold: str, timeout_s: float = DEFAULT_TIMEO
 
 def answers_match(answer: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
     """Compare an already extracted answer with the gold answer."""
-    verdict = settled_match(answer, gold)
+    gold = gold_answer(gold)
+    verdict = _settled(answer, gold)
     if verdict is not None:
         return verdict
-    return _math_verify(answer.strip(), gold_answer(gold), timeout_s)
+    return _math_verify(answer.strip(), gold, timeout_s)
 
 
 def settled_match(answer: str, gold: str) -> bool | None:
     """`answers_match` where plain rules settle it (no answer, integers, letters, ...); None where only
     math-verify can tell. Cheap and in-process: the agent loop grades these without a thread."""
-    gold = gold_answer(gold)
+    return _settled(answer, gold_answer(gold))
+
+
+def _settled(answer: str, gold: str) -> bool | None:
+    """`settled_match` on a gold answer already reduced by `gold_answer`."""
     if not gold or not answer.strip():
         return False
     return quick_verdict(answer, gold)
