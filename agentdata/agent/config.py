@@ -15,6 +15,7 @@ from agentdata.engines.defaults import DEFAULT_ENGINE, DEFAULT_PROTOCOL
 from agentdata.errors import UserError
 from agentdata.formats import get_protocol
 from agentdata.formats.tool_output import DEFAULT_TOOL_OUTPUT_CHARS
+from agentdata.pacing import check_sandbox_max_rps, sandbox_max_rps_field
 from agentdata.settings import SettingError, check_fields, flatten
 from agentdata.tools import DEFAULT_TOOLS
 
@@ -68,6 +69,7 @@ class LoopConfig:
         default="local",
         metadata={"help": "'local', or URLs (comma separated) of `agentdata sandbox serve` or SandboxFusion."},
     )
+    sandbox_max_rps: float | None = sandbox_max_rps_field()
     tools: list[str] = field(
         default_factory=lambda: list(DEFAULT_TOOLS),
         metadata={
@@ -82,6 +84,7 @@ class LoopConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        check_sandbox_max_rps(self.sandbox, self.sandbox_max_rps)
         if self.protocol is None:  # unset: the model's own, known once the model is (for_model)
             return
         try:  # when the settings are built, before a model loads or a run dir is written

@@ -184,7 +184,7 @@ async def _run_work(
     if owns_sandbox:  # first: a dead sandbox URL is refused before a model is loaded
         from agentdata.sandbox import open_sandbox
 
-        sandbox = open_sandbox(config.loop.sandbox)
+        sandbox = open_sandbox(config.loop.sandbox, max_rps=config.loop.sandbox_max_rps)
     if owns_engine:
         from agentdata.engines import load_engine
 

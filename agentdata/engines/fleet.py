@@ -11,16 +11,18 @@
   (a success puts it back). Its conversations move to a healthy replica. With every replica out, the
   least recently failed one is tried, so a fleet that went down comes back without a restart.
 - **A cap on requests per second per replica** (`max_rps`): requests to one replica are spaced at least
-  `1 / max_rps` apart; the wait happens before the request takes a replica's slot.
+  `1 / max_rps` apart (agentdata/pacing.py, shared with the sandbox spread); the wait happens before the
+  request takes a replica's slot.
 """
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from agentdata.pacing import Pacer
 
 STICKY_SESSIONS = 100_000  # conversations remembered: far more than are in flight at once
 MAX_COOLDOWN_S = 60.0
@@ -33,7 +35,7 @@ class Replica:
     sent: int = 0  # requests sent, for summaries and benchmarks
     failures: int = 0  # in a row
     down_until: float = 0.0  # monotonic time; 0: healthy
-    next_send: float = 0.0  # with max_rps: the earliest time of the next request
+    pacer: Pacer = field(default_factory=Pacer)  # with max_rps: when its next request may go
 
     def healthy(self, now: float) -> bool:
         return self.down_until <= now
@@ -43,7 +45,7 @@ class Fleet:
     """The replicas of one engine and where each conversation lives."""
 
     def __init__(self, urls: list[str], cooldown_s: float = 5.0, max_rps: float | None = None):
-        self.replicas = [Replica(url) for url in urls]
+        self.replicas = [Replica(url, pacer=Pacer(max_rps)) for url in urls]
         self.cooldown_s, self.max_rps = cooldown_s, max_rps
         self.sessions: OrderedDict[str, Replica] = OrderedDict()
         self.failovers = 0  # conversations moved off a failed replica
@@ -89,10 +91,4 @@ class Fleet:
 
     async def paced(self, replica: Replica) -> None:
         """With `max_rps`: wait for `replica`'s next free moment, and book the one after it."""
-        if self.max_rps is None:
-            return
-        now = time.monotonic()
-        send_at = max(now, replica.next_send)
-        replica.next_send = send_at + 1.0 / self.max_rps
-        if send_at > now:
-            await asyncio.sleep(send_at - now)
+        await replica.pacer.await_turn()

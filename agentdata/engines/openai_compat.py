@@ -32,6 +32,7 @@ from agentdata.engines.fleet import Fleet, Replica
 from agentdata.engines.openai_wire import TOKEN_FIELDS, WireSettings, parse_completion, refused_fields, request_body
 from agentdata.engines.overflow import context_overflow
 from agentdata.errors import UserError
+from agentdata.pacing import check_max_rps
 
 logger = logging.getLogger(__name__)
 
@@ -133,9 +134,9 @@ class OpenAIEngine(Engine):
             raise UserError(f"openai engine: concurrency must be at least 1, got {concurrency}")
         self.spec = spec or "openai:" + ",".join(url_list)
         self.tokenizer = None
-        for name, value in (("max_rps", max_rps), ("cooldown_s", cooldown_s)):
-            if value is not None and not 0 < value < float("inf"):
-                raise UserError(f"openai engine: {name} must be a positive number, got {value!r}")
+        max_rps = check_max_rps(max_rps, "openai engine")
+        if not 0 < cooldown_s < float("inf"):
+            raise UserError(f"openai engine: cooldown_s must be a positive number, got {cooldown_s!r}")
         self.fleet = Fleet([chat_completions_url(url) for url in url_list], cooldown_s, max_rps)
         self.servers = self.fleet.replicas
         self.model = model

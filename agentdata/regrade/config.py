@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agentdata.pacing import check_sandbox_max_rps, sandbox_max_rps_field
 from agentdata.settings import check_fields
 
 
@@ -15,9 +16,11 @@ class RegradeConfig:
             "help": "Where code problems' tests run: 'local', or URLs of `agentdata sandbox serve` / SandboxFusion."
         },
     )
+    sandbox_max_rps: float | None = sandbox_max_rps_field()
     concurrency: int = field(
         default=8, metadata={"help": "Trajectories graded at once (code tests run in parallel).", "range": "[1, 1024]"}
     )
 
     def __post_init__(self) -> None:
         check_fields(self)
+        check_sandbox_max_rps(self.sandbox, self.sandbox_max_rps)

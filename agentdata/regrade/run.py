@@ -165,7 +165,7 @@ def _regrade_shards(
                 if sandbox is None and any(t.domain == "code" for t in trajectories):
                     from agentdata.sandbox import open_sandbox
 
-                    sandbox = open_sandbox(config.sandbox)
+                    sandbox = open_sandbox(config.sandbox, max_rps=config.sandbox_max_rps)
                 outcomes = list(pool.map(_regrade_one, trajectories, repeat(golds), repeat(sandbox)))
                 for outcome in outcomes:
                     _count(result, outcome, golds.given)

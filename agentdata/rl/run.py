@@ -193,7 +193,7 @@ def run_grpo(config: GRPOStageConfig) -> GRPOResult:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL; we pin the version
     out_dir = Path(config.out)
     started = time.perf_counter()
-    sandbox = open_sandbox(config.loop.sandbox)
+    sandbox = open_sandbox(config.loop.sandbox, max_rps=config.loop.sandbox_max_rps)
     try:
         trainer, _, step_times = build_grpo_trainer(config, sandbox)
         write_trl_settings(trainer.args, out_dir)  # what TRL actually ran with, after its own defaults

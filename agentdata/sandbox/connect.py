@@ -2,7 +2,8 @@
 
 A URL speaks one of two APIs, told apart by `/v1/ping`: `agentdata sandbox serve` (real sessions,
 `RemoteSandbox`) or a stock SandboxFusion (`/run_code` only, sessions replayed by `FusionSandbox`).
-Several URLs share the load and stand in for each other (`agentdata.sandbox.spread`).
+Several URLs share the load and stand in for each other (`agentdata.sandbox.spread`); `max_rps`
+(`--sandbox-max-rps`) caps the requests per second each URL gets, one URL's too.
 """
 
 from __future__ import annotations
@@ -12,15 +13,23 @@ from typing import Any
 import httpx
 
 from agentdata.errors import UserError
+from agentdata.pacing import check_max_rps
 from agentdata.sandbox.remote import RemoteSandbox
 
 
-def open_sandbox(spec: str = "local", **options: Any):
+def open_sandbox(spec: str = "local", max_rps: float | None = None, **options: Any):
     """ "local" -> a local `Sandbox` (options are SandboxConfig fields); one or more http(s) URLs, comma
     separated -> the service(s) there: `agentdata sandbox serve` (real sessions) or a stock SandboxFusion
     (`/run_code` only; sessions replayed by `FusionSandbox`), told apart by `/v1/ping`. Several URLs
-    share the load and stand in for each other (`agentdata.sandbox.spread`)."""
+    share the load and stand in for each other (`agentdata.sandbox.spread`). `max_rps`: requests per
+    second each URL gets at most (None: no cap); a local sandbox has no URL to cap and refuses it."""
+    max_rps = check_max_rps(max_rps, f"sandbox {spec!r}")
     if spec == "local":
+        if max_rps is not None:
+            raise UserError(
+                f"sandbox max_rps={max_rps:g} caps requests to sandbox services, and the sandbox is 'local': "
+                "give --sandbox URL(s), or leave --sandbox-max-rps unset"
+            )
         from agentdata.sandbox.local import Sandbox
 
         return Sandbox(**options)
@@ -33,16 +42,17 @@ def open_sandbox(spec: str = "local", **options: Any):
     apis = service_apis(urls)
     if all(api == "agentdata" for api in apis):
         members = [RemoteSandbox(url, **options) for url in urls]
-        if len(members) == 1:
+        if len(members) == 1 and max_rps is None:
             return members[0]
         from agentdata.sandbox.spread import SpreadSandboxes
 
-        return SpreadSandboxes(members)
+        return SpreadSandboxes(members, max_rps=max_rps)  # one member too: the cap lives in the spread
     from agentdata.sandbox.fusion import FusionEndpoint, FusionSandbox
     from agentdata.sandbox.spread import SpreadEndpoints
 
     endpoints = [FusionEndpoint(url, request_timeout_s=options.get("request_timeout_s", 60.0)) for url in urls]
-    return FusionSandbox(endpoints[0] if len(endpoints) == 1 else SpreadEndpoints(endpoints))
+    one_uncapped = len(endpoints) == 1 and max_rps is None
+    return FusionSandbox(endpoints[0] if one_uncapped else SpreadEndpoints(endpoints, max_rps=max_rps))
 
 
 def service_api(url: str, timeout_s: float = 5.0) -> str | None:

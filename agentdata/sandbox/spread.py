@@ -1,4 +1,4 @@
-"""Several sandbox services behind one `--sandbox URL,URL,...`: load spread and fail-over.
+"""Several sandbox services behind one `--sandbox URL,URL,...`: load spread, fail-over, a requests/s cap.
 
 Each call goes to the member with the fewest calls in flight (ties in turn); a member that
 fails (unreachable, an HTTP error, a sandbox-side error) is passed over for `cooldown_s`
@@ -9,6 +9,10 @@ and the call moves on to the next one, so a call fails only when every member do
 - agentdata services (`SpreadSandboxes`): a session's variables live on the member that ran
   its first cell, so later cells go there; if that member fails, the call fails (its state
   is gone) rather than running silently without it; new sessions go to the others.
+
+With `max_rps` (`--sandbox-max-rps`), calls to one member are spaced at least `1 / max_rps` apart
+(agentdata/pacing.py, the engine fleet's cap too); a call waits for its member's next free moment
+before it counts as in flight there, as the engine fleet's requests do.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from agentdata.pacing import Pacer
 from agentdata.sandbox.base import RemoteSandboxError
 
 
@@ -27,10 +32,13 @@ class AllMembersFailed(RemoteSandboxError):
 
 
 class _Members:
-    def __init__(self, members: Sequence[Any], failure: type[Exception] | tuple, cooldown_s: float):
+    def __init__(
+        self, members: Sequence[Any], failure: type[Exception] | tuple, cooldown_s: float, max_rps: float | None
+    ):
         if not members:
             raise ValueError("at least one sandbox is needed")
         self.members = list(members)
+        self.pacers = [Pacer(max_rps) for _ in self.members]
         self.failure = failure
         self.cooldown_s = cooldown_s
         self.in_flight = [0] * len(self.members)
@@ -49,6 +57,7 @@ class _Members:
     def call(self, indices: list[int], action: Callable[[Any], Any]) -> tuple[int, Any]:
         errors = []
         for index in indices:
+            self.pacers[index].wait()
             self.in_flight[index] += 1
             try:
                 return index, action(self.members[index])
@@ -62,6 +71,7 @@ class _Members:
     async def acall(self, indices: list[int], action: Callable[[Any], Any]) -> tuple[int, Any]:
         errors = []
         for index in indices:
+            await self.pacers[index].await_turn()
             self.in_flight[index] += 1
             try:
                 return index, await action(self.members[index])
@@ -83,8 +93,8 @@ class _Members:
 class SpreadEndpoints:
     """Stateless `/run_code` endpoints as one (what `FusionSandbox` runs on)."""
 
-    def __init__(self, endpoints: Sequence[Any], cooldown_s: float = 10.0):
-        self._members = _Members(endpoints, RemoteSandboxError, cooldown_s)
+    def __init__(self, endpoints: Sequence[Any], cooldown_s: float = 10.0, max_rps: float | None = None):
+        self._members = _Members(endpoints, RemoteSandboxError, cooldown_s, max_rps)
 
     @property
     def endpoints(self) -> list[Any]:
@@ -106,8 +116,8 @@ class SpreadEndpoints:
 class SpreadSandboxes:
     """agentdata sandbox services (`RemoteSandbox`) as one `CodeSandbox`, sessions pinned to their member."""
 
-    def __init__(self, members: Sequence[Any], cooldown_s: float = 10.0):
-        self._members = _Members(members, RemoteSandboxError, cooldown_s)
+    def __init__(self, members: Sequence[Any], cooldown_s: float = 10.0, max_rps: float | None = None):
+        self._members = _Members(members, RemoteSandboxError, cooldown_s, max_rps)
         self._pins: dict[str, int] = {}
 
     def _candidates(self, session_id: str | None) -> list[int]:
@@ -135,12 +145,14 @@ class SpreadSandboxes:
 
     def close_session(self, session_id: str) -> None:
         index = self._pins.pop(session_id, None)
-        if index is not None:
+        if index is not None:  # a request to the member too: paced as the cells are
+            self._members.pacers[index].wait()
             self._members.members[index].close_session(session_id)
 
     async def aclose_session(self, session_id: str) -> None:
         index = self._pins.pop(session_id, None)
         if index is not None:
+            await self._members.pacers[index].await_turn()
             await self._members.members[index].aclose_session(session_id)
 
     async def arelease(self) -> None:

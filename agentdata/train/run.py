@@ -286,7 +286,7 @@ def check_before_work(plan: TrainPlan) -> None:
         if plan.rl.loop.sandbox != "local":  # a local sandbox starts its workers when GRPO opens it
             from agentdata.sandbox import open_sandbox
 
-            open_sandbox(plan.rl.loop.sandbox).close()
+            open_sandbox(plan.rl.loop.sandbox, max_rps=plan.rl.loop.sandbox_max_rps).close()
         if plan.rl.rl_pool:
             load_pool(plan.rl)
     if plan.closed_loop.rl_problems:

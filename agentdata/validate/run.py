@@ -128,7 +128,7 @@ def _check_each(entries: list[_Entry], config: ValidateConfig, sandbox: Any) -> 
     if owns_sandbox:
         from agentdata.sandbox import open_sandbox
 
-        sandbox = open_sandbox(config.sandbox)
+        sandbox = open_sandbox(config.sandbox, max_rps=config.sandbox_max_rps)
     try:
         with task("validate", len(entries)) as advance, ThreadPoolExecutor(config.concurrency) as pool:
             problems = [entry.problem for entry in entries]

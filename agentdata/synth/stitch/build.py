@@ -8,6 +8,7 @@ from typing import Any
 
 from agentdata.engines.defaults import DEFAULT_PROTOCOL
 from agentdata.records import CODE_TOOL, Problem, ToolCall, Trajectory, assistant_message, tool_message
+from agentdata.pacing import check_sandbox_max_rps, sandbox_max_rps_field
 from agentdata.settings import check_fields
 from agentdata.synth.stitch.calculations import (
     GSM8K_ANSWER,
@@ -39,12 +40,14 @@ class StitchConfig:
         default="local",
         metadata={"help": "'local', or URLs (comma separated) of `agentdata sandbox serve` or SandboxFusion."},
     )
+    sandbox_max_rps: float | None = sandbox_max_rps_field()
     keep_without_calculations: bool = field(
         default=False, metadata={"help": "Keep solutions with no calculation found (as trajectories with no call)."}
     )
 
     def __post_init__(self) -> None:
         check_fields(self)
+        check_sandbox_max_rps(self.sandbox, self.sandbox_max_rps)
 
 
 def prose_of(step: str) -> str:

@@ -136,7 +136,7 @@ def stitch_file(
     if owns_sandbox:
         from agentdata.sandbox import open_sandbox
 
-        sandbox = open_sandbox(config.sandbox)
+        sandbox = open_sandbox(config.sandbox, max_rps=config.sandbox_max_rps)
     try:
         trajectories, no_calculation = _stitch_rows(rows, sandbox, config)
     finally:
