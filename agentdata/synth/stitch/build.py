@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentdata.engines.defaults import DEFAULT_PROTOCOL
-from agentdata.records import CODE_TOOL, Problem, ToolCall, Trajectory, assistant_message, tool_message
 from agentdata.pacing import check_sandbox_max_rps, sandbox_max_rps_field
+from agentdata.records import CODE_TOOL, Problem, ToolCall, Trajectory, assistant_message, tool_message
 from agentdata.settings import check_fields
 from agentdata.synth.stitch.calculations import (
     GSM8K_ANSWER,
