@@ -12,6 +12,12 @@ what each replica was sent from the engine (`engine.fleet.replicas`) and the ser
    trajectories that ended in an error (should be none), what the broken replica got after it broke.
 3. cap: 2 replicas with max_rps=R each (R below what they would get uncapped); the requests per second
    each got, against R.
+4. sandbox cap: `--sandbox URL1,URL2` with `sandbox_max_rps` R (collect opens it from its settings, as the
+   CLI does), against two `agentdata sandbox serve` apps (a session per trajectory: its cell and its
+   close) and two SandboxFusion stand-ins (tests/sandboxfusion_standin.py, stateless /run_code): uncapped,
+   capped, and capped with a URL that is not listening between the two (fail-over). Timed at each server:
+   the requests each got, their rate, the smallest gap and how much sooner than k/R after the first any
+   k-th request came.
 
     python bench/bench_fleet.py --trajectories 256 --concurrency 16 --latency 0.5
 """
@@ -37,8 +43,10 @@ from agentdata.engines.fleet import Fleet, Replica  # noqa: E402
 from agentdata.engines.openai_compat import OpenAIEngine  # noqa: E402
 from agentdata.records import Problem  # noqa: E402
 from agentdata.sandbox import open_sandbox  # noqa: E402
+from agentdata.sandbox.service import build_app  # noqa: E402
 from agentdata.settings import build  # noqa: E402
 from bench.fake_openai_server import FakeOpenAIServer  # noqa: E402
+from tests.sandboxfusion_standin import Arrivals, ServedApp, build_standin, free_port  # noqa: E402
 
 
 def _problems(count: int) -> list[Problem]:
@@ -151,6 +159,67 @@ def cap(trajectories: int, concurrency: int, rps: float, box) -> dict:
     return {"arm": "cap", "max_rps": rps, "measured_rps_per_replica": per_replica, "correct": summary.correct}
 
 
+def _spacing(arrivals: Arrivals, rps: float | None) -> dict:
+    times = arrivals.times
+    measured = {"requests": len(times)}
+    if len(times) >= 2:
+        measured["rps"] = (len(times) - 1) / (times[-1] - times[0])
+        measured["min_gap_s"] = min(arrivals.gaps())
+    if rps is not None and times:
+        measured["most_early_s"] = max(index / rps - (moment - times[0]) for index, moment in enumerate(times))
+    return measured
+
+
+def sandbox_cap(trajectories: int, concurrency: int, rps: float, box) -> list[dict]:
+    """collect against a sandbox fleet of each kind: uncapped, capped, and capped with a dead URL among them."""
+    results = []
+    for kind, app in (("agentdata", lambda: build_app(box)), ("sandboxfusion", build_standin)):
+        for cap_rps, with_dead in ((None, False), (rps, False), (rps, True)):
+            arrivals = [Arrivals(app()) for _ in range(2)]
+            servers = [ServedApp(one) for one in arrivals]
+            urls = [server.url for server in servers]
+            if with_dead:  # not listening: passed over after its first failures
+                urls.insert(1, f"http://127.0.0.1:{free_port()}")
+            try:
+                summary, elapsed = _collect_on_sandbox(trajectories, concurrency, ",".join(urls), cap_rps)
+            finally:
+                for server in servers:
+                    server.stop()
+            results.append(
+                {
+                    "arm": "sandbox_cap",
+                    "service": kind,
+                    "sandbox_max_rps": cap_rps,
+                    "dead_url": with_dead,
+                    "trajectories": trajectories,
+                    "correct": summary.correct,
+                    "errors": summary.finish_reasons.get("error", 0),
+                    "traj_per_s": trajectories / elapsed,
+                    "per_live_endpoint": [_spacing(one, cap_rps) for one in arrivals],
+                }
+            )
+    return results
+
+
+def _collect_on_sandbox(trajectories: int, concurrency: int, sandbox: str, max_rps: float | None):
+    """collect, opening `sandbox` from its own settings as the CLI does, against a zero-latency model."""
+    with FakeOpenAIServer(latency=0.0) as model:
+        engine = OpenAIEngine([model.url], model="fake-model", concurrency=concurrency)
+        values = {"teacher": engine.spec, "protocol": "hermes", "concurrency": concurrency}
+        config = build(CollectConfig, {**values, "sandbox": sandbox, "sandbox_max_rps": max_rps})
+
+        async def run(out: Path):
+            try:
+                return await collect_async(_problems(trajectories), out / "run", config, engine=engine)
+            finally:
+                await engine.aclose()
+
+        with tempfile.TemporaryDirectory() as out:
+            started = time.perf_counter()
+            summary = asyncio.run(run(Path(out)))
+            return summary, time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trajectories", type=int, default=256)
@@ -158,16 +227,23 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.5, help="the fast replicas' (the slow one: 4x)")
     parser.add_argument("--rounds", type=int, default=2, help="balance: rounds of (round robin, ours)")
     parser.add_argument("--rps", type=float, default=5.0, help="the cap of arm 3 (below what the fleet reaches)")
+    parser.add_argument("--sandbox-rps", type=float, default=2.0, help="the cap of arm 4 (per sandbox URL)")
+    parser.add_argument("--sandbox-trajectories", type=int, default=32, help="arm 4's, in each of its six runs")
+    parser.add_argument("--only", choices=["balance", "failover", "cap", "sandbox_cap"], help="run one arm")
     args = parser.parse_args()
     print(json.dumps({"load": os.getloadavg()}))
     with open_sandbox("local") as box:
         box.run("print(1)")  # started before the clock
-        for result in (
-            balance(args.trajectories, args.concurrency, args.latency, box, args.rounds),
-            failover(args.trajectories, args.concurrency, args.latency, box),
-            cap(32, args.concurrency, args.rps, box),
-        ):
-            print(json.dumps(result))
+        arms = {
+            "balance": lambda: [balance(args.trajectories, args.concurrency, args.latency, box, args.rounds)],
+            "failover": lambda: [failover(args.trajectories, args.concurrency, args.latency, box)],
+            "cap": lambda: [cap(32, args.concurrency, args.rps, box)],
+            "sandbox_cap": lambda: sandbox_cap(args.sandbox_trajectories, args.concurrency, args.sandbox_rps, box),
+        }
+        for name, arm in arms.items():
+            if args.only in (None, name):
+                for result in arm():
+                    print(json.dumps(result))
     print(json.dumps({"load": os.getloadavg()}))
 
 

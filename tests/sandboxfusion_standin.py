@@ -105,6 +105,23 @@ def build_standin(calls: list | None = None) -> Starlette:
     return Starlette(routes=[Route("/run_code", run_code, methods=["POST"]), Route("/v1/ping", ping, methods=["GET"])])
 
 
+class Arrivals:
+    """An ASGI app around another that notes when each request (but a /v1/ping) reached it: the spacing
+    a per-endpoint cap (`--sandbox-max-rps`) gives, timed at the server (tests/test_sandbox_cap.py, the
+    fleet benchmark)."""
+
+    def __init__(self, app):
+        self.app, self.times = app, []
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"] != "/v1/ping":
+            self.times.append(time.monotonic())
+        await self.app(scope, receive, send)
+
+    def gaps(self) -> list[float]:
+        return [later - earlier for earlier, later in zip(self.times, self.times[1:])]
+
+
 def free_port() -> int:
     import socket
 

@@ -31,7 +31,20 @@ SMOKE_RUNS = {
     "bench_train.py": ["--smoke"],
     "bench_validation.py": ["--smoke", "--out", OUT],
     "bench_quickstart.py": ["--smoke", "--out", OUT],
-    "bench_fleet.py": ["--trajectories", "12", "--concurrency", "4", "--latency", "0.05", "--rps", "5"],
+    "bench_fleet.py": [
+        "--trajectories",
+        "12",
+        "--concurrency",
+        "4",
+        "--latency",
+        "0.05",
+        "--rps",
+        "5",
+        "--sandbox-trajectories",
+        "8",
+        "--sandbox-rps",
+        "20",
+    ],
 }
 # Scripts that record a run rather than compare arms, too long for any smoke size, with what covers them.
 NOT_SMOKED = {

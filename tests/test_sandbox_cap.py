@@ -5,7 +5,6 @@ engine fleet's cap too), against real `agentdata sandbox serve` apps and Sandbox
 from __future__ import annotations
 
 import asyncio
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -19,28 +18,13 @@ from agentdata.sandbox.fusion import FusionSandbox
 from agentdata.sandbox.service import build_app
 from agentdata.sandbox.spread import SpreadEndpoints, SpreadSandboxes
 from agentdata.settings import SettingError, build
-from tests.sandboxfusion_standin import ServedApp, build_standin, free_port
+from tests.sandboxfusion_standin import Arrivals, ServedApp, build_standin, free_port
 
 RPS = 5.0  # 0.2 s apart: far above the jitter of a loaded machine, and a test of a few seconds
 # How much earlier than its booked moment an arrival may seem to land: the moments are booked 1/RPS apart
 # from the first, and a late wake-up or a busy server thread (these servers share the test's process)
 # moves one arrival, not the schedule: the cap is "the k-th request no sooner than k / max_rps".
 JITTER_S = 0.1
-
-
-class Arrivals:
-    """An ASGI app that notes when each request (but the /v1/ping that opening sends) reached it."""
-
-    def __init__(self, app):
-        self.app, self.times = app, []
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["path"] != "/v1/ping":
-            self.times.append(time.monotonic())
-        await self.app(scope, receive, send)
-
-    def gaps(self) -> list[float]:
-        return [later - earlier for earlier, later in zip(self.times, self.times[1:])]
 
 
 def _serve(app) -> tuple[ServedApp, Arrivals]:
