@@ -9,6 +9,7 @@ it parses its own text form and records itself as plain JSON.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -123,8 +124,11 @@ def is_value_type(kind: Any) -> bool:
     return isinstance(kind, type) and issubclass(kind, SettingValue)
 
 
+@functools.cache
 def field_types(config_type: type) -> dict[str, Any]:
-    """The resolved annotation of each field (the modules use `from __future__ import annotations`)."""
+    """The resolved annotation of each field (the modules use `from __future__ import annotations`). Cached:
+    resolving them took most of a settings object's construction, and some are made once per trajectory
+    (`HealthLimits`, issue 25's driver profile). A class's annotations do not change; do not mutate the dict."""
     return typing.get_type_hints(config_type)
 
 
@@ -139,7 +143,12 @@ def value_type(annotation: Any) -> tuple[Any, bool]:
 
 def field_range(item: Field) -> Range | None:
     text = item.metadata.get("range")
-    return Range.parse(text) if text else None
+    return _parsed_range(text) if text else None
+
+
+@functools.cache
+def _parsed_range(text: str) -> Range:  # a handful of distinct texts, read at every check of a field
+    return Range.parse(text)
 
 
 def default_of(item: Field) -> Any:
