@@ -47,6 +47,7 @@ FOUNDATION_IMPORTS = {
     "settings": {"errors", "inputs"},  # the settings machinery every stage's dataclasses use
     "events": set(),  # progress events: how library code reports without drawing
     "versions": set(),  # the versions a run, card or record cites
+    "pacing": {"errors", "settings"},  # the per-endpoint requests/s cap the engine fleet and sandbox spread share
 }
 
 

@@ -182,7 +182,9 @@ def test_every_built_in_recipe_plans_its_arms_and_holds_out_200_responses_each(t
     assert len(plans) == len(recipe.arms) >= 2
     held_out = sum(1 for _ in files.held_out.open())
     assert all(held_out * plan.eval_k >= 200 for plan in plans.values())
-    assert recipe.base["problems"]["seed"] == 0 and recipe.base["held_out"]["seed"] == 1  # the ladder's split
+    # The ladder's split: held-out problems always from seed 1, never used to tune a recipe; training
+    # problems from another seed (0, or 3 where seed 0 at that size shares questions with seed 1)
+    assert recipe.base["held_out"]["seed"] == 1 and recipe.base["problems"]["seed"] != 1
 
 
 def constructed_outcome(arm: str, repetition: int, correct: list[int], k: int = 4):
