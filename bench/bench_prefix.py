@@ -1,12 +1,15 @@
-"""The shared prompt prefix on the embedded default: `collect` with and without it, in one run.
+"""The embedded engine's two savings, each timed against itself switched off, in one run.
 
 `collect` with its defaults (smollm2-tir: SmolLM2 shown two worked examples before every
 question, protocol codeblock, the built-in problems) except greedy sampling, so both arms
 produce the same tokens and the timings compare the same work. The arms alternate in one
-process (the engine loaded once); the baseline switches the sharing off by raising
-`hf_generate.MIN_SHARED_PREFIX` out of reach, i.e. every row prefills its whole prompt.
+process (the engine loaded once). `--switch`:
+- `prefix`: the shared prompt prefix; the baseline raises `hf_generate.MIN_SHARED_PREFIX` out of
+  reach, i.e. every row prefills its whole prompt;
+- `finished-rows`: finished rows leaving the batch (hf_decode); the baseline sets
+  `hf_generate.DROP_FINISHED_ROWS` off, i.e. `model.generate` pads them to the longest row.
 
-    python bench/bench_prefix.py --problems 16 --rounds 2
+    python bench/bench_prefix.py --problems 16 --rounds 2 [--switch finished-rows]
 """
 
 from __future__ import annotations
@@ -34,8 +37,22 @@ from agentdata.synth.builtin import default_problems  # noqa: E402
 SHARED_MIN = hf_generate.MIN_SHARED_PREFIX  # the engine's own threshold; the baseline raises it out of reach
 
 
-def one_collect(problems, config, engine, sandbox, share: bool) -> tuple[float, list[str], object]:
-    hf_generate.MIN_SHARED_PREFIX = SHARED_MIN if share else 10**9
+def switch_prefix(on: bool) -> None:
+    hf_generate.MIN_SHARED_PREFIX = SHARED_MIN if on else 10**9
+
+
+def switch_finished_rows(on: bool) -> None:
+    hf_generate.DROP_FINISHED_ROWS = on
+
+
+SWITCHES = {
+    "prefix": (switch_prefix, "shared prompt prefix vs every row prefilling its whole prompt"),
+    "finished-rows": (switch_finished_rows, "finished rows leave the batch vs generate padding them to the longest"),
+}
+
+
+def one_collect(problems, config, engine, sandbox, switch, on: bool) -> tuple[float, list[str], object]:
+    switch(on)
     with tempfile.TemporaryDirectory() as out:
         started = time.perf_counter()
         summary = collect(problems, out, config, engine=engine, sandbox=sandbox)
@@ -50,6 +67,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=192)
+    parser.add_argument("--switch", choices=sorted(SWITCHES), default="prefix", help="which saving to time")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
     args = parser.parse_args()
     if args.smoke:
@@ -65,15 +83,16 @@ def main() -> None:
     )
     engine = load_engine(spec)
     sandbox = open_sandbox("local")
+    switch, described = SWITCHES[args.switch]
     times: dict[bool, list[float]] = {False: [], True: []}
     texts: dict[bool, list[str]] = {}
     loads = [os.getloadavg()[0]]
     try:
-        one_collect(problems[:2], config, engine, sandbox, share=True)  # start-up costs before the clock
+        one_collect(problems[:2], config, engine, sandbox, switch, on=True)  # start-up costs before the clock
         for _ in range(args.rounds):  # alternate, so both arms see the same machine load
-            for share in (False, True):
-                elapsed, texts[share], summary = one_collect(problems, config, engine, sandbox, share)
-                times[share].append(round(elapsed, 1))
+            for on in (False, True):
+                elapsed, texts[on], summary = one_collect(problems, config, engine, sandbox, switch, on)
+                times[on].append(round(elapsed, 1))
                 loads.append(os.getloadavg()[0])
     finally:
         sandbox.close()
@@ -81,14 +100,15 @@ def main() -> None:
     # greedy on both arms: the same trajectories, token for token, or the times compare different work
     same_work("bench_prefix", "trajectories (greedy)", texts[True], texts[False])
     result = {
-        "benchmark": "collect on smollm2-tir (greedy), shared prompt prefix vs every row prefilling its whole prompt",
+        "benchmark": f"collect on {spec} (greedy), {described}",
         "trajectories": summary.total,
         "tool_calls": summary.tool_calls,
         "correct": summary.correct,
         "completion_tokens": summary.completion_tokens,
         "baseline_s": times[False],
-        "shared_prefix_s": times[True],
+        "switched_on_s": times[True],
         "speedup_best": round(min(times[False]) / min(times[True]), 2),
+        "speedup_per_round": [round(off / on, 2) for off, on in zip(times[False], times[True])],
         "same_trajectories": texts[False] == texts[True],
         "load_average_1min": [round(load, 2) for load in loads],
         "threads": os.environ.get("OMP_NUM_THREADS"),

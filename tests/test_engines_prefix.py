@@ -104,7 +104,9 @@ def test_the_prefix_runs_once_and_each_row_prefills_only_its_own_tokens(model, t
         handle.remove()
     own_width = max(len(row) for row in ids) - prefix
     assert seen[:2] == [(1, prefix), (len(ids), own_width)]
-    assert all(shape == (len(ids), 1) for shape in seen[2:])  # then one token per step
+    steps = seen[2:]  # then one token per step, for the rows still going (hf_decode drops the rest)
+    assert all(width == 1 for _, width in steps)
+    assert [rows for rows, _ in steps] == sorted((rows for rows, _ in steps), reverse=True)
 
 
 def test_a_lora_wrapped_policy_shares_the_prefix_too(tiny_model_dir, tokenizer):

@@ -1,8 +1,9 @@
-"""One batched `model.generate` call for requests that share sampling settings.
+"""One batched generation for requests that share sampling settings.
 
-Each row keeps its own stop strings and token budget: the batch generates up to the
-largest budget, a stopping criterion marks every row done at its own stop string, end
-of turn or budget (transformers then pads that row), and each row's text is cut there.
+Each row keeps its own stop strings and token budget: a row is done at its own stop string,
+end of turn or budget, leaves the batch there (hf_decode: the rows still going make the next
+step alone), and its text is cut there. Models without a plain key/value cache (recurrent or
+custom-cache architectures) go through `model.generate` instead, which pads finished rows.
 
 The prompts of a batch usually begin alike (the system prompt, a tool list, worked
 examples): that shared prefix is run through the model once and its key/value cache is
@@ -27,10 +28,13 @@ import torch
 from transformers import DynamicCache, StoppingCriteria, StoppingCriteriaList
 
 from agentdata.engines.base import Generation, GenerationRequest, cut_at_first_stop
+from agentdata.engines.hf_decode import decode, next_token_picker
 
 StopCheck = Callable[[], bool]  # called from the generating thread: True means stop now
 # A shorter common start is not worth a separate forward pass.
 MIN_SHARED_PREFIX = 16
+# Finished rows leave the batch (hf_decode); bench/bench_prefix.py turns it off for its baseline.
+DROP_FINISHED_ROWS = True
 
 
 class GenerationAborted(RuntimeError):
@@ -85,8 +89,9 @@ def _arguments(function: dict):
 class PerRowStopping(StoppingCriteria):
     """Marks each row done at its own stop string, end-of-turn token or token budget.
 
-    It records how many tokens each row had generated when it stopped, and why, because
-    after a row is done transformers fills it with padding (often the same id as EOS).
+    It records how many tokens each row had generated when it stopped, and why: `observe` for the
+    decode loop, `__call__` as `model.generate`'s criterion (which fills a done row with padding,
+    often the same id as EOS).
     """
 
     def __init__(
@@ -115,25 +120,28 @@ class PerRowStopping(StoppingCriteria):
 
     def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
         generated = input_ids[:, self.prompt_length :]
-        length = generated.shape[1]
         if self.should_stop is not None and self.should_stop():
             # The engine is closing (Ctrl-C, kill): end every row now rather than finish a long batch.
             return torch.ones(generated.shape[0], dtype=torch.bool, device=input_ids.device)
-        for row in range(generated.shape[0]):
-            if self.done_at[row] is None:
-                reason = self._row_stop_reason(generated[row], length, row)
-                if reason is not None:
-                    self.done_at[row], self.reasons[row] = length, reason
-        return torch.tensor([done is not None for done in self.done_at], device=input_ids.device)
+        done = [self.observe(row, generated[row]) for row in range(generated.shape[0])]
+        return torch.tensor(done, device=input_ids.device)
 
-    def _row_stop_reason(self, tokens: torch.Tensor, length: int, row: int) -> str | None:
+    def observe(self, row: int, tokens) -> bool:
+        """Whether `row` is done, given the tokens it has generated so far (recording when and why)."""
+        if self.done_at[row] is None:
+            reason = self._row_stop_reason(tokens, row)
+            if reason is not None:
+                self.done_at[row], self.reasons[row] = len(tokens), reason
+        return self.done_at[row] is not None
+
+    def _row_stop_reason(self, tokens, row: int) -> str | None:
         if int(tokens[-1]) in self.eos_token_ids:
             return "eos"
         if self.stops[row]:
             tail = self.tokenizer.decode(tokens[-self.windows[row] :], skip_special_tokens=True)
             if any(stop in tail for stop in self.stops[row]):
                 return "stop_string"
-        if length >= self.budgets[row]:
+        if len(tokens) >= self.budgets[row]:
             return "length"
         return None
 
@@ -194,9 +202,9 @@ def prefix_cache(model, prefix: list[int], rows: int) -> DynamicCache:
     return cache
 
 
-def can_share_prefix(model) -> bool:
+def has_plain_cache(model) -> bool:
     """Models whose generate starts from a plain DynamicCache (decoder-only transformers, not
-    recurrent or custom-cache architectures) can take a precomputed prefix."""
+    recurrent or custom-cache architectures) can take a precomputed prefix and drop rows from it."""
     supports = getattr(model, "_supports_default_dynamic_cache", None)
     return bool(supports and supports()) and not getattr(model.config, "is_encoder_decoder", False)
 
@@ -235,14 +243,35 @@ def generate_batch(
     key: SamplingKey,
     should_stop: StopCheck | None = None,
 ) -> list[Generation]:
-    """Run one `generate` call for `requests` (all sharing `key`; prompts already tokenized) and cut each row."""
+    """Generate for `requests` (all sharing `key`; prompts already tokenized) in one batch and cut each row."""
     pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    prefix_length = shared_prefix_length(prompt_ids) if can_share_prefix(model) else 0
+    plain_cache = has_plain_cache(model)
+    prefix_length = shared_prefix_length(prompt_ids) if plain_cache else 0
     input_ids, attention_mask = padded_batch(prompt_ids, pad_token_id, model.device, prefix_length)
-    prompt_length = input_ids.shape[1]
-
     eos_token_ids = _eos_token_ids(model, tokenizer)
-    stopping = PerRowStopping(tokenizer, requests, prompt_length, eos_token_ids, should_stop)
+    stopping = PerRowStopping(tokenizer, requests, input_ids.shape[1], eos_token_ids, should_stop)
+    seed = generation_seed(requests)
+    if seed is not None:
+        torch.manual_seed(seed)
+    with torch.inference_mode(), stop_between_layers(model, should_stop):
+        cache = prefix_cache(model, prompt_ids[0][:prefix_length], len(prompt_ids)) if prefix_length else None
+        if plain_cache and DROP_FINISHED_ROWS:
+            picker = next_token_picker(key.do_sample, key.temperature, key.top_p)
+            generated = decode(
+                model, input_ids, attention_mask, picker, stopping.observe, cache=cache, should_stop=should_stop
+            )
+        else:
+            generated = _generate(model, input_ids, attention_mask, key, stopping, pad_token_id, requests, cache)
+    return [
+        _row_generation(tokenizer, generated[row], request, stopping, row, len(prompt_ids[row]))
+        for row, request in enumerate(requests)
+    ]
+
+
+def _generate(
+    model, input_ids, attention_mask, key: SamplingKey, stopping: PerRowStopping, pad_token_id, requests, cache
+):
+    """`model.generate` with every row to the batch's largest budget, each row's new tokens as a list."""
     generation_config = copy.deepcopy(model.generation_config)
     generation_config.update(
         max_new_tokens=max(request.max_new_tokens for request in requests),
@@ -252,29 +281,20 @@ def generate_batch(
         top_k=None,
         use_cache=True,  # a model prepared for training may have turned its cache off
         pad_token_id=pad_token_id,
-        eos_token_id=sorted(eos_token_ids),
+        eos_token_id=sorted(stopping.eos_token_ids),
     )
-    seed = generation_seed(requests)
-    if seed is not None:
-        torch.manual_seed(seed)
-    with torch.inference_mode(), stop_between_layers(model, should_stop):
-        shared = {"cache": prefix_cache(model, prompt_ids[0][:prefix_length], len(prompt_ids))} if prefix_length else {}
-        output = model.generate(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            generation_config=generation_config,
-            stopping_criteria=StoppingCriteriaList([stopping]),
-            **shared,
-        )
-    generated = output[:, prompt_length:]
-    return [
-        _row_generation(tokenizer, generated[row], request, stopping, row, len(prompt_ids[row]))
-        for row, request in enumerate(requests)
-    ]
+    output = model.generate(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        generation_config=generation_config,
+        stopping_criteria=StoppingCriteriaList([stopping]),
+        **({"cache": cache} if cache is not None else {}),
+    )
+    return output[:, input_ids.shape[1] :].tolist()
 
 
 def _row_generation(tokenizer, tokens, request, stopping: PerRowStopping, row: int, prompt_tokens: int) -> Generation:
-    done_at = stopping.done_at[row] if stopping.done_at[row] is not None else tokens.shape[0]
+    done_at = stopping.done_at[row] if stopping.done_at[row] is not None else len(tokens)
     text = tokenizer.decode(tokens[:done_at], skip_special_tokens=True)
     text, matched = cut_at_first_stop(text, tuple(request.stop))
     reason = stopping.reasons[row]
