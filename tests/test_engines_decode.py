@@ -118,6 +118,15 @@ def test_sampling_repeats_with_the_same_seeds_and_a_tiny_top_p_is_greedy(model, 
     assert [g.text for g in first] != [g.text for g in greedy]
 
 
+def test_a_seeded_row_samples_the_same_text_whatever_else_is_in_its_batch(model, tokenizer):
+    """The batches of a collect depend on timing; a row's own generator keeps its text from depending on them."""
+    requests, ids = batch(tokenizer, temperature=1.0)
+    together = run(model, tokenizer, requests, ids)
+    alone = [run(model, tokenizer, [request], [row])[0] for request, row in zip(requests, ids)]
+    reordered = run(model, tokenizer, requests[::-1], ids[::-1])[::-1]
+    assert [g.text for g in together] == [g.text for g in alone] == [g.text for g in reordered]
+
+
 def test_a_stop_check_ends_every_row_within_a_step(model, tokenizer):
     requests, ids = batch(tokenizer, budgets=(30, 30, 30, 30))
     passes: list[int] = []  # forward passes finished: the prefix's, then one per new token

@@ -8,7 +8,7 @@ going: when rows finish, their entries leave the key/value cache (`DynamicCache.
 and the next step runs on fewer rows (bench/bench_decode.py measures it).
 
 It samples as an OpenAI-compatible server does, with the request's temperature and top_p only
-(transformers' own warpers), or greedily at temperature 0.
+(transformers' own warpers), each seeded row from its own generator, or greedily at temperature 0.
 """
 
 from __future__ import annotations
@@ -19,21 +19,38 @@ import torch
 from transformers import DynamicCache
 from transformers.generation import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
-NextTokens = Callable[[torch.Tensor], torch.Tensor]  # last-position logits (rows x vocab) -> one id per row
+NextTokens = Callable[[torch.Tensor, list[int]], torch.Tensor]  # (logits rows x vocab, their rows) -> ids
 RowDone = Callable[[int, list[int]], bool]  # (row, its tokens so far) -> whether the row is done
 
 
-def next_token_picker(do_sample: bool, temperature: float, top_p: float) -> NextTokens:
-    """Greedy argmax, or sampling after temperature and nucleus (top_p) warping, as `generate` does."""
+def next_token_picker(do_sample: bool, temperature: float, top_p: float, seeds: list[int | None]) -> NextTokens:
+    """Greedy argmax, or sampling after temperature and nucleus (top_p) warping, as `generate` does.
+
+    A row with a seed samples from a generator of its own: its text then depends on its seed and not
+    on which other requests happened to share its batch, so a sampled re-run repeats (the rows
+    without one share torch's global generator).
+    """
     if not do_sample:
-        return lambda logits: logits.argmax(dim=-1)
+        return lambda logits, rows: logits.argmax(dim=-1)
     warpers = LogitsProcessorList([TemperatureLogitsWarper(temperature)])
     if top_p < 1.0:
         warpers.append(TopPLogitsWarper(top_p))
+    generators: dict[int, torch.Generator] = {}
 
-    def sample(logits: torch.Tensor) -> torch.Tensor:
-        scores = warpers(None, logits.float())
-        return torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+    def generator(row: int, device) -> torch.Generator | None:
+        if seeds[row] is None:
+            return None
+        if row not in generators:
+            generators[row] = torch.Generator(device=device).manual_seed(seeds[row])
+        return generators[row]
+
+    def sample(logits: torch.Tensor, rows: list[int]) -> torch.Tensor:
+        probabilities = torch.softmax(warpers(None, logits.float()), dim=-1)
+        picked = [
+            torch.multinomial(probabilities[index], 1, generator=generator(row, logits.device))
+            for index, row in enumerate(rows)
+        ]
+        return torch.cat(picked)
 
     return sample
 
@@ -69,7 +86,7 @@ def decode(
             use_cache=True,
             logits_to_keep=1,
         )
-        next_ids = pick_next(output.logits[:, -1, :]).tolist()
+        next_ids = pick_next(output.logits[:, -1, :], rows).tolist()
         going = []
         for index, (row, token) in enumerate(zip(rows, next_ids)):
             tokens[row].append(token)

@@ -251,12 +251,13 @@ def generate_batch(
     eos_token_ids = _eos_token_ids(model, tokenizer)
     stopping = PerRowStopping(tokenizer, requests, input_ids.shape[1], eos_token_ids, should_stop)
     seed = generation_seed(requests)
-    if seed is not None:
+    if seed is not None:  # for rows without a seed of their own, and generate's whole batch
         torch.manual_seed(seed)
     with torch.inference_mode(), stop_between_layers(model, should_stop):
         cache = prefix_cache(model, prompt_ids[0][:prefix_length], len(prompt_ids)) if prefix_length else None
         if plain_cache and DROP_FINISHED_ROWS:
-            picker = next_token_picker(key.do_sample, key.temperature, key.top_p)
+            seeds = [request.seed for request in requests]
+            picker = next_token_picker(key.do_sample, key.temperature, key.top_p, seeds)
             generated = decode(
                 model, input_ids, attention_mask, picker, stopping.observe, cache=cache, should_stop=should_stop
             )
