@@ -146,6 +146,7 @@ def test_grpo_arms_draw_curves_and_a_failing_arm_leaves_the_others_running(tmp_p
         ({"a": {"sft.data": "genuine"}, "b": {}}, {}, "sft.data 'genuine': must be one of real, stitched"),
         ({"a": {"loop.temperature": -1}, "b": {}}, {}, "arm a: temperature -1"),
         ({"a": {"eval.k": 4}, "b": {}}, {}, "eval.k is shared by every arm"),
+        ({"a": {"sft.data": "real"}, "b": {}}, {"eval": {"worked_examples": "yes"}}, "must be true or false"),
         ({"only": {}}, {}, "at least two arms"),
     ],
 )
@@ -185,6 +186,9 @@ def test_every_built_in_recipe_plans_its_arms_and_holds_out_200_responses_each(t
     # The ladder's split: held-out problems always from seed 1, never used to tune a recipe; training
     # problems from another seed (0, or 3 where seed 0 at that size shares questions with seed 1)
     assert recipe.base["held_out"]["seed"] == 1 and recipe.base["problems"]["seed"] != 1
+    # GRPO from smollm2-tir saw the worked examples in its rollouts: its evaluation shows them too
+    shows = {plan.eval_spec("hf:/trained") == "tir:hf:/trained" for plan in plans.values()}
+    assert shows == {recipe.base["student"] == "smollm2-tir" and name != "sft-data"}
 
 
 def constructed_outcome(arm: str, repetition: int, correct: list[int], k: int = 4):

@@ -12,7 +12,8 @@ from agentdata.agent.config import CollectConfig, LoopConfig
 from agentdata.engines import load_engine
 from agentdata.engines.base import Engine, Generation, GenerationRequest
 from agentdata.engines.defaults import DEFAULT_ENGINE, DEFAULT_PROTOCOL
-from agentdata.engines.demonstrated import DEMONSTRATION, DemonstratedEngine, demonstrated_policy
+from agentdata.engines.demonstrated import DEMONSTRATION, DemonstratedEngine, demonstrated_policy, with_examples
+from agentdata.engines.spec import check_engine
 from agentdata.errors import UserError
 from agentdata.evaluation.config import EvalConfig
 from agentdata.formats import get_protocol
@@ -77,6 +78,39 @@ def test_smollm2_tir_is_a_targetless_engine_and_the_default():
     assert DEFAULT_ENGINE == "smollm2-tir"
     with pytest.raises(UserError, match="takes no target"):
         load_engine("smollm2-tir:/models/x")
+
+
+def recording_engine(target: str = "", *, spec: str, **options) -> RecordingEngine:
+    """A plug-in engine factory (`tests.test_tir_default:recording_engine`) for `tir:SPEC`."""
+    return RecordingEngine()
+
+
+def test_tir_shows_any_engine_the_worked_examples():
+    engine = load_engine("tir:tests.test_tir_default:recording_engine")
+    assert isinstance(engine, DemonstratedEngine) and engine.spec == "tir:tests.test_tir_default:recording_engine"
+    asyncio.run(engine.generate(_request("codeblock")))
+    assert engine.inner.requests[0].messages[1:-1] == list(DEMONSTRATION)
+
+
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        ("tir:smollm2-tir", "already shown the worked examples"),
+        ("tir:tir:smollm2", "already shown the worked examples"),
+        ("tir:nosuch:x", "unknown engine 'nosuch:x'"),
+        ("tir", "needs a target"),
+    ],
+)
+def test_tir_refuses_an_inner_spec_that_cannot_be_shown_them(spec, message):
+    with pytest.raises(UserError, match=message):
+        check_engine(spec, {})
+
+
+def test_with_examples_wraps_a_spec_once():
+    assert with_examples("hf:/models/grpo") == "tir:hf:/models/grpo"
+    assert with_examples("smollm2") == "tir:smollm2"
+    assert with_examples("smollm2-tir") == "smollm2-tir"
+    assert with_examples("tir:hf:/m") == "tir:hf:/m"
 
 
 def test_ladder_answers_match_an_independent_computation():

@@ -8,7 +8,9 @@ only inside the engine: the recorded trajectory keeps the protocol's own system 
 the question, so SFT data and evaluation prompts are the same as with any other teacher.
 
 The example is in the codeblock protocol (ZeroTIR's fences); with another protocol the
-engine adds nothing and is the plain `smollm2`. `bench/RESULTS_quickstart.md` has the
+engine adds nothing and is the plain `smollm2`. `tir:SPEC` shows the same examples to any other
+engine: a model trained by GRPO from `smollm2-tir`, whose rollouts saw them, is evaluated under
+the same prompt as `tir:hf:DIR`. `bench/RESULTS_quickstart.md` has the
 measurements (held-out seeds of the `compute` ladder, never the example's own numbers).
 """
 
@@ -19,6 +21,7 @@ import dataclasses
 from agentdata.engines import smollm2
 from agentdata.engines.base import Engine, Generation, GenerationRequest
 from agentdata.engines.smollm2 import SMOLLM2_TIR_SPEC
+from agentdata.errors import UserError
 
 # formats.codeblock's stop string (engines import no protocol): a request that stops there is codeblock.
 CODEBLOCK_STOP = "\n```\n"
@@ -48,7 +51,7 @@ class DemonstratedEngine(Engine):
         self.inner = inner
         self.demonstration = [dict(message) for message in demonstration]
         self.spec = spec
-        self.tokenizer = inner.tokenizer
+        self.tokenizer = getattr(inner, "tokenizer", None)  # a server's engine has none
 
     def demonstrate(self, request: GenerationRequest) -> GenerationRequest:
         if CODEBLOCK_STOP not in request.stop:
@@ -92,6 +95,35 @@ def smollm2_tir_engine(target: str = "", *, spec: str = SMOLLM2_TIR_SPEC, **opti
 
 # Its options go to the plain smollm2 engine, so to HFEngine (engines/option_types.py checks them).
 smollm2_tir_engine.options_from = "agentdata.engines.hf:HFEngine"
+
+TIR_KIND = "tir"
+
+
+def tir_engine(target: str, *, spec: str, **options) -> DemonstratedEngine:
+    """`tir:SPEC`: the engine SPEC (its options passed on) shown smollm2-tir's worked examples."""
+    from agentdata.engines.spec import load_engine
+
+    check_tir_target(target)
+    return DemonstratedEngine(load_engine(target, **options), spec=spec)
+
+
+def check_tir_target(target: str) -> None:
+    """The inner spec is an engine spec that is not already shown the examples."""
+    from agentdata.engines.spec import check_engine_spec, parse_spec
+
+    if parse_spec(target)[0] in (TIR_KIND, SMOLLM2_TIR_SPEC):
+        raise UserError(f"engine 'tir:{target}': {target} is already shown the worked examples")
+    check_engine_spec(target)
+
+
+tir_engine.check_target = check_tir_target
+
+
+def with_examples(spec: str) -> str:
+    """The spec of `spec`'s engine shown the worked examples (itself when it already is)."""
+    from agentdata.engines.spec import parse_spec
+
+    return spec if parse_spec(spec)[0] in (TIR_KIND, SMOLLM2_TIR_SPEC) else f"{TIR_KIND}:{spec}"
 
 
 def rollouts_show_examples(spec: str) -> bool:

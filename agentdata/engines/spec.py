@@ -21,6 +21,8 @@ ENGINES: Registry[Callable[..., Engine]] = Registry("engine")
 ENGINES.register("smollm2", "agentdata.engines.smollm2:smollm2_engine")
 # The tool-using default: SmolLM2 shown one worked codeblock example (engines.demonstrated).
 ENGINES.register("smollm2-tir", "agentdata.engines.demonstrated:smollm2_tir_engine")
+# Any engine shown those worked examples: `tir:hf:DIR` (a model GRPO trained from smollm2-tir).
+ENGINES.register("tir", "agentdata.engines.demonstrated:tir_engine")
 ENGINES.register("hf", "agentdata.engines.hf:HFEngine")
 ENGINES.register("vllm", "agentdata.engines.vllm_engine:VLLMEngine")
 ENGINES.register("openai", "agentdata.engines.openai_compat:OpenAIEngine")
@@ -29,7 +31,10 @@ ENGINE_KINDS = ENGINES.names()
 # Built-in kinds that take no target: the embedded model is one fixed model.
 TARGETLESS_KINDS = ("smollm2", "smollm2-tir")
 ENGINE_CALL = "factory(target, spec=spec, **engine options)"  # how a plug-in engine is built
-SPEC_HELP = "use smollm2, smollm2-tir, hf:PATH, vllm:PATH, openai:URL[,URL...] or a plug-in module:Factory[:TARGET]"
+SPEC_HELP = (
+    "use smollm2, smollm2-tir, hf:PATH, vllm:PATH, openai:URL[,URL...], tir:SPEC (SPEC shown smollm2-tir's worked "
+    "examples) or a plug-in module:Factory[:TARGET]"
+)
 
 
 def parse_spec(spec: str) -> tuple[str, str]:

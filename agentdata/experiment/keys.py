@@ -10,7 +10,9 @@
 - `rl.pool` (none | band | random | all | easy | hard), `rl.band`, `rl.size`, `rl.profile_k`,
   `rl.curve_problems`, and `GRPOStageConfig` / TRL `GRPOConfig` fields;
 - `loop.*`: the student's agent loop (`LoopConfig`) wherever the student runs: profile, GRPO, evaluation;
-- `eval.k`, `eval.seed`, `eval.concurrency` and loop fields for the evaluation only (base only).
+- `eval.k`, `eval.seed`, `eval.concurrency`, `eval.worked_examples` (the evaluated model is shown
+  smollm2-tir's worked examples, as GRPO's rollouts from smollm2-tir were) and loop fields for the
+  evaluation only (base only).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ EXPERIMENT_FIELDS = {
     "stitch": ("solutions",),
     "sft": ("data", "rows"),
     "rl": ("pool", "band", "size", "profile_k", "curve_problems"),
-    "eval": ("k", "seed", "concurrency"),
+    "eval": ("k", "seed", "concurrency", "worked_examples"),
 }
 # Fields the experiment sets itself, and what to write instead.
 RESERVED = {

@@ -73,6 +73,13 @@ class ArmPlan:
     eval_k: int
     eval_seed: int
     eval_concurrency: int
+    eval_examples: bool  # the evaluated model is shown smollm2-tir's worked examples (`tir:SPEC`)
+
+    def eval_spec(self, spec: str) -> str:
+        """The spec the final evaluation runs: `spec`, or `spec` shown the worked examples."""
+        from agentdata.engines.demonstrated import with_examples
+
+        return with_examples(spec) if self.eval_examples else spec
 
     def run_spec(self, model_dir: str | Path) -> str:
         """The engine spec that runs a trained model dir (profile, evaluation); training loads it as hf:DIR."""
@@ -82,6 +89,12 @@ class ArmPlan:
 def _choice(value: Any, choices: tuple[str, ...], key: str, where: str) -> str:
     if value not in choices:
         raise UserError(f"{where}: {key} {value!r}: must be one of {', '.join(choices)}")
+    return value
+
+
+def _flag(value: Any, key: str, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise UserError(f"{where}: {key} {value!r}: must be true or false")
     return value
 
 
@@ -178,6 +191,7 @@ def plan_arm(recipe: Recipe, arm: str, repetition: int, files: ProblemFiles, out
         eval_k=_count(eval_section.get("k"), "eval.k", where) or DEFAULT_EVAL_K,
         eval_seed=int(eval_section.get("seed", 0)) + repetition,
         eval_concurrency=_count(eval_section.get("concurrency"), "eval.concurrency", where) or DEFAULT_EVAL_CONCURRENCY,
+        eval_examples=_flag(eval_section.get("worked_examples", False), "eval.worked_examples", where),
     )
 
 

@@ -135,6 +135,7 @@ class ArmChain:
         if plan.rl_pool != "none":
             model = self.grpo(model)
         self.outcome.model = model.run_spec
+        eval_spec = plan.eval_spec(model.run_spec)
         evaluation = self.stage(
             "eval",
             {
@@ -143,8 +144,9 @@ class ArmChain:
                 "loop": flatten(plan.eval_loop),
                 "k": plan.eval_k,
                 "seed": plan.eval_seed,
+                **({"worked_examples": True} if plan.eval_examples else {}),  # old stage keys stay as they were
             },
-            lambda folder: stages.evaluate(model.run_spec, plan.arm, self.files.held_out, plan, folder),
+            lambda folder: stages.evaluate(eval_spec, plan.arm, self.files.held_out, plan, folder),
         )
         self.outcome.eval, self.outcome.scores = evaluation.result["eval"], evaluation.result["scores"]
 
