@@ -169,6 +169,8 @@ def test_bad_caps_are_refused_before_anything_runs(tmp_path):
     for bad in (0, -2.5, float("inf")):
         with pytest.raises(SettingError, match="sandbox_max_rps"):
             build(CollectConfig, {"teacher": "x", "sandbox": "http://127.0.0.1:9", "sandbox_max_rps": bad})
+    with pytest.raises(SettingError, match=r"inf: must be a finite number \(greater than 0\)"):
+        build(CollectConfig, {"teacher": "x", "sandbox": "http://127.0.0.1:9", "sandbox_max_rps": float("inf")})
     with pytest.raises(SettingError, match="sandbox is 'local'"):
         build(CollectConfig, {"teacher": "x", "sandbox_max_rps": 5})
     with pytest.raises(UserError, match="caps requests to sandbox services"):

@@ -46,7 +46,7 @@ class Fleet:
 
     def __init__(self, urls: list[str], cooldown_s: float = 5.0, max_rps: float | None = None):
         self.replicas = [Replica(url, pacer=Pacer(max_rps)) for url in urls]
-        self.cooldown_s, self.max_rps = cooldown_s, max_rps
+        self.cooldown_s = cooldown_s
         self.sessions: OrderedDict[str, Replica] = OrderedDict()
         self.failovers = 0  # conversations moved off a failed replica
         self._turn = itertools.count()

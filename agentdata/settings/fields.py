@@ -80,7 +80,10 @@ class Range:
         below = value < self.high if self.high_open else value <= self.high
         return above and below and not math.isinf(value)
 
-    def describe(self) -> str:
+    def describe(self, value: float | None = None) -> str:
+        """What a value must be; for an infinite `value`, that it is finite first (it may be above the low end)."""
+        if value is not None and math.isinf(value):
+            return f"must be a finite number ({self.describe().removeprefix('must be ')})"
         if self.high == math.inf and not self.low_open:
             return f"must be at least {_number(self.low)}"
         if self.high == math.inf:
@@ -205,7 +208,7 @@ def _check_number(item: Field, value: Any) -> None:
         raise SettingError(item.name, value, "not a number")
     bounds = field_range(item)
     if bounds is not None and not bounds.contains(value):
-        raise SettingError(item.name, value, bounds.describe())
+        raise SettingError(item.name, value, bounds.describe(value))
 
 
 # ------------------------------------------------------------------ a given value as the field's type
