@@ -226,6 +226,7 @@ def overhead(n_problems: int, max_new_tokens: int, rounds: int = 2, spec: str = 
         loop=LoopConfig(temperature=0.0, max_new_tokens=max_new_tokens, max_tool_calls=2, protocol="codeblock"),
     )
     engine = load_engine(spec)
+    engine.set_streaming(False)  # whole batches, so that each one can be recorded and replayed
     batches: list[list[GenerationRequest]] = []
     run_batch = engine._batcher._run_batch
     engine._batcher._run_batch = lambda requests: batches.append(list(requests)) or run_batch(requests)

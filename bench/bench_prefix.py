@@ -6,13 +6,15 @@ produce the same tokens and the timings compare the same work. The arms alternat
 process (the engine loaded once). `--switch`:
 - `prefix`: the shared prompt prefix; the baseline raises `hf_generate.MIN_SHARED_PREFIX` out of
   reach, i.e. every row prefills its whole prompt;
-- `finished-rows`: finished rows leaving the batch (hf_decode); the baseline sets
-  `hf_generate.DROP_FINISHED_ROWS` off, i.e. `model.generate` pads them to the longest row.
+- `finished-rows`: finished rows leaving the batch (hf_stream), in whole batches; the baseline sets
+  `hf_batch.DROP_FINISHED_ROWS` off, i.e. `model.generate` pads them to the longest row;
+- `streaming`: requests joining the running batch between steps (engines.streaming) against whole
+  batches whose finished rows leave (`ModelEngine.set_streaming(False)`).
 
     python bench/bench_prefix.py --problems 16 --rounds 2 [--switch finished-rows]
 
 `--temperature T` samples as the recipes do (1.0) instead: the arms then draw different tokens
-(the baseline's `generate` has one generator per batch, hf_decode one per row), so they must agree
+(the baseline's `generate` has one generator per batch, hf_sampling one per row), so they must agree
 on the number of completion tokens within 15%, and the ratio compares seconds per 1000 of them.
 """
 
@@ -34,29 +36,39 @@ from arms import same_work, tiny_model  # noqa: E402
 from agentdata.agent.config import CollectConfig, LoopConfig  # noqa: E402
 from agentdata.agent.rundir import RunDir  # noqa: E402
 from agentdata.agent.runner import collect  # noqa: E402
-from agentdata.engines import hf_generate, load_engine  # noqa: E402
+from agentdata.engines import hf_batch, hf_generate, load_engine  # noqa: E402
 from agentdata.sandbox import open_sandbox  # noqa: E402
 from agentdata.synth.builtin import default_problems  # noqa: E402
 
 SHARED_MIN = hf_generate.MIN_SHARED_PREFIX  # the engine's own threshold; the baseline raises it out of reach
 
 
-def switch_prefix(on: bool) -> None:
+def switch_prefix(engine, on: bool) -> None:
     hf_generate.MIN_SHARED_PREFIX = SHARED_MIN if on else 10**9
 
 
-def switch_finished_rows(on: bool) -> None:
-    hf_generate.DROP_FINISHED_ROWS = on
+def switch_finished_rows(engine, on: bool) -> None:
+    whole_batches(engine)
+    hf_batch.DROP_FINISHED_ROWS = on
+
+
+def switch_streaming(engine, on: bool) -> None:
+    getattr(engine, "inner", engine).set_streaming(on)  # smollm2-tir wraps the model's engine
+
+
+def whole_batches(engine) -> None:
+    getattr(engine, "inner", engine).set_streaming(False)
 
 
 SWITCHES = {
     "prefix": (switch_prefix, "shared prompt prefix vs every row prefilling its whole prompt"),
     "finished-rows": (switch_finished_rows, "finished rows leave the batch vs generate padding them to the longest"),
+    "streaming": (switch_streaming, "requests join the running batch vs whole batches whose finished rows leave"),
 }
 
 
 def one_collect(problems, config, engine, sandbox, switch, on: bool) -> tuple[float, list[str], object]:
-    switch(on)
+    switch(engine, on)
     with tempfile.TemporaryDirectory() as out:
         started = time.perf_counter()
         summary = collect(problems, out, config, engine=engine, sandbox=sandbox)

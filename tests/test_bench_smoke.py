@@ -24,7 +24,7 @@ SMOKE_RUNS = {
     "bench_judge.py": ["smoke"],
     "bench_grading.py": ["--smoke"],
     "bench_humaneval.py": ["--smoke", "--out", f"{OUT}-RESULTS_humaneval.md"],
-    "bench_prefix.py": ["--smoke", "--switch", "finished-rows"],
+    "bench_prefix.py": ["--smoke", "--switch", "streaming"],
     "bench_threads.py": ["--smoke"],
     "bench_sandbox.py": ["--smoke"],
     "bench_secrets.py": ["--smoke"],

@@ -1,39 +1,24 @@
 """The decode loop drops finished rows: same tokens as `model.generate`, without the padding work.
 
-A tiny random Llama with SmolLM2's real tokenizer, its weights drawn wide enough that greedy text
-varies from token to token (the training fixture's model repeats one newline); the requests have
-different budgets, so rows finish at different steps.
+A tiny random Llama with SmolLM2's real tokenizer whose greedy text varies (tests/train_fixtures.py);
+the requests have different budgets, so rows finish at different steps.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from agentdata.engines import GenerationRequest, hf_generate
-from agentdata.engines.hf_generate import generate_batch, render_prompt, sampling_key
+from agentdata.engines import GenerationRequest, hf_batch
+from agentdata.engines.hf_batch import generate_batch
+from agentdata.engines.hf_generate import render_prompt, sampling_key
+from tests.train_fixtures import varied_llama
 
 QUESTIONS = ["What is 2+2?", "Name a prime.", "Hi", "Explain recursion briefly, with an example in Python."]
 
 
 @pytest.fixture(scope="module")
 def model(tokenizer):
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        initializer_range=0.3,
-        max_position_embeddings=4096,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    torch.manual_seed(0)
-    return LlamaForCausalLM(config).eval()
+    return varied_llama(tokenizer)
 
 
 def batch(tokenizer, temperature=0.0, top_p=1.0, budgets=(3, 17, 9, 30), stop=()):
@@ -59,7 +44,7 @@ def run(model, tokenizer, requests, ids, **options):
 def with_generate(model, tokenizer, requests, ids, monkeypatch):
     """The same batch through `model.generate` (the path of models without a plain cache)."""
     with monkeypatch.context() as patch:
-        patch.setattr(hf_generate, "has_plain_cache", lambda model: False)
+        patch.setattr(hf_batch, "can_stream", lambda model: False)
         return run(model, tokenizer, requests, ids)
 
 

@@ -9,13 +9,8 @@ from __future__ import annotations
 import pytest
 
 from agentdata.engines import GenerationRequest, hf_generate
-from agentdata.engines.hf_generate import (
-    generate_batch,
-    padded_batch,
-    render_prompt,
-    sampling_key,
-    shared_prefix_length,
-)
+from agentdata.engines.hf_batch import generate_batch
+from agentdata.engines.hf_generate import padded_batch, render_prompt, sampling_key, shared_prefix_length
 
 SYSTEM = {
     "role": "system",
@@ -104,7 +99,7 @@ def test_the_prefix_runs_once_and_each_row_prefills_only_its_own_tokens(model, t
         handle.remove()
     own_width = max(len(row) for row in ids) - prefix
     assert seen[:2] == [(1, prefix), (len(ids), own_width)]
-    steps = seen[2:]  # then one token per step, for the rows still going (hf_decode drops the rest)
+    steps = seen[2:]  # then one token per step, for the rows still going (hf_stream drops the rest)
     assert all(width == 1 for _, width in steps)
     assert [rows for rows, _ in steps] == sorted((rows for rows, _ in steps), reverse=True)
 

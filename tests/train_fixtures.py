@@ -35,6 +35,28 @@ def tiny_model_dir(tmp_path_factory, tokenizer) -> Path:
     return tiny_model(tmp_path_factory.mktemp("tiny-llama"), tokenizer)
 
 
+def varied_llama(tokenizer):
+    """A tiny random Llama whose weights are drawn wide enough that greedy text varies from token to token
+    (`tiny_model_dir`'s repeats one newline, under which any two decoders agree), seeded, in eval mode."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        initializer_range=0.3,
+        max_position_embeddings=4096,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config).eval()
+
+
 def tool_conversation(question: str = "What is 17 * 23?", answer: str = "391") -> list[dict]:
     """A canonical two-round conversation: a tool call, its output, a boxed answer."""
     return [

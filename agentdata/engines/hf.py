@@ -2,6 +2,9 @@
 
 `ModelEngine` generates with a model and tokenizer it is given: the hf engine loads them
 from a dir (`HFEngine`), GRPO passes the model being trained (`rl.policy.PolicyEngine`).
+Requests join the running batch between two decode steps and each returns as soon as it is done
+(engines.streaming, engines.hf_stream); a model whose cache cannot take rows of other lengths
+runs whole batches instead (engines.batching, engines.hf_batch).
 A prompt longer than the model's context is refused before anything is generated
 (`finish_reason="context"`), and no row generates past the context.
 """
@@ -12,22 +15,37 @@ import dataclasses
 import itertools
 import threading
 import time
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from agentdata.engines.base import Generation, GenerationRequest, context_generation, error_generation
 from agentdata.engines.batching import BatchedEngine, RequestBatcher
-from agentdata.engines.hf_generate import generate_batch, render_prompt, sampling_key
+from agentdata.engines.hf_batch import generate_batch
+from agentdata.engines.hf_generate import (
+    RowStop,
+    eos_token_ids,
+    pad_token,
+    render_prompt,
+    sampling_key,
+    stop_between_layers,
+)
 from agentdata.engines.hf_model import check_model_dir, context_length, default_device, load_model_and_tokenizer
+from agentdata.engines.hf_stream import Row, RunningBatch, can_stream
+from agentdata.engines.streaming import Job, StreamingBatcher
 
 __all__ = ["HFEngine", "ModelEngine", "default_device", "load_model_and_tokenizer"]
 
 
 class ModelEngine(BatchedEngine):
-    """Generates with `model` and `tokenizer`; all requests waiting at a moment go into one `generate` call.
+    """Generates with `model` and `tokenizer`, up to `max_batch_size` requests at a time.
 
-    Requests in a batch that differ in temperature/top_p are split into one call per setting.
-    A model in training mode is switched to eval mode while it generates (no dropout) and back.
+    A batch holds requests of one temperature/top_p; others wait for it to drain (or, for whole
+    batches, go into one call per setting). A model in training mode is switched to eval mode while
+    it generates (no dropout) and back.
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, spec: str = "model", max_batch_size: int = 32):
@@ -35,11 +53,41 @@ class ModelEngine(BatchedEngine):
         self.tokenizer = tokenizer
         self.spec = spec
         self.context_tokens = context_length(model)
-        self.generate_calls = 0  # how many `model.generate` calls ran: batching at work
-        self.generation_s = 0.0  # wall time inside batches, for GRPO's step-time breakdown
+        self.generate_calls = 0  # how many prefills (joins of a batch) ran: batching at work
+        self.generation_s = 0.0  # wall time generating, for GRPO's step-time breakdown
         self._longest_token_chars = _longest_token_chars(tokenizer)
         self._closing = threading.Event()
-        self._batcher = RequestBatcher(self._run_batch, max_batch_size=max_batch_size)
+        self.max_batch_size = max_batch_size
+        self.set_streaming(can_stream(model))
+
+    def set_streaming(self, on: bool) -> None:
+        """Let requests join the running batch (the default where the model's cache allows it), or run
+        whole batches (bench/'s baselines and replays switch it). Only while nothing is generating."""
+        if on and not can_stream(self.model):
+            raise ValueError(f"{self.spec}: this model's cache cannot take rows of other lengths")
+        if on:
+            self._batcher = StreamingBatcher(
+                self._open_batch, sampling_key, self._generating, self._closing, max_batch_size=self.max_batch_size
+            )
+        else:
+            self._batcher = RequestBatcher(self._run_batch, max_batch_size=self.max_batch_size)
+
+    def _open_batch(self, key: Hashable) -> _JobBatch:
+        return _JobBatch(self, key)
+
+    @contextmanager
+    def _generating(self) -> Iterator[None]:
+        """While the streaming worker runs: eval mode, no autograd, a stop check before every layer."""
+        started = time.perf_counter()
+        was_training = bool(getattr(self.model, "training", False))
+        self.model.eval()
+        try:
+            with torch.inference_mode(), stop_between_layers(self.model, self._should_stop):
+                yield
+        finally:
+            if was_training:
+                self.model.train()
+            self.generation_s += time.perf_counter() - started
 
     def _run_batch(self, requests: list[GenerationRequest]) -> list[Generation]:
         started = time.perf_counter()
@@ -113,6 +161,42 @@ class ModelEngine(BatchedEngine):
     async def aclose(self) -> None:
         self._closing.set()  # a batch still generating stops at its next token (or layer, in a prefill)
         await super().aclose()
+
+
+class _JobBatch:
+    """The streaming batcher's jobs fed to a `RunningBatch`: each prompt is checked and tokenized first
+    (a bad or too long one fails alone), and its budget kept inside the context."""
+
+    def __init__(self, engine: ModelEngine, key: Hashable):
+        self.engine, self.key = engine, key
+        self.eos = eos_token_ids(engine.model, engine.tokenizer)
+        self.running = RunningBatch(engine.model, engine.tokenizer, key, pad_token(engine.tokenizer))
+
+    def __len__(self) -> int:
+        return len(self.running)
+
+    def admit(self, jobs: list[Job]) -> None:
+        rows = []
+        for job in jobs:
+            prepared = self.engine._prompt_ids(job.request)
+            if isinstance(prepared, Generation):
+                job.deliver(prepared)
+                continue
+            request = self.engine._within_context(job.request, len(prepared))
+            stop = RowStop(self.engine.tokenizer, request, self.eos)
+            rows.append(Row(request, prepared, stop, job.deliver, job.cancelled))
+        if rows:
+            self.engine.generate_calls += 1
+            self.running.admit(rows)
+
+    def step(self) -> None:
+        self.running.step()
+
+    def fail_all(self, generation: Generation) -> None:
+        self.running.fail_all(generation)
+
+    def all_cancelled(self) -> bool:
+        return self.running.all_cancelled()
 
 
 class HFEngine(ModelEngine):

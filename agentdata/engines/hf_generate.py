@@ -1,9 +1,8 @@
-"""One batched generation for requests that share sampling settings.
+"""The pieces of generating with a local transformers model: prompts, stopping, padding, the prefix cache.
 
-Each row keeps its own stop strings and token budget: a row is done at its own stop string,
-end of turn or budget, leaves the batch there (hf_decode: the rows still going make the next
-step alone), and its text is cut there. Models without a plain key/value cache (recurrent or
-custom-cache architectures) go through `model.generate` instead, which pads finished rows.
+Each row keeps its own stop strings and token budget (`RowStop`): a row is done at its own stop
+string, end of turn or budget, and its text is cut there (`row_generation`). hf_stream decodes
+with them, hf_batch runs one batch.
 
 The prompts of a batch usually begin alike (the system prompt, a tool list, worked
 examples): that shared prefix is run through the model once and its key/value cache is
@@ -17,7 +16,6 @@ prefill, which is a single forward pass.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from collections.abc import Callable
@@ -25,16 +23,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache, StoppingCriteria, StoppingCriteriaList
+from transformers import DynamicCache, StoppingCriteria
 
 from agentdata.engines.base import Generation, GenerationRequest, cut_at_first_stop
-from agentdata.engines.hf_decode import decode, next_token_picker
 
 StopCheck = Callable[[], bool]  # called from the generating thread: True means stop now
 # A shorter common start is not worth a separate forward pass.
 MIN_SHARED_PREFIX = 16
-# Finished rows leave the batch (hf_decode); bench/bench_prefix.py turns it off for its baseline.
-DROP_FINISHED_ROWS = True
 
 
 class GenerationAborted(RuntimeError):
@@ -86,13 +81,46 @@ def _arguments(function: dict):
     return json.loads(arguments) if isinstance(arguments, str) else arguments
 
 
-class PerRowStopping(StoppingCriteria):
-    """Marks each row done at its own stop string, end-of-turn token or token budget.
+class RowStop:
+    """When one row is done: at a stop string, an end-of-turn token or its token budget.
 
-    It records how many tokens each row had generated when it stopped, and why: `observe` for the
-    decode loop, `__call__` as `model.generate`'s criterion (which fills a done row with padding,
-    often the same id as EOS).
+    It records how many tokens the row had generated when it stopped, and why, because after a
+    row is done `model.generate` fills it with padding (often the same id as EOS).
     """
+
+    def __init__(self, tokenizer, request: GenerationRequest, eos_token_ids: set[int]):
+        self.tokenizer = tokenizer
+        self.stops = tuple(request.stop)
+        self.budget = request.max_new_tokens
+        self.eos_token_ids = eos_token_ids
+        # Enough trailing tokens to contain the longest stop string (a token is at least one
+        # character, and a few extra cover tokens that decode to partial characters).
+        self.window = max((len(stop) for stop in self.stops), default=0) + 4
+        self.done_at: int | None = None
+        self.reason: str | None = None
+
+    def observe(self, tokens) -> bool:
+        """Whether the row is done, given the tokens it has generated so far (recording when and why)."""
+        if self.done_at is None:
+            reason = self._stop_reason(tokens)
+            if reason is not None:
+                self.done_at, self.reason = len(tokens), reason
+        return self.done_at is not None
+
+    def _stop_reason(self, tokens) -> str | None:
+        if int(tokens[-1]) in self.eos_token_ids:
+            return "eos"
+        if self.stops:
+            tail = self.tokenizer.decode(tokens[-self.window :], skip_special_tokens=True)
+            if any(stop in tail for stop in self.stops):
+                return "stop_string"
+        if len(tokens) >= self.budget:
+            return "length"
+        return None
+
+
+class PerRowStopping(StoppingCriteria):
+    """Every row's `RowStop`: `observe(row, tokens)` for the decode loop, and `model.generate`'s criterion."""
 
     def __init__(
         self,
@@ -102,17 +130,10 @@ class PerRowStopping(StoppingCriteria):
         eos_token_ids: set[int],
         should_stop: StopCheck | None = None,
     ):
-        self.tokenizer = tokenizer
-        self.should_stop = should_stop
+        self.rows = [RowStop(tokenizer, request, eos_token_ids) for request in requests]
         self.prompt_length = prompt_length
-        self.stops = [tuple(request.stop) for request in requests]
-        self.budgets = [request.max_new_tokens for request in requests]
         self.eos_token_ids = eos_token_ids
-        # Enough trailing tokens to contain the longest stop string (a token is at least one
-        # character, and a few extra cover tokens that decode to partial characters).
-        self.windows = [max((len(s) for s in stops), default=0) + 4 for stops in self.stops]
-        self.done_at: list[int | None] = [None] * len(requests)
-        self.reasons: list[str | None] = [None] * len(requests)
+        self.should_stop = should_stop
 
     def __deepcopy__(self, memo):
         # generate() deep-copies its criteria; the copy must share our records.
@@ -127,23 +148,7 @@ class PerRowStopping(StoppingCriteria):
         return torch.tensor(done, device=input_ids.device)
 
     def observe(self, row: int, tokens) -> bool:
-        """Whether `row` is done, given the tokens it has generated so far (recording when and why)."""
-        if self.done_at[row] is None:
-            reason = self._row_stop_reason(tokens, row)
-            if reason is not None:
-                self.done_at[row], self.reasons[row] = len(tokens), reason
-        return self.done_at[row] is not None
-
-    def _row_stop_reason(self, tokens, row: int) -> str | None:
-        if int(tokens[-1]) in self.eos_token_ids:
-            return "eos"
-        if self.stops[row]:
-            tail = self.tokenizer.decode(tokens[-self.windows[row] :], skip_special_tokens=True)
-            if any(stop in tail for stop in self.stops[row]):
-                return "stop_string"
-        if len(tokens) >= self.budgets[row]:
-            return "length"
-        return None
+        return self.rows[row].observe(tokens)
 
 
 def generation_seed(requests: list[GenerationRequest]) -> int | None:
@@ -153,6 +158,11 @@ def generation_seed(requests: list[GenerationRequest]) -> int | None:
         return None
     digest = hashlib.sha256(",".join(map(str, seeds)).encode()).digest()
     return int.from_bytes(digest[:4], "little")
+
+
+def pad_token(tokenizer) -> int:
+    """The id that pads a batch: the tokenizer's pad token, else its end-of-sequence token."""
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
 
 def shared_prefix_length(prompt_ids: list[list[int]]) -> int:
@@ -235,74 +245,12 @@ def stop_between_layers(model, should_stop: StopCheck | None):
             handle.remove()
 
 
-def generate_batch(
-    model,
-    tokenizer,
-    requests: list[GenerationRequest],
-    prompt_ids: list[list[int]],
-    key: SamplingKey,
-    should_stop: StopCheck | None = None,
-) -> list[Generation]:
-    """Generate for `requests` (all sharing `key`; prompts already tokenized) in one batch and cut each row."""
-    pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    plain_cache = has_plain_cache(model)
-    prefix_length = shared_prefix_length(prompt_ids) if plain_cache else 0
-    input_ids, attention_mask = padded_batch(prompt_ids, pad_token_id, model.device, prefix_length)
-    eos_token_ids = _eos_token_ids(model, tokenizer)
-    stopping = PerRowStopping(tokenizer, requests, input_ids.shape[1], eos_token_ids, should_stop)
-    seed = generation_seed(requests)
-    if seed is not None:  # for rows without a seed of their own, and generate's whole batch
-        torch.manual_seed(seed)
-    with torch.inference_mode(), stop_between_layers(model, should_stop):
-        cache = prefix_cache(model, prompt_ids[0][:prefix_length], len(prompt_ids)) if prefix_length else None
-        if plain_cache and DROP_FINISHED_ROWS:
-            seeds = [request.seed for request in requests]
-            picker = next_token_picker(key.do_sample, key.temperature, key.top_p, seeds)
-            generated = decode(
-                model, input_ids, attention_mask, picker, stopping.observe, cache=cache, should_stop=should_stop
-            )
-        else:
-            generated = _generate(model, input_ids, attention_mask, key, stopping, pad_token_id, requests, cache)
-    return [
-        _row_generation(tokenizer, generated[row], request, stopping, row, len(prompt_ids[row]))
-        for row, request in enumerate(requests)
-    ]
-
-
-def _generate(
-    model, input_ids, attention_mask, key: SamplingKey, stopping: PerRowStopping, pad_token_id, requests, cache
-):
-    """`model.generate` with every row to the batch's largest budget, each row's new tokens as a list."""
-    generation_config = copy.deepcopy(model.generation_config)
-    generation_config.update(
-        max_new_tokens=max(request.max_new_tokens for request in requests),
-        do_sample=key.do_sample,
-        temperature=key.temperature if key.do_sample else None,
-        top_p=key.top_p if key.do_sample else None,
-        top_k=None,
-        use_cache=True,  # a model prepared for training may have turned its cache off
-        pad_token_id=pad_token_id,
-        eos_token_id=sorted(stopping.eos_token_ids),
-    )
-    output = model.generate(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        generation_config=generation_config,
-        stopping_criteria=StoppingCriteriaList([stopping]),
-        **({"cache": cache} if cache is not None else {}),
-    )
-    return output[:, input_ids.shape[1] :].tolist()
-
-
-def _row_generation(tokenizer, tokens, request, stopping: PerRowStopping, row: int, prompt_tokens: int) -> Generation:
-    done_at = stopping.done_at[row] if stopping.done_at[row] is not None else len(tokens)
+def row_generation(tokenizer, tokens, request: GenerationRequest, stop: RowStop, prompt_tokens: int) -> Generation:
+    """A row's tokens as its generation: cut where it stopped, then at its first stop string."""
+    done_at = stop.done_at if stop.done_at is not None else len(tokens)
     text = tokenizer.decode(tokens[:done_at], skip_special_tokens=True)
     text, matched = cut_at_first_stop(text, tuple(request.stop))
-    reason = stopping.reasons[row]
-    if matched is not None or reason == "eos":
-        finish_reason = "stop"
-    else:
-        finish_reason = "length"
+    finish_reason = "stop" if matched is not None or stop.reason == "eos" else "length"
     return Generation(
         text=text,
         stop_reason=matched,
@@ -312,7 +260,7 @@ def _row_generation(tokenizer, tokens, request, stopping: PerRowStopping, row: i
     )
 
 
-def _eos_token_ids(model, tokenizer) -> set[int]:
+def eos_token_ids(model, tokenizer) -> set[int]:
     """End-of-turn ids from the generation config and the tokenizer (chat models often have several)."""
     ids: set[int] = set()
     configured = model.generation_config.eos_token_id
