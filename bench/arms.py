@@ -146,11 +146,30 @@ def load() -> float:
     return round(os.getloadavg()[0], 1)
 
 
+def tiny_llama_config(tokenizer, **changes):
+    """The 2-layer, width-64 Llama config of the tests and smoke runs, for SmolLM2's tokenizer (`changes` on top)."""
+    from transformers import LlamaConfig
+
+    settings = {
+        "vocab_size": len(tokenizer),
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 4096,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+    return LlamaConfig(**{**settings, **changes})
+
+
 def tiny_model(out: Path, tokenizer=None) -> Path:
     """A random 2-layer Llama (width 64) with SmolLM2's tokenizer and chat template, saved to `out`: what a
     --smoke run uses instead of SmolLM2, so it runs every code path of a bench in seconds."""
     import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer, LlamaForCausalLM
 
     from agentdata.engines import smollm2_model_dir
 
@@ -158,19 +177,6 @@ def tiny_model(out: Path, tokenizer=None) -> Path:
         return out
     tokenizer = tokenizer or AutoTokenizer.from_pretrained(smollm2_model_dir())
     torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    LlamaForCausalLM(config).save_pretrained(out)
+    LlamaForCausalLM(tiny_llama_config(tokenizer, tie_word_embeddings=True)).save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out

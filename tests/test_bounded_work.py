@@ -50,21 +50,11 @@ def endless_model_dir(tmp_path_factory, tokenizer) -> Path:
     """A tiny Llama that never ends a turn: its final norm is zero, so every logit ties and greedy
     decoding repeats token 0 (not an end-of-turn token) up to its long context."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=32_768,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    model = LlamaForCausalLM(config)
+    from bench.arms import tiny_llama_config
+
+    model = LlamaForCausalLM(tiny_llama_config(tokenizer, max_position_embeddings=32_768))
     with torch.no_grad():
         model.model.norm.weight.zero_()
     assert 0 not in (tokenizer.eos_token_id, tokenizer.pad_token_id)

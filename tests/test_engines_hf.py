@@ -23,21 +23,12 @@ CONTEXT = 4096  # the tiny model's context: what a prompt must fit
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
+
+    from bench.arms import tiny_llama_config
 
     tokenizer = smollm2_module.load_smollm2_tokenizer()
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=CONTEXT,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+    config = tiny_llama_config(tokenizer, max_position_embeddings=CONTEXT)
     torch.manual_seed(0)
     model = LlamaForCausalLM(config)
     out = tmp_path_factory.mktemp("tiny-llama")

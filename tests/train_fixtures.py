@@ -39,22 +39,12 @@ def varied_llama(tokenizer):
     """A tiny random Llama whose weights are drawn wide enough that greedy text varies from token to token
     (`tiny_model_dir`'s repeats one newline, under which any two decoders agree), seeded, in eval mode."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        initializer_range=0.3,
-        max_position_embeddings=4096,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
+    from bench.arms import tiny_llama_config
+
     torch.manual_seed(0)
-    return LlamaForCausalLM(config).eval()
+    return LlamaForCausalLM(tiny_llama_config(tokenizer, initializer_range=0.3, pad_token_id=None)).eval()
 
 
 def tool_conversation(question: str = "What is 17 * 23?", answer: str = "391") -> list[dict]:
