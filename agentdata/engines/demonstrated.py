@@ -109,9 +109,9 @@ def tir_engine(target: str, *, spec: str, **options) -> DemonstratedEngine:
 
 def check_tir_target(target: str) -> None:
     """The inner spec is an engine spec that is not already shown the examples."""
-    from agentdata.engines.spec import check_engine_spec, parse_spec
+    from agentdata.engines.spec import check_engine_spec
 
-    if parse_spec(target)[0] in (TIR_KIND, SMOLLM2_TIR_SPEC):
+    if _shows_examples(target):
         raise UserError(f"engine 'tir:{target}': {target} is already shown the worked examples")
     check_engine_spec(target)
 
@@ -121,9 +121,14 @@ tir_engine.check_target = check_tir_target
 
 def with_examples(spec: str) -> str:
     """The spec of `spec`'s engine shown the worked examples (itself when it already is)."""
+    return spec if _shows_examples(spec) else f"{TIR_KIND}:{spec}"
+
+
+def _shows_examples(spec: str) -> bool:
+    """Whether `spec`'s engine already shows the worked examples (smollm2-tir, or tir:...)."""
     from agentdata.engines.spec import parse_spec
 
-    return spec if parse_spec(spec)[0] in (TIR_KIND, SMOLLM2_TIR_SPEC) else f"{TIR_KIND}:{spec}"
+    return parse_spec(spec)[0] in (TIR_KIND, SMOLLM2_TIR_SPEC)
 
 
 def rollouts_show_examples(spec: str) -> bool:

@@ -76,41 +76,38 @@ class ModelEngine(BatchedEngine):
         return _JobBatch(self, key)
 
     @contextmanager
-    def _generating(self) -> Iterator[None]:
-        """While the streaming worker runs: eval mode, no autograd, a stop check before every layer."""
+    def _eval_mode(self) -> Iterator[None]:
+        """The model in eval mode while it generates (and back after), the time counted in generation_s."""
         started = time.perf_counter()
         was_training = bool(getattr(self.model, "training", False))
         self.model.eval()
         try:
-            with torch.inference_mode(), stop_between_layers(self.model, self._should_stop):
-                yield
+            yield
         finally:
             if was_training:
                 self.model.train()
             self.generation_s += time.perf_counter() - started
 
+    @contextmanager
+    def _generating(self) -> Iterator[None]:
+        """While the streaming worker runs: eval mode, no autograd, a stop check before every layer."""
+        with self._eval_mode(), torch.inference_mode(), stop_between_layers(self.model, self._should_stop):
+            yield
+
     def _run_batch(self, requests: list[GenerationRequest]) -> list[Generation]:
-        started = time.perf_counter()
-        was_training = bool(getattr(self.model, "training", False))
-        self.model.eval()
-        try:
+        with self._eval_mode():
             return self._generate_all(requests)
-        finally:
-            if was_training:
-                self.model.train()
-            self.generation_s += time.perf_counter() - started
 
     def _generate_all(self, requests: list[GenerationRequest]) -> list[Generation]:
         requests = list(requests)  # rows whose budget would pass the context get a smaller one
         results: dict[int, Generation] = {}
         prompt_ids: dict[int, list[int]] = {}
         for index, request in enumerate(requests):
-            prepared = self._prompt_ids(request)
+            prepared = self._prepare(request)
             if isinstance(prepared, Generation):  # a bad or too long request fails alone, not its whole batch
                 results[index] = prepared
             else:
-                prompt_ids[index] = prepared
-                requests[index] = self._within_context(request, len(prepared))
+                requests[index], prompt_ids[index] = prepared
         ready = sorted(prompt_ids, key=lambda index: sampling_key(requests[index]))
         for key, group in itertools.groupby(ready, key=lambda index: sampling_key(requests[index])):
             group = list(group)
@@ -132,6 +129,13 @@ class ModelEngine(BatchedEngine):
     def _should_stop(self) -> bool:
         """Stop generating when the engine closes or when every caller of the batch was cancelled."""
         return self._closing.is_set() or self._batcher.abandoned()
+
+    def _prepare(self, request: GenerationRequest) -> tuple[GenerationRequest, list[int]] | Generation:
+        """The request with its budget kept inside the context, and its prompt's ids; or why it cannot run."""
+        prepared = self._prompt_ids(request)
+        if isinstance(prepared, Generation):
+            return prepared
+        return self._within_context(request, len(prepared)), prepared
 
     def _prompt_ids(self, request: GenerationRequest) -> list[int] | Generation:
         """The request's prompt as token ids, or why it cannot be generated for."""
@@ -178,13 +182,13 @@ class _JobBatch:
     def admit(self, jobs: list[Job]) -> None:
         rows = []
         for job in jobs:
-            prepared = self.engine._prompt_ids(job.request)
+            prepared = self.engine._prepare(job.request)
             if isinstance(prepared, Generation):
                 job.deliver(prepared)
                 continue
-            request = self.engine._within_context(job.request, len(prepared))
+            request, prompt_ids = prepared
             stop = RowStop(self.engine.tokenizer, request, self.eos)
-            rows.append(Row(request, prepared, stop, job.deliver, job.cancelled))
+            rows.append(Row(request, prompt_ids, stop, job.deliver, job.cancelled))
         if rows:
             self.engine.generate_calls += 1
             self.running.admit(rows)

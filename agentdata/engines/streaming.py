@@ -108,9 +108,10 @@ class StreamingBatcher:
         """Whether nobody waits for any row being generated: every caller was cancelled (Ctrl-C, SIGTERM).
         Safe to call from the worker thread, which should then stop."""
         batch, admitting = self._batch, self._admitting
-        generating = bool(admitting) or (batch is not None and len(batch) > 0)
-        batch_live = batch is not None and len(batch) > 0 and not batch.all_cancelled()
-        return generating and not batch_live and not any(not job.cancelled() for job in admitting)
+        rows = [] if batch is None or not len(batch) else [batch]
+        if not admitting and not rows:
+            return False  # nothing is generating
+        return all(job.cancelled() for job in admitting) and all(each.all_cancelled() for each in rows)
 
     async def aclose(self) -> None:
         self._closing.set()
@@ -167,7 +168,7 @@ class StreamingBatcher:
             for index in reversed(chosen):
                 del self._inbox[index]
             if not jobs and not running:
-                self._worker = None if threading.current_thread() is self._worker else self._worker
+                self._worker = None  # only the worker calls this: a later request starts a new one
                 return None
             return jobs
 
