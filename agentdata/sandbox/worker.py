@@ -289,6 +289,12 @@ class Template:
                 self.send({"op": "killed", "uid": self.killers.pop(pid)})
             elif pid in self.executors:
                 info = self.executors.pop(pid)
+                if not self.state["own_uid"]:
+                    # Its group outlives it: a host kill that comes after this reap finds no executor of the uid.
+                    try:
+                        os.killpg(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
                 if info["workdir"]:
                     import shutil
 
