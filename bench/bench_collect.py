@@ -15,13 +15,17 @@
    fields), alternated in one run, hermes and codeblock.
 5. One driver's ceiling (`ceiling`): against a server answering at once, trajectories/s, the driver's
    CPU per trajectory and its RSS, with cProfile's top entries on request.
+6. The isolation floor (`floor`): the sandbox alone, what `ceiling` asks of it per trajectory (a fresh
+   session, one call, its close) with no driver and no server, all isolation on against all of it off in
+   the same run: the most trajectories/s any driver could reach with this sandbox on this machine.
 
     python bench/bench_collect.py efficiency --concurrency 64 --latency 0.2 --trajectories 512
     python bench/bench_collect.py journal --concurrency 64 --latency 1.0 --trajectories 512 --rounds 2
     python bench/bench_collect.py overhead --problems 16
     python bench/bench_collect.py stop-reason --concurrency 64 --latency 1.0 --trajectories 512
     python bench/bench_collect.py ceiling --concurrency 512 --trajectories 3000 [--profile 25]
-    python bench/bench_collect.py smoke        # all five, tiny (CI)
+    python bench/bench_collect.py floor --concurrency 512 --sessions 2000 --rounds 2
+    python bench/bench_collect.py smoke        # all six, tiny (CI)
 
 Each comparison checks that its arms did the same work (the same trajectories, each with its tool
 call, graded alike; the replay generated the same tokens as collect) and stops with one line when
@@ -350,6 +354,60 @@ def ceiling(concurrency: int, trajectories: int, profile_top: int = 0) -> dict:
     return result
 
 
+ISOLATION_OFF = {"isolate_network": False, "isolate_filesystem": False, "drop_privileges": False}
+
+
+def floor(concurrency: int, sessions: int, rounds: int = 2) -> dict:
+    """The sandbox alone, per trajectory what `ceiling` asks of it: a fresh session, the same call, its close.
+    Alternating rounds of all isolation on (the default) and all of it off, each its own Sandbox: sessions/s,
+    the sandbox's CPU per session (template, killer and what they reaped) and the host side's (this process,
+    the sandbox's loop thread)."""
+    arms = {"isolated": {}, "no isolation": ISOLATION_OFF}
+    runs: dict[str, list[dict]] = {name: [] for name in arms}
+    for _ in range(rounds):
+        for name, options in arms.items():
+            runs[name].append(_floor_round(concurrency, sessions, options))
+    result = {"benchmark": "the isolation floor", "concurrency": concurrency, "sessions": sessions}
+    for name, measured in runs.items():
+        result[name] = {key: [run[key] for run in measured] for key in measured[0]}
+    result["load_average"] = os.getloadavg()[0]
+    return result
+
+
+def _floor_round(concurrency: int, sessions: int, options: dict) -> dict:
+    code = "print(6 * 7)"  # what the fake server's tool script asks the sandbox to run
+
+    async def one(box, index: int, gate: asyncio.Semaphore) -> bool:
+        async with gate:
+            session = f"floor-{index}"
+            result = await box.arun(code, session_id=session)
+            await box.aclose_session(session)
+            return result.status == "ok" and result.stdout.strip() == "42"
+
+    async def run_all(box) -> list[bool]:
+        gate = asyncio.Semaphore(concurrency)
+        return await asyncio.gather(*(one(box, i, gate) for i in range(sessions)))
+
+    with open_sandbox("local", **options) as box:  # the rest as `ceiling` has it: the defaults
+        box.run("print(1)")  # started before the clock
+        sandbox_pids = [box._pool.template.info["pid"], box._pool.template.info.get("killer_pid")]
+        sandbox_cpu, host_cpu = _cpu_s(*sandbox_pids), time.process_time()
+        started = time.perf_counter()
+        answers = asyncio.run(run_all(box))
+        elapsed = time.perf_counter() - started
+        sandbox_cpu, host_cpu = _cpu_s(*sandbox_pids) - sandbox_cpu, time.process_time() - host_cpu
+        isolation = box.isolation
+    if not all(answers):
+        raise SystemExit(f"floor: {sessions - sum(answers)} of {sessions} sessions did not print 42: not the same work")
+    return {
+        "sessions_per_s": round(sessions / elapsed, 1),
+        "sandbox_cpu_ms_per_session": round(1000 * sandbox_cpu / sessions, 2),
+        "host_cpu_ms_per_session": round(1000 * host_cpu / sessions, 2),
+        "own_uid": isolation["own_uid"],
+        "private_view": isolation["private_view"],
+    }
+
+
 def _cpu_s(*pids: int | None) -> float:
     """User + system CPU of processes and of the children they have reaped (/proc/PID/stat), in seconds."""
     ticks = 0
@@ -390,6 +448,10 @@ def main() -> None:
     top.add_argument("--concurrency", type=int, default=512)
     top.add_argument("--trajectories", type=int, default=3000)
     top.add_argument("--profile", type=int, default=0, help="print cProfile's top N entries by own time")
+    flr = sub.add_parser("floor")
+    flr.add_argument("--concurrency", type=int, default=512)
+    flr.add_argument("--sessions", type=int, default=2000)
+    flr.add_argument("--rounds", type=int, default=2)
     sub.add_parser("smoke", help="every benchmark above at a tiny size (CI: they run and check their arms)")
     args = parser.parse_args()
     if args.which == "efficiency":
@@ -402,6 +464,8 @@ def main() -> None:
         result = overhead(args.problems, args.max_new_tokens, args.rounds)
     elif args.which == "ceiling":
         result = ceiling(args.concurrency, args.trajectories, args.profile)
+    elif args.which == "floor":
+        result = floor(args.concurrency, args.sessions, args.rounds)
     else:
         result = {
             "efficiency": efficiency(4, 0.05, 8),
@@ -409,6 +473,7 @@ def main() -> None:
             "stop-reason": stop_reason(4, 0.05, 4, 1, ("codeblock",), (next(iter(SERVER_KINDS)), STRICT_SERVER)),
             "overhead": overhead(1, 8, rounds=1, spec=f"hf:{tiny_model(Path(tempfile.mkdtemp()) / 'tiny')}"),
             "ceiling": ceiling(8, 16, profile_top=5),
+            "floor": floor(8, 16, rounds=1),
         }
     print(json.dumps(result, indent=2))
 
