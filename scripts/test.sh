@@ -16,6 +16,7 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_
 # Lint and layout first: a second of work that ends arguments about style (settings in pyproject.toml).
 ruff check .
 ruff format --check .
-# Two workers: most tests wait on servers, sandboxes and subprocesses, so two at once keep both cores busy
+# Two workers: most tests wait on servers, sandboxes and subprocesses, so two at once keep both cores busy; a group of tests
+# that must not run beside itself (xdist_group: the Ray clusters) stays on one worker
 # (a full run 1090 s -> 904 s beside a recipe, 2026-12-03). AGENTDATA_TEST_WORKERS=0 runs them in one process.
-python -m pytest -q -n "${AGENTDATA_TEST_WORKERS:-2}" --dist worksteal "$@"
+python -m pytest -q -n "${AGENTDATA_TEST_WORKERS:-2}" --dist loadgroup "$@"

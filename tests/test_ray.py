@@ -24,6 +24,10 @@ from agentdata.events import listening
 from agentdata.records import Problem
 from agentdata.settings import SettingError, build
 
+# One test worker runs them all (pytest-xdist): with two local Ray clusters at once, one per worker (they share
+# Ray's fixed default ports, such as the client server's 10001), a test worker died in a clean-clone run.
+pytestmark = pytest.mark.xdist_group("ray")
+
 REPO = Path(__file__).resolve().parents[1]
 RAY = Path(sys.executable).with_name("ray")
 
