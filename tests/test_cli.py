@@ -46,6 +46,22 @@ def test_user_error_is_one_line_without_traceback(tmp_path, capsys):
     assert "error:" in err and "no such file" in err and "Traceback" not in err + out
 
 
+@pytest.mark.parametrize("args", [["--help"], ["inspect", "missing.jsonl"]])
+def test_main_gives_the_callers_sigterm_handler_back(args, capsys):
+    # a leaked handler let a later forked child shrug off Pool.terminate()'s SIGTERM: CI hung on it
+    import signal
+
+    def mine(signum, frame):
+        raise AssertionError("not to be called")
+
+    previous = signal.signal(signal.SIGTERM, mine)
+    try:
+        run_main(args, capsys)
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def test_inspect_problems(tmp_path, capsys):
     path = tmp_path / "p.jsonl"
     path.write_text(json.dumps({"problem": "What is 6*7?", "answer": "42", "source": "demo"}) + "\n")

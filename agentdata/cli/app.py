@@ -60,8 +60,18 @@ app.add_typer(sandbox.app, name="sandbox")
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI. A user's mistake ends with one line on stderr and exit code 2; anything unexpected
     with one line naming the log file that holds the traceback (exit 1); never a raw traceback."""
-    # `kill` (SIGTERM) unwinds like Ctrl-C, so finished work is flushed to disk before exiting.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # `kill` (SIGTERM) unwinds like Ctrl-C, so finished work is flushed to disk before exiting. The caller's
+    # handler comes back on return: a process that runs main() in-process (the tests, a notebook) and later
+    # forks would otherwise hand its children a SIGTERM they can ignore, and `Pool.terminate()` would wait
+    # for ever on a child stuck on a lock it inherited (a CI run hung so).
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        _run(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(argv: list[str] | None) -> None:
     quiet_libraries()
     forget_output_place()
     record_invocation(sys.argv[1:] if argv is None else argv)
