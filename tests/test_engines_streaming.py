@@ -174,3 +174,45 @@ def test_a_closed_engine_refuses_new_requests(model, tokenizer):
     asyncio.run(engine.aclose())
     refused = asyncio.run(engine.generate(ask("late", max_new_tokens=3, **GREEDY)))
     assert refused.finish_reason == "error" and "closed before" in refused.error
+
+
+def test_the_stop_check_stops_the_generating_thread_only(model, tokenizer):
+    # GRPO's trainer runs a forward on the same model while the worker may still hold its hooks
+    import threading
+
+    import torch
+
+    from agentdata.engines.hf_generate import GenerationAborted, stop_between_layers
+
+    ids = torch.tensor([tokenizer("hello")["input_ids"]])
+    other_thread: list[object] = []
+    with torch.no_grad(), stop_between_layers(model, should_stop=lambda: True):
+        trainer = threading.Thread(target=lambda: other_thread.append(model(input_ids=ids).logits.shape))
+        trainer.start()
+        trainer.join()
+        with pytest.raises(GenerationAborted):
+            model(input_ids=ids)
+    assert other_thread == [(1, ids.shape[1], model.config.vocab_size)]
+
+
+def test_wait_idle_returns_once_the_worker_has_given_the_model_back(engine, model, monkeypatch):
+    import time
+
+    batcher = engine._batcher
+    take = batcher._take
+
+    def slow_to_leave():  # the worker lingers after delivering its last row, as a loaded machine makes it
+        jobs = take()
+        if jobs is None:
+            time.sleep(0.5)
+        return jobs
+
+    monkeypatch.setattr(batcher, "_take", slow_to_leave)
+    model.train()
+    try:
+        asyncio.run(engine.generate(ask("hello", max_new_tokens=3, **GREEDY)))
+        engine.wait_idle()
+        assert model.training  # back in training mode
+        assert not any(layer._forward_pre_hooks for layer in model.modules())  # no stop checks left
+    finally:
+        model.eval()

@@ -117,6 +117,11 @@ class Engine:
         nothing comes back; None when there is nothing to say beyond "generating"."""
         return None
 
+    def wait_idle(self) -> None:
+        """Block until nothing of this engine uses its model any more (a local engine's generating thread
+        can outlive the last result by a moment); a served engine's model is elsewhere: nothing to wait for."""
+        return None
+
     async def aclose(self) -> None:
         return None
 

@@ -89,6 +89,11 @@ class RequestBatcher:
             return [error_generation("engine returned a wrong number of results") for _ in requests]
         return results
 
+    def wait_idle(self) -> None:
+        """Return once no batch is generating (results are handed over only after theirs ends)."""
+        with self._model_lock:
+            pass
+
     def abandoned(self) -> bool:
         """Whether nobody waits for the batch being generated any more: every caller was cancelled
         (Ctrl-C, SIGTERM, a run that stops). Safe to call from the generating thread, which should stop.
@@ -135,6 +140,10 @@ class BatchedEngine(Engine):
     def batch_sizes(self) -> list[int]:
         """How many requests each batch held: batching at work."""
         return self._batcher.batch_sizes
+
+    def wait_idle(self) -> None:
+        """Block until the model is free: after the last result, before anything else uses it."""
+        self._batcher.wait_idle()
 
     async def aclose(self) -> None:
         await self._batcher.aclose()

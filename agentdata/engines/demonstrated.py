@@ -71,6 +71,9 @@ class DemonstratedEngine(Engine):
     async def generate_many(self, requests: list[GenerationRequest]) -> list[Generation]:
         return await self.inner.generate_many([self.demonstrate(request) for request in requests])
 
+    def wait_idle(self) -> None:
+        self.inner.wait_idle()
+
     async def aclose(self) -> None:
         await self.inner.aclose()
 

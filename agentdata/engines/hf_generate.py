@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -222,13 +223,19 @@ def has_plain_cache(model) -> bool:
 @contextmanager
 def stop_between_layers(model, should_stop: StopCheck | None):
     """Check `should_stop` before every layer: a long prompt's prefill is one forward pass, which
-    the per-token stopping criterion only sees once it is over (minutes for a long prompt on a CPU)."""
+    the per-token stopping criterion only sees once it is over (minutes for a long prompt on a CPU).
+
+    The hooks are the model's, seen by every thread, and the check is the generation's: only the thread
+    that entered this block is stopped. GRPO's trainer runs the same model's forward right after its
+    rollouts, while the streaming worker may still be inside this block with its last row delivered
+    (every caller gone, so `should_stop` says True): that forward must not be aborted."""
     if should_stop is None:
         yield
         return
+    generating_thread = threading.get_ident()
 
     def check(module, args):
-        if should_stop():
+        if threading.get_ident() == generating_thread and should_stop():
             raise GenerationAborted("the engine was closed during generation")
 
     # The repeated blocks (decoder layers) live in ModuleLists whatever the architecture.

@@ -123,6 +123,12 @@ class StreamingBatcher:
         for job in waiting:
             job.deliver(error_generation(CLOSED_BEFORE))
 
+    def wait_idle(self) -> None:
+        """Return once no worker uses the model: a row is delivered before its worker leaves `session()`
+        (eval mode, no gradients, the stop hooks), and whoever uses the model next (GRPO's trainer) waits."""
+        with self._model_lock:
+            pass
+
     def _running(self) -> bool:
         return self._worker is not None and self._worker.is_alive()
 

@@ -172,4 +172,8 @@ def model_engine(model: Any, tokenizer: Any) -> Iterator[Any]:
     each batch and back in train mode after it."""
     from agentdata.engines.hf import ModelEngine
 
-    yield ModelEngine(model, tokenizer, spec="policy")
+    engine = ModelEngine(model, tokenizer, spec="policy")
+    try:
+        yield engine
+    finally:
+        engine.wait_idle()  # training resumes next: the generating thread must be out of the model

@@ -189,7 +189,9 @@ class AgentRollout:
             return asyncio.run(self._solve_all(prompts))
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator) as model:
             self.engine.model = model
-            return asyncio.run(self._solve_all(prompts))
+            trajectories = asyncio.run(self._solve_all(prompts))
+            self.engine.wait_idle()  # the trainer's forward comes next: the generating thread must be out
+            return trajectories
 
     def _record_time(self, started: float, generation_before: float, trajectories: list[Trajectory]) -> None:
         rollout_s = time.perf_counter() - started

@@ -52,7 +52,10 @@ def policy_engine(trainer: Any, rollout: Any) -> Iterator[Any]:
     try:
         with unwrap_model_for_generation(model, trainer.accelerator) as unwrapped:
             engine.model = unwrapped
-            yield engine
+            try:
+                yield engine
+            finally:
+                engine.wait_idle()  # training resumes next: the generating thread must be out
     finally:
         if was_training:
             trainer.model.train()
