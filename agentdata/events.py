@@ -9,6 +9,9 @@ one line per training log). A library call such as `collect()` therefore prints 
     kind "log"      one record worth a line (a training step's metrics in `stats`, or a `message`: `note`)
     kind "end"      the task is over
 
+An event's `scope` says whose it is when several runs report at once (an experiment's arms in
+worker processes): the same task of two scopes is two bars.
+
 This module imports nothing from the package.
 """
 
@@ -30,6 +33,12 @@ class Event:
     total: int | None = None
     stats: dict[str, Any] = field(default_factory=dict)
     message: str = ""
+    scope: str = ""  # whose task, when several report at once ("" for the only one)
+
+    @property
+    def label(self) -> str:
+        """The task as shown: `scope · task`, or the task alone."""
+        return f"{self.scope} · {self.task}" if self.scope else self.task
 
 
 Listener = Callable[[Event], None]

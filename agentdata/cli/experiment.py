@@ -41,6 +41,16 @@ def command(
             "--set sft.report_to=... --set rl.report_to=....",
         ),
     ] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            help="Arms at once, each in a worker process (default: as many as the cores and memory allow, about "
+            "8 GB an arm on the embedded default; 1 with vLLM). 1 runs them one after another in this process.",
+        ),
+    ] = None,
     show: Annotated[bool, typer.Option("--show", help="Print the recipe file and stop (copy a built-in one).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
@@ -67,7 +77,7 @@ def command(
             f"× {loaded.seeds} seed(s) → {out}"
         )
     with rendering(enabled=not as_json):
-        report = run_experiment(loaded, out)
+        report = run_experiment(loaded, out, jobs)
     render.show(report, as_json, experiment_views)
 
 

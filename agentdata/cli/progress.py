@@ -60,6 +60,11 @@ def log_text(stats: dict[str, Any]) -> str | None:
     return f"step {stats.get('step')}: " + "  ".join(shown) if shown else None
 
 
+def _scoped(event: Event, markup: str) -> str:
+    """A line of a scoped event, prefixed with its scope (whose it is, when several report at once)."""
+    return f"[dim]{escape(event.scope)}[/] {markup}" if event.scope else markup
+
+
 class RichRenderer:
     """One rich progress display; a bar per started task, removed (transient) or kept when it ends."""
 
@@ -69,27 +74,26 @@ class RichRenderer:
         self.tasks: dict[str, Any] = {}
 
     def __call__(self, event: Event) -> None:
+        key = event.label
         if event.kind == "start":
             self._start(event)
-        elif event.kind == "advance" and event.task in self.tasks:
-            self.progress.update(
-                self.tasks[event.task], completed=event.completed, stats=stats_text(event.task, event.stats)
-            )
+        elif event.kind == "advance" and key in self.tasks:
+            self.progress.update(self.tasks[key], completed=event.completed, stats=stats_text(event.task, event.stats))
         elif event.kind == "log":
             line = event.message or log_text(event.stats)
             if line:
-                self.console.print(line, highlight=False, soft_wrap=True)  # a log keeps a step on one line
-        elif event.kind == "end" and event.task in self.tasks:
+                self.console.print(_scoped(event, line), highlight=False, soft_wrap=True)  # a step stays on one line
+        elif event.kind == "end" and key in self.tasks:
             # a bar of unknown length (a one-off conversion) and the training bars go; collect's stays
             self.progress.update(
-                self.tasks.pop(event.task), visible=event.total is not None and event.task not in ("SFT", "GRPO")
+                self.tasks.pop(key), visible=event.total is not None and event.task not in ("SFT", "GRPO")
             )
             if not self.tasks:
                 self.close()
 
     def _start(self, event: Event) -> None:
         if event.message:
-            self.console.print(event.message, highlight=False, soft_wrap=True)
+            self.console.print(_scoped(event, event.message), highlight=False, soft_wrap=True)
         if self.progress is None:
             self.progress = Progress(
                 TextColumn("[bold]{task.description}"),
@@ -101,7 +105,7 @@ class RichRenderer:
                 console=self.console,
             )
             self.progress.start()
-        self.tasks[event.task] = self.progress.add_task(event.task, total=event.total, stats="")
+        self.tasks[event.label] = self.progress.add_task(escape(event.label), total=event.total, stats="")
 
     def close(self) -> None:
         if self.progress is not None:
@@ -118,30 +122,32 @@ class LogRenderer:
         self.tasks: dict[str, dict[str, Any]] = {}
 
     def __call__(self, event: Event) -> None:
+        key = event.label
         if event.kind == "start":
             if event.message:
-                self._line(event.message)
+                self._line(_scoped(event, event.message))
             now = time.monotonic()
-            self.tasks[event.task] = {"started": now, "shown": now, "completed": 0, "stats": {}, "total": event.total}
-        elif event.kind == "advance" and event.task in self.tasks:
-            state = self.tasks[event.task]
+            state = {"task": event.task, "total": event.total, "completed": 0, "stats": {}}
+            self.tasks[key] = {**state, "started": now, "shown": now}
+        elif event.kind == "advance" and key in self.tasks:
+            state = self.tasks[key]
             state.update(completed=event.completed, stats=event.stats)
             if time.monotonic() - state["shown"] >= self.every_s:
                 state["shown"] = time.monotonic()
-                self._line(self._progress(event.task, state))
+                self._line(self._progress(key, state))
         elif event.kind == "log":
             line = event.message or log_text(event.stats)
             if line:
-                self._line(line)
-        elif event.kind == "end" and event.task in self.tasks:
-            state = self.tasks.pop(event.task)
+                self._line(_scoped(event, line))
+        elif event.kind == "end" and key in self.tasks:
+            state = self.tasks.pop(key)
             if state["total"] is not None:
-                self._line(self._progress(event.task, state))
+                self._line(self._progress(key, state))
 
-    def _progress(self, task: str, state: dict[str, Any]) -> str:
+    def _progress(self, label: str, state: dict[str, Any]) -> str:
         elapsed = time.monotonic() - state["started"]
-        stats = stats_text(task, state["stats"])
-        return f"[bold]{escape(task)}[/] {state['completed']:,}/{state['total']:,} · {elapsed:.0f} s" + (
+        stats = stats_text(state["task"], state["stats"])
+        return f"[bold]{escape(label)}[/] {state['completed']:,}/{state['total']:,} · {elapsed:.0f} s" + (
             f" · {stats}" if stats else ""
         )
 

@@ -6,22 +6,26 @@
     OUT/experiment.json, report.md, report.png    the report (experiment/report.py, experiment/plots.py)
 
 Every arm of every repetition is planned first (a bad value stops everything before work); then
-the arms run one after another, each as a chain of stages (work.py runs or reuses each). An arm
-whose stage fails is recorded as failed at that stage and the others go on; Ctrl-C or a kill stops
-the experiment, and the same command resumes it at the arm and stage where it stopped.
+the arms run, each as a chain of stages (work.py runs or reuses each): one after another in this
+process, or `jobs` at once, each in a worker process of its own (workers.py). An arm whose stage
+fails is recorded as failed at that stage and the others go on; Ctrl-C or a kill stops the
+experiment, and the same command resumes it at the arm and stage where it stopped.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentdata.errors import UserError
 from agentdata.events import Event, emit
 from agentdata.experiment import stages
 from agentdata.experiment.plan import ArmPlan, ProblemFiles, plan_arm
 from agentdata.experiment.recipe import Recipe
 from agentdata.experiment.work import StageFailed, StageRun, Workshop, digest_file
+from agentdata.experiment.workers import ArmJob, default_jobs, run_arms_in_workers, usable_cores
 from agentdata.records import write_json
 from agentdata.settings import flatten
 
@@ -45,6 +49,7 @@ class ArmOutcome:
     grpo_metrics: str | None = None  # the GRPO stage's metrics.jsonl (the curves)
     pool: dict[str, Any] | None = None  # the pool GRPO trained on: kind, size, pass rates
     sft_set: dict[str, Any] | None = None  # the SFT set: kind, rows
+    running_stage: str | None = None  # the stage under way (where the arm was if its worker died)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,37 +72,63 @@ def plan_all(recipe: Recipe, files: ProblemFiles, out: Path) -> dict[tuple[str, 
     }
 
 
-def run_experiment(recipe: Recipe, out: str | Path) -> Any:
-    """Run (or resume) the experiment in `out`; write and return its report (experiment/report.py)."""
+def run_experiment(recipe: Recipe, out: str | Path, jobs: int | None = 1) -> Any:
+    """Run (or resume) the experiment in `out`, `jobs` arms at once (None: as many as the cores and memory
+    allow, workers.default_jobs); write and return its report (experiment/report.py)."""
     from agentdata.experiment.problem_sets import write_problem_files
     from agentdata.experiment.report import build_report
 
+    if jobs is not None and jobs < 1:
+        raise UserError(f"--jobs {jobs}: must be at least 1")
     out = Path(out)
     files = write_problem_files(recipe, out / "problems")
     plans = plan_all(recipe, files, out)
     workshop = Workshop(out / "work")
-    outcomes: list[ArmOutcome] = []
+    units = []  # (plan, the SFT kinds of its repetition), in the order the arms are reported
     for repetition in range(recipe.seeds):
         arms = [plans[(arm, repetition)] for arm in recipe.arms]
         set_kinds = sorted({plan.sft_data for plan in arms} - {"none"})  # the sets are aligned over all of them
-        for plan in arms:
-            outcomes.append(run_arm(plan, set_kinds, files, workshop, out / ARMS_DIR))
+        units.extend((plan, set_kinds) for plan in arms)
+    jobs = jobs or default_jobs(len(units), {plan.engine for plan in plans.values()})
+    if jobs == 1 or len(units) == 1:
+        outcomes = [run_arm(plan, kinds, files, workshop, out / ARMS_DIR) for plan, kinds in units]
+    else:
+        outcomes = run_arms_in_workers(_jobs(units, files, workshop, out / ARMS_DIR, jobs), jobs)
     return build_report(recipe, outcomes, files, out)
+
+
+def _jobs(units: list, files: ProblemFiles, workshop: Workshop, arms_dir: Path, jobs: int) -> list[ArmJob]:
+    threads = max(1, usable_cores() // jobs)  # one core's share each: threads beyond it wait for each other
+    return [
+        ArmJob(index, plan, kinds, files, workshop.root, workshop.run_id, arms_dir, threads, list(warnings.filters))
+        for index, (plan, kinds) in enumerate(units)
+    ]
 
 
 def run_arm(plan: ArmPlan, set_kinds: list[str], files: ProblemFiles, workshop: Workshop, arms_dir: Path) -> ArmOutcome:
     """The arm's chain of stages; a failing stage ends the arm (recorded), never the experiment."""
     outcome = ArmOutcome(plan.arm, plan.repetition)
-    record = arms_dir / plan.arm / f"seed-{plan.repetition}.json"
-    chain = ArmChain(plan, set_kinds, files, workshop, outcome, record)
+    chain = ArmChain(plan, set_kinds, files, workshop, outcome, arm_record(arms_dir, plan))
     try:
         chain.run()
         outcome.status = "done"
     except StageFailed as failure:
         outcome.status, outcome.failed_stage, outcome.reason = "failed", failure.stage, failure.reason
-        _note(f"arm {plan.arm} (seed {plan.repetition}) failed at {failure.stage}: {failure.reason}")
-    write_json(record, outcome.as_dict())
+        note_failure(outcome)
+    record_outcome(outcome, arms_dir)
     return outcome
+
+
+def arm_record(arms_dir: Path, plan: ArmPlan) -> Path:
+    return arms_dir / plan.arm / f"seed-{plan.repetition}.json"
+
+
+def record_outcome(outcome: ArmOutcome, arms_dir: Path) -> None:
+    write_json(arms_dir / outcome.arm / f"seed-{outcome.repetition}.json", outcome.as_dict())
+
+
+def note_failure(outcome: ArmOutcome) -> None:
+    _note(f"arm {outcome.arm} (seed {outcome.repetition}) failed at {outcome.failed_stage}: {outcome.reason}")
 
 
 @dataclass(frozen=True)
@@ -120,7 +151,10 @@ class ArmChain:
         label = f"arm {self.plan.arm} · seed {self.plan.repetition} · {name}"
         finished = self.workshop.done(name, depends_on)
         _note(f"{label}: {'reused' if finished else 'running'}")
+        self.outcome.running_stage = name
+        write_json(self.record, self.outcome.as_dict())
         run = finished or self.workshop.run(name, depends_on, action)
+        self.outcome.running_stage = None
         self.outcome.stages.append(run.summary())
         write_json(self.record, self.outcome.as_dict())  # progress survives a kill
         return run

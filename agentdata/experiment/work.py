@@ -11,7 +11,10 @@ when the stage ends, is its completion marker. So
   without: a collect, profile or evaluation resumes its own run dir (nothing generated twice); a
   training stage starts again from its start (its half-written folder is cleared);
 - a stage that fails is remembered for the rest of this run (another arm needing it fails the same
-  way, without running it twice); a rerun tries it again.
+  way, without running it twice: `failed.json` names the run); a rerun tries it again;
+- arms running at once in worker processes (runner.py, `--jobs`) never run one stage twice: the
+  first takes the stage's lock (`WORK/<stage>-<digest>.lock`, flock, released when its process
+  ends however it ends), the second waits for it and then finds it done.
 
 Each result records the stage's wall and CPU time (this process and its finished children) and the
 load average before and after, so a report can say when the machine was shared.
@@ -19,21 +22,26 @@ load average before and after, so a report can say when the machine was shared.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import resource
 import shutil
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agentdata.errors import UserError
+from agentdata.events import note
 from agentdata.records import write_json
 
 RESULT = "result.json"
+FAILED = "failed.json"  # how the stage failed, and in which run of the experiment
 
 
 class StageFailed(Exception):
@@ -100,7 +108,7 @@ class StageRun:
 @dataclass
 class Workshop:
     root: Path
-    failed: dict[str, StageFailed] = field(default_factory=dict)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)  # this run of the experiment, in every worker
     restartable: tuple[str, ...] = ("sft", "grpo")  # stages that begin again from scratch after a kill
 
     def folder(self, stage: str, depends_on: dict[str, Any]) -> tuple[str, Path]:
@@ -117,15 +125,22 @@ class Workshop:
     def run(self, stage: str, depends_on: dict[str, Any], action: Callable[[Path], dict[str, Any]]) -> StageRun:
         """The stage's result: found done, or `action(folder)` run now and marked done."""
         key, folder = self.folder(stage, depends_on)
-        finished = self.done(stage, depends_on)
-        if finished is not None:
-            return finished
-        if key in self.failed:
-            raise self.failed[key]
-        if stage in self.restartable and folder.exists():
-            shutil.rmtree(folder)  # a training stage killed half-way starts again from its start model
-        folder.mkdir(parents=True, exist_ok=True)
-        write_json(folder / "depends_on.json", {"stage": stage, **depends_on})
+        with self.claim(folder):
+            finished = self.done(stage, depends_on)
+            if finished is not None:
+                return finished
+            self.raise_if_failed(stage, folder)
+            if stage in self.restartable and folder.exists():
+                shutil.rmtree(folder)  # a training stage killed half-way starts again from its start model
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / FAILED).unlink(missing_ok=True)  # an earlier run's failure: this run tries again
+            write_json(folder / "depends_on.json", {"stage": stage, **depends_on})
+            result = self.timed(stage, folder, action)
+            write_json(folder / RESULT, result)
+        return StageRun(stage, key, folder, json.loads((folder / RESULT).read_text(encoding="utf-8")), reused=False)
+
+    def timed(self, stage: str, folder: Path, action: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
+        """`action(folder)` with its wall and CPU time and the load around it; a failure is marked in the folder."""
         load_before, wall, cpu = os.getloadavg()[0], time.perf_counter(), cpu_seconds()
         try:
             result = action(folder)
@@ -134,7 +149,7 @@ class Workshop:
         except Exception as error:  # noqa: BLE001 - any failure of one stage is that arm's, not the experiment's
             text = str(error) if isinstance(error, UserError) else f"{type(error).__name__}: {error}"
             failure = StageFailed(stage, " ".join(text.split())[:500])
-            self.failed[key] = failure
+            write_json(folder / FAILED, {"run": self.run_id, "reason": failure.reason})
             raise failure from error
         result["_timing"] = {
             "wall_s": time.perf_counter() - wall,
@@ -143,5 +158,24 @@ class Workshop:
             "load_after": os.getloadavg()[0],
             "threads": torch_threads(),
         }
-        write_json(folder / RESULT, result)
-        return StageRun(stage, key, folder, json.loads((folder / RESULT).read_text(encoding="utf-8")), reused=False)
+        return result
+
+    def raise_if_failed(self, stage: str, folder: Path) -> None:
+        """The stage failed earlier in this run (another arm's try): fail the same way without running it again."""
+        marker = folder / FAILED
+        if marker.exists():
+            failed = json.loads(marker.read_text(encoding="utf-8"))
+            if failed.get("run") == self.run_id:
+                raise StageFailed(stage, failed["reason"])
+
+    @contextmanager
+    def claim(self, folder: Path) -> Iterator[None]:
+        """The stage's lock, held while it is checked and run: another worker wanting it waits here."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(folder.with_name(folder.name + ".lock"), "a", encoding="utf-8") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                note("experiment", f"{folder.name}: another arm is running it; waiting to reuse it")
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            yield  # closing the file releases the lock (and so does the process ending, however it ends)
