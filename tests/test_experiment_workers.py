@@ -7,6 +7,10 @@ the student is a tiny random Llama), so every stage runs for real.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -53,20 +57,20 @@ def test_the_second_worker_wanting_a_stage_waits_for_the_first_and_reuses_it(tmp
     def slow_stage(folder: Path) -> dict:
         calls.append(folder)
         started.set()
-        release.wait(10)
+        release.wait(120)
         return {"value": 1}
 
     first = threading.Thread(target=Workshop(tmp_path).run, args=("profile", {"k": 4}, slow_stage))
     first.start()
-    assert started.wait(10)
+    assert started.wait(120)
     results = []
     second = threading.Thread(target=lambda: results.append(Workshop(tmp_path).run("profile", {"k": 4}, slow_stage)))
     second.start()
     time.sleep(0.5)
     assert second.is_alive() and not results  # it waits on the stage's lock rather than running it too
     release.set()
-    first.join(10)
-    second.join(10)
+    first.join(120)
+    second.join(120)
     (run,) = results
     assert len(calls) == 1 and run.reused and run.result["value"] == 1
 
@@ -100,3 +104,93 @@ def test_jobs_default_to_the_cores_and_memory_and_to_one_with_vllm(monkeypatch):
     assert default_jobs(3, {"hf"}) == 3
     monkeypatch.setattr(workers, "usable_cores", lambda: 1)
     assert default_jobs(3, {"hf"}) == 1
+
+
+def start_cli(recipe: Path, out: Path, jobs: int = 2) -> subprocess.Popen:
+    command = [sys.executable, "-m", "agentdata.cli.app", "experiment", str(recipe), "--out", str(out)]
+    return subprocess.Popen([*command, "--jobs", str(jobs), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def worker_pids(out: Path, arms, parent: subprocess.Popen, deadline_s: float = 240) -> dict[str, int]:
+    """Each arm's worker pid, from its record, once every arm's worker has started its first stage."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        records = [out / "arms" / arm / "seed-0.json" for arm in arms]
+        if all(path.exists() for path in records):
+            pids = {arm: json.loads(path.read_text())["pid"] for arm, path in zip(arms, records)}
+            if all(pids.values()) and parent.pid not in pids.values():
+                return pids
+        assert time.monotonic() < deadline and parent.poll() is None, parent.stderr.read().decode()[-2000:]
+        time.sleep(0.2)
+
+
+def gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "State:\tZ" in state  # ended, waiting for init to reap it
+
+
+@pytest.mark.slow  # collects, trains and evaluates tiny models for real
+@pytest.mark.timeout(1200)
+def test_a_worker_killed_fails_its_arm_alone_and_the_same_command_completes_it(
+    tmp_path,
+    teacher,  # noqa: F811
+    tiny_model_dir,  # noqa: F811
+):
+    arms = {"real": {"sft.data": "real"}, "none": {}}
+    path = write_recipe(tmp_path, teacher.url, tiny_model_dir, arms)
+    out = tmp_path / "exp"
+    parent = start_cli(path, out)
+    pids = worker_pids(out, arms, parent)
+    deadline = time.monotonic() + 240
+    while not list((out / "work").glob("collect-*/result.json")):  # the real arm's collect is done: kill it after
+        assert time.monotonic() < deadline and parent.poll() is None
+        time.sleep(0.2)
+    os.kill(pids["real"], signal.SIGKILL)  # as the kernel's OOM killer would
+    stdout, stderr = parent.communicate(timeout=600)
+    assert parent.returncode == 0, stderr.decode()[-2000:]
+    rows = {row["arm"]: row for row in json.loads(stdout)["arms"]}
+    assert rows["none"]["status"] == "done"
+    assert rows["real"]["status"] == "failed"
+    (failure,) = rows["real"]["failures"]
+    assert "killed by signal 9" in failure["reason"] and "OOM" in failure["reason"]
+    assert failure["stage"] in ("curate", "sft_sets", "sft", "eval")  # where it was: after its collect
+    requests = len(teacher.requests)
+
+    report = run_experiment(load_recipe(path), out)  # the same experiment again: the killed arm resumes
+    assert {row["arm"]: row["status"] for row in report.arms} == {"real": "done", "none": "done"}
+    assert len(teacher.requests) == requests  # its finished collect was kept
+
+
+@pytest.mark.timeout(300)
+def test_killing_the_experiment_stops_its_workers(tmp_path, tiny_model_dir):  # noqa: F811
+    """SIGKILL leaves the parent no time to stop them: the workers notice it is gone and stop themselves."""
+    arms = {"a": {}, "b": {"loop.temperature": 0.7}}
+    path = write_recipe(tmp_path, "http://127.0.0.1:9/v1", tiny_model_dir, arms, eval={"k": 64, "concurrency": 2})
+    parent = start_cli(path, tmp_path / "exp")
+    pids = worker_pids(tmp_path / "exp", arms, parent)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 60
+    try:
+        while not all(gone(pid) for pid in pids.values()):
+            assert time.monotonic() < deadline, f"workers {pids} still running 60 s after their parent was killed"
+            time.sleep(0.5)
+    finally:  # never leave them running past the test
+        for pid in pids.values():
+            if not gone(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_an_arm_that_would_wait_for_a_running_arms_first_stage_starts_after_one_that_would_not():
+    from agentdata.experiment.workers import ArmJob, next_job
+
+    def job(index: int, opens_with: str | None) -> ArmJob:
+        return ArmJob(index, None, [], None, Path("work"), "run", Path("arms"), 1, [], opens_with)
+
+    band, random, everything = job(0, "profile-0"), job(1, "profile-0"), job(2, None)
+    assert next_job([band, random, everything], []) is band
+    assert next_job([random, everything], [band]) is everything  # random would wait idle for band's profile
+    assert next_job([random], [band]) is random  # nothing else to run: it waits, then reuses the profile

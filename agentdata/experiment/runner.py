@@ -14,6 +14,7 @@ experiment, and the same command resumes it at the arm and stage where it stoppe
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -50,6 +51,7 @@ class ArmOutcome:
     pool: dict[str, Any] | None = None  # the pool GRPO trained on: kind, size, pass rates
     sft_set: dict[str, Any] | None = None  # the SFT set: kind, rows
     running_stage: str | None = None  # the stage under way (where the arm was if its worker died)
+    pid: int | None = None  # the process running the arm (a worker's, with --jobs)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,15 +101,27 @@ def run_experiment(recipe: Recipe, out: str | Path, jobs: int | None = 1) -> Any
 
 def _jobs(units: list, files: ProblemFiles, workshop: Workshop, arms_dir: Path, jobs: int) -> list[ArmJob]:
     threads = max(1, usable_cores() // jobs)  # one core's share each: threads beyond it wait for each other
+    filters = list(warnings.filters)
     return [
-        ArmJob(index, plan, kinds, files, workshop.root, workshop.run_id, arms_dir, threads, list(warnings.filters))
+        ArmJob(index, plan, kinds, files, workshop.root, workshop.run_id, arms_dir, threads, filters, opening(plan))
         for index, (plan, kinds) in enumerate(units)
     ]
 
 
+def opening(plan: ArmPlan) -> str | None:
+    """The first stage an arm may share with the other arms of its repetition: the SFT sources (collect and
+    stitch) when it trains on a set, the start's profile when GRPO picks a pool from one, else none. Only
+    the order arms start in depends on it (workers.next_job); sharing itself is the stage keys'."""
+    if plan.sft_data != "none":
+        return f"sft-sources-{plan.repetition}"
+    if plan.rl_pool not in ("none", "all"):
+        return f"profile-{plan.repetition}"
+    return None
+
+
 def run_arm(plan: ArmPlan, set_kinds: list[str], files: ProblemFiles, workshop: Workshop, arms_dir: Path) -> ArmOutcome:
     """The arm's chain of stages; a failing stage ends the arm (recorded), never the experiment."""
-    outcome = ArmOutcome(plan.arm, plan.repetition)
+    outcome = ArmOutcome(plan.arm, plan.repetition, pid=os.getpid())
     chain = ArmChain(plan, set_kinds, files, workshop, outcome, arm_record(arms_dir, plan))
     try:
         chain.run()

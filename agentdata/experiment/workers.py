@@ -23,6 +23,7 @@ import multiprocessing
 import os
 import queue
 import signal
+import sys
 import threading
 import time
 import warnings
@@ -52,6 +53,7 @@ class ArmJob:
     arms_dir: Path
     threads: int  # torch threads for the worker (OMP_NUM_THREADS), unless the caller set them
     warning_filters: list  # the parent's (the CLI keeps the libraries' notices out): a spawned worker starts bare
+    opens_with: str | None = None  # the first stage it may share with other arms (runner.opening), None: none
 
     @property
     def scope(self) -> str:
@@ -95,7 +97,8 @@ def run_arms_in_workers(jobs: list[ArmJob], workers: int) -> list[Any]:
     try:
         while waiting or running:
             while waiting and len(running) < workers:
-                job = waiting.pop(0)
+                job = next_job(waiting, [job for job, _ in running.values()])
+                waiting.remove(job)
                 process = context.Process(target=_work, args=(job, messages, os.getpid()), name=f"arm-{job.scope}")
                 process.start()
                 running[job.index] = (job, process)
@@ -111,6 +114,13 @@ def run_arms_in_workers(jobs: list[ArmJob], workers: int) -> list[Any]:
         _stop([process for _, process in running.values()])
         messages.close()
     return [outcomes[job.index] for job in jobs]
+
+
+def next_job(waiting: list[ArmJob], running: list[ArmJob]) -> ArmJob:
+    """The first waiting arm that does not open with a stage a running arm is opening with (it would wait
+    idle for it), else the first: in `pool`, `all` runs beside `band`'s profile rather than `random`."""
+    busy = {job.opens_with for job in running} - {None}
+    return next((job for job in waiting if job.opens_with not in busy), waiting[0])
 
 
 def _deliver(messages: Any, outcomes: dict[int, Any], timeout: float) -> None:
@@ -181,8 +191,11 @@ def _work(job: ArmJob, messages: Any, parent: int) -> None:
     def forward(event: Event) -> None:
         messages.put(("event", job.index, replace(event, scope=job.scope)))
 
-    with listening(forward):
-        outcome = run_arm(job.plan, job.set_kinds, job.files, Workshop(job.work_root, job.run_id), job.arms_dir)
+    try:
+        with listening(forward):
+            outcome = run_arm(job.plan, job.set_kinds, job.files, Workshop(job.work_root, job.run_id), job.arms_dir)
+    except KeyboardInterrupt:  # stopped by the parent: its stages have closed what they opened
+        sys.exit(130)  # quietly (multiprocessing prints a traceback for anything but SystemExit)
     messages.put(("outcome", job.index, outcome))
 
 
