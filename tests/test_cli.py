@@ -119,3 +119,34 @@ def test_progress_into_a_log_is_whole_lines_not_a_folded_bar():
         "profile 1/4",
         "profile 2/4",
     ]
+
+
+def test_the_same_task_of_two_scopes_is_two_bars_and_each_line_names_its_scope():
+    # an experiment's arms in worker processes: both evaluate at once, and their events come back scoped
+    from rich.console import Console
+
+    from agentdata.cli.progress import LogRenderer, RichRenderer
+    from agentdata.events import Event
+
+    stats = {"accuracy": 0.5, "trajectories_per_s": 1.0, "tokens_per_s": 9.0, "tool_calls": 1}
+    renderer = LogRenderer(Console(record=True, width=80), every_s=0)
+    for scope in ("band", "all"):
+        renderer(Event("start", "collect", total=2, scope=scope))
+    renderer(Event("advance", "collect", completed=1, total=2, stats=stats, scope="band"))
+    renderer(Event("log", "experiment", message="arm band · seed 0 · eval: running", scope="band"))
+    renderer(Event("end", "collect", total=2, scope="all"))
+    lines = renderer.console.export_text().splitlines()
+    assert lines[0].startswith("band · collect 1/2 · ") and lines[0].endswith(
+        "acc 50% · 1.00 traj/s · 9 tok/s · 1 tool calls"
+    )
+    assert lines[1] == "band arm band · seed 0 · eval: running"
+    assert lines[2].startswith("all · collect 0/2")
+    assert list(renderer.tasks) == ["band · collect"]  # the other arm's task is still open
+
+    bars = RichRenderer(Console(record=True, width=120, force_terminal=True))
+    for scope in ("band", "all"):
+        bars(Event("start", "collect", total=2, scope=scope))
+    assert sorted(bars.tasks) == ["all · collect", "band · collect"]
+    bars(Event("end", "collect", total=2, scope="band"))
+    assert list(bars.tasks) == ["all · collect"]  # the other arm's bar goes on
+    bars.close()
