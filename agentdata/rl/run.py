@@ -21,6 +21,7 @@ from agentdata.rl.rollout import AgentRollout
 from agentdata.rl.rollout_engines import attach_rollout_engine
 from agentdata.rl.trainer import AgentGRPOTrainer
 from agentdata.rl.validation import validation_callback
+from agentdata.training.memory import ReleaseMemoryCallback
 from agentdata.training.metrics import MetricsFileCallback, ProgressCallback, read_metrics
 from agentdata.training.model import load_model, load_tokenizer, resolve_model_dir, resume_path, save_trained
 from agentdata.training.trl_settings import trl_arguments, write_trl_settings
@@ -172,7 +173,12 @@ def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any):
         processing_class=tokenizer,
         peft_config=config.optimiser.peft_config(),
         rollout_func=rollout,
-        callbacks=[MetricsFileCallback(out_dir / "metrics.jsonl", "GRPO"), ProgressCallback("GRPO"), step_times],
+        callbacks=[
+            MetricsFileCallback(out_dir / "metrics.jsonl", "GRPO"),
+            ProgressCallback("GRPO"),
+            step_times,
+            ReleaseMemoryCallback(),  # the rollout thread's and the step's freed memory, back between steps
+        ],
         dynamic_sampling=config.dynamic_sampling,
     )
     trainer.remove_callback(PrinterCallback)  # our callback prints one line per step instead

@@ -246,6 +246,8 @@ class TrainResult:
 
 def train(request: TrainRequest) -> TrainResult:
     """Run the stages asked for; returns their results in order."""
+    from agentdata.training.memory import release_freed_memory
+
     plan = plan_train(request)
     check_output_dir(plan.out, "--out", plan_inputs(plan), train_writes(plan))  # never over what it reads
     check_before_work(plan)
@@ -264,8 +266,10 @@ def train(request: TrainRequest) -> TrainResult:
         if plan.demo_set is not None:
             build_demo_sft_set(plan.demo_set, plan.sft.protocol or DEFAULT_PROTOCOL)
         results.stages.append(("sft", _run_sft(plan.sft)))
+        release_freed_memory()  # what the trainer held, back to the system before the next stage or caller
     if plan.rl is not None:
         results.stages.append(("rl", _run_grpo(pool_for_grpo(plan.rl, plan.closed_loop, plan.out))))
+        release_freed_memory()
     return results
 
 
