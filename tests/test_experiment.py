@@ -193,7 +193,7 @@ def test_every_built_in_recipe_plans_its_arms_and_holds_out_200_responses_each(t
 
 def constructed_outcome(arm: str, repetition: int, correct: list[int], k: int = 4):
     """An arm's finished evaluation with these correct counts (of k) on problems p0, p1, ...: no model run."""
-    from agentdata.experiment.runner import ArmOutcome
+    from agentdata.experiment.arm import ArmOutcome
 
     ids = [f"p{i}" for i in range(len(correct))]
     scores = {
@@ -248,7 +248,7 @@ def test_pools_other_than_the_band_pick_by_their_rule_from_the_same_profile():
 
 def test_a_teacher_runs_key_is_what_its_trajectories_depend_on_not_how_they_run():
     from agentdata.agent.config import CollectConfig
-    from agentdata.experiment.runner import collect_key
+    from agentdata.experiment.arm import collect_key
     from agentdata.settings import build
 
     def key(**changes):
@@ -264,10 +264,10 @@ def test_each_stage_records_its_torch_threads_and_the_report_says_them(tmp_path)
 
     import torch
 
+    from agentdata.experiment.arm import ArmOutcome
     from agentdata.experiment.markdown import work_section
     from agentdata.experiment.recipe import parse_recipe
     from agentdata.experiment.report import shared_work, totals
-    from agentdata.experiment.runner import ArmOutcome
     from agentdata.experiment.work import Workshop
 
     before = torch.get_num_threads()

@@ -1,6 +1,6 @@
 """The experiment's report: a row per arm, paired comparisons, GRPO curves, shared work, time and load.
 
-Built from the arms' outcomes (runner.ArmOutcome); written as `experiment.json` (everything),
+Built from the arms' outcomes (arm.ArmOutcome); written as `experiment.json` (everything),
 `report.md` (the tables and the sentences) and `report.png` (experiment/plots.py, one page).
 
 With `--seeds N` every number of an arm is over its N repetitions: each problem's score is the

@@ -139,7 +139,7 @@ def _deliver(messages: Any, outcomes: dict[int, Any], timeout: float) -> None:
 
 
 def _died(job: ArmJob, exitcode: int | None) -> Any:
-    from agentdata.experiment.runner import ArmOutcome, note_failure, record_outcome
+    from agentdata.experiment.arm import ArmOutcome, note_failure, record_outcome
 
     how = f"killed by signal {-exitcode}" if exitcode and exitcode < 0 else f"exit status {exitcode}"
     hint = " (SIGKILL: perhaps the kernel's OOM killer; try fewer --jobs)" if exitcode == -signal.SIGKILL else ""
@@ -155,7 +155,7 @@ def _recorded(job: ArmJob) -> Any:
     """What the arm's record says it had done before its worker died (its finished stages)."""
     import json
 
-    from agentdata.experiment.runner import ArmOutcome, arm_record
+    from agentdata.experiment.arm import ArmOutcome, arm_record
 
     path = arm_record(job.arms_dir, job.plan)
     if not path.exists():
@@ -179,7 +179,7 @@ def _stop(processes: list[Any]) -> None:
 
 def _work(job: ArmJob, messages: Any, parent: int) -> None:
     """A worker's life: one arm, its events and its outcome sent to the parent."""
-    from agentdata.experiment.runner import run_arm
+    from agentdata.experiment.arm import run_arm
     from agentdata.experiment.work import Workshop
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent decides
