@@ -29,6 +29,7 @@ SMOKE_RUNS = {
     "bench_sandbox.py": ["--smoke"],
     "bench_secrets.py": ["--smoke"],
     "bench_train.py": ["--smoke"],
+    "bench_memory.py": ["--smoke", "--out", OUT],
     "bench_validation.py": ["--smoke", "--out", OUT],
     "bench_quickstart.py": ["--smoke", "--out", OUT],
     "bench_fleet.py": [
