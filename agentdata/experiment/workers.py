@@ -3,8 +3,8 @@
 A 135M student on a CPU keeps one core busy per process: one torch thread does more per CPU second
 than two that wait for each other (bench/RESULTS_findings.md), so two arms on two cores finish in
 about half the time of one after the other. Each arm runs in a fresh process (spawned: no lock or
-thread of the parent comes with it), so what a training stage leaves in memory (about 6 GB after a
-GRPO stage, session 8) goes when its arm ends, and `jobs` bounds the memory of the whole experiment.
+thread of the parent comes with it), so whatever a stage leaves in memory goes when its arm ends, and
+`jobs` bounds the memory of the whole experiment.
 
 - Stages two arms share run once: the first takes the stage's lock, the second waits and reuses it
   (work.py). A stage failure is its arm's, as without workers.
@@ -34,8 +34,9 @@ from typing import Any
 from agentdata.events import Event, emit, listening
 
 GB = 1024**3
-# What one arm's process can reach on the embedded default: RSS 7.6-8.1 GB while evaluating after its
-# GRPO stage (bench/RESULTS_findings.md, session 8); `--jobs` defaults to as many as fit beside it.
+# What one arm's process can reach on the embedded default: 7.0 GB at the peak of a GRPO step (sampled;
+# between steps and in the evaluation after it 2.4-3.6 GB, since training gives freed memory back:
+# training/memory.py, bench/RESULTS_findings.md session 9); `--jobs` defaults to as many as fit beside it.
 ARM_MEMORY_BYTES = 8 * GB
 STOP_GRACE_S = 30.0  # a stopped worker's time to close its sandbox and engine before it is killed
 

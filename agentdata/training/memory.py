@@ -4,8 +4,8 @@ On a CPU, PyTorch takes a tensor's memory from the C library's malloc. glibc kee
 its heaps for the next allocation (once a few large blocks have come and gone, blocks of several MB
 are no longer mapped apart, so freeing them returns nothing), and a rollout thread and the training
 thread each grow a heap of their own. A process that trained therefore holds memory it no longer
-uses: after a SmolLM2 GRPO stage 4.7 GB, of which `malloc_trim` gave back 3.9 GB (0.8 GB left);
-between GRPO steps 4.3-5.3 GB, 2.4 GB after it (2026-12-04, bench/RESULTS.md "Memory after
+uses: after a SmolLM2 GRPO stage 4.7 GB, of which a collection and `malloc_trim` gave back 3.9 GB;
+between GRPO steps 4.3-5.3 GB, 2.4 GB after it (2026-12-04, bench/RESULTS_train.md "Memory after
 training"). An experiment evaluating in the process that just trained, or running arms side by
 side, needs that memory back. Elsewhere than glibc there is nothing to trim and this does nothing.
 """
