@@ -94,6 +94,19 @@ def test_library_deprecations_stay_out_of_a_commands_output_and_ours_do_not(caps
     assert [str(w.message) for w in shown] == ["agentdata.sft.run: `x` is deprecated"]  # ours still shows
 
 
+def test_a_library_bar_drawn_with_tqdm_itself_stays_out_of_a_commands_output():
+    # transformers draws its GGUF conversion bar with tqdm.auto directly, past the hub's switch
+    script = (
+        "import os; os.environ.pop('TQDM_DISABLE', None)\n"
+        "from agentdata.cli.app import quiet_libraries; quiet_libraries()\n"
+        "from tqdm.auto import tqdm\n"
+        "for _ in tqdm(range(3), desc='Converting and de-quantizing GGUF tensors...'): pass\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "GGUF" not in result.stderr + result.stdout
+
+
 def test_progress_into_a_log_is_whole_lines_not_a_folded_bar():
     # no terminal (a log file, CI): each task says how far it got and where it ended, one line each
     from rich.console import Console

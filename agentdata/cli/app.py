@@ -107,6 +107,9 @@ QUIET_LIBRARIES = {
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
     "TRL_EXPERIMENTAL_SILENCE": "1",
+    # Bars that use tqdm directly, not through the hub's switch (transformers' "Converting and
+    # de-quantizing GGUF tensors", on the embedded model's first conversion); tqdm reads it when imported.
+    "TQDM_DISABLE": "1",
 }
 # One library's deprecation notices about another (TRL 1.16 on transformers 5 names
 # `is_gradient_checkpointing`) are ours to act on when we upgrade, not the user's to read on every run.
