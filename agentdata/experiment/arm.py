@@ -69,12 +69,13 @@ def run_arm(plan: ArmPlan, set_kinds: list[str], files: ProblemFiles, workshop: 
     return outcome
 
 
-def arm_record(arms_dir: Path, plan: ArmPlan) -> Path:
-    return arms_dir / plan.arm / f"seed-{plan.repetition}.json"
+def arm_record(arms_dir: Path, arm: ArmPlan | ArmOutcome) -> Path:
+    """Where an arm's repetition records its progress and outcome (what a resumed or dead worker reads back)."""
+    return arms_dir / arm.arm / f"seed-{arm.repetition}.json"
 
 
 def record_outcome(outcome: ArmOutcome, arms_dir: Path) -> None:
-    write_json(arms_dir / outcome.arm / f"seed-{outcome.repetition}.json", outcome.as_dict())
+    write_json(arm_record(arms_dir, outcome), outcome.as_dict())
 
 
 def note_failure(outcome: ArmOutcome) -> None:
