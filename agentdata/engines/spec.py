@@ -24,7 +24,7 @@ ENGINES.register("smollm2-tir", "agentdata.engines.demonstrated:smollm2_tir_engi
 # Any engine shown those worked examples: `tir:hf:DIR` (a model GRPO trained from smollm2-tir).
 ENGINES.register("tir", "agentdata.engines.demonstrated:tir_engine")
 ENGINES.register("hf", "agentdata.engines.hf:HFEngine")
-ENGINES.register("vllm", "agentdata.engines.vllm_engine:VLLMEngine")
+ENGINES.register("vllm", "agentdata.engines.vllm_engine:vllm_engine")
 ENGINES.register("openai", "agentdata.engines.openai_compat:OpenAIEngine")
 
 ENGINE_KINDS = ENGINES.names()

@@ -1,6 +1,16 @@
-"""vLLM's async engine: continuous batching on GPUs, tensor / data parallel by its own options.
+"""The `vllm:PATH` engine: vLLM in this process when it is installed here, else vLLM's server from its own
+environment, started and stopped by agentdata.
 
-vLLM is optional and imported only here, when a `vllm:` spec is loaded.
+- In this process (`VLLMEngine`): vLLM's async engine, continuous batching, tensor / data parallel by its
+  own options. This is what a GPU install with `pip install agentdata[vllm]` gets.
+- A managed server (`ManagedVLLMEngine`): vLLM pins its own transformers (the CPU build wants one older
+  than agentdata's), so it usually lives in an environment of its own (`.venv-vllm`, made by
+  scripts/install_vllm.sh; engines/vllm_server.py finds it). agentdata starts its OpenAI server on a
+  loopback port and talks to it as to any OpenAI-compatible server (engines/openai_compat.py: retries,
+  refusals, context overflow), then stops it.
+
+`server=true` picks the managed server even where vLLM imports here. PATH `smollm2` is the embedded model.
+vLLM is optional and imported only when a `vllm:` spec is loaded.
 """
 
 from __future__ import annotations
@@ -11,9 +21,88 @@ from pathlib import Path
 
 from agentdata.engines.base import Engine, Generation, GenerationRequest, error_generation
 from agentdata.engines.hf_generate import render_prompt
+from agentdata.engines.openai_compat import OpenAIEngine
 from agentdata.engines.prompt_template import apply_prompt_template
 from agentdata.engines.vllm_mapping import completion_generation, failed_generation, sampling_params
+from agentdata.engines.vllm_server import ServerSettings, VLLMServer, in_process_vllm
 from agentdata.errors import MissingDependencyError, UserError
+
+# Options of the managed server (engines.vllm_server.ServerSettings) and of its client (OpenAIEngine).
+SERVER_OPTIONS = (
+    "dtype", "max_model_len", "kv_cache_gib", "enforce_eager", "threads", "tool_call_parser",
+    "reasoning_parser", "dev_mode", "seed", "startup_timeout_s",
+)  # fmt: skip
+CLIENT_OPTIONS = ("concurrency", "timeout_s", "max_retries", "extra_body", "continue_final_message")
+
+
+def model_path_of(target: str) -> str:
+    """The model dir a `vllm:` target names: `smollm2` is the embedded model's converted dir."""
+    if target == "smollm2":
+        from agentdata.engines.smollm2 import smollm2_model_dir
+
+        return str(smollm2_model_dir())
+    path = Path(target).expanduser()
+    return str(path) if path.exists() else target
+
+
+def vllm_engine(target: str, *, spec: str | None = None, server: bool | None = None, **options) -> Engine:
+    """The `vllm:` engine: in this process where vLLM imports, else a managed server (`server=True` forces it)."""
+    model = model_path_of(target)
+    if server is None:
+        server = not in_process_vllm()
+    if not server:
+        return VLLMEngine(model, spec=spec, **options)
+    return ManagedVLLMEngine(model, spec=spec, **options)
+
+
+def vllm_check_target(target: str) -> None:
+    """A `vllm:` target that looks like a path must be a model dir (checked before any work)."""
+    if target != "smollm2" and ("/" in target or target.startswith(".")):
+        path = Path(target).expanduser()
+        if not (path / "config.json").is_file():
+            raise UserError(f"vllm:{target}: not a model dir (no config.json)")
+
+
+vllm_engine.check_target = vllm_check_target
+
+
+class ManagedVLLMEngine(OpenAIEngine):
+    """vLLM's OpenAI server from its own environment, started on first need and stopped by `aclose`.
+
+    Options: the server's (SERVER_OPTIONS: `tool_call_parser=hermes`, `reasoning_parser=deepseek_r1`,
+    `max_model_len`, `kv_cache_gib`, ...), the client's (CLIENT_OPTIONS), `python` (vLLM's python), and any
+    other `name=value` passed to vLLM's server as `--name value`.
+    """
+
+    def __init__(self, model: str, *, spec: str | None = None, python: str | None = None, **options):
+        server_options = {name: options.pop(name) for name in SERVER_OPTIONS if name in options}
+        client_options = {name: options.pop(name) for name in CLIENT_OPTIONS if name in options}
+        if options.pop("prompt_template", "auto") != "auto":
+            raise UserError("vllm: a managed server uses the model's own chat template (prompt_template=auto)")
+        extra = [part for name, value in options.items() for part in (f"--{name.replace('_', '-')}", str(value))]
+        self.server = VLLMServer(ServerSettings(model=model, extra_args=extra, **server_options), python=python)
+        self.server.port = 0
+        super().__init__("http://127.0.0.1:1/v1", model=model, spec=spec or f"vllm:{model}", **client_options)
+
+    def start(self) -> ManagedVLLMEngine:
+        """Start the server (once) and point the client at it."""
+        if not self.server.alive():
+            self.server.start()
+            self.fleet.replicas[0].url = f"{self.server.base_url}/v1/chat/completions"
+        return self
+
+    async def ready(self) -> None:
+        await asyncio.to_thread(self.start)
+        await super().ready()
+
+    async def generate(self, request: GenerationRequest) -> Generation:
+        if not self.server.alive() and self.server.port == 0:  # a caller that skipped ready()
+            await asyncio.to_thread(self.start)
+        return await super().generate(request)
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        self.server.stop()
 
 
 def import_vllm():
