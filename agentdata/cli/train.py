@@ -55,5 +55,7 @@ def summary_table(results: Iterable[tuple[str, Any]]) -> Table:
             )
         else:
             detail = f"accuracy {row['accuracy']:.2f}, tool calls {row['tool_call_frequency']:.2f}"
+            if row["rollouts"] == "file-push":
+                detail += f", rollouts by vLLM ({row['weight_pushes']} weight pushes)"
         table.add_row(stage, str(result.steps), f"{result.seconds:.0f}s", detail, str(result.model_dir))
     return table

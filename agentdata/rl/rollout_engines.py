@@ -1,19 +1,63 @@
-"""Which engine generates GRPO's rollouts: the policy itself, TRL's colocated vLLM, or a vLLM server.
+"""Which engine generates GRPO's rollouts: the policy itself, TRL's vLLM, or a vLLM server fed by files.
 
-- no vLLM (CPU, or `use_vllm: no`): the model being trained (`rl.policy.PolicyEngine`);
-- `vllm_mode: colocate` (TRL's default): the `vllm.LLM` TRL builds in this process
-  (`rl.vllm_policy.ColocatedVLLMEngine`);
-- `vllm_mode: server` (`vllm_server: URL` in the `rl:` section, or TRL's own `vllm_server_*`
-  fields): a `trl vllm-serve` server on other GPUs (`rl.vllm_server_policy.ServerVLLMEngine`).
+`plan_rollouts` decides from the stage's settings and the machine (`RolloutPlan.kind`):
 
-The choice follows the TRL config the trainer runs with, so TRL-only settings reach it too.
+- `policy` (`use_vllm: no`, or no vLLM to be had): the model being trained (`rl.policy.PolicyEngine`);
+- `trl` (a CUDA GPU and vLLM in this process): TRL's own vLLM, whose mode follows the TRL config —
+  `vllm_mode: colocate` (TRL's default): the `vllm.LLM` TRL builds in this process
+  (`rl.vllm_policy.ColocatedVLLMEngine`); `vllm_mode: server` (`vllm_server: URL`, or TRL's own
+  `vllm_server_*` fields): a `trl vllm-serve` server on other GPUs that TRL pushes weights to over NCCL
+  (`rl.vllm_server_policy.ServerVLLMEngine`);
+- `file-push` (no CUDA, or vLLM only in an environment of its own): a vLLM server on this machine — the
+  one `vllm_server` names, else one agentdata starts from the policy's checkpoint — generates
+  (`ServerVLLMEngine` over `rl.vllm_completions.CompletionsClient`), and the new weights reach it as
+  files after every step (rl/vllm_push.py).
+
+`use_vllm: auto` takes vLLM where it is installed (`trl` on a GPU, `file-push` on a CPU with
+`.venv-vllm`) unless `AGENTDATA_VLLM=off`; `yes` insists on it.
 """
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from typing import Any
 
 from agentdata.errors import UserError
+
+VLLM_SWITCH = "AGENTDATA_VLLM"  # "off": `use_vllm: auto` never picks vLLM (the test suite's default)
+
+
+@dataclass(frozen=True)
+class RolloutPlan:
+    kind: str  # "policy" | "trl" | "file-push"
+    server_url: str = ""  # file-push to this server; empty: agentdata starts one
+
+    @property
+    def trl_vllm(self) -> bool:
+        """TRL itself drives vLLM (GRPOConfig.use_vllm)."""
+        return self.kind == "trl"
+
+
+def plan_rollouts(use_vllm: str, vllm_server: str) -> RolloutPlan:
+    """Where the rollouts come from (see the module's docstring); a `yes` that cannot be met is one line."""
+    import torch
+
+    from agentdata.engines.vllm_server import INSTALL_HINT, find_vllm_python, in_process_vllm
+
+    if use_vllm == "no":
+        return RolloutPlan("policy")
+    if torch.cuda.is_available() and in_process_vllm():
+        return RolloutPlan("trl")
+    if vllm_server:
+        return RolloutPlan("file-push", vllm_server.rstrip("/"))
+    automatic = os.environ.get(VLLM_SWITCH, "").lower() != "off"
+    if use_vllm == "yes" or automatic:
+        if find_vllm_python() is not None:
+            return RolloutPlan("file-push")
+        if use_vllm == "yes":
+            raise UserError(f"use_vllm yes: vLLM is not installed ({INSTALL_HINT})")
+    return RolloutPlan("policy")
 
 
 class AfterWeightSync:
@@ -28,8 +72,11 @@ class AfterWeightSync:
         return self.rollout_func(prompts, trainer)
 
 
-def attach_rollout_engine(trainer: Any, rollout: Any, tokenizer: Any) -> Any:
-    """Give `rollout` (an AgentRollout) the engine the trainer's settings ask for; returns it."""
+def attach_rollout_engine(trainer: Any, rollout: Any, tokenizer: Any, plan: RolloutPlan | None = None) -> Any:
+    """Give `rollout` (an AgentRollout) the engine `plan` asks for; returns it. Without a plan the TRL
+    config decides (policy, or TRL's vLLM mode)."""
+    if plan is not None and plan.kind == "file-push":
+        return _attach_file_push(trainer, rollout, tokenizer, plan.server_url)
     args = trainer.args
     if not args.use_vllm:
         from agentdata.rl.policy import PolicyEngine
@@ -51,4 +98,21 @@ def attach_rollout_engine(trainer: Any, rollout: Any, tokenizer: Any) -> Any:
             )
 
         rollout.engine = ColocatedVLLMEngine.for_trainer(trainer)
+    return rollout.engine
+
+
+def _attach_file_push(trainer: Any, rollout: Any, tokenizer: Any, server_url: str) -> Any:
+    """Rollouts from the server through TRL's client; the weights pushed as files after every step."""
+    from agentdata.rl.vllm_completions import CompletionsClient
+    from agentdata.rl.vllm_push import FileWeightPush, PushWeightsCallback, check_file_push_server
+    from agentdata.rl.vllm_server_policy import ServerVLLMEngine
+
+    if trainer.accelerator.num_processes > 1:
+        raise UserError("vLLM rollouts fed by files run in one training process; on several GPUs TRL uses NCCL")
+    check_file_push_server(server_url)
+    pusher = FileWeightPush(server_url)
+    trainer.add_callback(PushWeightsCallback(pusher))
+    trainer.weight_push = pusher  # run_grpo reports its count and time, and removes its staging folder
+    client = CompletionsClient(server_url)
+    rollout.engine = ServerVLLMEngine(client, tokenizer, spec="policy-vllm-file-push")
     return rollout.engine

@@ -18,7 +18,7 @@ from agentdata.records import Problem
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.rl.rewards import reward_functions
 from agentdata.rl.rollout import AgentRollout
-from agentdata.rl.rollout_engines import attach_rollout_engine
+from agentdata.rl.rollout_engines import RolloutPlan, attach_rollout_engine, plan_rollouts
 from agentdata.rl.trainer import AgentGRPOTrainer
 from agentdata.rl.validation import validation_callback
 from agentdata.training.memory import ReleaseMemoryCallback
@@ -36,6 +36,8 @@ class GRPOResult:
     plots: list[Path] = field(default_factory=list)
     history: list[dict[str, Any]] = field(default_factory=list)
     step_times: list[dict[str, float]] = field(default_factory=list)
+    rollouts: str = "policy"  # where they came from: policy, trl (TRL's vLLM) or file-push (vLLM fed by files)
+    weight_pushes: int = 0  # file-push: how many times the weights went to vLLM
 
 
 def load_pool(config: GRPOStageConfig) -> list[Problem]:
@@ -63,22 +65,6 @@ def pool_dataset(problems: list[Problem]) -> Any:
             for p in problems
         ]
     )
-
-
-def wants_vllm(config: GRPOStageConfig) -> bool:
-    import importlib.util
-
-    import torch
-
-    available = torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None
-    if config.use_vllm == "yes" and not available:
-        raise UserError("--use-vllm yes needs a CUDA GPU and vLLM: `pip install agentdata[vllm]`")
-    if config.vllm_server and not available:  # TRL pushes the weights over NCCL with vLLM's own code
-        raise UserError(
-            f"vllm_server {config.vllm_server}: the training process needs a CUDA GPU and vLLM too "
-            "(`pip install agentdata[vllm]`)"
-        )
-    return config.use_vllm == "yes" or bool(config.vllm_server) or (config.use_vllm == "auto" and available)
 
 
 def trl_grpo_config(config: GRPOStageConfig, out_dir: Path, use_vllm: bool) -> Any:
@@ -146,14 +132,16 @@ class StepTimeCallback(TrainerCallback):
         )
 
 
-def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any):
+def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any, plan: RolloutPlan | None = None):
+    """The trainer, its rollout and step timer; `plan` (default: plan_rollouts of the settings) says where
+    rollouts come from, and a `file-push` plan must carry its server's URL (run_grpo starts one)."""
     out_dir = Path(config.out)
     rewards = reward_functions(config)  # a broken reward plug-in is named before the model loads
     config_tools(config.loop)  # and so is a broken tool
     model_dir = resolve_model_dir(config.model)
     tokenizer = load_tokenizer(model_dir, config.prompt_template)
     problems = load_pool(config)
-    use_vllm = wants_vllm(config)
+    plan = plan or plan_rollouts(config.use_vllm, config.vllm_server)
     rollout = AgentRollout(
         problems,
         None,
@@ -168,7 +156,7 @@ def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any):
     trainer = AgentGRPOTrainer(
         model=load_model(model_dir, bf16=config.bf16),
         reward_funcs=rewards,
-        args=trl_grpo_config(config, out_dir, use_vllm),
+        args=trl_grpo_config(config, out_dir, plan.trl_vllm),
         train_dataset=pool_dataset(problems),
         processing_class=tokenizer,
         peft_config=config.optimiser.peft_config(),
@@ -182,12 +170,22 @@ def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any):
         dynamic_sampling=config.dynamic_sampling,
     )
     trainer.remove_callback(PrinterCallback)  # our callback prints one line per step instead
-    attach_rollout_engine(trainer, rollout, tokenizer)
+    attach_rollout_engine(trainer, rollout, tokenizer, plan)
     rollout.engine = demonstrated_policy(config.model, rollout.engine)
     validation = validation_callback(config, trainer, rollout, sandbox)
     if validation is not None:  # at step 0, every eval_every steps and after the last; saves a checkpoint each time
         trainer.add_callback(validation)
     return trainer, rollout, step_times
+
+
+def start_rollout_server(config: GRPOStageConfig) -> Any:
+    """vLLM's server on the policy's starting checkpoint, with the endpoints that take weight pushes."""
+    from agentdata.engines.vllm_server import ServerSettings, VLLMServer
+    from agentdata.events import note
+
+    model_dir = resolve_model_dir(config.model)
+    note("GRPO", f"rollouts from vLLM: starting its server on {model_dir} (the weights pushed after every step)")
+    return VLLMServer(ServerSettings(model=str(model_dir), dev_mode=True, seed=config.seed)).start()
 
 
 def run_grpo(config: GRPOStageConfig) -> GRPOResult:
@@ -199,9 +197,14 @@ def run_grpo(config: GRPOStageConfig) -> GRPOResult:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL; we pin the version
     out_dir = Path(config.out)
     started = time.perf_counter()
+    plan = plan_rollouts(config.use_vllm, config.vllm_server)
     sandbox = open_sandbox(config.loop.sandbox, max_rps=config.loop.sandbox_max_rps)
+    server = trainer = None
     try:
-        trainer, _, step_times = build_grpo_trainer(config, sandbox)
+        if plan.kind == "file-push" and not plan.server_url:
+            server = start_rollout_server(config)
+            plan = RolloutPlan("file-push", server.base_url)
+        trainer, _, step_times = build_grpo_trainer(config, sandbox, plan)
         write_trl_settings(trainer.args, out_dir)  # what TRL actually ran with, after its own defaults
         trainer.train(resume_from_checkpoint=resume_path(config.resume_from_checkpoint, out_dir / "checkpoints"))
         save_trained(trainer.model, trainer.processing_class, out_dir)
@@ -209,6 +212,10 @@ def run_grpo(config: GRPOStageConfig) -> GRPOResult:
         write_trained_prompt(out_dir, TrainedPrompt(config.loop.protocol, config.loop.system_prompt, "rl"))
     finally:
         sandbox.close()
+        if server is not None:
+            server.stop()
+        if (pusher := getattr(trainer, "weight_push", None)) is not None:
+            pusher.close()
     history = read_metrics(out_dir / "metrics.jsonl")
     plots = [scaling_plot(history, out_dir / "plots" / SCALING_PLOT)] if config.plots else []
     return GRPOResult(
@@ -219,4 +226,6 @@ def run_grpo(config: GRPOStageConfig) -> GRPOResult:
         plots,
         history,
         step_times.steps,
+        rollouts=plan.kind,
+        weight_pushes=getattr(trainer.weight_push, "pushes", 0) if hasattr(trainer, "weight_push") else 0,
     )

@@ -348,4 +348,5 @@ def result_summary(stage: str, result: Any) -> dict[str, Any]:
         summary.update(final_loss=result.final_loss, trained_tokens=result.trained_tokens)
     else:
         summary.update(accuracy=last.get("accuracy", 0), tool_call_frequency=last.get("tools/call_frequency", 0))
+        summary.update(rollouts=result.rollouts, weight_pushes=result.weight_pushes)
     return summary

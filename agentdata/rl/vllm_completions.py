@@ -1,0 +1,65 @@
+"""A client for a vLLM server's `/v1/completions` with token-id prompts, shaped like TRL's `VLLMClient.generate`.
+
+TRL's client refuses to be built unless vLLM imports in this process; where vLLM lives in an environment of
+its own (engines/vllm_server.py) the rollout engine (`rl.vllm_server_policy.ServerVLLMEngine`) talks to the
+server through this one instead. It sends what TRL's sends (`prompt` as token-id lists, `return_token_ids`,
+the sampling fields) and returns the same `completion_ids`, prompt-major.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+
+class CompletionsClient:
+    def __init__(self, base_url: str, timeout_s: float = 600.0):
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.model = self._get("/v1/models")["data"][0]["id"]
+
+    def _get(self, path: str) -> Any:
+        with urllib.request.urlopen(f"{self.base_url}{path}", timeout=self.timeout_s) as response:
+            return json.loads(response.read())
+
+    def _post(self, path: str, body: dict) -> Any:
+        request = urllib.request.Request(
+            f"{self.base_url}{path}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:  # vLLM's error body names the cause (a prompt too long, ...)
+            raise RuntimeError(f"HTTP {exc.code}: {exc.read().decode(errors='replace')}") from exc
+
+    def generate(
+        self,
+        prompts: list[list[int]],
+        n: int = 1,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        max_tokens: int = 16,
+        logprobs: int | None = None,
+        generation_kwargs: dict | None = None,
+    ) -> dict[str, list[list[int]]]:
+        body = {
+            "model": self.model,
+            "prompt": prompts,
+            "return_token_ids": True,
+            "n": n,
+            "temperature": temperature,
+            "top_p": top_p,
+            "max_tokens": max_tokens,
+            "logprobs": logprobs,
+            **(generation_kwargs or {}),
+        }
+        choices = self._post("/v1/completions", body)["choices"]
+        return {
+            "prompt_ids": [choice.get("prompt_token_ids") for choice in choices[::n]],
+            "completion_ids": [choice["token_ids"] for choice in choices],
+        }
