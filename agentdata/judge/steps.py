@@ -79,7 +79,9 @@ class PRMStep(ScoreStep):
             values = await self.prm.score([self.steps_input(row) for row in rows])
             return [value if isinstance(value, ScoreFailure) else {"steps": value} for value in values]
 
-        scoring = Scoring("PRM", journal, self.key, score_chunk, self.prm.batch_rows, self.prm.parallel, self.retries)
+        scoring = Scoring(
+            "PRM", journal, self.key, score_chunk, self.prm.batch_rows, self.prm.parallel, self.retries, self.prm.spec
+        )
         try:
             results = await scoring.arun(batches, total)
         finally:
@@ -149,8 +151,10 @@ class JudgeStep(ScoreStep):
             lambda rows, attempt: self._grade(engine, rows, attempt),
             parallel=self.concurrency,
             retries=self.retries,
+            scorer=self.engine_spec,
         )
         try:
+            await self._ready(engine)
             results = await scoring.arun(batches, total)
         finally:
             journal.close()
@@ -158,6 +162,14 @@ class JudgeStep(ScoreStep):
                 await engine.aclose()
         self.counts = scoring.counts
         return [self._columns(value) for value in results]
+
+    @staticmethod
+    async def _ready(engine: Any) -> None:
+        """A judge that cannot be reached is named before any row waits on it (not as an empty set's advice)."""
+        try:
+            await engine.ready()
+        except UserError as error:
+            raise UserError(f"the judge (--judge) {error}") from None
 
     def request(self, row: Row, attempt: int = 0) -> GenerationRequest:
         question, shown = self._shown(row)
@@ -184,6 +196,14 @@ class JudgeStep(ScoreStep):
         for generation in generations:
             if generation.finish_reason in ("error", "context"):
                 values.append(ScoreFailure(f"the judge failed: {generation.error or generation.finish_reason}"))
+                continue
+            if generation.finish_reason == "length":  # asked to end with its score, it never reached the end
+                shown = " ".join(generation.text.split())[-160:]
+                values.append(
+                    ScoreFailure(
+                        f"the judge failed: its reply was cut at --judge-max-tokens {self.max_tokens}: ...{shown!r}"
+                    )
+                )
                 continue
             verdict = parse_verdict(generation.text)
             if verdict is None:
