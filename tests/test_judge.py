@@ -382,3 +382,18 @@ def test_a_judge_that_cannot_be_reached_is_named(flag, tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert f"openai:{url}" in err and "loosen" not in err, err
+
+
+@pytest.mark.parametrize("flag", ["judge", "prm"])
+def test_a_score_cache_that_is_a_file_is_one_line_before_any_row_is_read(flag, tmp_path, capsys, monkeypatch):
+    """Issue 41: --score-cache FILE, a regular file, was a traceback when the first score was kept."""
+
+    def no_rows(*args, **kwargs):
+        raise AssertionError("the rows were read")
+
+    judged_run(tmp_path, ("good",))
+    (tmp_path / "c").write_text("a file\n")
+    monkeypatch.setattr("agentdata.curate.passes.scalar_table", no_rows)
+    code = run_cli(_curate_against(tmp_path, flag, "http://127.0.0.1:9/v1"))
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and f"--score-cache {tmp_path / 'c'}: not a folder" in err

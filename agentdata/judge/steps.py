@@ -24,7 +24,7 @@ import polars as pl
 from agentdata.engines import GenerationRequest, load_engine
 from agentdata.engines.spec import check_engine
 from agentdata.errors import UserError
-from agentdata.judge.cache import ScoreJournal, digest
+from agentdata.judge.cache import ScoreJournal, digest, refuse_non_folder
 from agentdata.judge.config import ScoringConfig
 from agentdata.judge.llm import PROMPT_VERSION, judge_messages, load_rubric, parse_verdict
 from agentdata.judge.prm import ProcessRewardModel, ScoreFailure, StepsInput, aggregate, load_prm
@@ -226,6 +226,8 @@ def _scoring(settings: Any, step: str, flag: str) -> ScoringConfig:
     scoring = getattr(settings, "scoring", None)
     if not isinstance(scoring, ScoringConfig):
         raise UserError(f"the {step} step reads {flag} (the scoring settings of curate); this command has none")
+    if scoring.score_cache and (scoring.prm or scoring.judge):
+        refuse_non_folder(scoring.score_cache)  # before any row is read, not when the first score is kept
     return scoring
 
 
