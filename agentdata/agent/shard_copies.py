@@ -1,7 +1,10 @@
-"""A run dir never holds two rows for one trajectory id (a rerun takes the old row out before it writes the new
-one), so a shard whose ids are all in an earlier shard is a copy: a file copied into a second part of a sharded
-run, or beside the original. Reading a run as one leaves such a copy out instead of counting its rows twice;
-a shard that shares only some ids with another is refused in one line, since no reading of it is right.
+"""Reading the parts of a sharded run as one: a shard copied into another part's files is read once.
+
+The parts of a sharded run split the problems by id (agent/shards.py), so no trajectory is in two
+parts; a shard whose ids were all read in another part's shards is a copy (a file copied into a
+second part, or back), and reading it would count every row twice (17 rows for 12). It is left out,
+with a warning. Within one part (or an unsharded run) a later shard may hold ids of an earlier one
+on purpose: a redone rollout replaces the earlier (the readers keep the last written of an id).
 """
 
 from __future__ import annotations
@@ -12,33 +15,30 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from agentdata.errors import UserError
+from agentdata.agent.shards import Shard, tag_of
 
 logger = logging.getLogger(__name__)
 _told: set[Path] = set()  # the copies already named: a command reads a run's file list more than once
 
 
 def without_copies(shards: Sequence[Path]) -> list[Path]:
-    """`shards` (one run's, in order) less every file whose trajectory ids were all read in an earlier one."""
-    seen: dict[str, Path] = {}  # id -> the shard it was first read in
+    """`shards` (one run's, in order) less every file whose trajectory ids were all read in another part's."""
+    if len({tag_of(shard.name) for shard in shards}) < 2:
+        return list(shards)  # one part, or an unsharded run: nothing is merged
+    read_in: dict[str, Shard | None] = {}  # id -> the part it was first read in
     kept: list[Path] = []
     for shard in shards:
-        ids = _ids(shard)
+        part, ids = tag_of(shard.name), _ids(shard)
         if ids is None:  # unreadable: the schema check names it
             kept.append(shard)
             continue
-        earlier = [seen[row_id] for row_id in ids if row_id in seen]
-        if earlier and len(earlier) == len(ids):
+        if ids and all(row_id in read_in and read_in[row_id] != part for row_id in ids):
             if shard not in _told:
                 _told.add(shard)
-                logger.warning("%s holds only trajectories already in %s (a copy): read once", shard, earlier[0])
+                logger.warning("%s holds only trajectories of another part (a copy): read once", shard)
             continue
-        if earlier:
-            raise UserError(
-                f"{shard} shares {len(earlier):,} of its {len(ids):,} trajectory ids with {earlier[0]}: a run never "
-                "holds one trajectory twice; move the stray file aside"
-            )
-        seen.update(dict.fromkeys(ids, shard))
+        for row_id in ids:
+            read_in.setdefault(row_id, part)
         kept.append(shard)
     return kept
 
