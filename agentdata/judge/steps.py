@@ -167,7 +167,8 @@ class JudgeStep(ScoreStep):
     async def _ready(engine: Any) -> None:
         """A judge that cannot be reached is named before any row waits on it (not as an empty set's advice)."""
         try:
-            await engine.ready()
+            if hasattr(engine, "ready"):  # a plug-in engine need not have it
+                await engine.ready()
         except UserError as error:
             raise UserError(f"the judge (--judge) {error}") from None
 
