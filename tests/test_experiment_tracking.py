@@ -53,3 +53,18 @@ def test_an_unknown_tracker_is_refused_before_any_work(tmp_path, capsys):
     code = run_cli(["experiment", str(path), "--out", str(tmp_path / "exp2"), "--report-to", "tensorbored"])
     assert code == 2 and "report_to" in capsys.readouterr().err
     assert not (tmp_path / "exp" / "work").exists() and not (tmp_path / "exp2" / "work").exists()
+
+
+@pytest.mark.parametrize("tracker", ["nosuchtracker", "wandb"])
+def test_a_tracker_is_checked_before_any_work_even_when_no_arm_trains(tracker, tmp_path, capsys, monkeypatch):
+    """Issue 41: --report-to nosuchtracker was accepted silently by a recipe whose arms train nothing (only a
+    training stage read it); it is one line before any work, as is a tracker whose package is missing."""
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real_find_spec(name))
+    path = write_recipe(tmp_path, "http://127.0.0.1:9/v1", tmp_path / "no-model", {"a": {"eval.seed": 3}, "b": {}})
+    code = run_cli(["experiment", str(path), "--out", str(tmp_path / "exp"), "--report-to", tracker])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and tracker in err, err
+    assert not (tmp_path / "exp").exists()

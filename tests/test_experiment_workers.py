@@ -92,6 +92,27 @@ def test_a_failed_stage_fails_the_same_way_in_another_worker_of_the_run_and_a_ne
     assert run.result["ok"] and not (run.dir / "failed.json").exists()
 
 
+@pytest.mark.parametrize("damaged", ["", "[1, 2]", '"done"', '{"cut": '])
+def test_a_damaged_result_marker_is_a_stage_to_run_again_not_a_traceback(damaged, tmp_path):
+    """Issue 41: a stage's result.json emptied (a full disk) or not a JSON object was a traceback."""
+    first = Workshop(tmp_path).run("eval", {"k": 1}, lambda folder: {"answer": 1})
+    (first.dir / "result.json").write_text(damaged)
+    again = Workshop(tmp_path).run("eval", {"k": 1}, lambda folder: {"answer": 2})
+    assert not again.reused and again.result["answer"] == 2
+    assert json.loads((first.dir / "result.json").read_text())["answer"] == 2
+
+
+@pytest.mark.parametrize("damaged", ["", "not json", "[]"])
+def test_a_damaged_failure_marker_is_tried_again_not_a_traceback(damaged, tmp_path):
+    """Issue 41: a failed.json that is not JSON was a traceback; it says nothing, so the stage is tried."""
+    workshop = Workshop(tmp_path)
+    key, folder = workshop.folder("grpo", {"lr": 1})
+    folder.mkdir(parents=True)
+    (folder / "failed.json").write_text(damaged)
+    run = workshop.run("grpo", {"lr": 1}, lambda folder: {"ok": True})
+    assert run.result["ok"] and not (folder / "failed.json").exists()
+
+
 def test_jobs_default_to_the_cores_and_memory_and_to_one_with_vllm(monkeypatch):
     from agentdata.experiment import workers
 

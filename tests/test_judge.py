@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import textwrap
 
 import polars as pl
@@ -16,10 +17,12 @@ from agentdata.curate import CurateConfig, curate
 from agentdata.engines.base import Engine, Generation
 from agentdata.judge.config import ScoringConfig
 from agentdata.judge.llm import BUILT_IN_RUBRIC, OUTPUT_FORMAT, parse_verdict
+from agentdata.judge.runner import ScorerBroken
 from agentdata.judge.steps import JudgeStep
 from bench.fake_openai_server import FakeOpenAIServer
 from tests.cli_helpers import run_cli
 from tests.curate_fixtures import trajectory, write_run
+from tests.reply_server import ReplyServer, chat_completion, pooling
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
 
@@ -43,7 +46,25 @@ def test_verdicts_are_read_in_the_forms_models_write_them(reply, score):
 
 
 @pytest.mark.parametrize(
-    "reply", ["", "Looks fine to me.", "Score: 11", "Score: -1", "Score: 7/0", '{"score": "high"}']
+    "reply",
+    [
+        "",
+        "Looks fine to me.",
+        "Score: 11",
+        "Score: -1",
+        "Score: 7/0",
+        '{"score": "high"}',
+        '{"rationale": "sound", "score": 1',  # cut short: it may have been 10
+        '```json\n{"score": 8, "rationale": "the fin',
+        '{"score": false}',  # JSON's false is no 0
+        '{"score": true}',
+        "Score: 1e3",  # not 1
+        "Score: 1,000",
+        "Score: 15. A 3/10 would be harsh.",  # the labelled score is out of range: no other number stands in
+        '{"score": 15} rather than 2/10',
+        "I will not score this 0-10.",  # a range, not a score
+        "I cannot grade this. Score: N/A. Even 0/10 says too much.",
+    ],
 )
 def test_a_reply_without_a_readable_score_is_no_verdict(reply):
     assert parse_verdict(reply) is None
@@ -243,23 +264,17 @@ def tiny_judge_dir(tmp_path_factory, tokenizer):
     return path
 
 
-def test_a_local_model_judges_through_its_engine_and_noise_is_a_failure_counted_apart(tmp_path, tiny_judge_dir):
-    """curate --judge hf:DIR: the judge runs in-process through the hf engine (batched, closed at the end); what a
-    model that writes noise answers is a failure counted apart, never a low score (whatever its replies: some
-    noise may hold a readable score), and no row is dropped without --min-judge."""
+def test_a_local_model_judges_through_its_engine_and_noise_is_a_failure_never_a_score(tmp_path, tiny_judge_dir):
+    """curate --judge hf:DIR: the judge runs in-process through the hf engine (batched, closed at the end); a model
+    that writes noise until --judge-max-tokens never reaches the score it was asked to end with: every row is a
+    failure (tried again once), never a low score, and a judge that failed every row stops the run, named."""
     judged_run(tmp_path, ("good", "wrong", "good"))
     scoring = ScoringConfig(
         judge=f"hf:{tiny_judge_dir}", judge_max_tokens=12, score_retries=1, score_cache=str(tmp_path / "c")
     )
-    result = curate([tmp_path / "run"], tmp_path / "sft.parquet", CurateConfig(scoring=scoring))
-    counts = result.scoring["judge"]
-    assert counts["scored"] + counts["failed"] == 3 and result.kept_rows == 3
-    assert counts["retried"] >= counts["failed"]  # each failure was asked once more (score_retries=1)
-    rows = pl.read_parquet(tmp_path / "sft.parquet")
-    for score, error in rows.select("judge_score", "judge_error").iter_rows():
-        assert (score is None) == (error is not None)
-        if error is not None:
-            assert "no score in the judge's reply" in error or "the judge failed" in error
+    with pytest.raises(ScorerBroken, match=rf"judge hf:{tiny_judge_dir}: every row failed \(3\).*cut at --judge-max"):
+        curate([tmp_path / "run"], tmp_path / "sft.parquet", CurateConfig(scoring=scoring))
+    assert not (tmp_path / "sft.parquet").exists()
 
 
 @pytest.mark.parametrize("step", ["judge_low", "prm_low", "no_such_step"])
@@ -296,3 +311,89 @@ def test_a_wrong_judge_is_one_line_before_any_row_is_read(flags, says, tmp_path,
     code = run_cli(["curate", str(tmp_path / "run"), "--out", str(tmp_path / "sft.parquet"), *flags])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and says in err, err
+
+
+# --------------------------------------------------------------------------- judges that answer wrongly
+
+STEP_TAG = "<extra_0>"
+
+
+def _steps(body: dict) -> int:
+    return body["messages"][-1]["content"].count(STEP_TAG)
+
+
+GOOD = {
+    "judge": lambda body: chat_completion("Sound and supported.\nScore: 9"),
+    "prm": lambda body: pooling([[0.1, 0.9]] * _steps(body)),
+}
+# Issue 41's probes: each answer was read as a low score (or, failing every row, ended in advice about curate's
+# rules instead of naming the judge).
+PROBES = {
+    "judge-truncated-json": ("judge", lambda body: chat_completion('{"rationale": "sound", "score": 1')),
+    "judge-empty-body": ("judge", lambda body: ""),
+    "judge-score-out-of-range": ("judge", lambda body: chat_completion("Score: 15. A 3/10 would be harsh.")),
+    "judge-refusal": ("judge", lambda body: chat_completion("I'm sorry, I can't grade this. Score: N/A")),
+    "judge-score-false": ("judge", lambda body: chat_completion('{"score": false, "rationale": "no"}')),
+    "judge-cut-at-max-tokens": ("judge", lambda body: chat_completion("The first step. Score: 1", "length")),
+    "prm-step-scores-false": ("prm", lambda body: pooling([[False, False]] * _steps(body))),
+    "prm-body-false": ("prm", lambda body: "false"),
+}
+
+
+def _curate_against(tmp_path, flag: str, url: str, *more: str) -> list[str]:
+    option = "--judge-option" if flag == "judge" else "--prm-option"
+    args = ["curate", str(tmp_path / "run"), "--out", str(tmp_path / "sft.parquet"), f"--{flag}", f"openai:{url}"]
+    args += [f"--min-{flag}", "0.5", option, "model=m", option, "max_retries=0", "--score-retries", "0"]
+    return args + ["--score-cache", str(tmp_path / "c"), *more]
+
+
+@pytest.mark.parametrize("probe", PROBES)
+def test_a_judge_that_answers_wrongly_is_a_failure_counted_apart_never_a_low_score(probe, tmp_path, capsys):
+    flag, bad = PROBES[probe]
+    judged_run(tmp_path, ("good", "probe", "good"))
+    with ReplyServer(lambda body: bad(body) if "probe" in json.dumps(body) else GOOD[flag](body)) as server:
+        code = run_cli(_curate_against(tmp_path, flag, server.url))
+    err = capsys.readouterr().err
+    assert code == 0, err
+    report = json.loads((tmp_path / "sft.report.json").read_text())
+    assert report["dropped"] == {f"dropped_{flag}_failed": 1} and report["scoring"][flag]["failed"] == 1
+    assert report["kept_rows"] == 2
+
+
+@pytest.mark.parametrize("probe", PROBES)
+def test_a_judge_that_failed_every_row_stops_the_run_in_one_line_naming_it(probe, tmp_path, capsys):
+    flag, bad = PROBES[probe]
+    judged_run(tmp_path, ("probe",) * 3)
+    with ReplyServer(bad) as server:
+        code = run_cli(_curate_against(tmp_path, flag, server.url))
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"openai:{server.url}" in err and "every row failed (3)" in err and "loosen" not in err, err
+    assert not (tmp_path / "sft.parquet").exists()
+
+
+@pytest.mark.parametrize("flag", ["judge", "prm"])
+def test_a_judge_that_cannot_be_reached_is_named(flag, tmp_path, capsys):
+    with socket.socket() as closed:  # a loopback port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}/v1"
+    judged_run(tmp_path, ("good",) * 3)
+    code = run_cli(_curate_against(tmp_path, flag, url))
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"openai:{url}" in err and "loosen" not in err, err
+
+
+@pytest.mark.parametrize("flag", ["judge", "prm"])
+def test_a_score_cache_that_is_a_file_is_one_line_before_any_row_is_read(flag, tmp_path, capsys, monkeypatch):
+    """Issue 41: --score-cache FILE, a regular file, was a traceback when the first score was kept."""
+
+    def no_rows(*args, **kwargs):
+        raise AssertionError("the rows were read")
+
+    judged_run(tmp_path, ("good",))
+    (tmp_path / "c").write_text("a file\n")
+    monkeypatch.setattr("agentdata.curate.passes.scalar_table", no_rows)
+    code = run_cli(_curate_against(tmp_path, flag, "http://127.0.0.1:9/v1"))
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and f"--score-cache {tmp_path / 'c'}: not a folder" in err

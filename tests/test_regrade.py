@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
 from agentdata.agent.config import CollectConfig, LoopConfig
@@ -159,3 +160,75 @@ def test_the_command_line(tmp_path, capsys):
     code = run_cli(["regrade", str(tmp_path / "run"), "--out", str(tmp_path / "again")])
     out, err = capsys.readouterr()
     assert code == 0 and "flipped wrong → correct" in out
+
+
+def _kill_leaving_a_journal(run_dir) -> set[str]:
+    """A killed collect: its last shard's trajectories only in the journal (finished, in no shard yet)."""
+    from agentdata.agent.journal import Journal
+
+    run = RunDir(run_dir)
+    last_shard = run.shards()[-1]
+    left = [t for t in run.trajectories() if t.id in set(pq.read_table(last_shard, columns=["id"])["id"].to_pylist())]
+    journal = Journal(run.journal_path, json.loads(run.manifest_path.read_text())["settings"])
+    for trajectory in left:
+        journal.append(trajectory)
+    journal.handle.close()  # killed: the journal stays
+    last_shard.unlink()
+    return {t.id for t in left}
+
+
+def test_a_killed_runs_journal_is_regraded_with_its_shards(tmp_path, capsys):
+    """Issue 41: regrade read only the shards; the trajectories a killed run left only in its journal (which
+    inspect counts) were silently left out."""
+    collected(tmp_path)  # 12 trajectories, shards of 5
+    only_in_journal = _kill_leaving_a_journal(tmp_path / "run")
+    result = regrade(tmp_path / "run", tmp_path / "new", problems(FIXED))
+    assert result.trajectories == 12 and result.from_journal == len(only_in_journal) == 2
+    regraded = {t.id: t for t in RunDir(tmp_path / "new").trajectories()}
+    assert len(regraded) == 12 and all("regrade" in regraded[i].metadata for i in only_in_journal)
+    assert json.loads((tmp_path / "new" / "regrade.json").read_text())["from_journal"] == 2
+    code = run_cli(["regrade", str(tmp_path / "run"), "--out", str(tmp_path / "cli")])
+    assert code == 0 and "only in the killed run's journal" in capsys.readouterr().out
+
+
+def test_a_sharded_run_with_a_missing_part_is_named_as_curate_and_view_do(tmp_path, capsys):
+    from agentdata.settings import build
+
+    config = build(CollectConfig, {"teacher": "scripted", "shard": "0/2", "protocol": SCRIPTED_PROTOCOL})
+    collect(problems(GOLDS), tmp_path / "run", config, engine=ScriptedEngine(), sandbox=InProcessSandbox())
+    result = regrade(tmp_path / "run", tmp_path / "new")
+    assert len(result.warnings) == 1 and "missing (never started): 1/2" in result.warnings[0]
+    code = run_cli(["regrade", str(tmp_path / "run"), "--out", str(tmp_path / "cli")])
+    assert code == 0 and "missing (never started): 1/2" in capsys.readouterr().out
+
+
+def test_a_second_regrade_into_the_same_out_is_refused_while_the_first_writes(tmp_path, monkeypatch):
+    """Issue 41: two regrades into one --out wrote into one staging folder (every row twice), then one rename
+    failed with a traceback. The first holds the out's lock; the second is one line, and the first ends whole."""
+    import threading
+
+    import agentdata.regrade.run as module
+
+    collected(tmp_path)
+    real, grading, release = module._regrade_one, threading.Event(), threading.Event()
+
+    def held(*args):
+        grading.set()
+        release.wait()
+        return real(*args)
+
+    monkeypatch.setattr(module, "_regrade_one", held)
+    first: list = []
+    worker = threading.Thread(target=lambda: first.append(regrade(tmp_path / "run", tmp_path / "new")))
+    worker.start()
+    grading.wait()
+    try:
+        monkeypatch.setattr(module, "_regrade_one", real)
+        with pytest.raises(UserError, match="another regrade is writing it now"):
+            regrade(tmp_path / "run", tmp_path / "new")
+    finally:
+        release.set()
+        worker.join()
+    assert first[0].trajectories == 12 and len(RunDir(tmp_path / "new").trajectories()) == 12
+    with pytest.raises(UserError, match="is not empty"):
+        regrade(tmp_path / "run", tmp_path / "new")

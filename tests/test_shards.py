@@ -283,3 +283,26 @@ def test_the_viewer_opens_a_sharded_run_as_one_and_says_what_is_missing(tmp_path
     artifact = next(iter(open_artifacts([out])))
     assert len(artifact.rows) == 24
     assert any(line == "a sharded run of 2 shards: 2 finished" for line in notes(artifact))
+
+
+def test_a_shard_copied_into_a_second_part_is_read_once(tmp_path):
+    """Issue 41: a shard file copied into another part's name was read twice (17 rows for 12). Parts split the
+    problems, so a file whose ids were all read in another part is a copy, left out, wherever it sorts."""
+    import shutil
+
+    import polars as pl
+
+    from agentdata.agent.rundir import scan_shards, shard_paths
+    from agentdata.curate import CurateConfig, curate
+    from agentdata.view.catalog import open_artifacts
+
+    out = tmp_path / "run"
+    for index in range(2):
+        run_part(out, f"{index}/2", samples=1, shard_size=100)
+    first, second = sorted((out / "trajectories").glob("shard-*"))
+    shutil.copy(first, out / "trajectories" / "shard-00001-of-00002.part-00001.parquet")
+    assert scan_shards(shard_paths([out])).select(pl.len()).collect().item() == 12
+    assert curate([out], tmp_path / "sft.parquet", CurateConfig()).input_rows == 12
+    assert len(next(iter(open_artifacts([out]))).rows) == 12
+    shutil.copy(second, out / "trajectories" / "shard-00000-of-00002.part-00001.parquet")  # and back, sorted first
+    assert scan_shards(shard_paths([out])).select(pl.len()).collect().item() == 12

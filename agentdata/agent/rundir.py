@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from agentdata.agent.journal import JOURNAL_NAME, KEPT, read_journal
+from agentdata.agent.shard_copies import without_copies
 from agentdata.agent.shards import Shard, tag_of, tags_in
 from agentdata.errors import InputFileError, UserError
 from agentdata.inputs import check_input
@@ -348,9 +349,9 @@ REQUIRED_COLUMNS = tuple(TRAJECTORY_SCHEMA.names)
 
 
 def trajectory_files(path: str | os.PathLike) -> list[Path]:
-    """The trajectory shards of a run dir, or the file itself."""
+    """The trajectory shards of a run dir (a copy of another shard left out), or the file itself."""
     path = Path(path)
-    return RunDir(path).shards() if path.is_dir() else [path]
+    return without_copies(RunDir(path).shards()) if path.is_dir() else [path]
 
 
 def shard_paths(run_dirs: Sequence[str | os.PathLike]) -> list[Path]:

@@ -82,8 +82,15 @@ def command(
 
 
 def trackers(report_to: list[str] | None) -> dict[str, list[str]]:
-    """`--report-to` as the base settings it stands for: both training stages' `report_to`."""
+    """`--report-to` as the base settings it stands for: both training stages' `report_to`, checked here, before
+    any work (a recipe whose arms train nothing would never read it)."""
+    from agentdata.settings import build
+    from agentdata.training.config import TrackingConfig
+    from agentdata.training.trackers import check_installed
+
     names = [name.strip() for value in report_to or [] for name in value.split(",") if name.strip()]
+    if names:
+        check_installed(build(TrackingConfig, {"report_to": names}, source="--report-to"), "experiment")
     return {"sft.report_to": names, "rl.report_to": names} if names else {}
 
 

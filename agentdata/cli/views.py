@@ -210,6 +210,8 @@ def regrade_table(result: Any) -> Table:
         "trajectories (graded · errors copied)",
         f"{result.trajectories:,} ({result.regraded:,} · {result.copied_errors:,})",
     )
+    if result.from_journal:
+        table.add_row("of them only in the killed run's journal", f"{result.from_journal:,}")
     table.add_row("gold answers changed", f"{result.gold_changed:,}")
     if result.not_in_problems:
         table.add_row("not in the problems file (stored gold)", f"{result.not_in_problems:,}")
@@ -399,6 +401,8 @@ def stitch_views(summary: Any) -> Iterator[Any]:
 
 
 def regrade_views(result: Any) -> Iterator[Any]:
+    for warning in result.warnings:
+        yield f"[yellow]warning:[/] {escape(warning)}"
     yield regrade_table(result)
     if result.flips:
         yield flips_table(result.flips[:20], title=f"flipped verdicts (first {min(20, len(result.flips))})")

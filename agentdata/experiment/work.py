@@ -79,6 +79,16 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+def read_marker(path: Path) -> dict[str, Any] | None:
+    """A stage's `result.json` or `failed.json`; None when there is none, or it is not a JSON object (a marker
+    emptied by a full disk or edited by hand marks nothing)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 @dataclass
 class StageRun:
     stage: str
@@ -120,7 +130,11 @@ class Workshop:
         marker = folder / RESULT
         if not marker.exists():
             return None
-        return StageRun(stage, key, folder, json.loads(marker.read_text(encoding="utf-8")), reused=True)
+        result = read_marker(marker)
+        if result is None:  # emptied, cut or hand-edited: the stage is not known to be done, so it is done again
+            note("experiment", f"{folder.name}: its {RESULT} is damaged (not a JSON object); the stage is run again")
+            return None
+        return StageRun(stage, key, folder, result, reused=True)
 
     def run(self, stage: str, depends_on: dict[str, Any], action: Callable[[Path], dict[str, Any]]) -> StageRun:
         """The stage's result: found done, or `action(folder)` run now and marked done."""
@@ -162,11 +176,9 @@ class Workshop:
 
     def raise_if_failed(self, stage: str, folder: Path) -> None:
         """The stage failed earlier in this run (another arm's try): fail the same way without running it again."""
-        marker = folder / FAILED
-        if marker.exists():
-            failed = json.loads(marker.read_text(encoding="utf-8"))
-            if failed.get("run") == self.run_id:
-                raise StageFailed(stage, failed["reason"])
+        failed = read_marker(folder / FAILED)  # a damaged one says nothing: the stage is tried (and it is removed)
+        if failed is not None and failed.get("run") == self.run_id:
+            raise StageFailed(stage, str(failed.get("reason") or "failed earlier in this run"))
 
     @contextmanager
     def claim(self, folder: Path) -> Iterator[None]:

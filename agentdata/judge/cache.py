@@ -35,11 +35,20 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("AGENTDATA_CACHE") or "~/.cache/agentdata").expanduser() / "scores"
 
 
+def refuse_non_folder(folder: str | os.PathLike) -> None:
+    """The journal's folder (--score-cache) is a folder or nothing yet: a file there is one line, not a traceback
+    when the first score is written (or a wait on a FIFO)."""
+    path = Path(folder).expanduser()
+    if (path.exists() or path.is_symlink()) and not path.is_dir():
+        raise UserError(f"--score-cache {path}: not a folder; give a folder for the score journal (made if missing)")
+
+
 class ScoreJournal:
     """What one scorer has scored, by trajectory key; `put` appends a line at once."""
 
     def __init__(self, folder: str | os.PathLike | None, scorer: dict[str, Any]):
         folder = Path(folder).expanduser() if folder else default_cache_dir()
+        refuse_non_folder(folder)
         self.path = folder / f"{digest(scorer)}.jsonl"
         self.scorer = scorer
         self.values: dict[str, dict[str, Any]] = {}

@@ -5,7 +5,10 @@ and a score from 0 to 10 on a last line `Score: N`. Models write verdicts many w
 `parse_verdict` takes a JSON object (`{"score": 7, "rationale": "..."}`, fenced or not), `Score: 7`,
 `**Score:** 7/10`, `Rating: 3 out of 5`, `score = 0.7`, or a last `N/10`; the score is
 normalised to [0, 1]. A reply with no readable score is a failure (tried again, then counted
-apart), never a low score.
+apart), never a low score: nor is one whose labelled score is out of range or withheld
+(`Score: 15`, `Score: N/A`, `{"score": false}`: no bare `N/10` elsewhere in it stands in), one
+whose JSON verdict is cut short (`{"score": 1` may have been 10), or a number that is only the
+start of one (`Score: 1e3`, `Score: 1,000`) or a range (`score 0-10`).
 """
 
 from __future__ import annotations
@@ -38,11 +41,15 @@ SYSTEM = (
 )
 
 _JSON_OBJECT = re.compile(r"\{[^{}]*\}", re.DOTALL)
-_NUMBER = r"([+-]?\d+(?:\.\d+)?)"
+# A whole number: never the start of a longer one (1e3, 1,000, 7.5.1) nor one end of a range (0-10, 1 to 10)
+_NUMBER = r"(?<![\d.,])([+-]?\d+(?:\.\d+)?)(?![.,]?\d|[eE][+-]?\d|\s*(?:-|\u2013|to)\s*\d)"
 _OUT_OF = r"\s*(?:/|out\s+of)\s*"
 # "Score: 7", "**Rating**: 3 out of 5": the separator may not eat a minus sign ("Score: -1" is no score)
 _LABELLED = re.compile(rf"(?:score|rating|grade)[^\w+\-]{{0,6}}{_NUMBER}(?:{_OUT_OF}{_NUMBER})?", re.IGNORECASE)
 _FRACTION = re.compile(rf"{_NUMBER}{_OUT_OF}{_NUMBER}", re.IGNORECASE)
+# "Score: N/A", "Rating: none": a label the judge gave no number
+_WITHHELD = re.compile(r"(?:score|rating|grade)\W{0,6}(?:n/?a|none|null|unknown)(?!\w)", re.IGNORECASE)
+_SCORE_KEY = re.compile(r'"(?:score|rating|grade)"', re.IGNORECASE)
 MAX_RATIONALE_CHARS = 4000
 
 
@@ -74,18 +81,39 @@ def judge_messages(question: str, transcript: str, rubric: str) -> list[dict[str
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
+class _NoScore(Exception):
+    """The reply names a score the judge did not really give: the verdict is unreadable, whatever else it holds."""
+
+
 def parse_verdict(text: str) -> Verdict | None:
     """The score (normalised to [0, 1]) and rationale in a judge's reply; None when it holds no readable score."""
     if not text or not text.strip():
         return None
-    found = _from_json(text) or _from_text(text)
+    try:
+        if _cut_json(text):
+            return None
+        found = _from_json(text) or _from_labelled(text) or _from_fraction(text)
+    except _NoScore:
+        return None
     if found is None:
         return None
     score, rationale = found
     return Verdict(score, rationale.strip()[:MAX_RATIONALE_CHARS])
 
 
+def _cut_json(text: str) -> bool:
+    """A JSON object opened and never closed, holding a score key: the reply was cut inside its verdict."""
+    unclosed: list[int] = []
+    for index, char in enumerate(text):
+        if char == "{":
+            unclosed.append(index)
+        elif char == "}" and unclosed:
+            unclosed.pop()
+    return bool(unclosed) and _SCORE_KEY.search(text, unclosed[0]) is not None
+
+
 def _from_json(text: str) -> tuple[float, str] | None:
+    """The last JSON object with a score key; one whose score is unreadable is no verdict (_NoScore)."""
     for match in reversed(list(_JSON_OBJECT.finditer(text))):
         try:
             data = json.loads(match.group(0))
@@ -93,27 +121,46 @@ def _from_json(text: str) -> tuple[float, str] | None:
             continue
         if not isinstance(data, dict):
             continue
-        value = next((data[key] for key in ("score", "rating", "grade") if key in data), None)
-        score = _normalised(value, data.get("max") or data.get("scale"))
-        if score is not None:
-            rationale = next((str(data[key]) for key in ("rationale", "reason", "explanation") if key in data), None)
-            return score, rationale if rationale is not None else text[: match.start()]
+        key = next((key for key in ("score", "rating", "grade") if key in data), None)
+        if key is None:
+            continue
+        score = _normalised(data[key], data.get("max") or data.get("scale"))
+        if score is None:
+            raise _NoScore
+        rationale = next((str(data[key]) for key in ("rationale", "reason", "explanation") if key in data), None)
+        return score, rationale if rationale is not None else text[: match.start()]
     return None
 
 
-def _from_text(text: str) -> tuple[float, str] | None:
-    for pattern in (_LABELLED, _FRACTION):
-        matches = list(pattern.finditer(text))
-        if matches:
-            last = matches[-1]
-            score = _normalised(last.group(1), last.group(2))
-            if score is not None:
-                return score, text[: last.start()]
-    return None
+def _from_labelled(text: str) -> tuple[float, str] | None:
+    """The last `Score: N`; one out of range, or a later `Score: N/A`, is no verdict (_NoScore)."""
+    matches = list(_LABELLED.finditer(text))
+    withheld = list(_WITHHELD.finditer(text))
+    if withheld and (not matches or withheld[-1].start() > matches[-1].start()):
+        raise _NoScore
+    if not matches:
+        return None
+    last = matches[-1]
+    score = _normalised(last.group(1), last.group(2))
+    if score is None:
+        raise _NoScore
+    return score, text[: last.start()]
+
+
+def _from_fraction(text: str) -> tuple[float, str] | None:
+    """A last bare `N/10` or `N out of 10`, when nothing is labelled a score."""
+    matches = list(_FRACTION.finditer(text))
+    if not matches:
+        return None
+    last = matches[-1]
+    score = _normalised(last.group(1), last.group(2))
+    return (score, text[: last.start()]) if score is not None else None
 
 
 def _normalised(value: object, scale: object = None) -> float | None:
     """A score on the 0-10 scale (or out of `scale`), or a fraction written as a decimal in [0, 1]."""
+    if isinstance(value, bool) or isinstance(scale, bool):
+        return None  # JSON's true/false is no number (float(False) would read 0)
     try:
         number = float(value)  # type: ignore[arg-type]
         denominator = float(scale) if scale not in (None, "") else None  # type: ignore[arg-type]

@@ -119,7 +119,9 @@ class PoolingRewardModel(ProcessRewardModel):
         if not isinstance(rows, list):
             raise ValueError(f"pooling data is {type(rows).__name__}, not a list")
         scores = [
-            float(row[self.positive_index] if len(row) > 1 else row[0]) if isinstance(row, list) else float(row)
+            _probability(row[self.positive_index] if len(row) > 1 else row[0])
+            if isinstance(row, list)
+            else _probability(row)
             for row in rows
         ]
         if len(scores) != steps:
@@ -179,6 +181,13 @@ class PoolingRewardModel(ProcessRewardModel):
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+
+def _probability(value: Any) -> float:
+    """A step's score as the server wrote it: a JSON number, never true/false or a string (float(False) is 0.0)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"a step score is {json.dumps(value)[:40]}, not a number")
+    return float(value)
 
 
 class _Failed(Exception):

@@ -4,9 +4,9 @@
 every row the journal already holds, sends the rest to the scorer `chunk_rows` at a time with
 `parallel` chunks in flight, tries a failed row again up to `retries` times, and records each
 success in the journal as it comes. What is left failing is returned as a `ScoreFailure` in the
-row's place and counted apart. When the first rows all fail, the scorer is broken (a wrong URL,
-a model that never answers in the asked form): the run stops with that error instead of
-counting every row as failed.
+row's place and counted apart. When the first rows all fail, or every row of a shorter run, the
+scorer is broken (a wrong URL, a model that never answers in the asked form): the run stops with
+one line naming it instead of counting every row as failed (and the set as merely empty).
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ class Scoring:
     chunk_rows: int = 1
     parallel: int = 16
     retries: int = 2
+    scorer: str = ""  # what scores, as the user named it (the judge's or PRM's spec), for the line that stops a run
     counts: ScoringCounts = field(default_factory=ScoringCounts)
 
     def run(self, batches: Iterable[list[Row]], total: int) -> list[dict[str, Any] | ScoreFailure]:
@@ -80,6 +81,8 @@ class Scoring:
                 offset = len(results)
                 results.extend([None] * len(batch))  # type: ignore[list-item]
                 await self._run_batch(batch, results, offset, progress)
+        if self.counts.failed and not (self.counts.scored or self.counts.cached):
+            raise self._broken(f"every row failed ({self.counts.failed})")
         return results
 
     async def _run_batch(self, batch: list[Row], results: list, offset: int, progress: Callable[[], None]) -> None:
@@ -126,4 +129,8 @@ class Scoring:
         if len(self.counts.examples) < 3:
             self.counts.examples.append(str(failure)[:300])
         if self.counts.failed >= FAIL_FAST_AFTER and not (self.counts.scored or self.counts.cached):
-            raise ScorerBroken(f"{self.name}: the first {self.counts.failed} rows all failed; first error: {failure}")
+            raise self._broken(f"the first {self.counts.failed} rows all failed")
+
+    def _broken(self, what: str) -> ScorerBroken:
+        named = f"{self.name} {self.scorer}" if self.scorer else self.name
+        return ScorerBroken(f"{named}: {what}; first error: {self.counts.examples[0]}")

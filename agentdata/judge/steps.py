@@ -24,7 +24,7 @@ import polars as pl
 from agentdata.engines import GenerationRequest, load_engine
 from agentdata.engines.spec import check_engine
 from agentdata.errors import UserError
-from agentdata.judge.cache import ScoreJournal, digest
+from agentdata.judge.cache import ScoreJournal, digest, refuse_non_folder
 from agentdata.judge.config import ScoringConfig
 from agentdata.judge.llm import PROMPT_VERSION, judge_messages, load_rubric, parse_verdict
 from agentdata.judge.prm import ProcessRewardModel, ScoreFailure, StepsInput, aggregate, load_prm
@@ -79,7 +79,9 @@ class PRMStep(ScoreStep):
             values = await self.prm.score([self.steps_input(row) for row in rows])
             return [value if isinstance(value, ScoreFailure) else {"steps": value} for value in values]
 
-        scoring = Scoring("PRM", journal, self.key, score_chunk, self.prm.batch_rows, self.prm.parallel, self.retries)
+        scoring = Scoring(
+            "PRM", journal, self.key, score_chunk, self.prm.batch_rows, self.prm.parallel, self.retries, self.prm.spec
+        )
         try:
             results = await scoring.arun(batches, total)
         finally:
@@ -149,8 +151,10 @@ class JudgeStep(ScoreStep):
             lambda rows, attempt: self._grade(engine, rows, attempt),
             parallel=self.concurrency,
             retries=self.retries,
+            scorer=self.engine_spec,
         )
         try:
+            await self._ready(engine)
             results = await scoring.arun(batches, total)
         finally:
             journal.close()
@@ -158,6 +162,15 @@ class JudgeStep(ScoreStep):
                 await engine.aclose()
         self.counts = scoring.counts
         return [self._columns(value) for value in results]
+
+    @staticmethod
+    async def _ready(engine: Any) -> None:
+        """A judge that cannot be reached is named before any row waits on it (not as an empty set's advice)."""
+        try:
+            if hasattr(engine, "ready"):  # a plug-in engine need not have it
+                await engine.ready()
+        except UserError as error:
+            raise UserError(f"the judge (--judge) {error}") from None
 
     def request(self, row: Row, attempt: int = 0) -> GenerationRequest:
         question, shown = self._shown(row)
@@ -185,6 +198,14 @@ class JudgeStep(ScoreStep):
             if generation.finish_reason in ("error", "context"):
                 values.append(ScoreFailure(f"the judge failed: {generation.error or generation.finish_reason}"))
                 continue
+            if generation.finish_reason == "length":  # asked to end with its score, it never reached the end
+                shown = " ".join(generation.text.split())[-160:]
+                values.append(
+                    ScoreFailure(
+                        f"the judge failed: its reply was cut at --judge-max-tokens {self.max_tokens}: ...{shown!r}"
+                    )
+                )
+                continue
             verdict = parse_verdict(generation.text)
             if verdict is None:
                 shown = " ".join(generation.text.split())[:160]
@@ -206,6 +227,8 @@ def _scoring(settings: Any, step: str, flag: str) -> ScoringConfig:
     scoring = getattr(settings, "scoring", None)
     if not isinstance(scoring, ScoringConfig):
         raise UserError(f"the {step} step reads {flag} (the scoring settings of curate); this command has none")
+    if scoring.score_cache and (scoring.prm or scoring.judge):
+        refuse_non_folder(scoring.score_cache)  # before any row is read, not when the first score is kept
     return scoring
 
 

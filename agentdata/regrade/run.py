@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import time
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -27,13 +27,15 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from agentdata import __version__
+from agentdata.agent.journal import read_journal
 from agentdata.agent.resume import HASH_KEY, problem_hash
-from agentdata.agent.rundir import RunDir, shard_paths
+from agentdata.agent.rundir import RunDir, shard_paths, trajectory_files
 from agentdata.agent.runner import summarise
-from agentdata.errors import UserError
+from agentdata.agent.shard_status import incomplete_note
 from agentdata.events import task
 from agentdata.records import Problem, Trajectory, normalise_question, read_records, write_json
 from agentdata.regrade.config import RegradeConfig
+from agentdata.regrade.output import staged_output
 from agentdata.verify.grade import grade, graded_text
 
 REPORT_FILE = "regrade.json"
@@ -68,6 +70,8 @@ class RegradeResult:
     accuracy_before: float = 0.0
     accuracy_after: float = 0.0
     report: Path | None = None
+    from_journal: int = 0  # finished trajectories a killed run left only in its journal: regraded with the rest
+    warnings: list[str] = field(default_factory=list)  # a sharded run with parts missing or unfinished
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -82,6 +86,8 @@ class RegradeResult:
             "flipped_to_wrong": self.to_wrong,
             "accuracy_before": self.accuracy_before,
             "accuracy_after": self.accuracy_after,
+            "from_journal": self.from_journal,
+            "warnings": self.warnings,
             "per_source": self.per_source,
             "flips": [vars(flip) for flip in self.flips[:MAX_LISTED_FLIPS]],
             "report": str(self.report) if self.report else None,
@@ -110,43 +116,49 @@ def regrade(
 ) -> RegradeResult:
     """Write `out`: the trajectories of `run` graded again (see the module doc); returns what flipped.
 
-    The run is written beside `out` and renamed into place when whole, so a killed regrade leaves no
-    half run behind (its leftovers are cleared by the next one); `out` must not hold anything yet.
+    The run is written beside `out` and renamed into place when whole (regrade/output.py), so a killed
+    regrade leaves no half run behind; `out` must not hold anything yet, and no other regrade may be
+    writing it.
     """
     config = config or RegradeConfig()
     run, out = Path(run), Path(out)
-    shards = shard_paths([run])
-    if out.exists() and any(out.iterdir()):
-        raise UserError(f"{out} is not empty: give a new folder for the regraded run")
+    shards, journaled = _inputs(run)
     source = RunDir(run) if run.is_dir() else None
-    staging = out.parent / f".{out.name}.regrading"
-    shutil.rmtree(staging, ignore_errors=True)
-    target = RunDir(staging)
-    golds, result = _Golds(problems), RegradeResult(run_dir=out, source=run)
-    started = time.perf_counter()
-    settings = _regrade_shards(shards, source, target, golds, config, sandbox, result)
-    manifest = (source.manifest() if source else None) or {}
-    target.write_manifest(
-        {
-            **{key: value for key, value in manifest.items() if key != "settings"},
-            "settings": manifest.get("settings") or settings or {},
-            "agentdata_version": __version__,
-            "regraded_from": str(run),
-            "regrade": {"problems_given": golds.given, "gold_changed": result.gold_changed},
-        }
-    )
-    target.write_stats(summarise(target, time.perf_counter() - started).as_dict())
-    result.per_source = _per_source(result)
-    result.report = out / REPORT_FILE
-    write_json(staging / REPORT_FILE, result.as_dict())
-    if out.exists():
-        out.rmdir()  # empty, checked above
-    staging.rename(out)
+    golds, result = _Golds(problems), RegradeResult(run_dir=out, source=run, from_journal=len(journaled))
+    result.warnings = [line for line in [incomplete_note(run)] if line]  # a part missing: only what is there
+    with staged_output(out) as staging:
+        target = RunDir(staging)
+        started = time.perf_counter()
+        settings = _regrade_batches(shards, journaled, source, target, golds, config, sandbox, result)
+        manifest = (source.manifest() if source else None) or {}
+        target.write_manifest(
+            {
+                **{key: value for key, value in manifest.items() if key != "settings"},
+                "settings": manifest.get("settings") or settings or {},
+                "agentdata_version": __version__,
+                "regraded_from": str(run),
+                "regrade": {"problems_given": golds.given, "gold_changed": result.gold_changed},
+            }
+        )
+        target.write_stats(summarise(target, time.perf_counter() - started).as_dict())
+        result.per_source = _per_source(result)
+        result.report = out / REPORT_FILE
+        write_json(staging / REPORT_FILE, result.as_dict())
     return result
 
 
-def _regrade_shards(
+def _inputs(run: Path) -> tuple[list[Path], list[Trajectory]]:
+    """The run's shards, and the finished trajectories only its journal holds (a killed run's: regraded too,
+    as `inspect` counts them); a run dir whose trajectories are all in its journal has no shard to read."""
+    journaled = RunDir(run).journaled() if run.is_dir() else []
+    if journaled and not trajectory_files(run):
+        return [], journaled
+    return shard_paths([run]), journaled
+
+
+def _regrade_batches(
     shards: list[Path],
+    journaled: list[Trajectory],
     source: RunDir | None,
     target: RunDir,
     golds: _Golds,
@@ -154,14 +166,14 @@ def _regrade_shards(
     sandbox: Any,
     result: RegradeResult,
 ) -> dict[str, Any] | None:
-    """Grade shard by shard, each written as one shard of `target` with its settings; returns the last settings."""
+    """Grade shard by shard, then the journal's trajectories, each written as one shard of `target` with its
+    settings; returns the last settings."""
     owns_sandbox, settings = sandbox is None, None
     before = after = 0
-    total = sum(pq.read_metadata(shard).num_rows for shard in shards)
+    total = sum(pq.read_metadata(shard).num_rows for shard in shards) + len(journaled)
     with task("regrade", total) as advance, ThreadPoolExecutor(config.concurrency) as pool:
         try:
-            for shard in shards:
-                trajectories = read_records(shard, Trajectory)
+            for trajectories, shard_settings in _batches(shards, journaled, source):
                 if sandbox is None and any(t.domain == "code" for t in trajectories):
                     from agentdata.sandbox import open_sandbox
 
@@ -171,7 +183,7 @@ def _regrade_shards(
                     _count(result, outcome, golds.given)
                 before += sum(outcome.was_correct for outcome in outcomes)
                 after += sum(outcome.trajectory.correct for outcome in outcomes)
-                settings = source.shard_settings(shard) if source else None
+                settings = shard_settings
                 target.shard_dir.mkdir(parents=True, exist_ok=True)
                 target.write_shard([outcome.trajectory for outcome in outcomes], settings)
                 advance(result.trajectories, flipped=result.to_correct + result.to_wrong)
@@ -181,6 +193,23 @@ def _regrade_shards(
     result.accuracy_before = before / max(result.trajectories, 1)
     result.accuracy_after = after / max(result.trajectories, 1)
     return settings
+
+
+def _batches(shards: list[Path], journaled: list[Trajectory], source: RunDir | None) -> Iterator[tuple[list, Any]]:
+    """Each shard's trajectories and settings, read one at a time; then the journal's."""
+    for shard in shards:
+        yield read_records(shard, Trajectory), source.shard_settings(shard) if source else None
+    if journaled:
+        yield journaled, _journal_settings(source)
+
+
+def _journal_settings(source: RunDir | None) -> dict[str, Any] | None:
+    """The settings a killed run's journal was written with (its header), for the shard its trajectories make."""
+    for path in source.journal_paths() if source else []:
+        settings = read_journal(path).settings
+        if settings is not None:
+            return settings
+    return None
 
 
 @dataclass

@@ -274,12 +274,16 @@ def train(request: TrainRequest) -> TrainResult:
 
 
 def check_before_work(plan: TrainPlan) -> None:
-    """What a stage would otherwise find wrong only when it starts, found before the first one: GRPO's
-    rewards and tools (plug-ins imported and built), its sandbox service asked, its pool and the raw
-    problems read, each stage's held-out problems read. A mistake in the `rl:` section is one line
-    before SFT trains, not after."""
+    """What a stage would otherwise find wrong only when it starts, found before the first one: each stage's
+    trackers installed, GRPO's rewards and tools (plug-ins imported and built), its sandbox service asked,
+    its pool and the raw problems read, each stage's held-out problems read. A mistake in the `rl:` section
+    is one line before SFT trains, not after."""
     from agentdata.evaluation.during_training import load_eval_problems
+    from agentdata.training.trackers import check_installed
 
+    for config in (plan.sft, plan.rl):
+        if config is not None:
+            check_installed(config.tracking, "train")  # TRL would find a missing one only after the model loads
     if plan.rl is not None:
         from agentdata.agent.loop import config_tools
         from agentdata.rl.rewards import reward_functions

@@ -39,17 +39,27 @@ PROJECT = "huggingface"  # TRL's and transformers' default project (TrainingArgu
 PACKAGES = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}
 
 
+# train reports through TRL's report_to, which reaches mlflow too (not in the trackers extra: pip install mlflow)
+TRAIN_PACKAGES = {**PACKAGES, "mlflow": "mlflow"}
+
+
 def check_trackers(tracking: TrackingConfig, command: str) -> None:
     """Before any work: every tracker named can be logged to here, else one line saying what to install."""
     for name in tracking.report_to:
         if name not in PACKAGES:
             supported = ", ".join(PACKAGES)
             raise UserError(f"{command} --report-to {name}: {command} logs to {supported}; {name} is train's only")
-        if importlib.util.find_spec(PACKAGES[name]) is None:
-            raise UserError(
-                f"{command} --report-to {name}: the {PACKAGES[name]} package is not installed "
-                "(pip install 'agentdata[trackers]')"
-            )
+    check_installed(tracking, command, PACKAGES)
+
+
+def check_installed(tracking: TrackingConfig, command: str, packages: dict[str, str] = TRAIN_PACKAGES) -> None:
+    """Every tracker's package can be imported: else one line before any work (train's would crash inside
+    TRL once the model has loaded)."""
+    for name in tracking.report_to:
+        package = packages.get(name)
+        if package is not None and importlib.util.find_spec(package) is None:
+            extra = "pip install mlflow" if name == "mlflow" else "pip install 'agentdata[trackers]'"
+            raise UserError(f"{command} --report-to {name}: the {package} package is not installed ({extra})")
 
 
 def report_to_trackers(
