@@ -60,7 +60,7 @@ class ValidateResult:
     clean: int
     findings: dict[str, int]
     broken: list[dict[str, Any]]
-    clean_file: Path | None
+    clean_file: Path  # written even with no clean problem (then empty)
     report: Path | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -71,7 +71,7 @@ class ValidateResult:
             "broken": self.rows - self.clean,
             "findings": self.findings,
             "problems": self.broken[:MAX_LISTED],
-            "clean_file": str(self.clean_file) if self.clean_file else None,
+            "clean_file": str(self.clean_file),
             "report": str(self.report) if self.report else None,
         }
 
@@ -95,7 +95,8 @@ def validate(
     clean = [entry.problem for entry in entries if entry.problem is not None and not entry.findings]
     counts = Counter(finding.check for entry in entries for finding in entry.findings)
     broken = [_listed(entry) for entry in entries if entry.findings]
-    clean_file = write_records(clean, clean_out, Problem) if clean else None
+    # Written even when empty: a clean file left from an earlier run would be read as this run's.
+    clean_file = write_records(clean, clean_out, Problem)
     result = ValidateResult(
         path, len(entries), len(clean), {c: counts[c] for c in CHECKS if counts[c]}, broken, clean_file
     )
