@@ -78,7 +78,7 @@ def check_output_dir(
     return path
 
 
-def check_outputs_apart(outputs: dict[str, "str | os.PathLike | None"]) -> None:
+def check_outputs_apart(outputs: dict[str, str | os.PathLike | None]) -> None:
     """Two outputs of one command (by flag) that are one file, by name or through a link: the later write would
     replace the earlier (`validate P --out x.json --report x.json`); a UserError naming both flags."""
     seen: dict[Path, tuple[str, str | os.PathLike]] = {}
