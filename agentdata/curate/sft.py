@@ -30,7 +30,7 @@ from agentdata.formats.sft_set.writer import write_sft_form
 from agentdata.outputs import companion
 from agentdata.publish.card import write_card
 from agentdata.publish.hub import check_hub, push_set
-from agentdata.publish.layout import SetLayout, is_folder_out, set_layout
+from agentdata.publish.layout import SetLayout, is_folder_out, remove_earlier_set, removed_note, set_layout
 from agentdata.publish.provenance import as_metadata, provenance_record
 from agentdata.publish.secrets import SecretScanner
 from agentdata.records import SFT_COLUMNS, UNCHANGED, atomic_write, write_json
@@ -121,6 +121,7 @@ def curate(
                 f"{out}: the SFT set is empty (none of {input_rows} trajectories kept), so nothing was written: "
                 "see the drop reasons, or loosen --tool-calls / --keep-incorrect"
             )
+            empty += removed_note(remove_earlier_set(layout))
         rejects_path = None
         if rejects is not None:
             reasons = result.rejected.select(

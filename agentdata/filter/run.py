@@ -40,7 +40,7 @@ from agentdata.filter.steps import pool_steps
 from agentdata.outputs import companion
 from agentdata.publish.card import write_card
 from agentdata.publish.hub import check_hub, push_set
-from agentdata.publish.layout import set_layout
+from agentdata.publish.layout import remove_earlier_set, removed_note, set_layout
 from agentdata.publish.provenance import as_metadata, provenance_record
 from agentdata.records import Problem, write_json
 
@@ -207,7 +207,7 @@ def run_filter(
         output, empty = write_pool(result, layout.data, config.format, metadata), None
         card = write_card(layout, "pool", result.pool.height, record, config.publish.license)
     except EmptyPoolError as error:
-        output, empty = None, str(error)
+        output, empty = None, str(error) + removed_note(remove_earlier_set(layout))
     rejects = write_rejects(result, companion(out, ".rejects.parquet"))
     plot = pass_rate_histograms(
         result.profiled["pass_rate"].to_list(),
