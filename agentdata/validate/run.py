@@ -25,7 +25,8 @@ from agentdata.errors import InputFileError
 from agentdata.events import task
 from agentdata.outputs import companion
 from agentdata.problems import problems_from_rows, read_nonempty_rows
-from agentdata.records import Problem, normalise_question, write_json, write_records
+from agentdata.publish.secrets import write_shared_json
+from agentdata.records import Problem, normalise_question, write_records
 from agentdata.steps import BenchmarkNgrams, ContaminationFilter, NearDuplicateFilter
 from agentdata.validate.checks import Finding, problem_findings
 from agentdata.validate.config import ValidateConfig
@@ -101,7 +102,7 @@ def validate(
         path, len(entries), len(clean), {c: counts[c] for c in CHECKS if counts[c]}, broken, clean_file
     )
     result.report = Path(report_out) if report_out else companion(clean_out, ".report.json")
-    write_json(result.report, {**result.as_dict(), "checks": CHECKS, "settings": asdict(config)})
+    write_shared_json(result.report, {**result.as_dict(), "checks": CHECKS, "settings": asdict(config)})
     return result
 
 
