@@ -47,6 +47,7 @@ def leaky_trajectories() -> list:
     rows = [leaky(f"m{i}-{where}", where, text) for i, text in enumerate(KINDS) for where in ("user", "tool")]
     fields = [
         {"id": f"run-{GITHUB}"},  # an id names the session's file in --sts
+        {"id": f"run-{GITHUB[:-1]}X"},  # the same id once the token is cut: its file must not replace the other's
         {"source": f"https://user:{URL_PASSWORD}@hub.internal/data?token={QUERY_TOKEN}"},
         {"teacher": f"openai:http://agent:{URL_PASSWORD}@10.0.0.1:8000/v1"},
         {"problem_id": f"p-{AWS}"},
@@ -188,5 +189,6 @@ def test_view_export_and_sts_write_no_secret_in_any_field_or_file_name(places, c
     assert code == 0, capsys.readouterr().err
     summary = json.loads(capsys.readouterr().out)
     assert summary["sts"]["sessions"] == 2 * len(leaky_trajectories())
+    assert len(list((shared / "sts").rglob("*.jsonl"))) == summary["sts"]["sessions"]
     assert summary["export"]["secrets"]["found"]["GitHub Token"] >= 1
     assert leaks(shared) == []

@@ -140,7 +140,8 @@ def write_sts(
                             advance(done)
                             continue
                     text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
-                    target = out / folder / file_name(session_id)
+                    # two ids that differed only in a secret are one id once it is cut: neither file is lost
+                    target = out / _unique(f"{folder}/{file_name(session_id)}", used)
                     atomic_write(target, lambda tmp, text=text: Path(tmp).write_text(text, encoding="utf-8"))
                     summary.sessions += 1
                     summary.messages += len(lines) - 1
@@ -172,6 +173,15 @@ def _session(data: ViewerData, artifact: Any, row: int) -> tuple[str, list[dict[
     header = {key: values.get(key) for key in ("problem_id", "source", "teacher", "format", "correct") if key in values}
     session_id = f"{values.get('problem_id') or 'row'}-sft-{row}"  # apart from the trajectories' ids
     return session_id, values["messages"], header
+
+
+def _unique(name: str, used: set[str]) -> str:
+    """`name` (`FOLDER/SESSION.jsonl`), or `FOLDER/SESSION-2.jsonl`, ... when it is taken."""
+    stem, number, candidate = name.removesuffix(".jsonl"), 2, name
+    while candidate in used:
+        candidate, number = f"{stem}-{number}.jsonl", number + 1
+    used.add(candidate)
+    return candidate
 
 
 def _folder_name(name: str, used: set[str]) -> str:
