@@ -192,3 +192,14 @@ def test_view_export_and_sts_write_no_secret_in_any_field_or_file_name(places, c
     assert len(list((shared / "sts").rglob("*.jsonl"))) == summary["sts"]["sessions"]
     assert summary["export"]["secrets"]["found"]["GitHub Token"] >= 1
     assert leaks(shared) == []
+
+
+def test_a_crash_log_holds_no_secret(places):
+    """The log of an unexpected error is what gets pasted into a bug report: an engine URL in its message is cut."""
+    from agentdata.cli.crash import write_crash_log
+
+    _, shared = places
+    error = RuntimeError(f"POST openai:http://agent:{URL_PASSWORD}@10.0.0.1/v1?token={QUERY_TOKEN} with {JWT} failed")
+    log = write_crash_log(error, shared)
+    assert log.parent == shared and "RuntimeError" in log.read_text()
+    assert leaks(shared) == []
