@@ -203,3 +203,21 @@ def test_a_crash_log_holds_no_secret(places):
     log = write_crash_log(error, shared)
     assert log.parent == shared and "RuntimeError" in log.read_text()
     assert leaks(shared) == []
+
+
+def test_eval_of_a_model_whose_url_holds_a_password_names_no_folder_or_report_after_it(places, capsys):
+    """The default label of `openai:http://user:PASSWORD@host/v1` named eval's run folders, its plots and report."""
+    inputs, shared = places
+    benchmark = inputs / "bench.jsonl"
+    benchmark.write_text(
+        "".join(json.dumps({"question": f"6 times 7, case {i}?", "answer": "42"}) + "\n" for i in range(2))
+    )
+    with FakeOpenAIServer(script="codeblock") as model:
+        spec = f"openai:{with_password(model.url)}"
+        assert run_cli(["eval", spec, str(benchmark), "--k", "1", "--out", str(shared / "eval"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["results"][0]["model"] == f"openai-{model.url.removeprefix('http://').split('/')[0]}"
+    run_dirs = shared / "eval" / "runs"  # collect's run dirs: local working files, their manifests record the spec
+    names = [str(path.relative_to(shared)) for path in shared.rglob("*")]
+    assert [name for name in names if URL_PASSWORD in name] == []
+    assert [line for line in leaks(shared) if not line.startswith(str(run_dirs.relative_to(shared)))] == []
