@@ -221,3 +221,17 @@ def test_eval_of_a_model_whose_url_holds_a_password_names_no_folder_or_report_af
     names = [str(path.relative_to(shared)) for path in shared.rglob("*")]
     assert [name for name in names if URL_PASSWORD in name] == []
     assert [line for line in leaks(shared) if not line.startswith(str(run_dirs.relative_to(shared)))] == []
+
+
+def test_synth_stitch_writes_no_secret_in_its_sft_set(places):
+    inputs, shared = places
+    solutions = inputs / "solutions.jsonl"
+    rows = [
+        {"question": f"Q{i} with {text}?", "answer": "3*4 = <<3*4=12>>12 apples.\n#### 12"}
+        for i, text in enumerate(KINDS)
+    ]
+    solutions.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    flags = ["--solution-field", "answer", "--trajectories", str(inputs / "stitched")]
+    assert run_cli(["synth", "stitch", str(solutions), "--out", str(shared / "stitched.parquet"), *flags]) == 0
+    assert pq.read_table(shared / "stitched.parquet").num_rows == len(KINDS)
+    assert leaks(shared) == []
