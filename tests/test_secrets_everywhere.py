@@ -3,10 +3,12 @@
 Each kind (an AWS key id, a GitHub token, a private-key block, a JWT, a Stripe key, a password in a URL, a token in
 a URL's query) is planted in each place a user puts one: a trajectory's messages and its fields outside them (id,
 source, teacher, answers), a problem's question, answer and source, and the command line itself (the judge's and the
-student's engine spec carry `user:PASSWORD@`). Then curate (with a judge), filter (with a student), validate and
-view (`--export` and `--sts`) run on loopback stub servers, and every file they wrote is read back, a Parquet file
-decoded (its pages are compressed) with its metadata, every other file as bytes: no planted secret is in any of
-them, nor in a file's name.
+student's engine spec carry `user:PASSWORD@`). Then curate (with a judge), filter (with a student), validate,
+view (`--export` and `--sts`), eval (a model with a password in its URL) and synth stitch run on loopback stub
+servers, and every file they wrote for sharing is read back, a Parquet file decoded (its pages are compressed) with
+its metadata, every other file as bytes: no planted secret is in any of them, nor in a file's name. Probes of the
+issue answered: view --export (every kind), view --sts (headers, file names), curate's card and report (a source
+URL's password), filter --student / curate --judge with `user:PASSWORD@` (pool, card, settings, report).
 """
 
 from __future__ import annotations
