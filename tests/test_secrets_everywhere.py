@@ -237,3 +237,20 @@ def test_synth_stitch_writes_no_secret_in_its_sft_set(places):
     assert run_cli(["synth", "stitch", str(solutions), "--out", str(shared / "stitched.parquet"), *flags]) == 0
     assert pq.read_table(shared / "stitched.parquet").num_rows == len(KINDS)
     assert leaks(shared) == []
+
+
+def test_an_experiments_report_holds_no_secret(places):
+    """The recipe (a teacher's spec with `user:PASSWORD@`) is recorded in experiment.json and report.md."""
+    from types import SimpleNamespace
+
+    from agentdata.experiment import load_recipe
+    from agentdata.experiment.report import build_report
+    from tests.test_experiment import write_recipe
+
+    inputs, shared = places
+    teacher = f"http://agent:{URL_PASSWORD}@127.0.0.1:9/v1?api_key={QUERY_TOKEN}"
+    recipe = load_recipe(write_recipe(inputs, teacher, inputs / "no-model", {"a": {"sft.data": "real"}, "b": {}}))
+    build_report(recipe, [], SimpleNamespace(train=inputs / "train.jsonl", held_out=inputs / "held_out.jsonl"), shared)
+    assert sorted(path.name for path in shared.iterdir()) == ["experiment.json", "report.md", "report.png"]
+    assert "[REDACTED Basic Auth Credentials]" in (shared / "experiment.json").read_text()
+    assert leaks(shared) == []
