@@ -78,6 +78,24 @@ def check_output_dir(
     return path
 
 
+def check_outputs_apart(outputs: dict[str, str | os.PathLike | None]) -> None:
+    """Two outputs of one command (by flag) that are one file, by name or through a link: the later write would
+    replace the earlier (`validate P --out x.json --report x.json`); a UserError naming both flags."""
+    seen: dict[Path, tuple[str, str | os.PathLike]] = {}
+    for flag, path in outputs.items():
+        if path is None:
+            continue
+        with _os_errors_named(flag, Path(path)):
+            target = Path(path).resolve()
+        if target in seen:
+            other_flag, other = seen[target]
+            raise UserError(
+                f"{flag} {path} is also {other_flag} {other}: one would be written over the other; "
+                "give each output a file of its own"
+            )
+        seen[target] = (flag, path)
+
+
 def _check_companions(path: Path, flag: str, inputs: list) -> None:
     """An input where a companion of the output would be written (`filter pool.rejects.parquet --out pool.parquet`)."""
     for suffix in COMPANION_SUFFIXES:

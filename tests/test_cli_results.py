@@ -110,6 +110,24 @@ def test_filter_prints_its_tables_and_an_empty_pool_ends_with_one_error_line(set
     captured = capsys.readouterr()
     assert code == 2 and "dropped_out_of_band" in captured.out and "RL pool:" not in captured.out
     assert captured.err.count("error:") == 1 and "report:" in captured.err
+    # the same empty band over the first pool: it and its card are removed, not left looking current (issue 41)
+    code = run_cli(
+        [
+            "filter",
+            str(problems),
+            "--student",
+            engine,
+            "--k",
+            "2",
+            "--band",
+            "0.6,1",
+            "--out",
+            str(tmp_path / "pool.parquet"),
+        ]
+    )
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and "the RL pool is empty" in err and "the earlier set there was removed" in err
+    assert not (tmp_path / "pool.parquet").exists() and not (tmp_path / "pool.README.md").exists()
 
 
 def test_collect_and_eval_json_are_their_results(setup, capsys):

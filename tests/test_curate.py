@@ -194,3 +194,28 @@ def test_cli_curate_bad_band(tmp_path):
     run = write_run(tmp_path / "run", [trajectory("a")])
     result = CliRunner().invoke(app, ["curate", str(run), "--tool-calls", "5"])
     assert result.exit_code == 2 and "--tool-calls" in result.output
+
+
+@pytest.mark.parametrize("out", ["sft.parquet", "sft"])
+def test_a_rerun_that_keeps_no_row_leaves_no_earlier_set_looking_current(tmp_path, monkeypatch, capsys, out):
+    """Issue 41: curate whose steps kept no row left the last sft.parquet and its card in place."""
+    from tests.cli_helpers import run_cli
+
+    monkeypatch.chdir(tmp_path)
+    write_run(
+        tmp_path / "good", [trajectory(f"t{i}", problem_id=f"p{i}", question=f"Add {i} and {i}?") for i in range(3)]
+    )
+    write_run(tmp_path / "bad", [trajectory(f"w{i}", problem_id=f"q{i}", correct=False) for i in range(3)])
+    assert run_cli(["curate", "good", "--out", out]) == 0
+    written = sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*") if path.is_file())
+    capsys.readouterr()
+    assert run_cli(["curate", "bad", "--out", out]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "the SFT set is empty (none of 3 trajectories kept)" in err and "the earlier set there was removed" in err
+    left = sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*") if path.is_file())
+    gone = sorted(set(written) - set(left))
+    assert gone == (
+        ["sft.README.md", "sft.parquet"] if out == "sft.parquet" else ["sft/README.md", "sft/data/train.parquet"]
+    )
+    report = json.loads((tmp_path / "sft.report.json").read_text())
+    assert report["kept_rows"] == 0 and report["output"] is None and report["card"] is None

@@ -162,6 +162,30 @@ def test_bad_recipes_are_refused_before_any_work(tmp_path, arms, base, message):
     assert not (tmp_path / "exp" / "work").exists()
 
 
+@pytest.mark.parametrize("name", ["VICTIM", "../victim", "sub/victim", ".", ".."])
+def test_a_recipe_name_is_never_a_path_so_no_folder_outside_runs_experiment_is_written(
+    tmp_path, monkeypatch, capsys, name
+):
+    """Issue 41: `name: /tmp/victim` with no --out wrote the experiment into that folder over its report.md."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "report.md").write_text("a report the user keeps\n")
+    path = write_recipe(tmp_path, "http://127.0.0.1:9", tmp_path / "no-model", {"a": {"sft.data": "real"}, "b": {}})
+    recipe = yaml.safe_load(path.read_text())
+    recipe["name"] = str(victim) if name == "VICTIM" else name
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert run_cli(["experiment", str(path)]) == 2
+    assert "never a path" in capsys.readouterr().err
+    assert [item.name for item in victim.iterdir()] == ["report.md"]
+    assert (victim / "report.md").read_text() == "a report the user keeps\n"
+    assert not list(work.iterdir()) and sorted(item.name for item in tmp_path.iterdir()) == sorted(
+        ["victim", "work", "recipe.yaml", "train.jsonl", "held_out.jsonl"]
+    )
+
+
 def test_a_held_out_set_overlapping_the_training_problems_is_refused(tmp_path, capsys):
     path = write_recipe(tmp_path, "http://127.0.0.1:9", tmp_path / "no-model", {"a": {"sft.data": "real"}, "b": {}})
     recipe = yaml.safe_load(path.read_text())

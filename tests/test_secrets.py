@@ -126,6 +126,8 @@ def test_the_openai_form_is_redacted_too(tmp_path, monkeypatch):
         "sha256 = 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",  # a hash is no secret
         'password = input("Enter a password: ")',
         "The answer is \\boxed{129}.",
+        "https://example.com/search?q=primes&page=2",
+        'requests.get(url + "?key=" + key)',
     ],
 )
 def test_ordinary_text_is_left_alone(text):

@@ -133,6 +133,48 @@ def test_the_command_line(seeded, tmp_path, capsys):
     assert code == 2 and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--out", "same.json", "--report", "same.json"], "--report same.json is also --out same.json"),
+        (["--out", "clean.jsonl", "--report", "clean.report.json", "--decontam", "clean.report.json"], "is the input"),
+        (["--report", "keep.json", "--decontam", "keep.json"], "--report keep.json is the input keep.json"),
+    ],
+)
+def test_outputs_naming_each_other_or_an_input_are_refused_before_any_work(
+    seeded, tmp_path, monkeypatch, capsys, flags, message
+):
+    """Issue 41: the report was written over the clean problems, and over a --decontam benchmark."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("same.json", "keep.json", "clean.report.json"):
+        Path(name).write_text(json.dumps({"question": BENCHMARK, "answer": "48"}) + "\n")
+    before = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    assert run_cli(["validate", str(seeded), *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == before
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".parquet"])
+def test_a_rerun_with_no_clean_problem_leaves_no_earlier_clean_file_behind(tmp_path, capsys, suffix):
+    """Issue 41: the old clean file stayed, so a later `collect P.clean.jsonl` ran the old problems."""
+    problems, clean = tmp_path / "p.jsonl", tmp_path / f"p.clean{suffix}"
+    problems.write_text(json.dumps(ROWS[0]) + "\n" + json.dumps(ROWS[1]) + "\n")
+    assert run_cli(["validate", str(problems), "--out", str(clean)]) == 0
+    assert len(load_problems(clean)) == 2
+    capsys.readouterr()
+    problems.write_text("".join(json.dumps({**row, "answer": None}) + "\n" for row in ROWS[:2]))  # both broken
+    assert run_cli(["validate", str(problems), "--out", str(clean), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["clean"] == 0 and summary["broken"] == 2 and summary["clean_file"] == str(clean)
+    if suffix == ".parquet":
+        assert pq.read_table(clean).num_rows == 0
+    else:
+        assert clean.read_text().strip() in ("", "[]")
+    assert run_cli(["validate", str(problems), "--out", str(clean)]) == 0
+    assert f"no problem is clean: {clean} is written empty" in " ".join(capsys.readouterr().out.split())
+
+
 # ------------------------------------------------------------------ code benchmarks: each keeps its reference its way
 
 CODE_DATA = Path(__file__).parent / "data" / "code"

@@ -17,8 +17,12 @@ FALLBACK_LOG_DIR = Path(tempfile.gettempdir()) / "agentdata-logs"
 
 
 def write_crash_log(error: BaseException, place: Path | None) -> Path:
-    """Write the traceback of `error` to a new log file and return its path."""
+    """Write the traceback of `error` to a new log file and return its path. Its secrets (an engine URL's
+    password in an error message) are redacted: a log is what gets pasted into a bug report."""
+    from agentdata.publish.secrets import shared_scanner
+
     text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    text = shared_scanner().redact(text)
     name = f"agentdata-error-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     for folder in (place, FALLBACK_LOG_DIR):
         if folder is None:

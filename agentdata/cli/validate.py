@@ -11,6 +11,7 @@ from agentdata.cli.common import AnswerField, QuestionField, output_file
 from agentdata.cli.console import print_line
 from agentdata.cli.options import settings_command
 from agentdata.cli.render import show
+from agentdata.outputs import check_outputs_apart, companion
 from agentdata.validate.config import ValidateConfig
 
 SUFFIXES = (".jsonl", ".json", ".parquet")
@@ -40,9 +41,11 @@ def command(
     from agentdata.validate import validate
 
     out = out or problems_file.with_name(f"{problems_file.stem}.clean.jsonl")
-    output_file(out, "--out", SUFFIXES, "the clean problems", [problems_file])
+    inputs = [problems_file, *config.dedup.decontam_files]
+    output_file(out, "--out", SUFFIXES, "the clean problems", inputs)
     if report is not None:
-        output_file(report, "--report", (".json",), "the report", [problems_file])
+        output_file(report, "--report", (".json",), "the report", inputs)
+    check_outputs_apart({"--out": out, "--report": report or companion(out, ".report.json")})
     if not as_json:
         print_line(f"[bold]validate[/] {problems_file} → {out}")
     show(validate(problems_file, out, config, question_field, answer_field, report_out=report), as_json, validate_views)

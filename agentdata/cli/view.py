@@ -47,8 +47,9 @@ def command(
         str,
         typer.Option(
             "--secrets",
-            help="With --sts: secrets in a session (detect-secrets' detectors) are redacted, or the session dropped "
-            "(drop), or left (keep). See docs/provenance.md.",
+            help="With --sts and --export: secrets in any field (detect-secrets' detectors, passwords and tokens in "
+            "URLs) are redacted, or the session dropped (drop; --export redacts), or left (keep). See "
+            "docs/provenance.md.",
         ),
     ] = "redact",
     push_to_hub: Annotated[
@@ -109,7 +110,7 @@ def command(
     if export is not None:
         from agentdata.view.export import export_site
 
-        results["export"] = export_site(data, export, config.limit, filters).as_dict()
+        results["export"] = export_site(data, export, config.limit, filters, secrets).as_dict()
     if sts is not None:
         from agentdata.view.sts import write_sts
 
@@ -175,6 +176,9 @@ def export_table(results: dict) -> Table:
         table.add_row("rows written (of all rows)", f"{site['rows']:,} ({site['rows_in_artifacts']:,})")
         table.add_row("SFT views · problem pages", f"{site['masks']:,} · {site['problems']:,}")
         table.add_row("files · size", f"{site['files']:,} · {site['bytes'] / 2**20:.1f} MiB")
+        if site["secrets"].get("found"):
+            kinds = ", ".join(f"{kind}: {count}" for kind, count in site["secrets"]["found"].items())
+            table.add_row("secrets redacted", kinds)
     if "sts" in results:
         traces = results["sts"]
         table.add_row("Hub session traces (STS-Format)", escape(traces["out"]))

@@ -413,5 +413,7 @@ def validate_views(result: Any) -> Iterator[Any]:
     yield validate_table(result)
     if result.broken:
         yield findings_table(result.broken[:20], title=f"broken problems (first {min(20, len(result.broken))})")
-    clean = f"clean problems: [cyan]{result.clean_file}[/]" if result.clean_file else "no problem is clean: no file"
+    clean = f"clean problems: [cyan]{result.clean_file}[/]"
+    if not result.clean:
+        clean = f"[yellow]no problem is clean:[/] [cyan]{result.clean_file}[/] is written empty"
     yield f"{clean} · report: {result.report}"

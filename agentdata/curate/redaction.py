@@ -1,4 +1,7 @@
-"""Secrets in the kept trajectories (publish/secrets.py finds them): counted, then redacted or dropped."""
+"""Secrets in the kept trajectories (publish/secrets.py finds them): counted, then redacted or dropped.
+
+Every text the SFT set holds is read: the messages (contents, reasoning, call arguments) and the text columns
+written beside them (`TEXT_COLUMNS`: a source named by a URL with its password, a teacher's engine spec)."""
 
 from __future__ import annotations
 
@@ -16,18 +19,26 @@ from agentdata.publish.secrets import SecretCounts, SecretScanner, message_text,
 from agentdata.records import atomic_write
 
 SCAN_BATCH_ROWS = 1024
+# The SFT set's string columns besides `messages` (records.SFT_COLUMNS), scanned and redacted as they are.
+TEXT_COLUMNS = ("tools", "problem_id", "source", "teacher", "format")
 
 
 def find_secrets(paths: Sequence[Path], rows: pl.Series, scanner: SecretScanner) -> dict[int, Counter]:
-    """The rows (global row numbers of `rows`) whose messages hold a secret, with the secrets by kind."""
+    """The rows (global row numbers of `rows`) whose messages or text columns hold a secret, by kind."""
     wanted = pl.DataFrame({ROW_ID: rows}).lazy()
-    frame = scan_shards(paths).join(wanted, on=ROW_ID, how="semi").filter(scanner.candidates(message_text()))
+    shards = scan_shards(paths)
+    texts = [column for column in TEXT_COLUMNS if column in shards.collect_schema()]
+    may_hold = pl.any_horizontal(scanner.candidates(message_text()), *(scanner.candidates(pl.col(c)) for c in texts))
+    frame = shards.join(wanted, on=ROW_ID, how="semi").filter(may_hold)
     candidates = frame.select(ROW_ID).collect(engine="streaming")[ROW_ID]
     flagged: dict[int, Counter] = {}
-    for records in trajectory_batches(paths, candidates, ("messages",), SCAN_BATCH_ROWS):
+    for records in trajectory_batches(paths, candidates, ("messages", *texts), SCAN_BATCH_ROWS):
         for record in records:
             counts: Counter = Counter()
             redact_messages(record["messages"], scanner, counts)
+            for column in texts:
+                if isinstance(record[column], str):
+                    scanner.redact(record[column], counts)
             if counts:
                 flagged[record[ROW_ID]] = counts
     return flagged
@@ -38,23 +49,22 @@ def secret_counts(flagged: dict[int, Counter]) -> SecretCounts:
 
 
 def redact_file(path: Path, positions: set[int], scanner: SecretScanner) -> Path:
-    """Rewrite the canonical Parquet file at `path` with the messages of the rows at `positions` (0-based)
-    redacted; other batches pass through as Arrow, never as Python objects."""
+    """Rewrite the canonical Parquet file at `path` with the messages and text columns of the rows at
+    `positions` (0-based) redacted; other batches pass through as Arrow, never as Python objects."""
     file = pq.ParquetFile(path)
     schema = file.schema_arrow
-    column = schema.get_field_index("messages")
+    texts = [name for name in TEXT_COLUMNS if name in schema.names]
 
     def batches():
         start = 0
         for batch in file.iter_batches(batch_size=SCAN_BATCH_ROWS):
             hit = [position - start for position in positions if start <= position < start + batch.num_rows]
             if hit:
-                messages = batch.column(column).to_pylist()
-                for index in hit:
-                    messages[index] = redact_messages(messages[index], scanner, Counter())
-                batch = batch.set_column(
-                    column, schema.field(column), pa.array(messages, type=schema.field(column).type)
+                batch = _redacted_column(
+                    batch, schema, "messages", hit, lambda value: redact_messages(value, scanner, Counter())
                 )
+                for name in texts:
+                    batch = _redacted_column(batch, schema, name, hit, lambda value: value and scanner.redact(value))
             start += batch.num_rows
             yield pa.Table.from_batches([batch], schema=schema)
 
@@ -62,6 +72,15 @@ def redact_file(path: Path, positions: set[int], scanner: SecretScanner) -> Path
     atomic_write(redacted, lambda tmp: _write(tmp, schema, batches()))
     redacted.replace(path)
     return path
+
+
+def _redacted_column(batch: pa.RecordBatch, schema: pa.Schema, name: str, rows: list[int], redact) -> pa.RecordBatch:
+    """`batch` with `redact` applied to column `name`'s values at `rows`."""
+    column = schema.get_field_index(name)
+    values = batch.column(column).to_pylist()
+    for index in rows:
+        values[index] = redact(values[index])
+    return batch.set_column(column, schema.field(column), pa.array(values, type=schema.field(column).type))
 
 
 def _write(tmp: str, schema: pa.Schema, tables) -> None:

@@ -30,10 +30,10 @@ from agentdata.formats.sft_set.writer import write_sft_form
 from agentdata.outputs import companion
 from agentdata.publish.card import write_card
 from agentdata.publish.hub import check_hub, push_set
-from agentdata.publish.layout import SetLayout, is_folder_out, set_layout
+from agentdata.publish.layout import SetLayout, is_folder_out, remove_earlier_set, removed_note, set_layout
 from agentdata.publish.provenance import as_metadata, provenance_record
-from agentdata.publish.secrets import SecretScanner
-from agentdata.records import SFT_COLUMNS, UNCHANGED, atomic_write, write_json
+from agentdata.publish.secrets import SecretScanner, write_shared_json
+from agentdata.records import SFT_COLUMNS, UNCHANGED, atomic_write
 from agentdata.steps import REASON_COLUMN, Step, StepResult
 
 # What the SFT set holds: `messages` and `tools` (a JSON string, which TRL's SFTTrainer
@@ -121,6 +121,7 @@ def curate(
                 f"{out}: the SFT set is empty (none of {input_rows} trajectories kept), so nothing was written: "
                 "see the drop reasons, or loosen --tool-calls / --keep-incorrect"
             )
+            empty += removed_note(remove_earlier_set(layout))
         rejects_path = None
         if rejects is not None:
             reasons = result.rejected.select(
@@ -255,7 +256,7 @@ def _write_rows(
 def _write_report(result: CurateResult, config: CurateConfig, paths: Sequence[Path]) -> Path:
     report = {**result.as_dict(), "config": asdict(config), "shards": [str(path) for path in paths]}
     del report["report"]
-    return write_json(result.report, report)
+    return write_shared_json(result.report, report)
 
 
 def report_path(out: Path) -> Path:

@@ -117,7 +117,10 @@ class EvalReport:
         return data | ({"shard": self.shard, "shard_runs": self.shard_runs} if self.shard else {})
 
     def write(self, out_dir: str | Path) -> Path:
-        text = json.dumps(self.as_dict(), indent=2, sort_keys=True)
+        """report.json, its secrets redacted (a model's spec with `user:PASSWORD@` in its URL): it is shared."""
+        from agentdata.publish.secrets import redact_tree
+
+        text = json.dumps(redact_tree(self.as_dict()), indent=2, sort_keys=True)
         return atomic_write(
             Path(out_dir) / REPORT_FILE, lambda tmp: Path(tmp).write_text(text + "\n", encoding="utf-8")
         )

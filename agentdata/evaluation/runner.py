@@ -65,7 +65,8 @@ def default_label(spec: str) -> str:
     if not rest:
         return spec
     if kind == "openai":
-        return "openai-" + (urlparse(rest.split(",")[0]).netloc or rest)
+        # the host and port, never a `user:PASSWORD@` before them: the label names folders, plots and reports
+        return "openai-" + (urlparse(rest.split(",")[0]).netloc.rpartition("@")[2] or rest)
     return Path(rest.rstrip("/")).name or spec
 
 

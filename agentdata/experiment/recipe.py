@@ -35,7 +35,10 @@ from agentdata.errors import UserError
 from agentdata.experiment.keys import SECTIONS, check_key, flat_settings
 
 RECIPE_KEYS = ("name", "description", "seeds", "base", "arms")
-ARM_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+# A recipe's and an arm's name each name a folder (runs/experiment/NAME, OUT/arms/ARM): one plain component,
+# so a name can never be a path (`/tmp/x`, `../x`, `.`) that puts the experiment somewhere else.
+NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
+NAME_RULE = "use letters, digits, '.', '_' or '-', not starting with '.'"
 MAX_SEEDS = 100
 BUILTIN_PACKAGE = "agentdata.experiment"
 BUILTIN_FOLDER = "recipes"
@@ -105,6 +108,17 @@ def load_recipe(name_or_path: str | Path, overrides: dict[str, Any] | None = Non
     return parse_recipe(read_settings_file(path), source, overrides, seeds)
 
 
+def _recipe_name(data: dict[str, Any], source: str) -> str:
+    """The recipe's `name:` (else its file's stem): the folder it runs in by default, so never a path."""
+    name = str(data.get("name") or Path(source).stem)
+    if not NAME.match(name):
+        raise UserError(
+            f"{source}: name {name[:200]!r}: the name is the folder runs/experiment/NAME, never a path; {NAME_RULE} "
+            "(--out chooses another folder)"
+        )
+    return name
+
+
 def parse_recipe(
     data: dict[str, Any], source: str, overrides: dict[str, Any] | None = None, seeds: int | None = None
 ) -> Recipe:
@@ -123,8 +137,8 @@ def parse_recipe(
     arms = {}
     for name, overrides_of_arm in arms_data.items():
         name = str(name)
-        if not ARM_NAME.match(name):
-            raise UserError(f"{source}: arm name {name!r}: use letters, digits, '.', '_' or '-'")
+        if not NAME.match(name):
+            raise UserError(f"{source}: arm name {name!r}: {NAME_RULE}")
         settings = flat_settings(overrides_of_arm or {}, f"{source} arm {name}")
         shared = [key for key in settings if key.split(".")[0] in BASE_ONLY or key in BASE_ONLY]
         if shared:
@@ -134,7 +148,7 @@ def parse_recipe(
             )
         arms[name] = settings
     recipe = Recipe(
-        name=str(data.get("name") or Path(source).stem),
+        name=_recipe_name(data, source),
         base=base,
         arms=arms,
         description=str(data.get("description") or "").strip(),

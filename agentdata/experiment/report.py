@@ -22,7 +22,7 @@ from typing import Any
 from agentdata.evaluation.metrics import ProblemScores
 from agentdata.evaluation.stats import mean_interval, paired_comparison
 from agentdata.experiment.recipe import Recipe
-from agentdata.records import write_json
+from agentdata.publish.secrets import shared_scanner, write_shared_json
 
 REPORT_JSON = "experiment.json"
 REPORT_MD = "report.md"
@@ -212,8 +212,9 @@ def build_report(recipe: Recipe, outcomes: list[Any], files: Any, out: Path) -> 
         files={"json": str(out / REPORT_JSON), "markdown": str(out / REPORT_MD), "png": str(out / REPORT_PNG)},
     )
     report_figure(report, out / REPORT_PNG)
-    (out / REPORT_MD).write_text(report_markdown(report), encoding="utf-8")
-    write_json(out / REPORT_JSON, report.as_dict())
+    # what people share of an experiment: a teacher's or student's spec with `user:PASSWORD@` is cut from both
+    (out / REPORT_MD).write_text(shared_scanner().redact(report_markdown(report)), encoding="utf-8")
+    write_shared_json(out / REPORT_JSON, report.as_dict())
     return report
 
 

@@ -40,9 +40,10 @@ from agentdata.filter.steps import pool_steps
 from agentdata.outputs import companion
 from agentdata.publish.card import write_card
 from agentdata.publish.hub import check_hub, push_set
-from agentdata.publish.layout import set_layout
+from agentdata.publish.layout import remove_earlier_set, removed_note, set_layout
 from agentdata.publish.provenance import as_metadata, provenance_record
-from agentdata.records import Problem, write_json
+from agentdata.publish.secrets import redact_tree, write_shared_json
+from agentdata.records import Problem
 
 
 def default_profiling() -> CollectConfig:
@@ -187,7 +188,7 @@ def run_filter(
     result, secrets = handle_pool_secrets(
         build_pool(problems_table(problems), rates, config, steps), config.publish.secrets
     )
-    recorded = profile_metadata(student, k, profiling.loop, fingerprint)
+    recorded = redact_tree(profile_metadata(student, k, profiling.loop, fingerprint))  # leaves in the pool's metadata
     per_source = source_table(result)
     per_domain = domain_table(result.profiled, result.pool, config.domain_mix)
     record = provenance_record(
@@ -207,7 +208,7 @@ def run_filter(
         output, empty = write_pool(result, layout.data, config.format, metadata), None
         card = write_card(layout, "pool", result.pool.height, record, config.publish.license)
     except EmptyPoolError as error:
-        output, empty = None, str(error)
+        output, empty = None, str(error) + removed_note(remove_earlier_set(layout))
     rejects = write_rejects(result, companion(out, ".rejects.parquet"))
     plot = pass_rate_histograms(
         result.profiled["pass_rate"].to_list(),
@@ -221,7 +222,7 @@ def run_filter(
         pushed = push_set(layout, config.publish.push_to_hub, not config.publish.public).as_dict()
     unsure_now = straddling(rates, config.band)
     warnings = grpo_mismatch_warnings(profiling)
-    report = write_json(
+    report = write_shared_json(
         companion(out, ".report.json"),
         {
             "output": str(output) if output else None,

@@ -60,3 +60,25 @@ def is_dataset_folder(path: str | Path) -> bool:
     """A folder in the Hub's layout (a card or a `data/` folder), which `datasets.load_dataset(DIR)` reads."""
     path = Path(path)
     return path.is_dir() and ((path / CARD_NAME).is_file() or (path / DATA_DIR).is_dir())
+
+
+def remove_earlier_set(layout: SetLayout) -> list[Path]:
+    """Remove the data file and card an earlier run left where this one writes (a run that keeps no row
+    writes none, since a 0-row Parquet file loads nowhere), so the earlier set never passes for this run's.
+    In a folder, a data file of either form goes. Returns what was removed."""
+    candidates = [layout.data, layout.card]
+    if layout.folder:
+        candidates += [layout.data.with_suffix(suffix) for suffix in FILE_SUFFIXES]
+    removed = []
+    for path in dict.fromkeys(candidates):
+        if path.is_file() or path.is_symlink():
+            path.unlink()
+            removed.append(path)
+    return removed
+
+
+def removed_note(removed: list[Path]) -> str:
+    """What `remove_earlier_set` removed, said after a command's "nothing was written" line."""
+    if not removed:
+        return ""
+    return f" (the earlier set there was removed, so it is not taken for this run's: {', '.join(map(str, removed))})"

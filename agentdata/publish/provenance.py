@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agentdata.publish.layout import data_file
+from agentdata.publish.secrets import redact_tree
 from agentdata.versions import package_versions
 
 PROVENANCE_KEY = "agentdata.provenance"
@@ -32,16 +33,20 @@ def command_line(arguments: list[str] | None) -> str | None:
 
 
 def provenance_record(stage: str, settings: dict[str, Any], command: list[str] | None, **parts: Any) -> dict[str, Any]:
-    """The record of one set; `parts` are the stage's own (sources, counts, dropped, band, profile, ...)."""
-    return {
-        "stage": stage,
-        "command": command_line(command),
-        "cwd": os.getcwd(),
-        "versions": package_versions(),
-        "settings": json.loads(json.dumps(settings, default=str)),
-        "settings_digest": digest(settings),
-        **parts,
-    }
+    """The record of one set; `parts` are the stage's own (sources, counts, dropped, band, profile, ...). Every
+    secret in it is redacted (a password in an engine spec, a token on the command line): the record leaves
+    with the set, in its metadata and on its card."""
+    return redact_tree(
+        {
+            "stage": stage,
+            "command": command_line(command),
+            "cwd": os.getcwd(),
+            "versions": package_versions(),
+            "settings": json.loads(json.dumps(settings, default=str)),
+            "settings_digest": digest(settings),
+            **parts,
+        }
+    )
 
 
 def as_metadata(record: dict[str, Any]) -> dict[str, str]:

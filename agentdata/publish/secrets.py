@@ -9,6 +9,12 @@ URLs, ...), applied as the library defines them; none is written here. Left out,
 - `KeywordDetector`: `password = "..."` is what a problem about validating passwords asks the model to write;
 - `IPPublicDetector`: an address is no secret.
 
+One pattern is added to theirs: a token-like value in a URL's query (`?api_key=...`, `&token=...`,
+`?sig=...`), which no detector of theirs reads and an engine spec or a recorded command line carries.
+`redact_tree` applies the scanner to every string of a JSON-like value (keys too): every writer of what
+leaves the lab (sets, pools, cards, reports, provenance, the viewer's static site, session traces) runs
+what it writes through it, so a secret in any field, the command line or an engine spec included, is cut.
+
 Scanning is in two steps so that a million rows cost one pass of Rust regexes: polars finds the rows
 whose text matches any detector's pattern with its look-arounds removed (a superset: a look-around only
 narrows a match), then the library's own patterns run in Python on those rows alone.
@@ -19,14 +25,26 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from agentdata.records import write_json
+
 SECRET_MODES = ("redact", "drop", "keep")
 LEFT_OUT = frozenset({"Base64HighEntropyString", "HexHighEntropyString", "KeywordDetector", "IPPublicDetector"})
+URL_QUERY_KIND = "Secret in URL query"
+# The value of a query parameter named like a credential; the value alone is cut, the URL stays readable.
+URL_QUERY_SECRET = re.compile(
+    r"[?&](?:api[_-]?key|apikey|key|access[_-]?token|auth[_-]?token|token|secret|client[_-]?secret|password|passwd"
+    r"|pwd|sig|signature|credential|auth)=([^&#\s\"'<>]+)",
+    re.IGNORECASE,
+)
+JWT_REST = re.compile(r"[A-Za-z0-9_.+/=-]*")
 PEM_END = re.compile(r"-----END[ A-Z]*PRIVATE KEY-----|(?=\")|\Z")  # a key block ends at its END line (else its string)
 
 
@@ -64,7 +82,7 @@ class SecretScanner:
             for detector in detectors
             if isinstance(detector, RegexBasedDetector) and type(detector).__name__ not in LEFT_OUT
             for pattern in detector.denylist
-        ]
+        ] + [(URL_QUERY_KIND, URL_QUERY_SECRET)]
 
     @cached_property
     def candidate_pattern(self) -> str:
@@ -109,6 +127,49 @@ class SecretScanner:
         return "".join(pieces) + text[end:] if pieces else text
 
 
+@cache
+def shared_scanner() -> SecretScanner:
+    """One scanner per process: its patterns are compiled once for every writer."""
+    return SecretScanner()
+
+
+def redact_tree(value: Any, counts: Counter | None = None, scanner: SecretScanner | None = None) -> Any:
+    """`value` (JSON-like: dicts, lists, strings, numbers) with every secret in every string, keys included,
+    redacted; `counts` (by kind) is added to. A value whose text cannot hold one (one polars pass) is returned
+    as it is."""
+    scanner = scanner or shared_scanner()
+    if not scanner.may_hold(["\n".join(_strings(value))])[0]:
+        return value
+    return _redacted(value, scanner, counts)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+
+
+def _redacted(value: Any, scanner: SecretScanner, counts: Counter | None) -> Any:
+    if isinstance(value, str):
+        return scanner.redact(value, counts)
+    if isinstance(value, dict):
+        return {_redacted(key, scanner, counts): _redacted(item, scanner, counts) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redacted(item, scanner, counts) for item in value]
+    return value
+
+
+def write_shared_json(path: str | Path, data: dict[str, Any]) -> Path:
+    """A report that leaves with a set (curate's, filter's, validate's): written with its secrets redacted."""
+    return write_json(path, redact_tree(json.loads(json.dumps(data, default=str))))
+
+
 def _secret_span(kind: str, match: re.Match, text: str) -> tuple[int, int]:
     """What to cut out for one match. A private key's pattern finds its BEGIN line: the whole block goes. A
     group that is the match's own start (GitHub's `ghp` of `ghp_...`) names the token's kind: the whole match
@@ -117,6 +178,8 @@ def _secret_span(kind: str, match: re.Match, text: str) -> tuple[int, int]:
         start = text.rfind("-----", 0, match.start())
         start = start if start >= 0 and "\n" not in text[start : match.start()] else match.start()
         return start, PEM_END.search(text, match.end()).end()
+    if kind == "JSON Web Token":  # the library's pattern ends lazily, before the signature: the token goes whole
+        return match.start(), JWT_REST.match(text, match.end()).end()
     if match.re.groups and match.group(1) and match.start(1) > match.start():
         return match.span(1)
     return match.span()

@@ -25,7 +25,8 @@ from agentdata.errors import InputFileError
 from agentdata.events import task
 from agentdata.outputs import companion
 from agentdata.problems import problems_from_rows, read_nonempty_rows
-from agentdata.records import Problem, normalise_question, write_json, write_records
+from agentdata.publish.secrets import write_shared_json
+from agentdata.records import Problem, normalise_question, write_records
 from agentdata.steps import BenchmarkNgrams, ContaminationFilter, NearDuplicateFilter
 from agentdata.validate.checks import Finding, problem_findings
 from agentdata.validate.config import ValidateConfig
@@ -60,7 +61,7 @@ class ValidateResult:
     clean: int
     findings: dict[str, int]
     broken: list[dict[str, Any]]
-    clean_file: Path | None
+    clean_file: Path  # written even with no clean problem (then empty)
     report: Path | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -71,7 +72,7 @@ class ValidateResult:
             "broken": self.rows - self.clean,
             "findings": self.findings,
             "problems": self.broken[:MAX_LISTED],
-            "clean_file": str(self.clean_file) if self.clean_file else None,
+            "clean_file": str(self.clean_file),
             "report": str(self.report) if self.report else None,
         }
 
@@ -95,12 +96,13 @@ def validate(
     clean = [entry.problem for entry in entries if entry.problem is not None and not entry.findings]
     counts = Counter(finding.check for entry in entries for finding in entry.findings)
     broken = [_listed(entry) for entry in entries if entry.findings]
-    clean_file = write_records(clean, clean_out, Problem) if clean else None
+    # Written even when empty: a clean file left from an earlier run would be read as this run's.
+    clean_file = write_records(clean, clean_out, Problem)
     result = ValidateResult(
         path, len(entries), len(clean), {c: counts[c] for c in CHECKS if counts[c]}, broken, clean_file
     )
     result.report = Path(report_out) if report_out else companion(clean_out, ".report.json")
-    write_json(result.report, {**result.as_dict(), "checks": CHECKS, "settings": asdict(config)})
+    write_shared_json(result.report, {**result.as_dict(), "checks": CHECKS, "settings": asdict(config)})
     return result
 
 

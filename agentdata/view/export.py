@@ -5,12 +5,14 @@ server for is written as a small script, `data/NAME.js`, that puts it into `wind
 the page loads them with `<script>` tags as it needs them. The lists are filtered in the page by the
 same rules as the server's (`app.js` `filterRows`). Each artifact's first `limit` rows (or the rows
 a `where` query keeps) are written with their conversation, their SFT mask and their problem's page.
+Every value written is scanned for secrets first (publish/secrets.py) and each is redacted, unless `keep`.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -19,6 +21,7 @@ from typing import Any
 
 from agentdata.errors import UserError
 from agentdata.events import task
+from agentdata.publish.secrets import redact_tree
 from agentdata.view.api import ViewerData
 from agentdata.view.artifacts import Artifact
 from agentdata.view.query import Query, QueryError
@@ -40,6 +43,7 @@ class ExportSummary:
     files: int = 0
     bytes: int = 0
     problems_lines: list[str] = field(default_factory=list)  # one line per record that could not be written
+    secrets: dict[str, Any] = field(default_factory=dict)  # the mode, and secrets cut per kind over every file
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -53,6 +57,7 @@ class ExportSummary:
             "files": self.files,
             "bytes": self.bytes,
             "skipped": self.problems_lines,
+            "secrets": self.secrets,
         }
 
 
@@ -72,12 +77,16 @@ def check_where(data: ViewerData, where: Mapping[str, str]) -> None:
             selected_rows(artifact, where, 1)
 
 
-def export_site(data: ViewerData, out: Path, limit: int, where: Mapping[str, str] | None = None) -> ExportSummary:
+def export_site(
+    data: ViewerData, out: Path, limit: int, where: Mapping[str, str] | None = None, secrets: str = "redact"
+) -> ExportSummary:
+    """The static site of `data` in `out` (see the module doc); `secrets`: `keep` writes them as they are, any
+    other mode redacts each (a site has no row to leave out)."""
     where = dict(where or {})
     check_where(data, where)
     prepare_out(out)
     summary = ExportSummary(out)
-    writer = _Writer(out, summary)
+    writer = _Writer(out, summary, redact=secrets != "keep")
     (out / "static").mkdir(parents=True, exist_ok=True)
     for name in ("app.js", "app.css"):
         writer.raw(out / "static" / name, asset(name))
@@ -106,6 +115,9 @@ def export_site(data: ViewerData, out: Path, limit: int, where: Mapping[str, str
             writer.put(f"compare/{a.key}-{b.key}", data.compare(a.key, b.key, "all", limit=None))
     artifacts = data.artifacts()
     writer.put("artifacts", artifacts)
+    summary.secrets = (
+        {"mode": secrets, "found": dict(sorted(writer.found.items()))} if writer.redact else {"mode": secrets}
+    )
     return summary
 
 
@@ -145,6 +157,7 @@ def _records(writer, data, artifact, rows, summary, advance) -> dict[int, str]:
             writer.put(f"{artifact.key}/r/{number}", {"__error": " ".join(str(error).split())})
             advance()
             continue
+        record = writer.redacted(record)  # before the search text is lower-cased, which hides a key from its pattern
         writer.put(f"{artifact.key}/r/{number}", record)
         texts[number] = _searchable(record)
         if record.get("maskable"):
@@ -187,13 +200,21 @@ def _searchable(record: dict[str, Any]) -> str:
 
 
 class _Writer:
-    def __init__(self, out: Path, summary: ExportSummary):
+    def __init__(self, out: Path, summary: ExportSummary, redact: bool = True):
         self.out = out
         self.summary = summary
+        self.redact = redact
+        self.found: Counter = Counter()
+
+    def redacted(self, value: Any) -> Any:
+        """`value` as JSON would carry it, with its secrets redacted (counted) unless the export keeps them."""
+        value = json.loads(json.dumps(plain(value), ensure_ascii=False, default=str, allow_nan=False))
+        return redact_tree(value, self.found) if self.redact else value
 
     def put(self, name: str, value: Any) -> None:
-        """`data/NAME.js`: the value as a script that stores it under NAME (JSON is a JavaScript literal)."""
-        text = json.dumps(plain(value), ensure_ascii=False, default=str, allow_nan=False)
+        """`data/NAME.js`: the value as a script that stores it under NAME (JSON is a JavaScript literal), every
+        secret in it redacted."""
+        text = json.dumps(self.redacted(value), ensure_ascii=False, allow_nan=False)
         script = f"(window.AGENTDATA_DATA = window.AGENTDATA_DATA || {{}})[{json.dumps(name)}] = {text};\n"
         self.raw(self.out / "data" / f"{name}.js", script.encode("utf-8"))
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from agentdata.errors import UserError
 from agentdata.events import task
-from agentdata.publish.secrets import SecretCounts, SecretScanner, messages_text, redact_messages
+from agentdata.publish.secrets import SecretCounts, redact_tree, shared_scanner
 from agentdata.records import atomic_write
 from agentdata.view.api import ViewerData
 from agentdata.view.export import prepare_out, selected_rows
@@ -115,12 +115,13 @@ def write_sts(
     chosen = {a.key: selected_rows(a, where, limit) for a in artifacts}
     prepare_out(out, "--sts")
     summary = StsSummary(out)
-    scanner, found = SecretScanner(), SecretCounts()
+    scanner, found = shared_scanner(), SecretCounts()
     used: set[str] = set()
     with task("sts export", total=sum(len(rows) for rows in chosen.values())) as advance:
         done = 0
         for artifact in artifacts:
-            folder = _folder_name(artifact.path.stem if artifact.path.is_file() else artifact.path.name, used)
+            name = artifact.path.stem if artifact.path.is_file() else artifact.path.name
+            folder = _folder_name(redact_tree(name, scanner=scanner) if secrets != "keep" else name, used)
             summary.folders.append(folder)
             for row in chosen[artifact.key]:
                 try:
@@ -128,17 +129,19 @@ def write_sts(
                 except UserError as error:
                     summary.skipped.append(" ".join(str(error).split()))
                 else:
-                    if secrets != "keep" and scanner.may_hold([messages_text(messages)])[0]:
+                    lines = session_lines(session_id, messages, header)
+                    if secrets != "keep":  # every field (the header's, the id its file is named after), not only text
                         counts: Counter = Counter()
-                        messages = redact_messages(messages, scanner, counts)
+                        lines = redact_tree(lines, counts, scanner)
+                        session_id = redact_tree(session_id, scanner=scanner)  # counted in the lines
                         found.rows, found.found = found.rows + bool(counts), found.found + counts
                         if counts and secrets == "drop":
                             done += 1
                             advance(done)
                             continue
-                    lines = session_lines(session_id, messages, header)
                     text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
-                    target = out / folder / file_name(session_id)
+                    # two ids that differed only in a secret are one id once it is cut: neither file is lost
+                    target = out / _unique(f"{folder}/{file_name(session_id)}", used)
                     atomic_write(target, lambda tmp, text=text: Path(tmp).write_text(text, encoding="utf-8"))
                     summary.sessions += 1
                     summary.messages += len(lines) - 1
@@ -170,6 +173,15 @@ def _session(data: ViewerData, artifact: Any, row: int) -> tuple[str, list[dict[
     header = {key: values.get(key) for key in ("problem_id", "source", "teacher", "format", "correct") if key in values}
     session_id = f"{values.get('problem_id') or 'row'}-sft-{row}"  # apart from the trajectories' ids
     return session_id, values["messages"], header
+
+
+def _unique(name: str, used: set[str]) -> str:
+    """`name` (`FOLDER/SESSION.jsonl`), or `FOLDER/SESSION-2.jsonl`, ... when it is taken."""
+    stem, number, candidate = name.removesuffix(".jsonl"), 2, name
+    while candidate in used:
+        candidate, number = f"{stem}-{number}.jsonl", number + 1
+    used.add(candidate)
+    return candidate
 
 
 def _folder_name(name: str, used: set[str]) -> str:

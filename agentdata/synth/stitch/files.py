@@ -80,15 +80,19 @@ def _final_answer(raw: str, solution: str) -> str | None:
 
 def write_sft(trajectories: list[Trajectory], out: str | os.PathLike) -> Path:
     """The SFT set in curate's form (`messages` + `tools` as chat templates read them, and the same
-    provenance columns), written by the writer curate uses (formats.sft_set) so the two sets load together."""
+    provenance columns), written by the writer curate uses (formats.sft_set) so the two sets load together;
+    every secret in it redacted, as in curate's (a solution can paste a key as well as a trajectory)."""
     import tempfile
 
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from agentdata.formats.sft_set.writer import write_sft_form
+    from agentdata.publish.secrets import redact_tree
     from agentdata.records import SFT_COLUMNS
 
     table = records_to_table(trajectories, Trajectory).select(list(SFT_COLUMNS))
+    table = pa.Table.from_pylist([redact_tree(row) for row in table.to_pylist()], schema=table.schema)
     with tempfile.TemporaryDirectory() as staging:
         canonical = Path(staging) / "canonical.parquet"
         pq.write_table(table, canonical)
