@@ -59,6 +59,8 @@ def read_sts(path: Path) -> list[Session]:
             domain=header.get("domain") if isinstance(header.get("domain"), str) else None,
             format=header.get("protocol") or header.get("format"),
             finish_reason=finish_reason(header.get("finish_reason")),
+            prompt_tokens=count(header.get("prompt_tokens")),
+            completion_tokens=count(header.get("completion_tokens")),
             num_tool_errors=count(header.get("num_tool_errors")),
             extra={key: value for key, value in header.items() if key not in ("type", "tools")},
         )
