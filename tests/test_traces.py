@@ -396,3 +396,26 @@ def test_inspect_targets_errors_attachments_and_media(tmp_path):
     (failed,) = [t for t in rows.values() if t.problem_id == "b"]
     assert failed.finish_reason == "error" and failed.error == "sandbox died" and not failed.correct
     assert failed.sampling["sample_index"] == 0 and failed.metadata["imported"]["extra"]["epoch"] == 2
+
+
+def test_a_broken_eval_zip_is_one_line(tmp_path, capsys):
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "a.eval", "w", compression=zipfile.ZIP_BZIP2) as archive:
+        archive.writestr("header.json", "{not json")
+    (tmp_path / "b.eval").write_bytes(b"PK\x03\x04 truncated")
+    with zipfile.ZipFile(tmp_path / "c.eval", "w") as archive:  # then its method made one no reader knows (97)
+        archive.writestr("header.json", "{}")
+    data = bytearray((tmp_path / "c.eval").read_bytes())
+    central = data.index(b"PK\x01\x02")
+    data[8:10] = data[central + 10 : central + 12] = (97).to_bytes(2, "little")
+    (tmp_path / "c.eval").write_bytes(bytes(data))
+    cases = [
+        ("a.eval", "header.json in the zip is not JSON"),
+        ("b.eval", "not a readable .eval zip"),
+        ("c.eval", "not a readable .eval zip (That compression method is not supported)"),
+    ]
+    for name, message in cases:
+        assert run_cli(["import", "inspect", str(tmp_path / name), "--out", str(tmp_path / "run")]) == 2
+        error = capsys.readouterr().err.strip()
+        assert len(error.splitlines()) == 1 and f"{name}: {message}" in error, error
