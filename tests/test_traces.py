@@ -419,3 +419,18 @@ def test_a_broken_eval_zip_is_one_line(tmp_path, capsys):
         assert run_cli(["import", "inspect", str(tmp_path / name), "--out", str(tmp_path / "run")]) == 2
         error = capsys.readouterr().err.strip()
         assert len(error.splitlines()) == 1 and f"{name}: {message}" in error, error
+
+
+def test_files_of_one_name_in_two_folders_are_two_trajectories(tmp_path):
+    # Harbor writes every trial's trajectory as agent/trajectory.json; these carry no trajectory_id
+    steps = [{"step_id": 1, "source": "user", "message": "Q?"}, {"step_id": 2, "source": "agent", "message": "A"}]
+    files = []
+    for trial in ("trial-1", "trial-2"):
+        path = tmp_path / "job" / trial / "agent" / "trajectory.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(atif_document(steps)))
+        files.append(path)
+    result = import_traces("atif", files, tmp_path / "run")
+    assert (result.imported, result.duplicates) == (2, 0)
+    again = import_traces("atif", [tmp_path / "job"], tmp_path / "run")  # the same files through their folder
+    assert (again.imported, again.already) == (0, 2)

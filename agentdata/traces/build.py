@@ -50,8 +50,8 @@ class Draft:
     matched: bool  # the problem came from --problems
 
 
-def draft(session: Session, kind: str, file: Path, label: str, problems: Problems, sample_index: int) -> Draft:
-    """The trajectory of `session` (read from `file`, shown as `label`), before grading."""
+def draft(session: Session, kind: str, file: Path, problems: Problems, sample_index: int) -> Draft:
+    """The trajectory of `session` (read from `file`, an absolute path), before grading."""
     question = next(m["content"] for m in session.messages if m["role"] == "user")
     matched = problems.find(session.problem_id, question)
     golds = [matched.answer] if matched else session.gold
@@ -78,7 +78,7 @@ def draft(session: Session, kind: str, file: Path, label: str, problems: Problem
         "extra": session.extra,
     }
     trajectory = Trajectory(
-        id=session.own_id or f"{problem_id}-{_digest(label, session.row)}",
+        id=session.own_id or f"{problem_id}-{_digest(file, session.row)}",
         problem_id=problem_id,
         question=question,
         answer=problem.answer if problem else "",
@@ -125,6 +125,7 @@ def _tools_of(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [CODE_TOOL] if calls and all(call["function"]["name"] == TOOL_NAME for call in calls) else []
 
 
-def _digest(label: str, row: int) -> str:
-    """A stable id for a row of a file that gives none: where it is, not when it was read."""
-    return hashlib.sha1(f"{label}#{row}".encode()).hexdigest()[:12]
+def _digest(file: Path, row: int) -> str:
+    """A stable id for a row of a file that gives none: where it is (so an import run again skips it), not
+    when it was read; two files of one name in two folders are two rows."""
+    return hashlib.sha1(f"{file}#{row}".encode()).hexdigest()[:12]

@@ -192,7 +192,8 @@ def read_eval_zip(path: Path) -> dict[str, Any]:
                 raise InputFileError(path, "not an Inspect .eval log (no header.json in the zip)")
             header = _member_json(archive, raw, "header.json" if "header.json" in names else "_journal/start.json")
             samples = [_member_json(archive, raw, name) for name in names if _is_sample(name)]
-    except (zipfile.BadZipFile, OSError) as error:
+    except (zipfile.BadZipFile, OSError, NotImplementedError, RuntimeError) as error:
+        # RuntimeError: an encrypted member; NotImplementedError: a compression neither zipfile nor zstd
         raise InputFileError(path, f"not a readable .eval zip ({error})") from None
     if not isinstance(header, dict):
         raise InputFileError(path, "header.json must be a JSON object")

@@ -113,9 +113,8 @@ def _drafts(kind: str, paths: list[Path], problems: Problems, result: ImportResu
                 continue
             result.files += 1
             result.sessions += len(sessions)
-            label = file.name if file == root else str(file.relative_to(root))
             for session in sessions:
-                item = draft(session, kind, file.resolve(), label, problems, per_problem[_key(session)])
+                item = draft(session, kind, file.resolve(), problems, per_problem[_key(session)])
                 per_problem[_key(session)] += 1
                 if item.trajectory.id in seen:
                     result.duplicates += 1
