@@ -14,6 +14,7 @@ from agentdata.cli.common import AnswerField, QuestionField, output_dir
 from agentdata.cli.console import print_line
 from agentdata.cli.options import settings_command
 from agentdata.cli.render import show
+from agentdata.inputs import check_input
 from agentdata.traces.config import ImportConfig
 
 app = typer.Typer(
@@ -56,6 +57,8 @@ def _command(kind: str) -> Callable[..., None]:
         from agentdata.problems import load_problems
         from agentdata.traces import import_traces
 
+        for path in paths:  # before the command says what it is about to do
+            check_input(path)
         out = out or Path("runs") / f"import-{kind}"
         output_dir(out, "--out", [*paths, problems_file])
         problems = load_problems(problems_file, question_field, answer_field) if problems_file else None

@@ -123,7 +123,8 @@ def _drafts(kind: str, paths: list[Path], problems: Problems, result: ImportResu
                 drafts.append(item)
     if not result.files:
         shown = ", ".join(str(path) for path in paths)
-        raise UserError(f"{shown}: no {kind} trace files found (looked for {', '.join(SUFFIXES[kind])})")
+        passed = f"; {len(result.left_out)} left out, e.g. {result.left_out[0]}" if result.left_out else ""
+        raise UserError(f"{shown}: no {kind} trace files found (looked for {', '.join(SUFFIXES[kind])}){passed}")
     return drafts
 
 
