@@ -16,8 +16,9 @@ import pytest
 
 from agentdata.agent.rundir import RunDir
 from agentdata.curate import CurateConfig, curate
-from agentdata.errors import InputFileError
+from agentdata.errors import InputFileError, UserError
 from agentdata.records import CODE_TOOL, Problem, ToolCall, Trajectory, assistant_message, tool_message
+from agentdata.regrade import regrade
 from agentdata.traces import ImportConfig, import_traces
 from agentdata.traces import build as build_module
 from agentdata.view.api import ViewerData
@@ -145,15 +146,22 @@ def test_the_atif_export_redacts_secrets_as_the_sts_export_does(run, tmp_path):
     assert dropped.sessions == 2 and AWS not in "".join(p.read_text() for p in (tmp_path / "dropped").rglob("*.json"))
 
 
-def test_an_imported_run_is_curated_like_a_collected_one(tmp_path):
+def test_an_imported_run_is_read_by_curate_view_regrade_and_inspect(tmp_path, capsys):
     # the code tool only: curate counts a call of any other tool as malformed (steps/features.py)
     run = write_run(tmp_path / "run", search=False)
     write_sts(viewer(run), tmp_path / "sts", limit=100, secrets="keep")
-    import_traces("sts", [tmp_path / "sts"], tmp_path / "imported")
-    result = curate([tmp_path / "imported"], tmp_path / "sft.parquet", CurateConfig(max_per_problem=0))
+    imported = tmp_path / "imported"
+    import_traces("sts", [tmp_path / "sts"], imported)
+    result = curate([imported], tmp_path / "sft.parquet", CurateConfig(max_per_problem=0))
     assert result.counts.get("incorrect") == 1
     rows = pl.read_parquet(tmp_path / "sft.parquet")
     assert sorted(rows["problem_id"]) == ["p0", "p1"] and set(rows["teacher"]) == {"openai:teacher-model"}
+    (artifact,) = [a for a in viewer(imported).catalog if a.has_rows]
+    assert artifact.kind == "run" and len(artifact.table()) == 3
+    fixed = [Problem(QUESTIONS[2], "41", id="p2")]  # the wrong answer's gold was wrong
+    assert regrade(imported, tmp_path / "regraded", fixed).to_correct == 1
+    assert run_cli(["inspect", str(imported), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["trajectories"] == 3
 
 
 def test_the_view_command_writes_atif_beside_sts_and_refuses_one_folder_for_both(run, tmp_path, capsys):
@@ -211,6 +219,9 @@ def test_a_folder_passes_over_files_of_another_format_and_a_file_named_must_be_o
     assert result.imported == 1 and any("notes.jsonl: not an STS session" in line for line in result.left_out)
     with pytest.raises(InputFileError, match="notes.jsonl: not an STS session"):
         import_traces("sts", [folder / "notes.jsonl"], tmp_path / "other")
+    (folder / "good.jsonl").unlink()
+    with pytest.raises(UserError, match="no sts trace files found .* 1 left out, e.g. .*notes.jsonl: not an STS"):
+        import_traces("sts", [folder], tmp_path / "other")
     assert not (tmp_path / "other").exists()
 
 
