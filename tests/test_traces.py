@@ -445,3 +445,43 @@ def test_files_of_one_name_in_two_folders_are_two_trajectories(tmp_path):
     assert (result.imported, result.duplicates) == (2, 0)
     again = import_traces("atif", [tmp_path / "job"], tmp_path / "run")  # the same files through their folder
     assert (again.imported, again.already) == (0, 2)
+
+
+def test_a_call_with_arguments_that_are_not_json_survives_the_atif_round_trip(tmp_path):
+    from agentdata.traces.atif import atif_document as to_atif
+    from agentdata.traces.atif import read_atif
+
+    raw = {"id": "c1", "type": "function", "function": {"name": "code_interpreter", "arguments": "print(1"}}
+    messages = [
+        {"role": "user", "content": "Q?"},
+        {"role": "assistant", "content": "", "tool_calls": [raw]},
+        {"role": "tool", "tool_call_id": "c1", "name": "code_interpreter", "content": "SyntaxError"},
+    ]
+    document = to_atif("s-1", messages, {"teacher": "m"}, None)
+    assert document["steps"][1]["tool_calls"][0] == {
+        "tool_call_id": "c1",
+        "function_name": "code_interpreter",
+        "arguments": {},  # ATIF's arguments are an object: the text rides in the call's extra
+        "extra": {"raw_arguments": "print(1"},
+    }
+    (tmp_path / "s.json").write_text(json.dumps(document))
+    (session,) = read_atif(tmp_path / "s.json")
+    assert session.messages == messages
+
+
+def test_sts_tool_results_that_name_no_call_answer_the_calls_in_order(tmp_path):
+    calls = [{"id": f"t{n}", "function": {"name": name, "arguments": "{}"}} for n, name in enumerate(("ls", "cat"))]
+    sts_file(
+        tmp_path / "s.jsonl",
+        [
+            {"role": "user", "content": "Look around."},
+            {"role": "assistant", "content": "", "toolCalls": calls},
+            {"role": "tool", "content": "a.txt"},
+            {"role": "tool", "content": "hello"},
+            {"role": "assistant", "content": "\\boxed{hello}"},
+        ],
+    )
+    import_traces("sts", [tmp_path / "s.jsonl"], tmp_path / "run")
+    (row,) = RunDir(tmp_path / "run").trajectories()
+    results = [(m["tool_call_id"], m["name"], m["content"]) for m in row.messages if m["role"] == "tool"]
+    assert results == [("t0", "ls", "a.txt"), ("t1", "cat", "hello")] and row.tools == []
