@@ -485,3 +485,19 @@ def test_sts_tool_results_that_name_no_call_answer_the_calls_in_order(tmp_path):
     (row,) = RunDir(tmp_path / "run").trajectories()
     results = [(m["tool_call_id"], m["name"], m["content"]) for m in row.messages if m["role"] == "tool"]
     assert results == [("t0", "ls", "a.txt"), ("t1", "cat", "hello")] and row.tools == []
+
+
+def test_numbers_where_an_atif_file_should_have_text_do_not_crash_the_import(tmp_path):
+    steps = [
+        {"step_id": 1, "source": "user", "message": "6*7?"},
+        {"step_id": 2, "source": "agent", "message": "\\boxed{42}"},
+    ]
+    document = {**atif_document(steps), "trajectory_id": 9, "extra": {"agentdata": {"id": 7, "problem_id": 3}}}
+    (tmp_path / "t.json").write_text(
+        json.dumps(
+            {**document, "extra": {"agentdata": {**document["extra"]["agentdata"], "gold_answer": 42, "source": 1}}}
+        )
+    )
+    import_traces("atif", [tmp_path / "t.json"], tmp_path / "run")
+    (row,) = RunDir(tmp_path / "run").trajectories()
+    assert isinstance(row.id, str) and row.answer == "42" and row.source == "harness 1" and row.correct

@@ -25,7 +25,7 @@ from typing import Any
 from agentdata import __version__
 from agentdata.errors import InputFileError
 from agentdata.inputs import read_text
-from agentdata.traces.session import Session, checked, count, finish_reason, text_of, tool_call
+from agentdata.traces.session import Session, checked, count, finish_reason, text_of, text_or_none, tool_call
 
 SCHEMA_VERSION = "ATIF-v1.8"
 EXTRA_KEY = "agentdata"  # the root `extra` key agentdata's own record travels under
@@ -133,15 +133,15 @@ def read_atif(path: Path, document: Any | None = None) -> list[Session]:
         Session(
             checked(messages, path, "the trajectory"),
             row=0,
-            own_id=own.get("id") or document.get("trajectory_id"),
+            own_id=text_or_none(own.get("id")) or text_or_none(document.get("trajectory_id")),
             tools=agent.get("tool_definitions") if isinstance(agent.get("tool_definitions"), list) else None,
             made_by=made_by,
             teacher=str(own.get("teacher") or agent.get("model_name") or agent.get("name") or ""),
-            problem_id=own.get("problem_id"),
+            problem_id=text_or_none(own.get("problem_id")),
             gold=[str(own["gold_answer"])] if own.get("gold_answer") not in (None, "") else [],
-            source=own.get("source"),
-            domain=own.get("domain"),
-            format=own.get("protocol") or own.get("format"),
+            source=text_or_none(own.get("source")),
+            domain=text_or_none(own.get("domain")),
+            format=text_or_none(own.get("protocol")) or text_or_none(own.get("format")),
             finish_reason=finish_reason(own.get("finish_reason")),
             prompt_tokens=count(metrics.get("total_prompt_tokens")),
             completion_tokens=count(metrics.get("total_completion_tokens")),

@@ -129,3 +129,8 @@ def finish_reason(value: Any) -> str | None:
 def count(value: Any) -> int:
     """A count the file recorded, or 0 where it recorded none (or nonsense)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def text_or_none(value: Any) -> str | None:
+    """A text field the file recorded, or None where it recorded none (or something else)."""
+    return value if isinstance(value, str) and value else None

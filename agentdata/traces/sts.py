@@ -15,7 +15,7 @@ from typing import Any
 
 from agentdata.errors import InputFileError
 from agentdata.inputs import read_rows
-from agentdata.traces.session import Session, checked, count, finish_reason, text_of, tool_call
+from agentdata.traces.session import Session, checked, count, finish_reason, text_of, text_or_none, tool_call
 
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -53,11 +53,11 @@ def read_sts(path: Path) -> list[Session]:
             tools=tools if isinstance(tools, list) else None,
             made_by=header["harness"],
             teacher=str(header.get("teacher") or (models[-1] if models else header["harness"])),
-            problem_id=header.get("problem_id") if isinstance(header.get("problem_id"), str) else None,
+            problem_id=text_or_none(header.get("problem_id")),
             gold=[str(gold)] if gold not in (None, "") else [],
-            source=header.get("source") if isinstance(header.get("source"), str) else None,
-            domain=header.get("domain") if isinstance(header.get("domain"), str) else None,
-            format=header.get("protocol") or header.get("format"),
+            source=text_or_none(header.get("source")),
+            domain=text_or_none(header.get("domain")),
+            format=text_or_none(header.get("protocol")) or text_or_none(header.get("format")),
             finish_reason=finish_reason(header.get("finish_reason")),
             prompt_tokens=count(header.get("prompt_tokens")),
             completion_tokens=count(header.get("completion_tokens")),
