@@ -99,6 +99,21 @@ def test_agentdata_atif_is_valid_atif_and_imports_back_to_the_same_messages(tmp_
     assert {key: t.messages for key, t in after.items()} == {key: t.messages for key, t in before.items()}
 
 
+def test_an_sft_set_exported_as_atif_is_valid_atif(tmp_path):
+    # an SFT row's calls carry their arguments as mappings (the hf form), not JSON text
+    run = write_run(tmp_path / "run", search=False)
+    curate([run], tmp_path / "sft.parquet", CurateConfig(max_per_problem=0))
+    summary = write_atif(viewer(tmp_path / "sft.parquet"), tmp_path / "atif", limit=100, secrets="keep")
+    files = sorted(str(path) for path in (tmp_path / "atif").rglob("*.json"))
+    assert summary.sessions == len(files) == 2
+    checked = [json.loads(line) for line in run_peer("atif", VALIDATE, *files, cwd=tmp_path).splitlines()]
+    assert len(checked) == 2
+    result = import_traces("atif", [tmp_path / "atif"], tmp_path / "back")
+    assert result.imported == 2 and result.graded == 0  # an SFT row carries no gold: kept ungraded ...
+    rows = RunDir(tmp_path / "back").trajectories()
+    assert all(row.metadata["imported"]["extra"]["correct"] for row in rows)  # ... its set's verdict kept
+
+
 def test_a_trajectory_made_with_the_atif_models_is_imported_and_graded(tmp_path):
     run_peer("atif", BUILD, str(tmp_path / "trial.json"), cwd=tmp_path)
     problems = [Problem("What is 6 * 7?", "42", id="mul")]
