@@ -501,3 +501,13 @@ def test_numbers_where_an_atif_file_should_have_text_do_not_crash_the_import(tmp
     import_traces("atif", [tmp_path / "t.json"], tmp_path / "run")
     (row,) = RunDir(tmp_path / "run").trajectories()
     assert isinstance(row.id, str) and row.answer == "42" and row.source == "harness 1" and row.correct
+
+
+def test_a_code_problems_trace_runs_its_tests_in_the_sandbox_the_import_opens(tmp_path):
+    tests = [{"input": f"{n}\n", "output": f"{2 * n}\n", "testtype": "stdin"} for n in (3, 5)]
+    problem = Problem("Read n and print twice n.", json.dumps({"tests": tests}), id="double", domain="code")
+    program = "Here it is.\n```python\nprint(int(input()) * 2)\n```"
+    sts_file(tmp_path / "s" / "a.jsonl", plain_session(problem.question, program))
+    result = import_traces("sts", [tmp_path / "s"], tmp_path / "run", [problem])
+    (row,) = RunDir(tmp_path / "run").trajectories()
+    assert result.correct == 1 and row.correct and row.domain == "code" and row.metadata["tests"]["passed"] == 2
