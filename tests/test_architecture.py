@@ -19,12 +19,13 @@ MAX_LINES = 450
 
 # The stages in layers, lowest first: a stage imports only stages of a lower layer. `synth` (problem
 # generators, worked solutions, the stitched baseline) serves every stage; `evaluation` is what the
-# training stages validate with; the commands' own stages never import each other; `train` runs
+# training stages validate with; the commands' own stages never import each other (`traces` is
+# `agentdata import`'s: `import` is a Python keyword); `train` runs
 # sft, filter and rl in one command; `experiment` runs whole recipes of the commands below it.
 STAGE_LAYERS = (
     ("synth",),
     ("evaluation",),
-    ("curate", "filter", "sft", "rl", "regrade", "validate"),
+    ("curate", "filter", "sft", "rl", "regrade", "validate", "traces"),
     ("train",),
     ("experiment",),
 )

@@ -11,7 +11,7 @@ from tests.test_records import make_trajectory
 
 COMMANDS = [
     *("collect", "curate", "filter", "train", "eval", "experiment", "inspect"),
-    *("regrade", "validate", "view", "synth", "sandbox"),
+    *("regrade", "validate", "view", "synth", "sandbox", "import"),
 ]
 
 

@@ -106,6 +106,10 @@ PROBLEM_COMMANDS = {
         str(out / "pool.parquet"),
     ],
     "synth stitch": lambda file, out, run: ["synth", "stitch", str(file), "--out", str(out / "sft.parquet")],
+    # a broken file given as a trace file: each format's reader ends it in one line too
+    "import atif": lambda file, out, run: ["import", "atif", str(file), "--out", str(out / "imported")],
+    "import inspect": lambda file, out, run: ["import", "inspect", str(file), "--out", str(out / "imported")],
+    "import sts": lambda file, out, run: ["import", "sts", str(file), "--out", str(out / "imported")],
     "curate --decontam": lambda file, out, run: [
         "curate",
         str(run),

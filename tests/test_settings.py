@@ -37,6 +37,9 @@ REQUIRED_ARGS = {
     ("validate",): ["problems.jsonl"],
     ("synth", "stitch"): ["s.jsonl"],
     ("sandbox", "run"): ["-c", "print(1)"],
+    ("import", "atif"): ["traces"],
+    ("import", "inspect"): ["logs"],
+    ("import", "sts"): ["sessions"],
 }
 
 

@@ -11,7 +11,7 @@ import warnings
 
 import typer
 
-from agentdata.cli import collect, curate, experiment, inspect, regrade, sandbox, synth, train, validate, view
+from agentdata.cli import collect, curate, experiment, imports, inspect, regrade, sandbox, synth, train, validate, view
 from agentdata.cli import eval as eval_cmd
 from agentdata.cli import filter as filter_cmd
 from agentdata.cli.common import forget_output_place, output_place, record_invocation
@@ -55,6 +55,7 @@ app.command("validate")(validate.command)
 app.command("view")(view.command)
 app.add_typer(synth.app, name="synth")
 app.add_typer(sandbox.app, name="sandbox")
+app.add_typer(imports.app, name="import")
 
 
 def main(argv: list[str] | None = None) -> None:

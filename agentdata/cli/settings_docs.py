@@ -27,6 +27,7 @@ from agentdata.sft.config import SFTStageConfig
 from agentdata.steps.config import DedupConfig
 from agentdata.synth.config import ProblemsConfig
 from agentdata.synth.stitch.build import StitchConfig
+from agentdata.traces.config import ImportConfig
 from agentdata.train.closed_loop import ClosedLoopConfig
 from agentdata.training.config import OptimiserConfig, TrackingConfig
 from agentdata.validate.config import ValidateConfig
@@ -58,6 +59,7 @@ DOCUMENTED: list[tuple[type, str]] = [
         "experiment trackers (docs/train.md, docs/provenance.md)",
     ),
     (RegradeConfig, "`agentdata regrade` (docs/regrade.md)"),
+    (ImportConfig, "`agentdata import atif`, `import inspect` and `import sts` (docs/harnesses.md)"),
     (ValidateConfig, "`agentdata validate`, with the near-dedup and decontamination settings above (docs/validate.md)"),
     (ProblemsConfig, "`agentdata synth problems`"),
     (StitchConfig, "`agentdata synth stitch`"),

@@ -1,4 +1,5 @@
-"""`agentdata view PATH...`: every artifact in the browser, or as a static site (--export) or Hub traces (--sts)."""
+"""`agentdata view PATH...`: every artifact in the browser, or as a static site (--export), Hub traces (--sts) or
+ATIF trajectories (--atif)."""
 
 from __future__ import annotations
 
@@ -39,16 +40,26 @@ def command(
         Path | None,
         typer.Option("--sts", help="Write the trajectories in the Hub's Session Trace format (one JSONL per session)."),
     ] = None,
+    atif: Annotated[
+        Path | None,
+        typer.Option(
+            "--atif",
+            help="Write the trajectories as Harbor's ATIF v1.8 (one JSON per trajectory; `agentdata import atif` "
+            "reads them back).",
+        ),
+    ] = None,
     where: Annotated[
         list[str] | None,
-        typer.Option("--where", help="With --export/--sts: keep rows like the page's filters, e.g. correct=false."),
+        typer.Option(
+            "--where", help="With --export/--sts/--atif: keep rows like the page's filters, e.g. correct=false."
+        ),
     ] = None,
     secrets: Annotated[
         str,
         typer.Option(
             "--secrets",
-            help="With --sts and --export: secrets in any field (detect-secrets' detectors, passwords and tokens in "
-            "URLs) are redacted, or the session dropped (drop; --export redacts), or left (keep). See "
+            help="With --sts, --atif and --export: secrets in any field (detect-secrets' detectors, passwords and "
+            "tokens in URLs) are redacted, or the session dropped (drop; --export redacts), or left (keep). See "
             "docs/provenance.md.",
         ),
     ] = "redact",
@@ -79,22 +90,26 @@ def command(
     for path in paths:
         if not path.exists():
             raise InputFileError(path, "no such file or directory")
-    for target, flag in ((export, "--export"), (sts, "--sts")):
-        if target is not None:
-            output_dir(target, flag)
-            if any(
-                target.resolve() == path.resolve() or path.resolve().is_relative_to(target.resolve()) for path in paths
-            ):
-                raise UserError(f"{flag} {target} holds an input: give a folder of its own")
-    if export is not None and sts is not None and export.resolve() == sts.resolve():
-        raise UserError("--export and --sts name the same folder: give each its own")
+    outputs = [
+        (target, flag)
+        for target, flag in ((export, "--export"), (sts, "--sts"), (atif, "--atif"))
+        if target is not None
+    ]
+    for target, flag in outputs:
+        output_dir(target, flag)
+        if any(target.resolve() == path.resolve() or path.resolve().is_relative_to(target.resolve()) for path in paths):
+            raise UserError(f"{flag} {target} holds an input: give a folder of its own")
+    for index, (target, flag) in enumerate(outputs):
+        for other, other_flag in outputs[index + 1 :]:
+            if target.resolve() == other.resolve():
+                raise UserError(f"{flag} and {other_flag} name the same folder: give each its own")
     filters = where_filters(where or [])
     started = time.perf_counter()
     with console.status(f"opening {len(paths)} path(s)…", spinner="dots") if not as_json else _nothing():
         catalog = open_artifacts(paths)
     opened_s = time.perf_counter() - started
     data = ViewerData(catalog, Tokenizers(config.tokenizer), config.band)
-    if export is not None or sts is not None:
+    if outputs:
         catalog.keep(search=False)  # a run dir's index, for the next open; no search index: nothing is served
     if not as_json:
         console.print(artifacts_table(catalog, opened_s))
@@ -104,7 +119,7 @@ def command(
     for artifact in catalog:
         if artifact.error:
             err_console.print(f"[yellow]warning:[/] {escape(artifact.error)}", highlight=False, soft_wrap=True)
-    if export is None and sts is None:
+    if not outputs:
         return serve(data, config, as_json)
     results = {}
     if export is not None:
@@ -120,10 +135,14 @@ def command(
 
             message = "agentdata: session traces (STS format)"
             results["sts"]["pushed"] = push_files(folder_plan(sts), push_to_hub, not public, message).as_dict()
+    if atif is not None:
+        from agentdata.view.atif import write_atif
+
+        results["atif"] = write_atif(data, atif, config.limit, filters, secrets).as_dict()
     if as_json:
         print_json(results)
         return
-    for line in [*results.get("export", {}).get("skipped", []), *results.get("sts", {}).get("skipped", [])]:
+    for line in [line for result in results.values() for line in result.get("skipped", [])]:
         err_console.print(f"[yellow]skipped:[/] {escape(line)}", highlight=False, soft_wrap=True)
     console.print(export_table(results))
 
@@ -190,6 +209,14 @@ def export_table(results: dict) -> Table:
             )
         if traces.get("pushed"):
             table.add_row("pushed to", escape(traces["pushed"]["url"]))
+    if "atif" in results:
+        trajectories = results["atif"]
+        table.add_row("ATIF trajectories", escape(trajectories["out"]))
+        table.add_row("trajectories · messages", f"{trajectories['sessions']:,} · {trajectories['messages']:,}")
+        if trajectories.get("secrets", {}).get("rows"):
+            table.add_row(
+                f"trajectories with secrets ({trajectories['secrets']['mode']})", f"{trajectories['secrets']['rows']}"
+            )
     return table
 
 

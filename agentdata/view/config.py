@@ -36,8 +36,8 @@ class ViewConfig:
     limit: int = field(
         default=1000,
         metadata={
-            "help": "With --export or --sts: the most rows of each artifact written (its first ones, or the ones "
-            "--where keeps).",
+            "help": "With --export, --sts or --atif: the most rows of each artifact written (its first ones, or the "
+            "ones --where keeps).",
             "range": "[1, inf)",
         },
     )

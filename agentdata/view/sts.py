@@ -20,7 +20,7 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,12 +91,32 @@ def _arguments(call: dict[str, Any]) -> str:
     return arguments if isinstance(arguments, str) else json.dumps(arguments or {}, ensure_ascii=False)
 
 
-def file_name(session_id: str) -> str:
+def file_name(session_id: str, suffix: str = ".jsonl") -> str:
     """A file name for any id: safe characters kept, a short hash added when some were replaced."""
     safe = SAFE.sub("_", session_id).strip("._")[:100] or "session"
     if safe != session_id:
         safe += "-" + hashlib.sha1(session_id.encode("utf-8")).hexdigest()[:8]
-    return safe + ".jsonl"
+    return safe + suffix
+
+
+@dataclass(frozen=True)
+class SessionFormat:
+    """How one exported session is written: the flag that asks for it, its file suffix, and its text (with the
+    number of messages it holds) from the session's id, canonical messages, header and tools."""
+
+    flag: str
+    suffix: str
+    render: Callable[[str, list[dict[str, Any]], dict[str, Any], list[dict[str, Any]] | None], tuple[str, int]]
+
+
+def _sts_text(
+    session_id: str, messages: list[dict[str, Any]], header: dict[str, Any], tools: list[dict[str, Any]] | None
+) -> tuple[str, int]:
+    lines = session_lines(session_id, messages, {**header, "tools": tools} if tools else header)
+    return "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), len(lines) - 1
+
+
+STS = SessionFormat("--sts", ".jsonl", _sts_text)
 
 
 def write_sts(
@@ -106,18 +126,25 @@ def write_sts(
     set's own rejects and source runs, which hold the same trajectories again): one folder each, one session
     file per exported row. Each session's secrets are redacted first, or the session left out (`secrets`:
     redact, drop or keep; publish/secrets.py)."""
+    return write_sessions(data, out, limit, where, secrets, STS)
+
+
+def write_sessions(
+    data: ViewerData, out: Path, limit: int, where: Mapping[str, str] | None, secrets: str, written: SessionFormat
+) -> StsSummary:
+    """`write_sts`, each session written in the format `written` says (STS here, ATIF in view/atif.py)."""
     where = dict(where or {})
     sessions = [a for a in data.catalog if a.has_rows and (a.is_trajectories or a.kind == "sft")]
     keys = {a.key for a in sessions}
     artifacts = [a for a in sessions if a.parent is None or a.parent not in keys]
     if not artifacts:
-        raise UserError("--sts: none of the paths holds trajectories or an SFT set to export")
+        raise UserError(f"{written.flag}: none of the paths holds trajectories or an SFT set to export")
     chosen = {a.key: selected_rows(a, where, limit) for a in artifacts}
-    prepare_out(out, "--sts")
+    prepare_out(out, written.flag)
     summary = StsSummary(out)
     scanner, found = shared_scanner(), SecretCounts()
     used: set[str] = set()
-    with task("sts export", total=sum(len(rows) for rows in chosen.values())) as advance:
+    with task(f"{written.flag[2:]} export", total=sum(len(rows) for rows in chosen.values())) as advance:
         done = 0
         for artifact in artifacts:
             name = artifact.path.stem if artifact.path.is_file() else artifact.path.name
@@ -125,33 +152,33 @@ def write_sts(
             summary.folders.append(folder)
             for row in chosen[artifact.key]:
                 try:
-                    session_id, messages, header = _session(data, artifact, row[ROW])
+                    session_id, messages, header, tools = _session(data, artifact, row[ROW])
                 except UserError as error:
                     summary.skipped.append(" ".join(str(error).split()))
                 else:
-                    lines = session_lines(session_id, messages, header)
                     if secrets != "keep":  # every field (the header's, the id its file is named after), not only text
                         counts: Counter = Counter()
-                        lines = redact_tree(lines, counts, scanner)
-                        session_id = redact_tree(session_id, scanner=scanner)  # counted in the lines
+                        messages, header, tools = redact_tree([messages, header, tools], counts, scanner)
+                        session_id = redact_tree(session_id, counts, scanner)
                         found.rows, found.found = found.rows + bool(counts), found.found + counts
                         if counts and secrets == "drop":
                             done += 1
                             advance(done)
                             continue
-                    text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+                    text, count = written.render(session_id, messages, header, tools)
                     # two ids that differed only in a secret are one id once it is cut: neither file is lost
-                    target = out / _unique(f"{folder}/{file_name(session_id)}", used)
+                    target = out / _unique(f"{folder}/{file_name(session_id, written.suffix)}", used, written.suffix)
                     atomic_write(target, lambda tmp, text=text: Path(tmp).write_text(text, encoding="utf-8"))
                     summary.sessions += 1
-                    summary.messages += len(lines) - 1
+                    summary.messages += count
                 done += 1
                 advance(done)
     summary.secrets = {"mode": secrets, **found.as_dict()} if secrets != "keep" else {"mode": secrets}
     return summary
 
 
-def _session(data: ViewerData, artifact: Any, row: int) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
+def _session(data: ViewerData, artifact: Any, row: int) -> tuple[str, list[dict[str, Any]], dict[str, Any], Any]:
+    """A row's id, messages, header (its verdict and provenance) and the tools it was offered."""
     record = artifact.table().record(row)
     if "trajectory" in record:
         trajectory = record["trajectory"]
@@ -167,19 +194,31 @@ def _session(data: ViewerData, artifact: Any, row: int) -> tuple[str, list[dict[
             "finish_reason": trajectory.finish_reason,
             "num_tool_calls": trajectory.num_tool_calls,
             "num_tool_errors": trajectory.num_tool_errors,
+            "prompt_tokens": trajectory.prompt_tokens,
+            "completion_tokens": trajectory.completion_tokens,
         }
-        return trajectory.id, trajectory.messages, header
+        return trajectory.id, trajectory.messages, header, trajectory.tools
     values = record["sft_row"]
     header = {key: values.get(key) for key in ("problem_id", "source", "teacher", "format", "correct") if key in values}
     session_id = f"{values.get('problem_id') or 'row'}-sft-{row}"  # apart from the trajectories' ids
-    return session_id, values["messages"], header
+    return session_id, values["messages"], header, _tools(values.get("tools"))
 
 
-def _unique(name: str, used: set[str]) -> str:
+def _tools(value: Any) -> list[dict[str, Any]] | None:
+    """An SFT row's tools: a list of schemas, or their JSON text (some sets' form), or none."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return None
+    return value if isinstance(value, list) and value else None
+
+
+def _unique(name: str, used: set[str], suffix: str) -> str:
     """`name` (`FOLDER/SESSION.jsonl`), or `FOLDER/SESSION-2.jsonl`, ... when it is taken."""
-    stem, number, candidate = name.removesuffix(".jsonl"), 2, name
+    stem, number, candidate = name.removesuffix(suffix), 2, name
     while candidate in used:
-        candidate, number = f"{stem}-{number}.jsonl", number + 1
+        candidate, number = f"{stem}-{number}{suffix}", number + 1
     used.add(candidate)
     return candidate
 
