@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU paths, run for real on a GPU machine (sized for under 8 minutes on one H200, not
 # yet measured; every check is 2 steps):
-#   1. vllm-engine   the vllm: engine's tests (tests/test_engines_vllm.py)
+#   1. vllm-engine   the vllm: engine's tests (tests/test_engines_vllm.py), then every vLLM path of
+#                    tests/test_vllm_real.py on the GPU (servers, native tool calls, reasoning, GRPO's file push)
 #   2. colocated     GRPO, 2 steps, vLLM colocated in the training process (accelerate single_gpu.yaml)
 #   3. server        GRPO, 2 steps, TRL's server mode: `trl vllm-serve` on GPU 1, training on GPU 0
 #                    (needs 2 GPUs: NCCL, which pushes the weights, cannot pair two processes on one GPU)
@@ -76,7 +77,7 @@ train_rl() {  # train_rl NAME CONFIG [env...]: GRPO through accelerate, one proc
 }
 
 # 1. The vllm: engine: generation, stop strings, seeds, batching (its own tests).
-check vllm-engine "$PY" -m pytest -q -p no:cacheprovider tests/test_engines_vllm.py
+check vllm-engine "$PY" -m pytest -q -p no:cacheprovider tests/test_engines_vllm.py tests/test_vllm_real.py
 
 # 2. GRPO with vLLM colocated (the single-consumer batching of rl.vllm_policy, on the real LLM).
 check colocated train_rl colocated "$OUT/colocated.yaml" CUDA_VISIBLE_DEVICES=0
