@@ -71,6 +71,12 @@ class DemonstratedEngine(Engine):
     async def generate_many(self, requests: list[GenerationRequest]) -> list[Generation]:
         return await self.inner.generate_many([self.demonstrate(request) for request in requests])
 
+    async def ready(self) -> None:  # a server behind it that cannot be reached stops the run before any work
+        await self.inner.ready()
+
+    def waiting_on(self) -> str | None:
+        return self.inner.waiting_on()
+
     def wait_idle(self) -> None:
         self.inner.wait_idle()
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 from pathlib import Path
 
 from agentdata.engines.base import Engine, Generation, GenerationRequest, error_generation
@@ -81,14 +82,17 @@ class ManagedVLLMEngine(OpenAIEngine):
             raise UserError("vllm: a managed server uses the model's own chat template (prompt_template=auto)")
         extra = [part for name, value in options.items() for part in (f"--{name.replace('_', '-')}", str(value))]
         self.server = VLLMServer(ServerSettings(model=model, extra_args=extra, **server_options), python=python)
-        self.server.port = 0
+        self._started = False
+        self._start_lock = threading.Lock()  # the first requests arrive together, each wanting the server
         super().__init__("http://127.0.0.1:1/v1", model=model, spec=spec or f"vllm:{model}", **client_options)
 
     def start(self) -> ManagedVLLMEngine:
-        """Start the server (once) and point the client at it."""
-        if not self.server.alive():
-            self.server.start()
-            self.fleet.replicas[0].url = f"{self.server.base_url}/v1/chat/completions"
+        """Start the server once and point the client at it; callers that come meanwhile wait for it."""
+        with self._start_lock:
+            if not self._started:
+                self.server.start()
+                self.fleet.replicas[0].url = f"{self.server.base_url}/v1/chat/completions"
+                self._started = True
         return self
 
     async def ready(self) -> None:
@@ -96,7 +100,7 @@ class ManagedVLLMEngine(OpenAIEngine):
         await super().ready()
 
     async def generate(self, request: GenerationRequest) -> Generation:
-        if not self.server.alive() and self.server.port == 0:  # a caller that skipped ready()
+        if not self._started:  # a caller that did not call ready(); a server that died later is not restarted
             await asyncio.to_thread(self.start)
         return await super().generate(request)
 

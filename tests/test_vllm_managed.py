@@ -1,0 +1,138 @@
+"""The managed vLLM server's engine without vLLM: a stand-in server takes the process's place, so the logic
+around it (started once by whichever request comes first, through the `tir:` wrapper too; its options split
+between server and client; the server command and environment; vLLM found or named missing) is tested on
+every machine. tests/test_vllm_real.py runs the real server."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from agentdata.engines import GenerationRequest
+from agentdata.engines import vllm_server as server_module
+from agentdata.engines.demonstrated import DemonstratedEngine
+from agentdata.engines.vllm_engine import ManagedVLLMEngine
+from agentdata.engines.vllm_server import ServerSettings
+from agentdata.errors import UserError
+from bench.fake_openai_server import FakeOpenAIServer
+
+
+class StandInServer:
+    """What ManagedVLLMEngine uses of a VLLMServer, over the fake OpenAI server; counts its starts."""
+
+    def __init__(self, fake: FakeOpenAIServer):
+        self.fake = fake
+        self.starts = 0
+        self.stopped = False
+        self._lock = threading.Lock()
+
+    @property
+    def base_url(self) -> str:
+        return self.fake.url.removesuffix("/v1")
+
+    def start(self):
+        with self._lock:
+            self.starts += 1
+        return self
+
+    def alive(self) -> bool:
+        return self.starts > 0 and not self.stopped
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def managed_engine(fake: FakeOpenAIServer, **options) -> tuple[ManagedVLLMEngine, StandInServer]:
+    engine = ManagedVLLMEngine("/models/m", python="/usr/bin/python3", **options)
+    engine.server = StandInServer(fake)
+    return engine, engine.server
+
+
+def ask(text: str) -> GenerationRequest:
+    return GenerationRequest(messages=[{"role": "user", "content": text}], max_new_tokens=16)
+
+
+def test_requests_that_arrive_together_start_the_server_once_and_all_reach_it():
+    with FakeOpenAIServer(script="echo") as fake:
+        engine, server = managed_engine(fake)
+
+        async def together():
+            try:
+                return await asyncio.gather(*(engine.generate(ask(f"q{i}")) for i in range(8)))
+            finally:
+                await engine.aclose()
+
+        generations = asyncio.run(together())
+    assert server.starts == 1 and server.stopped
+    assert all(generation.finish_reason != "error" for generation in generations), generations[0].error
+    assert len(fake.requests) == 8
+
+
+def test_the_tir_wrapper_passes_ready_on_so_the_server_starts_before_any_work():
+    with FakeOpenAIServer(script="echo") as fake:
+        engine, server = managed_engine(fake)
+        wrapped = DemonstratedEngine(engine, spec="tir:vllm:/models/m")
+
+        async def run():
+            await wrapped.ready()
+            started = server.starts
+            await wrapped.aclose()
+            return started
+
+        assert asyncio.run(run()) == 1 and server.stopped
+
+
+def test_options_are_split_between_the_server_and_its_client():
+    engine = ManagedVLLMEngine(
+        "/models/m",
+        python="/usr/bin/python3",
+        tool_call_parser="hermes",
+        max_model_len=2048,
+        concurrency=3,
+        swap_space=2,
+    )
+    settings = engine.server.settings
+    assert (settings.tool_call_parser, settings.max_model_len, engine.concurrency) == ("hermes", 2048, 3)
+    command = settings.command("/py", 8000)
+    assert command[:3] == ["/py", "-m", "vllm.entrypoints.openai.api_server"]
+    assert ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"] == command[-5:-2]
+    assert command[-2:] == ["--swap-space", "2"]  # an option agentdata does not know goes to vLLM as a flag
+    with pytest.raises(UserError, match="chat template"):
+        ManagedVLLMEngine("/models/m", python="/usr/bin/python3", prompt_template="plain")
+
+
+def test_the_server_environment_is_the_one_that_works_on_a_cpu(monkeypatch):
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("PYTHONPATH", "/somewhere/agentdata")
+    env = ServerSettings(model="m", dev_mode=True).environment()
+    assert (env["VLLM_CPU_KVCACHE_SPACE"], env["OMP_NUM_THREADS"], env["VLLM_SERVER_DEV_MODE"]) == ("1", "1", "1")
+    assert "PYTHONPATH" not in env  # agentdata's checkout must not shadow the vLLM environment's packages
+    assert "--enforce-eager" in ServerSettings(model="m").command("/py", 1)
+
+
+def test_vllms_python_is_found_or_named_missing(monkeypatch, tmp_path):
+    monkeypatch.setattr(server_module, "sibling_python", lambda: tmp_path / "none" / "python")
+    monkeypatch.setattr(server_module, "in_process_vllm", lambda: False)
+    monkeypatch.delenv(server_module.PYTHON_ENV, raising=False)
+    assert server_module.find_vllm_python() is None
+    with pytest.raises(UserError, match="install_vllm.sh"):
+        server_module.require_vllm_python()
+    monkeypatch.setenv(server_module.PYTHON_ENV, str(tmp_path / "missing"))
+    with pytest.raises(UserError, match="no such file"):
+        server_module.find_vllm_python()
+    python = tmp_path / "python"
+    python.write_text("")
+    monkeypatch.setenv(server_module.PYTHON_ENV, str(python))
+    assert server_module.find_vllm_python() == str(python)
+
+
+def test_a_server_that_exits_at_start_is_one_line_with_its_error(tmp_path):
+    fake_python = tmp_path / "python"
+    fake_python.write_text("#!/bin/sh\necho 'RuntimeError: no such model' >&2\nexit 1\n")
+    fake_python.chmod(0o755)
+    server = server_module.VLLMServer(ServerSettings(model="m", startup_timeout_s=30), python=str(fake_python))
+    with pytest.raises(UserError, match="exited at start: .*RuntimeError: no such model"):
+        server.start()
