@@ -117,6 +117,20 @@ def test_a_needle_too_short_for_the_index_is_searched_by_scanning(run):
         assert set(table.search(needle)) == brute_force(run, needle), needle
 
 
+@pytest.mark.parametrize("needle", ["ab\x00cd", "print(\x00", "\x00\x00\x00"])
+def test_a_search_holding_nul_bytes_is_answered_by_scanning(run, needle):
+    """Probe (issue 41): FTS5 ends a quoted string at a NUL, so the index's query failed (HTTP 500)."""
+    from starlette.testclient import TestClient
+
+    from agentdata.view.server import create_app
+
+    data = opened(run)
+    assert data.artifact("a0").table().search_index is not None
+    answer = TestClient(create_app(data), base_url="http://127.0.0.1").get("/api/a/a0/rows", params={"q": needle})
+    assert answer.status_code == 200 and answer.json()["total"] == len(brute_force(run, needle)), answer.text
+    assert data.artifact("a0").table().search_index is not None  # the index still serves the next search
+
+
 def test_until_the_search_index_is_built_a_search_scans_and_finds_the_same(run):
     waiting = opened(run, keep=False).artifact("a0").table()
     assert waiting.search_index is None and waiting.pending

@@ -127,8 +127,8 @@ class SearchIndex:
 
     def rows(self, needle: str) -> pl.Series | None:
         """The row numbers whose question, message or call holds `needle` (case folded); None when it is too short
-        for the index (the caller scans)."""
-        if len(needle) < MIN_CHARS:
+        for the index or holds a NUL (the caller scans)."""
+        if len(needle) < MIN_CHARS or "\x00" in needle:  # FTS5's query parser ends a string at a NUL byte
             return None
         query = " OR ".join('"' + form.replace('"', '""') + '"' for form in sorted(needle_forms(needle)))
         with self._lock:
