@@ -64,6 +64,7 @@ def command(
     from agentdata.publish.secrets import SECRET_MODES
     from agentdata.view.api import ViewerData
     from agentdata.view.catalog import open_artifacts
+    from agentdata.view.export import check_out
     from agentdata.view.mask import Tokenizers
 
     if secrets not in SECRET_MODES:
@@ -85,8 +86,11 @@ def command(
                 target.resolve() == path.resolve() or path.resolve().is_relative_to(target.resolve()) for path in paths
             ):
                 raise UserError(f"{flag} {target} holds an input: give a folder of its own")
-    if export is not None and sts is not None and export.resolve() == sts.resolve():
-        raise UserError("--export and --sts name the same folder: give each its own")
+    if export is not None and sts is not None:
+        check_apart(export, sts)
+    for target, flag in ((export, "--export"), (sts, "--sts")):
+        if target is not None:
+            check_out(target, flag)  # a folder of other files: refused now, not after the other one is written
     filters = where_filters(where or [])
     started = time.perf_counter()
     with console.status(f"opening {len(paths)} path(s)…", spinner="dots") if not as_json else _nothing():
@@ -125,6 +129,17 @@ def command(
     for line in [*results.get("export", {}).get("skipped", []), *results.get("sts", {}).get("skipped", [])]:
         err_console.print(f"[yellow]skipped:[/] {escape(line)}", highlight=False, soft_wrap=True)
     console.print(export_table(results))
+
+
+def check_apart(export: Path, sts: Path) -> None:
+    """The site and the traces each in a folder of their own: neither inside the other (each export empties its
+    folder first, or refuses one holding other files)."""
+    site, traces = export.resolve(), sts.resolve()
+    if site == traces:
+        raise UserError("--export and --sts name the same folder: give each its own")
+    if site.is_relative_to(traces) or traces.is_relative_to(site):
+        inner, outer = ("--export", "--sts") if site.is_relative_to(traces) else ("--sts", "--export")
+        raise UserError(f"{inner} is inside the {outer} folder: give each a folder of its own, side by side")
 
 
 DEFAULT_PLACES = ("runs", "sft.parquet", "sft.jsonl", "pool.parquet", "stitched_sft.parquet")
