@@ -8,6 +8,7 @@ the sandbox still serves the next call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -551,22 +552,38 @@ with Sandbox(workers=1, prefork=0, preload=("math",), timeout_s=20) as box:
 """
 
 
-def test_without_root_the_view_still_holds_and_cannot_be_left(tmp_path):
+@contextlib.contextmanager
+def readable_copy_of_the_package():
+    """A copy of agentdata in a folder any user can read: the checkout (or pytest's tmp_path, mode 0700) may sit
+    under a folder another user cannot enter, and a security test must not depend on where the clone lives."""
+    place = tempfile.mkdtemp(prefix="agentdata-readable-", dir="/tmp")
+    try:
+        package = Path(__file__).resolve().parents[1] / "agentdata"
+        shutil.copytree(package, Path(place) / "agentdata", ignore=shutil.ignore_patterns("__pycache__"))
+        for folder, _, files in os.walk(place):
+            os.chmod(folder, 0o755)
+            for name in files:
+                os.chmod(os.path.join(folder, name), 0o644)
+        yield place
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
+
+
+def test_without_root_the_view_still_holds_and_cannot_be_left():
     """As an unprivileged user the sandbox runs in a user namespace, where its code is that namespace's root:
     it still gets its private view, and it cannot chroot its way back out of it to the host's files."""
-    python, repo = Path("/usr/bin/python3"), Path(__file__).resolve().parents[1]
+    python = Path("/usr/bin/python3")
     if os.geteuid() != 0 or not python.exists() or not shutil.which("setpriv"):
         pytest.skip("needs root, /usr/bin/python3 and setpriv to run the sandbox as another user")
-    done = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(python), "-c", WITHOUT_ROOT, str(repo)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin"},
-    )
-    if "RESULT" not in done.stdout and "Permission denied" in done.stderr:
-        pytest.skip(f"the checkout is not readable by another user: {done.stderr[-200:]}")
+    with readable_copy_of_the_package() as place:
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(python), "-c", WITHOUT_ROOT, place],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=place,
+            env={"PATH": "/usr/bin:/bin"},
+        )
     assert "RESULT" in done.stdout, done.stderr[-3000:]
     result = json.loads(done.stdout.split("RESULT", 1)[1])
     if not result["isolation"]["private_view"]:
