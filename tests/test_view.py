@@ -275,6 +275,26 @@ def test_a_damaged_metrics_line_is_one_line(tmp_path):
     assert answer.status_code == 422 and "row 2" in answer.json()["error"] and "metrics.jsonl" in answer.json()["error"]
 
 
+def test_a_plot_that_links_out_of_its_folder_is_not_served(tmp_path):
+    """Probe (issue 41): a plot that was a link to any file the user could read was served as the plot."""
+    stage = tmp_path / "sft"
+    (stage / "plots").mkdir(parents=True)
+    (stage / "metrics.jsonl").write_text('{"step": 1, "loss": 0.5}\n', encoding="utf-8")
+    secret = tmp_path / "id_rsa"
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    (stage / "plots" / "a_secret.png").symlink_to(secret)
+    (stage / "plots" / "loss.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (stage / "plots" / "same.png").symlink_to("loss.png")  # a link within the folder is a plot like any other
+    data = ViewerData(open_artifacts([stage]))
+    assert data.artifacts()["artifacts"][0]["plots"] == ["loss.png", "same.png"]
+    client = local_client(create_app(data))
+    assert client.get("/api/a/a0/plot/0").content.startswith(b"\x89PNG")
+    (stage / "plots" / "loss.png").unlink()
+    (stage / "plots" / "loss.png").symlink_to(secret)  # swapped for a link after the viewer opened it
+    answer = client.get("/api/a/a0/plot/0")
+    assert answer.status_code == 404 and b"PRIVATE KEY" not in answer.content
+
+
 # --------------------------------------------------------------------------- the server
 
 

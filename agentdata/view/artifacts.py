@@ -10,7 +10,7 @@
 
 A path that cannot be read becomes a "damaged" artifact holding one line that says why: the page shows
 that line (and the server logs it) instead of failing. The server serves these artifacts and the files
-they name (reports, plots), nothing else.
+they name (reports, plots), nothing else: a plot that is a link out of its folder is left out.
 """
 
 from __future__ import annotations
@@ -151,7 +151,15 @@ def read_report(path: Path) -> dict[str, Any] | None:
 
 def plots_in(folder: Path, names: Iterable[str] = ()) -> list[Path]:
     found = [folder / name for name in names] if names else sorted(folder.glob(f"*{PLOT_SUFFIX}"))
-    return [path for path in found if path.is_file() and path.suffix == PLOT_SUFFIX]
+    return [path for path in found if servable_plot(path)]
+
+
+def servable_plot(path: Path) -> bool:
+    """A PNG that is a regular file in its own folder: a link that leads out of it (to any file the user can read,
+    e.g. ~/.ssh/id_rsa named plot.png) is not served, nor a FIFO, which would be waited on."""
+    if path.suffix != PLOT_SUFFIX or not path.is_file():
+        return False
+    return path.resolve().parent == path.parent.resolve()
 
 
 def relative_label(path: Path, base: Path) -> str:
