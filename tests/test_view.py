@@ -295,6 +295,27 @@ def test_a_plot_that_links_out_of_its_folder_is_not_served(tmp_path):
     assert answer.status_code == 404 and b"PRIVATE KEY" not in answer.content
 
 
+def test_a_killed_runs_journal_is_said_to_hold_what_the_viewer_does_not_show(tmp_path, capsys):
+    """Probe (issue 41, questionable): view and --sts read the shards only; a killed run's finished trajectories
+    in its journal were left out without a word (inspect counts them). Decided: say so, in the page and the
+    terminal, and leave the run dir as it is (the viewer writes nothing into it but its own index)."""
+    from agentdata.agent.journal import Journal
+    from tests.cli_helpers import run_cli
+    from tests.curate_fixtures import trajectory, write_run
+
+    run = write_run(tmp_path / "run", [trajectory(f"t{i}", problem_id=f"p{i}") for i in range(4)], per_shard=2)
+    journal = Journal(run / "journal.jsonl", {"teacher": "crafted"})
+    for index in range(3):
+        journal.append(trajectory(f"j{index}", problem_id=f"q{index}"))
+    journal.append(trajectory("t0"))  # in a shard already: not counted
+    journal.handle.close()  # killed: no close()
+    data = ViewerData(open_artifacts([run]))
+    (note,) = [line for line in data.artifacts()["artifacts"][0]["notes"] if "journal" in line]
+    assert "3 finished trajectories are only in its journal" in note and note.startswith("warning: ")
+    assert run_cli(["view", str(run), "--sts", str(tmp_path / "traces")]) == 0
+    assert "3 finished trajectories are only in its journal" in " ".join(capsys.readouterr().err.split())
+
+
 # --------------------------------------------------------------------------- the server
 
 

@@ -63,6 +63,7 @@ def command(
     """Look at trajectories, problems, drop reasons, pools and training curves in the browser."""
     from agentdata.publish.secrets import SECRET_MODES
     from agentdata.view.api import ViewerData
+    from agentdata.view.artifacts import journal_note
     from agentdata.view.catalog import open_artifacts
     from agentdata.view.export import check_out
     from agentdata.view.mask import Tokenizers
@@ -105,8 +106,9 @@ def command(
         with console.status(f"loading the tokenizer of {config.tokenizer}…") if not as_json else _nothing():
             data.tokenizers.get()  # before any file is written: a model that cannot be loaded is one line
     for artifact in catalog:
-        if artifact.error:
-            err_console.print(f"[yellow]warning:[/] {escape(artifact.error)}", highlight=False, soft_wrap=True)
+        for line in (artifact.error, journal_note(artifact)):
+            if line:
+                err_console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
     if export is None and sts is None:
         return serve(data, config, as_json)
     results = {}

@@ -174,3 +174,18 @@ def relative_label(path: Path, base: Path) -> str:
 def one_line(error: BaseException, path: Path) -> str:
     text = " ".join(str(error).split())[:300] or type(error).__name__
     return text if str(path) in text else f"{path}: {text}"
+
+
+ONLY_IN_JOURNAL = "only_in_journal"  # a run's report key: its finished trajectories in no shard yet
+
+
+def journal_note(artifact: Artifact) -> str | None:
+    """The line saying that a run's trajectories only in its journal are not shown, for the page and the terminal."""
+    count = (artifact.report or {}).get(ONLY_IN_JOURNAL) if artifact.kind == "run" else None
+    if not count:
+        return None
+    return (
+        f"{artifact.label}: {count} finished trajectories are only in its journal (a run stopped before its next "
+        "shard), not shown or exported here; `agentdata inspect` counts them, `collect` resumed with the same --out "
+        "moves them into a shard"
+    )
