@@ -252,6 +252,9 @@ def test_a_run_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
     assert code == 2 and says in err, err
     code, err = run_in_subprocess(["view", str(piped), "--export", str(tmp_path / "site2")], tmp_path)
     assert says in err, err  # the viewer shows the run as damaged, with that line
+    os.mkfifo(tmp_path / "given.parquet")  # a FIFO given to the viewer itself: its columns were read by pyarrow
+    code, err = run_in_subprocess(["view", str(tmp_path / "given.parquet"), "--sts", str(tmp_path / "t")], tmp_path)
+    assert "given.parquet: is a named pipe (FIFO), not a regular file" in err, err
 
     manifested = write_run(tmp_path / "manifested", trajectories, per_shard=2)
     os.mkfifo(manifested / "manifest.json")

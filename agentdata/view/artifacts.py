@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from agentdata.errors import UserError
-from agentdata.inputs import first_row
+from agentdata.inputs import check_input, first_row
 from agentdata.view.table import RowTable
 
 KINDS = ("run", "trajectories", "sft", "pool", "train", "eval", "problems", "folder", "damaged")
@@ -127,6 +127,7 @@ def _is_train_dir(path: Path) -> bool:
 
 
 def _columns(path: Path) -> set[str]:
+    check_input(path)  # a FIFO named x.parquet is refused, not waited on by pyarrow
     if path.suffix.lower() == ".parquet":
         try:
             return set(pq.read_schema(path).names)
