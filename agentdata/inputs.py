@@ -25,7 +25,7 @@ import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from agentdata.errors import InputFileError
 
@@ -59,6 +59,41 @@ def check_input(path: str | Path, max_bytes: int | None = None) -> os.stat_resul
         raise InputFileError(path, _stat_problem(path, error)) from None
     _check_status(path, status, max_bytes)
     return status
+
+
+def check_regular_file(path: str | Path) -> os.stat_result:
+    """`path` is a regular file (of any size: a run's own shard, manifest or index, not a user's input to read
+    whole); else an InputFileError saying what it is instead (a FIFO, a device, a folder, a broken link)."""
+    path = Path(path)
+    try:
+        status = path.stat()
+    except OSError as error:
+        raise InputFileError(path, _stat_problem(path, error)) from None
+    _check_regular(path, status)
+    return status
+
+
+def open_regular_file(path: str | Path) -> BinaryIO:
+    """`path` opened for reading in binary, without waiting: a FIFO or a device (even one swapped in after a
+    check) is an InputFileError saying what it is, never waited on or read without end."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as error:
+        raise InputFileError(path, f"cannot read the file ({_stat_problem(Path(path), error)})") from None
+    handle = os.fdopen(descriptor, "rb")
+    try:
+        _check_regular(Path(path), os.fstat(descriptor))
+    except InputFileError:
+        handle.close()
+        raise
+    return handle
+
+
+def _check_regular(path: Path, status: os.stat_result) -> None:
+    if not stat.S_ISREG(status.st_mode):
+        kind = "a folder" if stat.S_ISDIR(status.st_mode) else _SPECIAL.get(stat.S_IFMT(status.st_mode), "no file")
+        shown = f" (through the link to {os.path.realpath(path)})" if path.is_symlink() else ""
+        raise InputFileError(path, f"is {kind}{shown}, not a regular file")
 
 
 def _check_status(path: Path, status: os.stat_result, max_bytes: int) -> None:
@@ -137,12 +172,8 @@ def _read_bytes(path: Path, max_bytes: int | None = None) -> bytes:
     """The file's bytes, at most `max_bytes` (MAX_INPUT_BYTES). Opened without blocking and checked on the
     open file, so a path swapped for a FIFO or a device after the first check is refused too, never waited on."""
     max_bytes = MAX_INPUT_BYTES if max_bytes is None else max_bytes
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as error:
-        raise InputFileError(path, f"cannot read the file ({_stat_problem(Path(path), error)})") from None
-    with os.fdopen(descriptor, "rb") as handle:
-        status = os.fstat(descriptor)
+    with open_regular_file(path) as handle:
+        status = os.fstat(handle.fileno())
         _check_status(Path(path), status, max_bytes)
         try:
             chunks = [handle.read(status.st_size + 1)]

@@ -23,6 +23,7 @@ from agentdata.formats.health import (
     failed_checks,
     measure_health,
 )
+from agentdata.formats.tool_output import DEFAULT_TOOL_OUTPUT_CHARS, tool_output_text
 from agentdata.records import Problem, ToolCall, Trajectory, assistant_message, tool_message
 from agentdata.settings import CountBand
 from agentdata.steps.health import COLUMN_PREFIX, HealthFilter
@@ -116,6 +117,27 @@ def test_limits_are_settings():
     assert failed_checks(flood, HealthLimits(max_tool_output_chars=10_000)) == []
     repeats = measure_health(*CASES["repeated_code"]).as_dict()
     assert failed_checks(repeats, HealthLimits(max_repeated_code=1)) == []
+
+
+@pytest.mark.parametrize("status", ["ok", "error", "timeout"])
+def test_a_flood_cut_for_the_model_still_fails_under_the_defaults(status):
+    """Probe (issue 41): the check measured the output after it was cut to 256 characters (the default), so under
+    the default limit of 4096 it could never fire. It measures the tool's output, as the marker says it was."""
+    printed = "".join(f"{n}\n" for n in range(2000))  # 8890 characters
+    shown = tool_output_text(printed, "Traceback ...\nValueError: x" if status == "error" else "", status)
+    assert len(shown) <= DEFAULT_TOOL_OUTPUT_CHARS
+    messages = [QUESTION, assistant_message("", [ToolCall("for n in range(2000): print(n)")])]
+    messages += [tool_message("call_0", shown), assistant_message(ANSWER)]
+    measures = measure_health(messages, "codeblock", "math").as_dict()
+    extra = {"ok": 0, "error": len("\nTraceback ...\nValueError: x"), "timeout": len("\nExecution timed out.")}
+    assert measures["max_tool_output_chars"] == len(printed.rstrip()) + extra[status]
+    assert failed_checks(measures) == ["tool_output_flood"]
+
+
+def test_marker_like_text_in_output_that_was_not_cut_is_not_read_as_a_cut():
+    shown = tool_output_text("hello\n[... 999999 characters cut ...]\nbye")
+    messages = [QUESTION, *call_turn(), tool_message("call_1", shown), assistant_message(ANSWER)]
+    assert measure_health(messages, "codeblock", "math").max_tool_output_chars == len(shown)
 
 
 def test_the_step_and_the_python_checks_agree():

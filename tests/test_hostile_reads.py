@@ -218,3 +218,48 @@ def test_a_recipe_that_is_no_regular_file_is_named_as_what_it_is(tmp_path):
     assert "is a character device" in one_error_line(["experiment", str(zero)])
     assert "is a folder" in one_error_line(["experiment", str(folder)])
     assert "no such recipe file" in one_error_line(["experiment", str(tmp_path / "none.yaml")])
+
+
+def run_in_subprocess(args: list[str], cwd: Path) -> tuple[int, str]:
+    """`agentdata ARGS` in its own process, waited on for a bounded time: a read that blocks on a FIFO fails
+    this test instead of hanging the suite (the wait is far above the seconds a refusal takes)."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "agentdata.cli.app", *args]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=90, cwd=cwd)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"`agentdata {' '.join(args)}` waited on a FIFO for 90 s")
+    return done.returncode, done.stderr
+
+
+def test_a_run_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
+    """Probe (issue 41): a FIFO as the viewer's kept index, as a run's shard (view, curate) and as a run's
+    manifest (regrade) made each command wait for a writer for ever."""
+    trajectories = [trajectory(f"t{i}", problem_id=f"p{i}") for i in range(4)]
+    indexed = write_run(tmp_path / "indexed", trajectories, per_shard=2)
+    (indexed / ".agentdata-view").mkdir()
+    os.mkfifo(indexed / ".agentdata-view" / "index.parquet")
+    code, err = run_in_subprocess(["view", str(indexed), "--export", str(tmp_path / "site")], tmp_path)
+    assert code == 0 and (tmp_path / "site" / "index.html").is_file(), err  # the index is built again instead
+    assert (indexed / ".agentdata-view" / "index.parquet").is_file()  # and kept in the FIFO's place
+
+    piped = write_run(tmp_path / "piped", trajectories, per_shard=2)
+    os.mkfifo(piped / "trajectories" / "part-00002.parquet")
+    says = "part-00002.parquet: is a named pipe (FIFO), not a regular file; move it aside"
+    code, err = run_in_subprocess(["curate", str(piped), "--out", str(tmp_path / "sft.parquet")], tmp_path)
+    assert code == 2 and says in err, err
+    code, err = run_in_subprocess(["view", str(piped), "--export", str(tmp_path / "site2")], tmp_path)
+    assert says in err, err  # the viewer shows the run as damaged, with that line
+    os.mkfifo(tmp_path / "given.parquet")  # a FIFO given to the viewer itself: its columns were read by pyarrow
+    code, err = run_in_subprocess(["view", str(tmp_path / "given.parquet"), "--sts", str(tmp_path / "t")], tmp_path)
+    assert "given.parquet: is a named pipe (FIFO), not a regular file" in err, err
+
+    manifested = write_run(tmp_path / "manifested", trajectories, per_shard=2)
+    os.mkfifo(manifested / "manifest.json")
+    problems = tmp_path / "p.jsonl"
+    problems.write_text("".join(json.dumps({"id": f"p{i}", **GOOD}) + "\n" for i in range(4)))
+    args = ["regrade", str(manifested), "--problems", str(problems), "--out", str(tmp_path / "regraded")]
+    code, err = run_in_subprocess(args, tmp_path)
+    assert code == 2 and "manifest.json: is a named pipe (FIFO), not a regular file" in err, err

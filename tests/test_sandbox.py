@@ -8,11 +8,13 @@ the sandbox still serves the next call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -551,22 +553,38 @@ with Sandbox(workers=1, prefork=0, preload=("math",), timeout_s=20) as box:
 """
 
 
-def test_without_root_the_view_still_holds_and_cannot_be_left(tmp_path):
+@contextlib.contextmanager
+def readable_copy_of_the_package():
+    """A copy of agentdata in a folder any user can read: the checkout (or pytest's tmp_path, mode 0700) may sit
+    under a folder another user cannot enter, and a security test must not depend on where the clone lives."""
+    place = tempfile.mkdtemp(prefix="agentdata-readable-", dir="/tmp")
+    try:
+        package = Path(__file__).resolve().parents[1] / "agentdata"
+        shutil.copytree(package, Path(place) / "agentdata", ignore=shutil.ignore_patterns("__pycache__"))
+        for folder, _, files in os.walk(place):
+            os.chmod(folder, 0o755)
+            for name in files:
+                os.chmod(os.path.join(folder, name), 0o644)
+        yield place
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
+
+
+def test_without_root_the_view_still_holds_and_cannot_be_left():
     """As an unprivileged user the sandbox runs in a user namespace, where its code is that namespace's root:
     it still gets its private view, and it cannot chroot its way back out of it to the host's files."""
-    python, repo = Path("/usr/bin/python3"), Path(__file__).resolve().parents[1]
+    python = Path("/usr/bin/python3")
     if os.geteuid() != 0 or not python.exists() or not shutil.which("setpriv"):
         pytest.skip("needs root, /usr/bin/python3 and setpriv to run the sandbox as another user")
-    done = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(python), "-c", WITHOUT_ROOT, str(repo)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin"},
-    )
-    if "RESULT" not in done.stdout and "Permission denied" in done.stderr:
-        pytest.skip(f"the checkout is not readable by another user: {done.stderr[-200:]}")
+    with readable_copy_of_the_package() as place:
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(python), "-c", WITHOUT_ROOT, place],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=place,
+            env={"PATH": "/usr/bin:/bin"},
+        )
     assert "RESULT" in done.stdout, done.stderr[-3000:]
     result = json.loads(done.stdout.split("RESULT", 1)[1])
     if not result["isolation"]["private_view"]:
@@ -574,3 +592,41 @@ def test_without_root_the_view_still_holds_and_cannot_be_left(tmp_path):
     assert result["isolation"]["own_uid"] is False and result["wrote"] == "x\n"
     status, stderr = result["left"]
     assert status == "error" and "PermissionError" in stderr  # no capability left to chroot with
+
+
+SESSION_FILES = r"""
+import json, sys
+from agentdata.sandbox.local import Sandbox
+name = sys.argv[1]
+code = f"print(open({name!r}).read())\nopen({name!r}, 'w').write('again')\nprint(open({name!r}).read())"
+with Sandbox(workers=1, prefork=0, preload=("math",), timeout_s=20) as box:
+    done = box.run(code, files={name: "mine"})
+    result = {"isolation": box.isolation, "stdout": done.stdout, "stderr": done.stderr}
+    print("RESULT" + json.dumps(result))
+"""
+
+
+def test_a_sessions_files_are_its_own_wherever_the_hosts_python_lives():
+    """Probe (issue 41): with the checkout (and its venv) at /tmp/x, a session's file `x` read back nothing: the
+    host's interpreter is bound into the view at its own path, /tmp/x/.venv, and so /tmp/x, in the session's
+    working dir, was the host's folder. Here the host's venv is reached through /tmp/<name>/venv, and the session
+    writes a file of that very name."""
+    if sys.prefix == sys.base_prefix:
+        pytest.skip("needs a virtualenv to reach through a link under /tmp")
+    place = Path(tempfile.mkdtemp(prefix="agentdata-host-", dir="/tmp"))
+    try:
+        (place / "venv").symlink_to(Path(sys.prefix).resolve())
+        done = subprocess.run(
+            [str(place / "venv" / "bin" / "python"), "-c", SESSION_FILES, place.name],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        )
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
+    assert "RESULT" in done.stdout, done.stderr[-3000:]
+    result = json.loads(done.stdout.split("RESULT", 1)[1])
+    if not (result["isolation"]["private_view"] or result["isolation"]["private_tmp"]):
+        pytest.skip(f"no private files per session here: {result['isolation']['warnings']}")
+    assert result["stdout"] == "mine\nagain\n", result

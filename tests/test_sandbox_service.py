@@ -195,3 +195,25 @@ def test_collect_through_the_service_leaves_no_open_http_session(service_url, tm
     assert not [w for w in recwarn if "Unclosed" in str(w.message)]
     assert sandbox.run("print(1)").stdout == "1\n"  # the blocking client is still usable
     sandbox.close()
+
+
+def test_agentdata_names_each_session_with_128_random_bits():
+    """Issue 41 (questionable, decided): the service keys sessions by the name a client gives and trusts whoever
+    reaches it, as SandboxFusion does; a session's name is what lets a client run in it or close it. So the
+    names agentdata's clients make hold 128 random bits (they held 32), which no other client guesses."""
+    import asyncio
+    import re
+
+    from agentdata.agent.config import LoopConfig
+    from agentdata.agent.loop import solve
+    from agentdata.records import Problem
+    from agentdata.synth.stitch.build import StitchConfig, stitch_solution
+    from tests.fakes import SCRIPTED_PROTOCOL, InProcessSandbox, ScriptedEngine
+
+    sandbox = InProcessSandbox()
+    problem = Problem("What is 6 * 7?", "42", id="p1")
+    asyncio.run(solve(problem, ScriptedEngine(), sandbox, LoopConfig(protocol=SCRIPTED_PROTOCOL), sample_index=3))
+    stitch_solution(problem, "6 * 7 = 42, so the answer is \\boxed{42}.", sandbox, StitchConfig())
+    loop_session, stitch_session = sandbox.closed
+    assert re.fullmatch(r"p1-3-[0-9a-f]{32}", loop_session), loop_session
+    assert re.fullmatch(r"stitch-p1-[0-9a-f]{32}", stitch_session), stitch_session

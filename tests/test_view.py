@@ -275,6 +275,47 @@ def test_a_damaged_metrics_line_is_one_line(tmp_path):
     assert answer.status_code == 422 and "row 2" in answer.json()["error"] and "metrics.jsonl" in answer.json()["error"]
 
 
+def test_a_plot_that_links_out_of_its_folder_is_not_served(tmp_path):
+    """Probe (issue 41): a plot that was a link to any file the user could read was served as the plot."""
+    stage = tmp_path / "sft"
+    (stage / "plots").mkdir(parents=True)
+    (stage / "metrics.jsonl").write_text('{"step": 1, "loss": 0.5}\n', encoding="utf-8")
+    secret = tmp_path / "id_rsa"
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    (stage / "plots" / "a_secret.png").symlink_to(secret)
+    (stage / "plots" / "loss.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (stage / "plots" / "same.png").symlink_to("loss.png")  # a link within the folder is a plot like any other
+    data = ViewerData(open_artifacts([stage]))
+    assert data.artifacts()["artifacts"][0]["plots"] == ["loss.png", "same.png"]
+    client = local_client(create_app(data))
+    assert client.get("/api/a/a0/plot/0").content.startswith(b"\x89PNG")
+    (stage / "plots" / "loss.png").unlink()
+    (stage / "plots" / "loss.png").symlink_to(secret)  # swapped for a link after the viewer opened it
+    answer = client.get("/api/a/a0/plot/0")
+    assert answer.status_code == 404 and b"PRIVATE KEY" not in answer.content
+
+
+def test_a_killed_runs_journal_is_said_to_hold_what_the_viewer_does_not_show(tmp_path, capsys):
+    """Probe (issue 41, questionable): view and --sts read the shards only; a killed run's finished trajectories
+    in its journal were left out without a word (inspect counts them). Decided: say so, in the page and the
+    terminal, and leave the run dir as it is (the viewer writes nothing into it but its own index)."""
+    from agentdata.agent.journal import Journal
+    from tests.cli_helpers import run_cli
+    from tests.curate_fixtures import trajectory, write_run
+
+    run = write_run(tmp_path / "run", [trajectory(f"t{i}", problem_id=f"p{i}") for i in range(4)], per_shard=2)
+    journal = Journal(run / "journal.jsonl", {"teacher": "crafted"})
+    for index in range(3):
+        journal.append(trajectory(f"j{index}", problem_id=f"q{index}"))
+    journal.append(trajectory("t0"))  # in a shard already: not counted
+    journal.handle.close()  # killed: no close()
+    data = ViewerData(open_artifacts([run]))
+    (note,) = [line for line in data.artifacts()["artifacts"][0]["notes"] if "journal" in line]
+    assert "3 finished trajectories are only in its journal" in note and note.startswith("warning: ")
+    assert run_cli(["view", str(run), "--sts", str(tmp_path / "traces")]) == 0
+    assert "3 finished trajectories are only in its journal" in " ".join(capsys.readouterr().err.split())
+
+
 # --------------------------------------------------------------------------- the server
 
 
@@ -324,6 +365,14 @@ def test_a_request_for_another_host_name_is_refused(client):
 def test_a_bad_request_is_one_line(client):
     answer = client.get("/api/a/a0/rows?min.num_tool_calls=lots")
     assert answer.status_code == 400 and answer.json() == {"error": "min.num_tool_calls: 'lots' is not a number"}
+
+
+@pytest.mark.parametrize("offset", ["9223372036854775808", "9" * 30])
+def test_an_offset_past_any_table_is_a_400_not_a_python_error(client, offset):
+    """Probe (issue 41): an offset beyond a 64-bit integer was an HTTP 500 quoting Python's OverflowError."""
+    answer = client.get(f"/api/a/a0/rows?offset={offset}")
+    assert answer.status_code == 400 and answer.json() == {"error": f"offset: {offset} is outside [0, 4294967296]"}
+    assert client.get("/api/a/a0/rows?offset=4294967296").json()["rows"] == []  # the largest: an empty page
 
 
 def test_a_shard_damaged_after_opening_is_one_line_in_the_page_and_the_log(tmp_path, workspace, caplog):

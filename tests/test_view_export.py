@@ -185,6 +185,13 @@ def test_the_command_exports_both_and_says_what_it_wrote(workspace, tmp_path, ca
         (["{run}", "--export", "{tmp}/x", "--where", "oops"], "--where oops: expected KEY=VALUE"),
         (["{run}", "--band", "0.8,0.2"], "band"),
         (["{run}", "--export", "{tmp}/x", "--sts", "{tmp}/x"], "same folder"),
+        # Probes (issue 41): the site was written, then the STS folder refused; the tokenizer was named --model
+        (["{run}", "--sts", "{tmp}/x", "--export", "{tmp}/x/site"], "--export is inside the --sts folder"),
+        (["{run}", "--export", "{tmp}/x", "--sts", "{tmp}/x/traces"], "--sts is inside the --export folder"),
+        (
+            ["{run}", "--export", "{tmp}/x", "--tokenizer", "hf:/nonexistent"],
+            "--tokenizer hf:/nonexistent: /nonexistent is not a transformers model dir",
+        ),
     ],
 )
 def test_a_mistake_is_one_line_before_any_work(workspace, tmp_path, capsys, arguments, message):
@@ -193,6 +200,14 @@ def test_a_mistake_is_one_line_before_any_work(workspace, tmp_path, capsys, argu
     error = capsys.readouterr().err.strip()
     assert message in " ".join(error.split()) and len(error.splitlines()) <= 2
     assert not (tmp_path / "x").exists()
+
+
+def test_an_sts_folder_of_other_files_is_refused_before_the_site_is_written(workspace, tmp_path, capsys):
+    taken = tmp_path / "notes"
+    taken.mkdir()
+    (taken / "mine.txt").write_text("keep me")
+    assert run_cli(["view", str(workspace.run), "--export", str(tmp_path / "site"), "--sts", str(taken)]) == 2
+    assert "--sts" in capsys.readouterr().err and not (tmp_path / "site").exists()
 
 
 def test_the_server_binds_loopback_prints_its_url_and_stops_on_ctrl_c(workspace):

@@ -117,6 +117,20 @@ def test_a_needle_too_short_for_the_index_is_searched_by_scanning(run):
         assert set(table.search(needle)) == brute_force(run, needle), needle
 
 
+@pytest.mark.parametrize("needle", ["ab\x00cd", "print(\x00", "\x00\x00\x00"])
+def test_a_search_holding_nul_bytes_is_answered_by_scanning(run, needle):
+    """Probe (issue 41): FTS5 ends a quoted string at a NUL, so the index's query failed (HTTP 500)."""
+    from starlette.testclient import TestClient
+
+    from agentdata.view.server import create_app
+
+    data = opened(run)
+    assert data.artifact("a0").table().search_index is not None
+    answer = TestClient(create_app(data), base_url="http://127.0.0.1").get("/api/a/a0/rows", params={"q": needle})
+    assert answer.status_code == 200 and answer.json()["total"] == len(brute_force(run, needle)), answer.text
+    assert data.artifact("a0").table().search_index is not None  # the index still serves the next search
+
+
 def test_until_the_search_index_is_built_a_search_scans_and_finds_the_same(run):
     waiting = opened(run, keep=False).artifact("a0").table()
     assert waiting.search_index is None and waiting.pending
@@ -147,6 +161,52 @@ def test_a_damaged_search_index_is_built_again(run):
     assert opened(run, keep=False).artifact("a0").table().search_index is None
     table = opened(run).artifact("a0").table()
     assert set(table.search_index.rows("print(")) == brute_force(run, "print(")
+
+
+def zero_all_pages_but_the_header_and_meta(kept: Path) -> None:
+    """Damage as a disk does: every page zeroed but the first (the schema) and the one holding `meta` (the key
+    that says which shards it was built from), so the file still opens and still names these shards."""
+    import sqlite3
+
+    with sqlite3.connect(kept) as con:
+        (meta_page,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'meta'").fetchone()
+        (page_size,) = con.execute("PRAGMA page_size").fetchone()
+    con.close()
+    data = bytearray(kept.read_bytes())
+    for page in range(2, len(data) // page_size + 1):
+        if page != meta_page:
+            data[(page - 1) * page_size : page * page_size] = bytes(page_size)
+    kept.write_bytes(bytes(data))
+
+
+def test_a_search_index_with_zeroed_pages_is_found_damaged_and_built_again(run, caplog):
+    """Probe (issue 41): a kept search.sqlite with zeroed pages was trusted by its key, and every search failed."""
+    from starlette.testclient import TestClient
+
+    from agentdata.view.server import create_app
+
+    opened(run)
+    kept = run / CACHE_DIR / SEARCH_FILE
+    zero_all_pages_but_the_header_and_meta(kept)
+    data = opened(run, keep=False)
+    client = TestClient(create_app(data), base_url="http://127.0.0.1")
+    answer = client.get("/api/a/a0/rows", params={"q": "print("})  # before the check: found by scanning
+    assert answer.status_code == 200 and answer.json()["total"] == len(brute_force(run, "print(")), answer.text
+    with caplog.at_level("WARNING", logger="agentdata.view"):
+        data.catalog.keep()  # after the URL: its pages are checked, and it is built again
+    assert "is damaged: building it again" in caplog.text
+    table = data.artifact("a0").table()
+    assert set(table.search_index.rows("print(")) == brute_force(run, "print(") != set()
+    assert opened(run).artifact("a0").table().search_index is not None  # the rebuilt file is kept
+
+
+def test_a_search_index_damaged_while_served_falls_back_to_scanning(run, caplog):
+    table = opened(run).artifact("a0").table()
+    assert table.search_index is not None
+    zero_all_pages_but_the_header_and_meta(run / CACHE_DIR / SEARCH_FILE)
+    with caplog.at_level("WARNING", logger="agentdata.view"):
+        assert set(table.search("Voilà")) == brute_force(run, "Voilà") != set()
+    assert "searching by scanning" in caplog.text and table.search_index is None
 
 
 KILLED_MID_BUILD = """

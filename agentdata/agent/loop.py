@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-import uuid
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ from agentdata.engines.base import Engine, Generation, GenerationRequest
 from agentdata.formats import ParsedTurn, Protocol, get_protocol, parse_native_calls, split_reasoning
 from agentdata.formats.health import HEALTH_KEY, measure_health
 from agentdata.records import Problem, ToolCall, Trajectory, assistant_message, tool_message
+from agentdata.sandbox.base import new_session_id
 from agentdata.tools import Tool, ToolContext, call_tool, load_tools
 from agentdata.verify.grade import grade, graded_text, quick_grade
 
@@ -94,7 +94,7 @@ async def solve(
         config = config.for_model(engine.spec)
     protocol = get_protocol(config.protocol)
     state = _State(messages=initial_messages(problem, protocol, config))
-    session_id = f"{problem.id}-{sample_index}-{uuid.uuid4().hex[:8]}"
+    session_id = new_session_id(f"{problem.id}-{sample_index}")
     started = time.perf_counter()
     try:
         await _run_turns(state, protocol, engine, sandbox, session_id, config, seed)

@@ -35,7 +35,7 @@ from agentdata.agent.journal import JOURNAL_NAME, KEPT, read_journal
 from agentdata.agent.shard_copies import without_copies
 from agentdata.agent.shards import Shard, tag_of, tags_in
 from agentdata.errors import InputFileError, UserError
-from agentdata.inputs import check_input
+from agentdata.inputs import check_input, check_regular_file, read_text
 from agentdata.records import Trajectory, arrow_schema, atomic_write, read_records, rows_to_table, to_row, write_json
 
 SHARD_PATTERN = re.compile(r"part-(\d{5,})\.parquet$")
@@ -116,14 +116,18 @@ class RunDir:
     # ---------------------------------------------------------------- reading
     def shards(self) -> list[Path]:
         """The committed shards, in write order (temp files of an unfinished write are not shards): a part's
-        own, or of a whole run every part's."""
+        own, or of a whole run every part's. A shard that is no regular file (a FIFO would be waited on for
+        ever, a device read without end) is an InputFileError naming it, for every command that reads a run."""
         if not self.shard_dir.is_dir():
             return []
-        return sorted(
+        shards = sorted(
             p
             for p in self.shard_dir.iterdir()
             if SHARD_PATTERN.search(p.name) and (self.shard is None or tag_of(p.name) == self.shard)
         )
+        for shard in shards:
+            _refuse_irregular(shard, "move it aside")
+        return shards
 
     def sharded(self) -> bool:
         """Whether this dir holds the parts of a sharded run (`--shard I/N`)."""
@@ -176,9 +180,10 @@ class RunDir:
             if self.shard is None and self.sharded():
                 return self._first_part_manifest()
             return None
+        _refuse_irregular(self.manifest_path, MOVE_ASIDE_MANIFEST)
         try:
-            manifest = json.loads(self.manifest_path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            manifest = json.loads(read_text(self.manifest_path))
+        except (InputFileError, json.JSONDecodeError) as error:
             raise UserError(f"{self.manifest_path} is not readable JSON ({error}); {MOVE_ASIDE_MANIFEST}") from None
         if not isinstance(manifest, dict) or not isinstance(manifest.get("settings"), dict):
             raise UserError(f"{self.manifest_path} holds no settings; {MOVE_ASIDE_MANIFEST}")
@@ -332,6 +337,13 @@ class RunDir:
 
 
 MOVE_ASIDE_MANIFEST = "move it aside to resume (the shards keep their own settings)"
+
+
+def _refuse_irregular(path: Path, remedy: str) -> None:
+    try:
+        check_regular_file(path)
+    except InputFileError as error:
+        raise InputFileError(path, f"{error.reason}; {remedy}") from None
 
 
 def _check_shard(shard: Path) -> None:

@@ -75,7 +75,9 @@ def command(
     """Look at trajectories, problems, drop reasons, pools and training curves in the browser."""
     from agentdata.publish.secrets import SECRET_MODES
     from agentdata.view.api import ViewerData
+    from agentdata.view.artifacts import journal_note
     from agentdata.view.catalog import open_artifacts
+    from agentdata.view.export import check_out
     from agentdata.view.mask import Tokenizers
 
     if secrets not in SECRET_MODES:
@@ -101,8 +103,9 @@ def command(
             raise UserError(f"{flag} {target} holds an input: give a folder of its own")
     for index, (target, flag) in enumerate(outputs):
         for other, other_flag in outputs[index + 1 :]:
-            if target.resolve() == other.resolve():
-                raise UserError(f"{flag} and {other_flag} name the same folder: give each its own")
+            check_apart(target, flag, other, other_flag)
+    for target, flag in outputs:
+        check_out(target, flag)  # a folder of other files: refused now, not after the other one is written
     filters = where_filters(where or [])
     started = time.perf_counter()
     with console.status(f"opening {len(paths)} path(s)…", spinner="dots") if not as_json else _nothing():
@@ -117,8 +120,9 @@ def command(
         with console.status(f"loading the tokenizer of {config.tokenizer}…") if not as_json else _nothing():
             data.tokenizers.get()  # before any file is written: a model that cannot be loaded is one line
     for artifact in catalog:
-        if artifact.error:
-            err_console.print(f"[yellow]warning:[/] {escape(artifact.error)}", highlight=False, soft_wrap=True)
+        for line in (artifact.error, journal_note(artifact)):
+            if line:
+                err_console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
     if not outputs:
         return serve(data, config, as_json)
     results = {}
@@ -145,6 +149,17 @@ def command(
     for line in [line for result in results.values() for line in result.get("skipped", [])]:
         err_console.print(f"[yellow]skipped:[/] {escape(line)}", highlight=False, soft_wrap=True)
     console.print(export_table(results))
+
+
+def check_apart(first: Path, first_flag: str, second: Path, second_flag: str) -> None:
+    """Two exports (the site, the STS and ATIF traces) each in a folder of their own: neither inside the other
+    (each export empties its folder first, or refuses one holding other files)."""
+    one, two = first.resolve(), second.resolve()
+    if one == two:
+        raise UserError(f"{first_flag} and {second_flag} name the same folder: give each its own")
+    if one.is_relative_to(two) or two.is_relative_to(one):
+        inner, outer = (first_flag, second_flag) if one.is_relative_to(two) else (second_flag, first_flag)
+        raise UserError(f"{inner} is inside the {outer} folder: give each a folder of its own, side by side")
 
 
 DEFAULT_PLACES = ("runs", "sft.parquet", "sft.jsonl", "pool.parquet", "stitched_sft.parquet")

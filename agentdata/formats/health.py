@@ -15,12 +15,13 @@ check under its own drop reason. A check fails when its count passes its limit
 | `repetition` | the most times one word 10-gram occurs in one assistant turn (its text or its reasoning) |
 | `call_after_answer` | tool calls made after a turn that gave a boxed answer |
 | `repeated_code` | tool calls whose code is exactly that of an earlier call |
-| `tool_output_flood` | characters of the longest tool output |
+| `tool_output_flood` | characters of the longest tool output, as the tool gave it (before it was cut for the model) |
 | `hallucinated_output` | tool-output blocks the model wrote itself (```output, <tool_response>) |
 | `unterminated_code` | calls the model opened and never closed (```python, <tool_call>) |
 | `mixed_protocols` | call markup of another protocol than the trajectory's own |
 
-Pure text work on canonical messages (agentdata.records); nothing is imported but the foundation.
+Pure text work on canonical messages (agentdata.records); nothing is imported but the foundation and
+`tool_output` (how long a cut tool output was).
 """
 
 from __future__ import annotations
@@ -31,10 +32,13 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from agentdata.formats.tool_output import output_length
 from agentdata.settings import check_fields
 
 HEALTH_KEY = "health"  # metadata key of the stored measures
-HEALTH_VERSION = 1  # stored measures of another version are measured again
+# Stored measures of another version are measured again. 2: a tool output's length is the tool's, not the cut one
+# the model saw (which never passed the flood limit under the defaults: 256 shown, 4096 allowed).
+HEALTH_VERSION = 2
 REPEAT_NGRAM = 10  # words per n-gram of the repetition check
 
 _BOX = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
@@ -153,7 +157,7 @@ def measure_health(messages: list[dict[str, Any]], format: str = "codeblock", do
         calls_after_answer=_calls_after_answer(m for _, m in assistants),
         repeated_code=_repeated_code(m for _, m in assistants),
         max_tool_output_chars=max(
-            (len(m.get("content") or "") for m in messages if m.get("role") == "tool"), default=0
+            (output_length(m.get("content") or "") for m in messages if m.get("role") == "tool"), default=0
         ),
         hallucinated_outputs=sum(len(_OUTPUT_MARKUP.findall(text)) for text in texts),
         unterminated_code=sum(_unclosed_calls(text, format) for text in texts),

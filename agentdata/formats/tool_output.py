@@ -8,6 +8,8 @@ missing rather than reading a clipped number as the result.
 
 from __future__ import annotations
 
+import re
+
 DEFAULT_TOOL_OUTPUT_CHARS = 256
 NO_OUTPUT = "(no output)"
 FAILED_SILENTLY = "Execution failed without a message."
@@ -64,3 +66,25 @@ def tool_output_text(
 
 def _marker(cut: int) -> str:
     return f"\n[... {cut} characters cut ...]\n"
+
+
+_MARKER = re.compile(r"\n\[\.\.\. (\d+) characters cut \.\.\.\]\n")
+
+
+def output_length(shown: str) -> int:
+    """How long the output behind a tool message was before it was cut for the model (`tool_output_text`,
+    `truncate_middle`): the shown text plus what its marker says was cut; the shown length where nothing was."""
+    for notice in STATUS_NOTICES.values():  # a notice follows the cut body
+        if shown.endswith("\n" + notice) and len(shown) > len(notice) + 1:
+            return _uncut_length(shown[: -len(notice) - 1]) + len(notice) + 1
+    return _uncut_length(shown)
+
+
+def _uncut_length(text: str) -> int:
+    """Only a marker where `truncate_middle` puts its one marker counts: a program that prints marker-like text
+    in output that was not cut does not make it longer."""
+    for match in _MARKER.finditer(text):
+        kept = len(text) - len(match.group(0))
+        if match.start() == kept - kept // 2:
+            return kept + int(match.group(1))
+    return len(text)

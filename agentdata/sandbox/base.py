@@ -16,9 +16,17 @@ that run an event loop of their own (`collect`) call it before that loop ends.
 
 from __future__ import annotations
 
+import secrets
 from typing import Protocol, runtime_checkable
 
 from agentdata.sandbox.result import ExecResult
+
+
+def new_session_id(prefix: str) -> str:
+    """A session's name, `PREFIX-<128 random bits>`. A session service (`sandbox serve`, like SandboxFusion) trusts
+    whoever reaches it and keys sessions by the name a client gives: the name is what lets a client run in a
+    session or close it, so agentdata's clients make it one no other client can guess (docs/sandbox.md)."""
+    return f"{prefix}-{secrets.token_hex(16)}"
 
 
 class SandboxUnavailable(RuntimeError):

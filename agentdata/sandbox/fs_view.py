@@ -50,6 +50,24 @@ def _inside(path: str, other: str) -> bool:
     return path == other or path.startswith(other.rstrip("/") + "/")
 
 
+def session_dir(bound: list[str]) -> str:
+    """Where each call works (its files, HOME, TMPDIR, the first import path), in a view or a private /tmp: /tmp,
+    unless a host path is bound in under it (an interpreter or venv installed under the host's /tmp, bound at its
+    own path so that it imports), which would take a name among the call's own files (a checkout at /tmp/x made
+    the call's file `x` the host's folder). Then the first of /tmp/work, /tmp/work-2, ... that holds no host path
+    and lies in none: the call's files are its own wherever the host's files are."""
+    bound = [path for path in bound if _inside(path, "/tmp")]
+    candidates = ["/tmp", "/tmp/work", *(f"/tmp/work-{number}" for number in range(2, len(bound) + 3))]
+    return next(c for c in candidates if not any(_inside(path, c) or _inside(c, path) for path in bound))
+
+
+def make_session_dir(path: str) -> str:
+    """The call's working dir, made in its fresh view (or private /tmp) before it drops to its own uid."""
+    os.makedirs(path, exist_ok=True)
+    os.chmod(path, 0o1777)  # as /tmp: the executor's uid writes there
+    return path
+
+
 def view_sources(python_paths: list[str]) -> list[str]:
     """What a view binds in, read-only: the system dirs and a minimal cover of the Python paths.
 

@@ -88,8 +88,8 @@ class Template:
         os.write(capture.stop_write, b"x")
         capture.thread.join()
         if self.state["private_tmp"]:
-            set_environment("/tmp")
-            self.state["import_path"] = import_path("/tmp")
+            set_environment(self.state["workdir"])
+            self.state["import_path"] = import_path(self.state["workdir"])
         gc.collect()
         gc.freeze()
         jail.heap_into_huge_pages()
@@ -114,7 +114,10 @@ class Template:
                 jail.hide_shared_writable_dirs()
                 drop_uid = is_root and self.settings["drop_privileges"]
                 self.state["private_tmp"] = self._probe_view(drop_uid) or self._probe_private_tmp()
-        if not self.state["private_tmp"]:
+        if self.state["private_tmp"]:  # the host paths bound under the call's /tmp: its working dir avoids them
+            bound = [target for _, target in self.state["view_binds"]] or self.state["python_paths"]
+            self.state["workdir"] = fs_view.session_dir([os.path.abspath(path) for path in bound if path])
+        else:
             import tempfile
 
             self.state["tmp_root"] = tempfile.mkdtemp(prefix="agentdata-sandbox-")

@@ -236,10 +236,10 @@ def executor_main(sock: socket.socket, uid: int, settings: dict, state: dict) ->
         os.setsid()
         if state["view"]:
             fs_view.enter_view(state["view"], state["view_binds"], int(settings["disk_mb"]))
-            workdir = "/tmp"
+            workdir = fs_view.make_session_dir(state["workdir"])
         elif state["private_tmp"]:
             jail.private_tmp(int(settings["disk_mb"]), keep=state["python_paths"])
-            workdir = "/tmp"
+            workdir = fs_view.make_session_dir(state["workdir"])
         else:
             workdir = f"{state['tmp_root']}/exec-{uid}-{os.getpid()}"
             os.mkdir(workdir, 0o700)

@@ -25,8 +25,8 @@ __all__ = [
 ]
 
 
-def resolve_model_dir(spec: str) -> Path:
-    """A local transformers model dir for an engine spec or a path."""
+def resolve_model_dir(spec: str, flag: str = "--model") -> Path:
+    """A local transformers model dir for an engine spec or a path; a mistake names `flag`, the option it came from."""
     from agentdata.engines.smollm2 import SMOLLM2_SPEC, SMOLLM2_TIR_SPEC
 
     if spec in (SMOLLM2_SPEC, SMOLLM2_TIR_SPEC):  # smollm2-tir is the same weights, shown an example
@@ -34,11 +34,11 @@ def resolve_model_dir(spec: str) -> Path:
 
         return smollm2_model_dir()
     if spec.startswith("openai:"):
-        raise UserError(f"--model {spec}: a served model cannot be trained; give its weights as hf:DIR")
+        raise UserError(f"{flag} {spec}: a served model has no weights here to load; give its weights as hf:DIR")
     kind, _, rest = spec.partition(":")
     path = Path(rest if kind in ("hf", "vllm") and rest else spec).expanduser()
     if not (path / "config.json").is_file():
-        raise UserError(f"--model {spec}: {path} is not a transformers model dir (no config.json)")
+        raise UserError(f"{flag} {spec}: {path} is not a transformers model dir (no config.json)")
     return path
 
 

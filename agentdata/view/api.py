@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agentdata.view import pages
-from agentdata.view.artifacts import Artifact
+from agentdata.view.artifacts import Artifact, servable_plot
 from agentdata.view.catalog import Catalog
 from agentdata.view.mask import Tokenizers, masked_tokens
 from agentdata.view.query import Query, QueryError
@@ -141,6 +141,6 @@ class ViewerData:
 
     def plot(self, key: str, number: int) -> Path:
         artifact = self.artifact(key)
-        if not 0 <= number < len(artifact.plots):
+        if not 0 <= number < len(artifact.plots) or not servable_plot(artifact.plots[number]):  # as it is now
             raise NotFound(f"{key}/plot/{number}")
         return artifact.plots[number]

@@ -10,7 +10,7 @@
 
 A path that cannot be read becomes a "damaged" artifact holding one line that says why: the page shows
 that line (and the server logs it) instead of failing. The server serves these artifacts and the files
-they name (reports, plots), nothing else.
+they name (reports, plots), nothing else: a plot that is a link out of its folder is left out.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from agentdata.errors import UserError
-from agentdata.inputs import first_row
+from agentdata.inputs import check_input, first_row
 from agentdata.view.table import RowTable
 
 KINDS = ("run", "trajectories", "sft", "pool", "train", "eval", "problems", "folder", "damaged")
@@ -127,6 +127,7 @@ def _is_train_dir(path: Path) -> bool:
 
 
 def _columns(path: Path) -> set[str]:
+    check_input(path)  # a FIFO named x.parquet is refused, not waited on by pyarrow
     if path.suffix.lower() == ".parquet":
         try:
             return set(pq.read_schema(path).names)
@@ -151,7 +152,15 @@ def read_report(path: Path) -> dict[str, Any] | None:
 
 def plots_in(folder: Path, names: Iterable[str] = ()) -> list[Path]:
     found = [folder / name for name in names] if names else sorted(folder.glob(f"*{PLOT_SUFFIX}"))
-    return [path for path in found if path.is_file() and path.suffix == PLOT_SUFFIX]
+    return [path for path in found if servable_plot(path)]
+
+
+def servable_plot(path: Path) -> bool:
+    """A PNG that is a regular file in its own folder: a link that leads out of it (to any file the user can read,
+    e.g. ~/.ssh/id_rsa named plot.png) is not served, nor a FIFO, which would be waited on."""
+    if path.suffix != PLOT_SUFFIX or not path.is_file():
+        return False
+    return path.resolve().parent == path.parent.resolve()
 
 
 def relative_label(path: Path, base: Path) -> str:
@@ -166,3 +175,18 @@ def relative_label(path: Path, base: Path) -> str:
 def one_line(error: BaseException, path: Path) -> str:
     text = " ".join(str(error).split())[:300] or type(error).__name__
     return text if str(path) in text else f"{path}: {text}"
+
+
+ONLY_IN_JOURNAL = "only_in_journal"  # a run's report key: its finished trajectories in no shard yet
+
+
+def journal_note(artifact: Artifact) -> str | None:
+    """The line saying that a run's trajectories only in its journal are not shown, for the page and the terminal."""
+    count = (artifact.report or {}).get(ONLY_IN_JOURNAL) if artifact.kind == "run" else None
+    if not count:
+        return None
+    return (
+        f"{artifact.label}: {count} finished trajectories are only in its journal (a run stopped before its next "
+        "shard), not shown or exported here; `agentdata inspect` counts them, `collect` resumed with the same --out "
+        "moves them into a shard"
+    )

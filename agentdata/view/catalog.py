@@ -10,7 +10,16 @@ from pathlib import Path
 from agentdata.agent.rundir import RunDir
 from agentdata.agent.shard_status import read_sharded
 from agentdata.errors import UserError
-from agentdata.view.artifacts import Artifact, detect, folder_entries, one_line, plots_in, read_report, relative_label
+from agentdata.view.artifacts import (
+    ONLY_IN_JOURNAL,
+    Artifact,
+    detect,
+    folder_entries,
+    one_line,
+    plots_in,
+    read_report,
+    relative_label,
+)
 from agentdata.view.search_index import Cancelled
 from agentdata.view.sets import pool_table, problems_table, sft_table
 from agentdata.view.trajectories import trajectory_table
@@ -101,11 +110,22 @@ def open_trajectories(catalog: Catalog, artifact: Artifact) -> None:
         sharded = read_sharded(artifact.path)  # its parts read as one run, and which are not finished said
         if sharded is not None:
             artifact.report = {**(RunDir(artifact.path).manifest() or {}), "sharded": sharded.as_dict()}
-            return
-        artifact.report = read_report(artifact.path / "manifest.json")
-        stats = read_report(artifact.path / "stats.json")
-        if stats is not None:
-            artifact.report = {**(artifact.report or {}), "stats": stats}
+        else:
+            artifact.report = read_report(artifact.path / "manifest.json")
+            stats = read_report(artifact.path / "stats.json")
+            if stats is not None:
+                artifact.report = {**(artifact.report or {}), "stats": stats}
+        unshown = only_in_journal(artifact.path)
+        if unshown:
+            artifact.report = {**(artifact.report or {}), ONLY_IN_JOURNAL: unshown}
+
+
+def only_in_journal(run: Path) -> int:
+    """Finished trajectories a stopped (or still running) collect left only in its journal, in no shard yet: the
+    viewer lists shards, so they are not shown (nor exported); `inspect` counts them, `collect` resumed moves them
+    into a shard. Read only where a journal is there."""
+    run_dir = RunDir(run)
+    return len(run_dir.journaled()) if run_dir.journal_paths() else 0
 
 
 def open_sft(catalog: Catalog, artifact: Artifact) -> None:

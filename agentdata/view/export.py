@@ -228,12 +228,16 @@ class _Writer:
 MARKER = ".agentdata-view"
 
 
+def check_out(out: Path, flag: str = "--export") -> None:
+    """A new or empty folder, or an earlier export of ours; any other folder is refused rather than written into."""
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+        raise UserError(f"{flag} {out} is a folder that holds other files: give a new or empty folder")
+
+
 def prepare_out(out: Path, flag: str = "--export") -> None:
-    """A new or empty folder, or an earlier export of ours (emptied first, so it holds only this export);
-    any other folder is refused rather than written into."""
+    """`check_out`, then an earlier export of ours is emptied first, so that it holds only this export."""
+    check_out(out, flag)
     if out.is_dir() and any(out.iterdir()):
-        if not (out / MARKER).is_file():
-            raise UserError(f"{flag} {out} is a folder that holds other files: give a new or empty folder")
         for entry in out.iterdir():
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)

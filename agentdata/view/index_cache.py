@@ -31,7 +31,8 @@ from typing import Any
 import polars as pl
 import pyarrow.parquet as pq
 
-from agentdata.errors import UserError
+from agentdata.errors import InputFileError, UserError
+from agentdata.inputs import open_regular_file
 from agentdata.records import atomic_write
 from agentdata.view import search_index
 from agentdata.view.search_index import SEARCH_FILE, SearchIndex
@@ -60,13 +61,16 @@ class IndexCache:
         if self.folder.is_symlink():
             return None
         try:
-            with open(self.path, "rb") as handle:  # one open file: a viewer replacing it meanwhile changes nothing here
+            # One open file (a viewer replacing it meanwhile changes nothing here), opened without waiting: a FIFO
+            # put in its place is refused, and built again, not waited on for ever.
+            with open_regular_file(self.path) as handle:
                 recorded = json.loads((pq.read_metadata(handle).metadata or {}).get(METADATA_KEY.encode(), b"null"))
                 if not isinstance(recorded, dict) or recorded.get("key") != self.key:
                     return None
                 handle.seek(0)
                 return pl.read_parquet(handle), recorded["summary"]
-        except FileNotFoundError:
+        except InputFileError as error:
+            log.debug("the index kept in %s is not read: %s", self.path, error)
             return None
         except Exception:  # noqa: BLE001 - a damaged or foreign file (pyarrow and polars raise many types): rebuilt
             log.debug("the index kept in %s cannot be read; building it again", self.path, exc_info=True)

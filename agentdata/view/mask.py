@@ -24,7 +24,7 @@ class Tokenizers:
             if self._tokenizer is None:
                 from agentdata.training.model import load_tokenizer, resolve_model_dir
 
-                self._tokenizer = load_tokenizer(resolve_model_dir(self.spec))
+                self._tokenizer = load_tokenizer(resolve_model_dir(self.spec, flag="--tokenizer"))
             return self._tokenizer
 
 

@@ -10,7 +10,7 @@ import polars as pl
 from agentdata.errors import InputFileError
 from agentdata.filter.confidence import wilson_interval
 from agentdata.settings import Band
-from agentdata.view.artifacts import Artifact, read_report
+from agentdata.view.artifacts import Artifact, journal_note, read_report
 from agentdata.view.query import QueryError
 from agentdata.view.table import ROW
 
@@ -198,4 +198,7 @@ def notes(artifact: Artifact) -> list[str]:
         sharded = report["sharded"]
         warning = "" if sharded.get("complete") else "warning: not complete, only what is on disk is shown: "
         lines.append(f"{warning}a sharded run of {sharded.get('summary')}")
+    unshown = journal_note(artifact)
+    if unshown:
+        lines.append(f"warning: {unshown}")
     return lines

@@ -21,6 +21,7 @@ from agentdata.settings import Band
 PAGE_SIZE = 50
 MAX_PAGE = 500
 MAX_SEARCH_CHARS = 200
+MAX_OFFSET = 2**32  # more rows than any table holds (its row numbers are 32-bit), far below what a slice overflows at
 RESERVED = {"q", "sort", "desc", "offset", "limit", "band"}
 
 
@@ -64,7 +65,7 @@ class Query:
             search=search,
             sort=params.get("sort") or None,
             descending=params.get("desc", "") in ("1", "true"),
-            offset=int(_number("offset", params.get("offset", "0"), whole=True, low=0)),
+            offset=int(_number("offset", params.get("offset", "0"), whole=True, low=0, high=MAX_OFFSET)),
             limit=int(_number("limit", params.get("limit", str(PAGE_SIZE)), whole=True, low=1, high=MAX_PAGE)),
         )
 

@@ -17,7 +17,7 @@ the index, never the shards. A needle under three characters has no trigram: it 
 every needle while the index is being built, or where the run dir cannot take it. Like the list index it is
 written under a temporary name and renamed into place, so a viewer killed mid-build leaves no file a later
 open would trust; and it records the shards it was built from, so a changed, added or removed shard builds it
-again.
+again. A kept file is checked page by page before a search trusts it (`intact`); a damaged one is built again.
 """
 
 from __future__ import annotations
@@ -127,8 +127,8 @@ class SearchIndex:
 
     def rows(self, needle: str) -> pl.Series | None:
         """The row numbers whose question, message or call holds `needle` (case folded); None when it is too short
-        for the index (the caller scans)."""
-        if len(needle) < MIN_CHARS:
+        for the index or holds a NUL (the caller scans)."""
+        if len(needle) < MIN_CHARS or "\x00" in needle:  # FTS5's query parser ends a string at a NUL byte
             return None
         query = " OR ".join('"' + form.replace('"', '""') + '"' for form in sorted(needle_forms(needle)))
         with self._lock:
@@ -140,6 +140,20 @@ class SearchIndex:
         found = np.zeros(int(rows.max()) + 1 if rows.size else 0, dtype=bool)  # each row once, in order (no sort)
         found[rows[np.repeat(starts, lengths) + within]] = True
         return pl.Series(ROW_ID, np.flatnonzero(found), dtype=pl.UInt32)
+
+    def intact(self) -> bool:
+        """Whether every page of the file reads as SQLite wrote it (a quick_check: one read of the file, in the
+        background after the URL). A file damaged on disk (pages zeroed, cut, overwritten) is otherwise trusted by
+        its recorded key and finds nothing, or fails every search."""
+        try:
+            with self._lock:
+                return self._con.execute("PRAGMA quick_check").fetchall() == [("ok",)]
+        except sqlite3.Error:
+            return False
+
+    def close(self) -> None:
+        with self._lock:
+            self._con.close()
 
     @property
     def warm(self) -> bool:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
+import logging
+import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,9 +25,11 @@ from agentdata.agent.inspection import read_trajectories, trajectory_from_row
 from agentdata.agent.rundir import ROW_ID, check_shards, damaged_shard, scan_shards, shard_paths, trajectory_files
 from agentdata.records import Trajectory, records_to_table
 from agentdata.view.index_cache import IndexCache
+from agentdata.view.search_index import SearchIndex
 from agentdata.view.table import ROW, Column, RowTable, contains, preview
 
 assert ROW == ROW_ID  # one row number for the index, the search and the fetch
+log = logging.getLogger("agentdata.view")
 
 COLUMNS = (
     Column("id", "text"),
@@ -219,12 +223,18 @@ class TrajectoryTable(RowTable):
         self.origin = origin
         self._cache = cache
         self._index_kept = origin == "read back"
-        self.search_index = cache.load_search() if cache is not None else None
+        # A kept search index is trusted once `keep` has checked its pages (after the URL); a search scans until then.
+        self._kept_search = cache.load_search() if cache is not None else None
+        self.search_index: SearchIndex | None = None
 
     def _search_rows(self, needle: str) -> pl.Series:
         """From the search index when it is ready and the needle long enough for it; else by scanning the shards."""
         index = self.search_index
-        found = index.rows(needle) if index is not None else None
+        try:
+            found = index.rows(needle) if index is not None else None
+        except sqlite3.Error as error:  # damaged on disk while served: scan from now on, never a failed search
+            log.warning("the search index of %s cannot be read (%s): searching by scanning", self._source.path, error)
+            self.search_index = found = None
         if found is not None:
             return found
         matches = self._source.scan().select(ROW, "question", "messages").filter(_full_text(needle))
@@ -245,6 +255,13 @@ class TrajectoryTable(RowTable):
         if not self._index_kept:
             self._index_kept = True  # tried once: a run dir that cannot take it is not tried again
             self.origin = "built, kept" if self._cache.store(self.index, self.summary()) else "built"
+        if search and self._kept_search is not None:
+            kept, self._kept_search = self._kept_search, None
+            if kept.intact():
+                self.search_index = kept
+            else:
+                kept.close()
+                log.warning("the search index kept in %s is damaged: building it again", self._cache.search_path)
         if search and self.search_index is None and self.origin != "built":
             self.search_index = self._cache.store_search(stop)
         if search and self.search_index is not None:

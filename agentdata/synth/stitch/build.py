@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentdata.engines.defaults import DEFAULT_PROTOCOL
 from agentdata.pacing import check_sandbox_max_rps, sandbox_max_rps_field
 from agentdata.records import CODE_TOOL, Problem, ToolCall, Trajectory, assistant_message, tool_message
+from agentdata.sandbox.base import new_session_id
 from agentdata.settings import check_fields
 from agentdata.synth.stitch.calculations import (
     GSM8K_ANSWER,
@@ -81,7 +81,7 @@ def stitch_solution(
         {"role": "system", "content": system},
         {"role": "user", "content": problem.question},
     ]
-    session_id = f"stitch-{problem.id}-{uuid.uuid4().hex[:8]}"
+    session_id = new_session_id(f"stitch-{problem.id}")
     counts = _Counts()
     try:
         _run_steps(steps, sandbox, session_id, config, messages, counts)
