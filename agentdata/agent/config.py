@@ -219,6 +219,28 @@ class CollectConfig:
             "help": "On resume, run again the trajectories that ended in an error (an engine or sandbox failure)."
         },
     )
+    harness: str | None = field(
+        default=None,
+        metadata={
+            "help": "An agent harness as the teacher: COMMAND (with its arguments) run once per trajectory against "
+            "a recording gateway in front of the teacher engine (OPENAI_BASE_URL, OPENAI_API_KEY; the question on "
+            "stdin, in AGENTDATA_QUESTION and for {question}); docs/harnesses.md. Unset: the built-in agent loop."
+        },
+    )
+    harness_timeout: float = field(
+        default=600.0,
+        metadata={
+            "help": "With --harness: seconds one run may take; then its process group is killed.",
+            "range": "(0, 86400]",
+        },
+    )
+    harness_retries: int = field(
+        default=2,
+        metadata={
+            "help": "With --harness: times a run that failed before its model answered once is started again.",
+            "range": "[0, 100]",
+        },
+    )
     loop: LoopConfig = field(default_factory=LoopConfig, metadata={"help": "The agent-loop settings."})
     sharding: ShardingConfig = field(
         default_factory=ShardingConfig,
