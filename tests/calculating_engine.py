@@ -20,8 +20,9 @@ class Calculating(Engine):
     async def generate(self, request: GenerationRequest) -> Generation:
         self.requests.append(request)
         last = request.messages[-1]
-        if last["role"] == "tool":
-            answer = f"The tool says {last['content']}, so \\boxed{{{last['content']}}}."
+        if last["role"] == "tool" or last["content"].startswith("Observation: "):  # a result, or one as text
+            result = last["content"].removeprefix("Observation: ")
+            answer = f"The tool says {result}, so \\boxed{{{result}}}."
             return Generation(answer, None, "stop", 30, 9)
         question = next(m["content"] for m in request.messages if m["role"] == "user")
         call = json.dumps({"name": "code_interpreter", "arguments": {"code": SUM.search(question).group(0)}})

@@ -155,3 +155,12 @@ def test_collect_harness_from_the_command_line_makes_a_run_dir_that_curate_takes
     assert run_cli(["curate", str(run_dir), "--out", str(sft), "--json"]) == 0
     kept = pq.read_table(sft).to_pylist()
     assert len(kept) == 2 and all(row["messages"][-1]["content"].endswith("}.") for row in kept)
+
+
+def test_an_answer_the_harness_rewrote_in_its_history_is_kept_whole_in_the_log(tmp_path):
+    (trajectory,) = run(tmp_path, ["REWRITE: what is 6*7?"])
+    first, last = trajectory.metadata["gateway"]
+    assert trajectory.messages[2]["content"] == "Calling tools: 6*7"  # the history as the harness sent it
+    kept = first["exchange"]["response"]["choices"][0]["message"]  # and the answer as the model gave it
+    assert json.loads(kept["tool_calls"][0]["function"]["arguments"]) == {"code": "6*7"}
+    assert "exchange" not in last

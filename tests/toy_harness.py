@@ -4,7 +4,7 @@ library only, offers one tool, runs each call it gets (an expression, with eval)
 Its behaviour for a test is chosen by the question: FAIL_ONCE (fail before any model call the first time,
 then work: a marker file beside the question's own), CRASH (die by SIGKILL after the first answer), HANG
 (start a child that sleeps and hang; both their pids are written to $TOY_PIDS), QUIET (print nothing),
-LAST_LINE (print the bare answer last).
+LAST_LINE (print the bare answer last), REWRITE (keep its calls in its history as text).
 """
 
 from __future__ import annotations
@@ -54,6 +54,12 @@ def main() -> None:
     messages = [{"role": "system", "content": "Use the code interpreter."}, {"role": "user", "content": question}]
     for _ in range(4):
         reply = chat(messages)
+        if "REWRITE" in question and reply.get(
+            "tool_calls"
+        ):  # keeps its own text form of the calls, as smolagents does
+            messages.append({"role": "assistant", "content": "Calling tools: 6*7"})
+            messages.append({"role": "user", "content": "Observation: 42"})
+            continue
         messages.append(reply)
         if "CRASH" in question:
             os.kill(os.getpid(), signal.SIGKILL)

@@ -89,7 +89,7 @@ def token_counts(session: Session) -> tuple[int, int]:
 
 def exchange_log(session: Session, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every exchange of the session, in order: its settings, status, usage and seconds; one whose messages
-    are not the start of the trajectory's conversation, or was not answered, also whole."""
+    and answer are not the start of the trajectory's conversation, or was not answered, also whole."""
     log = []
     for exchange in session.exchanges:
         entry = {
@@ -111,7 +111,11 @@ def exchange_log(session: Session, messages: list[dict[str, Any]]) -> list[dict[
 
 
 def _starts(exchange: Exchange, messages: list[dict[str, Any]]) -> bool:
+    """Whether the exchange, its answer included, is the start of the conversation as it was kept (a harness
+    that rewrites an answer in its history, as smolagents does, has the answer kept whole in the log)."""
     sent = [_canonical(message) for message in exchange.messages if isinstance(message, dict)]
+    if exchange.response is not None:
+        sent.append(_canonical(exchange.response["choices"][0]["message"]))
     return _named_tool_results(sent) == messages[: len(sent)]
 
 
