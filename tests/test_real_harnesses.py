@@ -67,7 +67,7 @@ def test_smolagents_code_agent_makes_a_run_dir_curate_takes(problems, tmp_path, 
     assert run_cli(["inspect", str(tmp_path / "run"), "--json"]) == 0
 
 
-def test_smolagents_tool_calling_agent_runs_its_code_in_the_mcp_sandbox(problems, tmp_path, monkeypatch):
+def test_smolagents_tool_calling_agent_runs_its_code_in_the_mcp_sandbox(problems, tmp_path, monkeypatch, capsys):
     mcp_server = f"{sys.executable} -m agentdata.cli.app sandbox serve --mcp --timeout 10 -w 1 --prefork 0"
     monkeypatch.setenv("AGENTDATA_SANDBOX_MCP", mcp_server)
     monkeypatch.setenv("PYTHONPATH", str(REPO))
@@ -81,6 +81,9 @@ def test_smolagents_tool_calling_agent_runs_its_code_in_the_mcp_sandbox(problems
         assert trajectory.messages[-1]["tool_calls"][0]["function"]["name"] == "final_answer"
         first = trajectory.metadata["gateway"][0]["exchange"]["response"]["choices"][0]["message"]
         assert first["tool_calls"][0]["function"]["name"] == "code_interpreter"  # as the model made the call
+    capsys.readouterr()
+    assert run_cli(["view", str(tmp_path / "run"), "--export", str(tmp_path / "site")]) == 0
+    assert (tmp_path / "site" / "index.html").is_file()
 
 
 @pytest.fixture

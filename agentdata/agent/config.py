@@ -73,9 +73,9 @@ class LoopConfig:
     tools: list[str] = field(
         default_factory=lambda: list(DEFAULT_TOOLS),
         metadata={
-            "help": "Tools the model may call: code_interpreter, or a typed Python function as module:function or "
-            "path/to/file.py:function (its JSON schema is derived). --tool adds one beside the file's or "
-            "default list (repeatable).",
+            "help": "Tools the model may call: code_interpreter, a typed Python function as module:function or "
+            "path/to/file.py:function (its JSON schema is derived), or mcp:COMMAND / mcp:URL (every tool of an MCP "
+            "server, its schemas read from it). --tool adds one beside the file's or default list (repeatable).",
             "flag": "--tool",
             "split": False,
             "append": True,
