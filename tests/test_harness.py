@@ -4,7 +4,10 @@ problem, into an ordinary run dir (tests/toy_harness.py is the harness; a script
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -34,6 +37,7 @@ def run(tmp_path: Path, questions: list[str], command: str = HARNESS, **settings
 def toy_files(tmp_path, monkeypatch):
     monkeypatch.setenv("TOY_MARKER", str(tmp_path / "failed-once"))
     monkeypatch.setenv("TOY_PIDS", str(tmp_path / "pids"))
+    monkeypatch.setenv("TOY_RELEASE", str(tmp_path / "release"))
 
 
 def test_a_harness_run_becomes_an_ordinary_graded_trajectory(tmp_path):
@@ -164,3 +168,30 @@ def test_an_answer_the_harness_rewrote_in_its_history_is_kept_whole_in_the_log(t
     kept = first["exchange"]["response"]["choices"][0]["message"]  # and the answer as the model gave it
     assert json.loads(kept["tool_calls"][0]["function"]["arguments"]) == {"code": "6*7"}
     assert "exchange" not in last
+
+
+def test_collect_killed_mid_run_resumes_keeping_what_it_finished(tmp_path):
+    problems = tmp_path / "problems.jsonl"
+    rows = [{"question": "What is 1+1?", "answer": "2"}, {"question": "BLOCK: what is 2+2?", "answer": "4"}]
+    problems.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    run_dir = tmp_path / "run"
+    teacher = f"{Path(__file__).with_name('calculating_engine.py')}:Calculating"
+    args = [sys.executable, "-m", "agentdata.cli.app", "collect", str(problems), "--teacher", teacher]
+    args += ["--harness", HARNESS, "--out", str(run_dir), "--concurrency", "1", "--json"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    collecting = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    journal = run_dir / "journal.jsonl"
+    try:
+        while not (journal.exists() and len(journal.read_text().splitlines()) >= 2):  # the header and one row
+            assert collecting.poll() is None, "collect ended before it was killed"
+            time.sleep(0.05)
+    finally:
+        collecting.kill()  # kill -9, the second harness run blocked in the middle
+        collecting.wait()
+    finished = json.loads(journal.read_text().splitlines()[1])
+    (tmp_path / "release").touch()  # the orphaned harness finds the gateway gone and exits
+    assert subprocess.run(args, env=env, capture_output=True).returncode == 0
+    trajectories = {t.question: t for t in read_trajectories(run_dir)}
+    assert all(t.correct for t in trajectories.values()) and len(trajectories) == 2
+    kept = trajectories[finished["question"]]  # not run again: the same run, as the journal kept it
+    assert kept.metadata["gateway"][0]["started_at"] == json.loads(finished["metadata"])["gateway"][0]["started_at"]

@@ -4,7 +4,8 @@ library only, offers one tool, runs each call it gets (an expression, with eval)
 Its behaviour for a test is chosen by the question: FAIL_ONCE (fail before any model call the first time,
 then work: a marker file beside the question's own), CRASH (die by SIGKILL after the first answer), HANG
 (start a child that sleeps and hang; both their pids are written to $TOY_PIDS), QUIET (print nothing),
-LAST_LINE (print the bare answer last), REWRITE (keep its calls in its history as text).
+LAST_LINE (print the bare answer last), REWRITE (keep its calls in its history as text),
+BLOCK (wait until the file $TOY_RELEASE exists).
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ def main() -> None:
         if not os.path.exists(marker):
             open(marker, "w").close()
             sys.exit("could not import the harness's library")
+    if "BLOCK" in question:  # waits for the test to let it go (after killing collect)
+        while not os.path.exists(os.environ["TOY_RELEASE"]):
+            time.sleep(0.05)
     if "HANG" in question:
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         with open(os.environ["TOY_PIDS"], "w") as pids:
