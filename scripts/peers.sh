@@ -9,6 +9,7 @@
 #   .peers/bigcodebench BigCodeBench's harness (`bigcodebench`, --no-deps, with what its evaluator and the tests import)
 #   .peers/smolagents smolagents (CodeAgent, ToolCallingAgent with MCP tools), driven by `collect --harness`
 #   .peers/qwenagent qwen-agent (its code interpreter on agentdata's SandboxFusion-compatible service)
+#   .peers/openaiagents the OpenAI Agents SDK (`openai-agents`, with agentdata's MCP sandbox)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -81,10 +82,15 @@ install_qwenagent() {
   .peers/qwenagent/bin/python -m pip install -q "qwen-agent==0.0.34" numpy soundfile tqdm python-dateutil
 }
 
+install_openaiagents() {
+  make_venv openaiagents
+  .peers/openaiagents/bin/python -m pip install -q "openai-agents==0.24.0"
+}
+
 # The venvs are independent, so they install side by side (pip spends most of its time unpacking
 # and writing files on one core); each one's output goes to a log, shown only if it fails.
 logs=$(mktemp -d)
-names=(${@:-serve verl sfclient humaneval evalplus bigcodebench smolagents qwenagent})
+names=(${@:-serve verl sfclient humaneval evalplus bigcodebench smolagents qwenagent openaiagents})
 pids=()
 for name in "${names[@]}"; do
   ( "install_$name" ) >"$logs/$name.log" 2>&1 &

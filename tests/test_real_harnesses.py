@@ -1,8 +1,8 @@
 """The real harnesses, each installed from the registry in its own venv (scripts/peers.sh: smolagents,
-qwenagent), driven by `collect --harness` through the recording gateway, a scripted model behind it
-(tests/scripted_agents.py): smolagents' CodeAgent, its ToolCallingAgent with agentdata's MCP sandbox, and
-qwen-agent with its code interpreter on agentdata's SandboxFusion-compatible service. Skipped where a venv
-is missing."""
+qwenagent, openaiagents), driven by `collect --harness` through the recording gateway, a scripted model
+behind it (tests/scripted_agents.py): smolagents' CodeAgent, its ToolCallingAgent with agentdata's MCP
+sandbox, qwen-agent with its code interpreter on agentdata's SandboxFusion-compatible service, and the
+OpenAI Agents SDK with the MCP sandbox. Skipped where a venv is missing."""
 
 from __future__ import annotations
 
@@ -108,3 +108,17 @@ def test_qwen_agent_on_the_sandboxfusion_service_makes_an_sft_set(problems, tmp_
         assert all(entry["sampling"]["stream"] for entry in trajectory.metadata["gateway"])  # qwen-agent streams
     rows = curated(tmp_path / "run", tmp_path / "sft.parquet")
     assert len(rows) == 2 and all(row["messages"][1]["tool_calls"] for row in rows)
+
+
+def test_openai_agents_sdk_with_the_mcp_sandbox_makes_an_sft_set(problems, tmp_path, monkeypatch):
+    mcp_server = f"{sys.executable} -m agentdata.cli.app sandbox serve --mcp --timeout 10 -w 1 --prefork 0"
+    monkeypatch.setenv("AGENTDATA_SANDBOX_MCP", mcp_server)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    harness = f"{peer('openaiagents')} {EXAMPLES / 'openai_agents_mcp.py'}"
+    trajectories = collect_with(problems, tmp_path / "run", harness)
+    for trajectory in trajectories:
+        roles = [message["role"] for message in trajectory.messages]
+        assert roles == ["system", "user", "assistant", "tool", "assistant"]
+        assert trajectory.messages[3]["content"] == QUESTIONS[trajectory.question]  # the MCP sandbox's output
+        assert [tool["function"]["name"] for tool in trajectory.tools] == ["code_interpreter"]
+    assert len(curated(tmp_path / "run", tmp_path / "sft.parquet")) == 2
