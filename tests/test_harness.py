@@ -60,7 +60,7 @@ def test_a_harness_run_becomes_an_ordinary_graded_trajectory(tmp_path):
     assert (trajectory.prompt_tokens, trajectory.completion_tokens) == (20, 16)
     log = trajectory.metadata["gateway"]
     assert [entry["status"] for entry in log] == [200, 200]
-    assert log[0]["sampling"] == {"model": "any", "temperature": 0.0}
+    assert log[0]["sampling"] == {"model": "any", "temperature": 0.0, "seed": trajectory.sampling["seed"]}
     assert all("exchange" not in entry for entry in log)  # both are the start of the conversation kept
     assert trajectory.metadata["harness"]["attempts"] == 1 and trajectory.metadata["harness"]["exit_code"] == 0
 
@@ -85,7 +85,7 @@ def test_a_failure_before_any_model_answer_is_retried(tmp_path):
 def test_a_harness_killed_mid_run_is_never_trusted_nor_run_again_in_that_run(tmp_path):
     trajectory, _ = run(tmp_path, ["CRASH: what is 3+4?", "What is 1+2?"])
     assert trajectory.finish_reason == "error" and not trajectory.correct and trajectory.final_answer is None
-    assert trajectory.error.startswith("harness exited with -9 after 1 model answer(s)")
+    assert trajectory.error.startswith("harness killed by signal 9 after 1 model answer(s)")
     assert trajectory.metadata["harness"]["attempts"] == 1
     assert [m["role"] for m in trajectory.messages] == ["system", "user", "assistant"]  # kept to look at
 

@@ -29,7 +29,9 @@ TOOL = {
 
 
 def chat(messages: list[dict]) -> dict:
-    body = json.dumps({"model": "any", "messages": messages, "tools": [TOOL], "temperature": 0.0}).encode()
+    seed = int(os.environ["AGENTDATA_SEED"])  # the trajectory's seed, sent on as a harness's sampling seed
+    body = {"model": "any", "messages": messages, "tools": [TOOL], "temperature": 0.0, "seed": seed}
+    body = json.dumps(body).encode()
     request = urllib.request.Request(
         os.environ["OPENAI_BASE_URL"] + "/chat/completions",
         data=body,

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from agentdata.agent.config import CollectConfig
 from agentdata.agent.harness_record import answer_text, conversation, exchange_log, token_counts, tool_schemas
 from agentdata.errors import UserError
 from agentdata.gateway import Gateway, Session
@@ -94,9 +95,10 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def harness_env(base_url: str, problem: Problem, sandbox_url: str | None) -> dict[str, str]:
+def harness_env(base_url: str, problem: Problem, seed: int, sandbox_url: str | None) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
+        AGENTDATA_SEED=str(seed),  # the trajectory's own seed, for a harness that samples with one
         OPENAI_BASE_URL=base_url,
         OPENAI_API_BASE=base_url,  # older clients' name for it
         OPENAI_API_KEY=API_KEY,
@@ -113,7 +115,7 @@ class HarnessSolver:
     """Solves one problem by running the harness against a gateway session; what `collect` calls per
     trajectory in place of the agent loop's `solve`."""
 
-    def __init__(self, command: str, gateway: Gateway, sandbox: Any, config: Any):
+    def __init__(self, command: str, gateway: Gateway, sandbox: Any, config: CollectConfig):
         self.argv = harness_argv(command)
         self.command, self.gateway, self.sandbox, self.config = command, gateway, sandbox, config
         urls = [url for url in str(config.loop.sandbox).split(",") if url.startswith(("http://", "https://"))]
@@ -122,16 +124,16 @@ class HarnessSolver:
     async def __call__(self, problem: Problem, index: int, seed: int) -> Trajectory:
         attempts = []
         for _ in range(self.config.harness_retries + 1):
-            session, run = await self._attempt(problem)
+            session, run = await self._attempt(problem, seed)
             attempts.append(run)
             if run.ok or session.answered():  # a run the model took part in is never run again here
                 break
         return await self._trajectory(problem, index, seed, session, run, len(attempts))
 
-    async def _attempt(self, problem: Problem) -> tuple[Session, HarnessRun]:
+    async def _attempt(self, problem: Problem, seed: int) -> tuple[Session, HarnessRun]:
         session = self.gateway.open(problem.id)
         argv = [arg.replace(QUESTION_FIELD, problem.question) for arg in self.argv]
-        env = harness_env(self.gateway.url(session), problem, self.sandbox_url)
+        env = harness_env(self.gateway.url(session), problem, seed, self.sandbox_url)
         try:
             run = await run_harness(argv, problem.question, env, self.config.harness_timeout)
         finally:
@@ -185,17 +187,19 @@ class HarnessSolver:
 
 def _failure(run: HarnessRun, session: Session) -> str:
     last_line = next((line for line in reversed(run.stderr.splitlines()) if line.strip()), "")
+    ended = f"killed by signal {-run.exit_code}" if run.exit_code is not None and run.exit_code < 0 else None
+    ended = ended or f"exited with {run.exit_code}"
     if run.exit_code is None:
         how = f"harness killed at its time limit after {len(session.answered())} model answer(s)"
     elif not session.answered():
-        how = f"harness exited with {run.exit_code} before its model answered (infrastructure)"
+        how = f"harness {ended} before its model answered (infrastructure)"
     else:
-        how = f"harness exited with {run.exit_code} after {len(session.answered())} model answer(s)"
+        how = f"harness {ended} after {len(session.answered())} model answer(s)"
     return f"{how}: {last_line[-300:]}" if last_line else how
 
 
 @contextlib.asynccontextmanager
-async def harness_solver(engine: Any, sandbox: Any, config: Any) -> AsyncIterator[Solver]:
+async def harness_solver(engine: Any, sandbox: Any, config: CollectConfig) -> AsyncIterator[Solver]:
     """A gateway in front of `engine` for the length of the run, and the solver that uses it."""
     solver = HarnessSolver(config.harness, Gateway(engine), sandbox, config)  # a bad command: refused first
     async with solver.gateway:
