@@ -23,6 +23,8 @@ class Calculating(Engine):
         if last["role"] == "tool" or last["content"].startswith("Observation: "):  # a result, or one as text
             result = last["content"].removeprefix("Observation: ")
             answer = f"The tool says {result}, so \\boxed{{{result}}}."
+            if "PLAIN" in request.messages[1]["content"]:  # no boxed answer: the harness prints its own
+                answer = f"The tool says {result}."
             return Generation(answer, None, "stop", 30, 9)
         question = next(m["content"] for m in request.messages if m["role"] == "user")
         call = json.dumps({"name": "code_interpreter", "arguments": {"code": SUM.search(question).group(0)}})

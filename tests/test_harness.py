@@ -195,3 +195,14 @@ def test_collect_killed_mid_run_resumes_keeping_what_it_finished(tmp_path):
     assert all(t.correct for t in trajectories.values()) and len(trajectories) == 2
     kept = trajectories[finished["question"]]  # not run again: the same run, as the journal kept it
     assert kept.metadata["gateway"][0]["started_at"] == json.loads(finished["metadata"])["gateway"][0]["started_at"]
+
+
+def test_regrade_grades_what_the_harness_run_was_graded_on(tmp_path, capsys):
+    # the model's last reply has no boxed answer; the harness printed its own, which was graded
+    (trajectory,) = run(tmp_path, ["PLAIN TOOL_RESULT: what is 2+3?"])
+    assert trajectory.correct and trajectory.messages[-1]["content"] == "The tool says 5."
+    assert trajectory.metadata["graded_text"] == "\\boxed{5}"
+    capsys.readouterr()
+    assert run_cli(["regrade", str(tmp_path / "run"), "--out", str(tmp_path / "again"), "--json"]) == 0
+    (regraded,) = read_trajectories(tmp_path / "again")
+    assert regraded.correct and regraded.final_answer == "5"  # no flip

@@ -5,7 +5,7 @@ Its behaviour for a test is chosen by the question: FAIL_ONCE (fail before any m
 then work: a marker file beside the question's own), CRASH (die by SIGKILL after the first answer), HANG
 (start a child that sleeps and hang; both their pids are written to $TOY_PIDS), QUIET (print nothing),
 LAST_LINE (print the bare answer last), REWRITE (keep its calls in its history as text),
-BLOCK (wait until the file $TOY_RELEASE exists).
+BLOCK (wait until the file $TOY_RELEASE exists), TOOL_RESULT (print the last tool result as its answer).
 """
 
 from __future__ import annotations
@@ -76,7 +76,9 @@ def main() -> None:
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": str(eval(code))})
     if len(sys.argv) > 1:
         print("argument:", sys.argv[1])
-    if "LAST_LINE" in question:  # the bare answer on the last line
+    if "TOOL_RESULT" in question:  # its own answer: the last result its tool gave
+        print(next(m["content"] for m in reversed(messages) if m["role"] == "tool"))
+    elif "LAST_LINE" in question:  # the bare answer on the last line
         print("thinking...")
         print(reply["content"].split("\\boxed{")[1].split("}")[0])
     elif "QUIET" not in question:

@@ -26,7 +26,7 @@ from agentdata.agent.harness_record import answer_text, conversation, exchange_l
 from agentdata.errors import UserError
 from agentdata.gateway import Gateway, Session
 from agentdata.records import Problem, Trajectory
-from agentdata.verify.grade import grade, quick_grade
+from agentdata.verify.grade import GRADED_TEXT_KEY, grade, quick_grade
 
 OUTPUT_KEPT_CHARS = 4000  # the tail of a run's stdout and stderr kept on its trajectory
 API_KEY = "agentdata"  # any key: the gateway checks none, but clients refuse to start without one
@@ -146,7 +146,7 @@ class HarnessSolver:
         messages = conversation(session) or [{"role": "user", "content": problem.question}]
         prompt_tokens, completion_tokens = token_counts(session)
         error = None if run.ok else _failure(run, session)
-        verdict = None
+        verdict, text = None, None
         if error is None:
             text = answer_text(run.stdout, messages, problem.domain)
             verdict = quick_grade(problem, text) or await asyncio.to_thread(grade, problem, text, self.sandbox)
@@ -181,6 +181,7 @@ class HarnessSolver:
                     "stderr_tail": run.stderr[-OUTPUT_KEPT_CHARS:],
                 },
                 "gateway": exchange_log(session, messages),
+                **({GRADED_TEXT_KEY: text} if text is not None else {}),  # regrade grades what was graded
             },
         )
 
