@@ -123,6 +123,9 @@ def test_a_missing_sdk_is_one_line(monkeypatch):
         mcp_server.load_mcp()
 
 
-def test_an_unknown_transport_is_refused():
+def test_an_unknown_transport_or_one_without_mcp_is_refused():
     refused = subprocess.run([*CLI, "--transport", "carrier-pigeon"], capture_output=True, text=True, env=ENV)
     assert refused.returncode == 2 and "--transport 'carrier-pigeon': use stdio or http" in refused.stderr
+    plain = [arg for arg in CLI if arg != "--mcp"]
+    refused = subprocess.run([*plain, "--transport", "http"], capture_output=True, text=True, env=ENV)
+    assert refused.returncode == 2 and "--transport is for --mcp" in refused.stderr

@@ -51,6 +51,8 @@ def serve(
 
     if transport not in ("stdio", "http"):
         raise UserError(f"--transport {transport!r}: use stdio or http")
+    if transport != "stdio" and not mcp:
+        raise UserError("--transport is for --mcp: the HTTP service serves HTTP alone")
     if mcp:
         from agentdata.sandbox.mcp_server import load_mcp
 
