@@ -156,6 +156,8 @@ def test_a_bad_request_names_its_field():
     (response,), session, _ = exchange_with(engine, {"messages": [{"role": "user", "content": "q"}], "top_p": "x"})
     assert response.status_code == 400 and response.json()["error"]["message"].startswith("top_p:")
     assert engine.requests == [] and session.exchanges[0].status == 400
+    (several,), _, _ = exchange_with(engine, {"messages": [{"role": "user", "content": "q"}], "n": 3})
+    assert several.status_code == 400 and several.json()["error"]["message"].startswith("n: ")
 
 
 def test_a_closed_or_unknown_session_is_refused():

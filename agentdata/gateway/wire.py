@@ -48,6 +48,8 @@ def read_request(body: Any, session: str) -> ChatRequest:
     tools = body.get("tools") or None
     if tools is not None and not isinstance(tools, list):
         raise BadRequest("tools: a list is expected")
+    if body.get("n") not in (None, 1):
+        raise BadRequest(f"n: the gateway answers one choice per request, got {body.get('n')!r}")
     stop = body.get("stop") or ()
     stream_options = body.get("stream_options") or {}
     generation = GenerationRequest(
