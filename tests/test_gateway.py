@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
+from pathlib import Path
 
 import httpx
 
@@ -56,6 +58,7 @@ def exchange_with(engine: Engine, *bodies: dict, close_first: bool = False, sess
             async with httpx.AsyncClient(timeout=30) as client:
                 responses = [await client.post(f"{url}/chat/completions", json=body) for body in bodies]
                 models = await client.get(f"{url}/models")
+            await engine.aclose()  # an HTTP engine's session belongs to this event loop
             return responses, gateway.close(session), models
 
     return asyncio.run(run())
@@ -167,3 +170,22 @@ def test_a_closed_or_unknown_session_is_refused():
     (unknown,), _, models = exchange_with(engine, body, session_id="made-up")
     assert closed.status_code == unknown.status_code == models.status_code == 404
     assert engine.requests == []  # a stray harness never reaches the model, nor anybody's record
+
+
+def test_an_openai_engine_behind_the_gateway_passes_its_servers_calls_and_reasoning():
+    # any engine spec goes behind it: here `openai:URL` against a loopback server that parses calls itself
+    from agentdata.engines import load_engine
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from fake_openai_server import FakeOpenAIServer
+
+    body = {"messages": [{"role": "user", "content": "6*7?"}], "tools": TOOLS, "max_tokens": 64}
+    with FakeOpenAIServer(latency=0.0, script="tool", native_tools=True, reasoning="Let me think.") as server:
+        engine = load_engine(f"openai:{server.url}")
+        (response,), session, _ = exchange_with(engine, body)
+        sent = server.requests[0]
+    message = response.json()["choices"][0]["message"]
+    assert message["tool_calls"][0]["function"]["name"] == "code_interpreter"
+    assert message["reasoning_content"] == "Let me think."
+    assert sent["tools"] == TOOLS and sent["max_tokens"] == 64  # forwarded as the harness sent them
+    assert session.exchanges[0].response["choices"][0]["message"] == message
