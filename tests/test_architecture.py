@@ -30,7 +30,7 @@ STAGE_LAYERS = (
     ("experiment",),
 )
 STAGES = tuple(stage for layer in STAGE_LAYERS for stage in layer)
-LEAVES = ("engines", "formats", "tools", "verify", "sandbox")
+LEAVES = ("engines", "formats", "tools", "verify", "sandbox", "gateway")
 # The data contract and the registry machinery: every part may import them, they import (almost) nothing.
 # `problems` reads files into `records.Problem`, so it may import `records` and `errors`, and its own
 # layout modules (code and multiple-choice problems), which import no more than that.
@@ -226,8 +226,10 @@ def test_leaves_import_no_runtime_stage_or_shared_layer(part):
 
 
 def test_engines_run_no_code_and_the_sandbox_knows_no_model():
-    assert not violations("engines", {"sandbox", "tools"})
-    assert not violations("sandbox", {"engines", "formats", "tools"})
+    assert not violations("engines", {"sandbox", "tools", "gateway"})
+    assert not violations("sandbox", {"engines", "formats", "tools", "gateway"})
+    # the gateway stands in front of a model: it runs no tool (a harness runs its own)
+    assert not violations("gateway", {"sandbox", "tools", "verify"})
 
 
 def test_steps_need_no_engine():

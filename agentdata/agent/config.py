@@ -73,9 +73,9 @@ class LoopConfig:
     tools: list[str] = field(
         default_factory=lambda: list(DEFAULT_TOOLS),
         metadata={
-            "help": "Tools the model may call: code_interpreter, or a typed Python function as module:function or "
-            "path/to/file.py:function (its JSON schema is derived). --tool adds one beside the file's or "
-            "default list (repeatable).",
+            "help": "Tools the model may call: code_interpreter, a typed Python function as module:function or "
+            "path/to/file.py:function (its JSON schema is derived), or mcp:COMMAND / mcp:URL (every tool of an MCP "
+            "server, its schemas read from it). --tool adds one beside the file's or default list (repeatable).",
             "flag": "--tool",
             "split": False,
             "append": True,
@@ -217,6 +217,28 @@ class CollectConfig:
         default=True,
         metadata={
             "help": "On resume, run again the trajectories that ended in an error (an engine or sandbox failure)."
+        },
+    )
+    harness: str | None = field(
+        default=None,
+        metadata={
+            "help": "An agent harness as the teacher: COMMAND (with its arguments) run once per trajectory against "
+            "a recording gateway in front of the teacher engine (OPENAI_BASE_URL, OPENAI_API_KEY; the question on "
+            "stdin, in AGENTDATA_QUESTION and for {question}); docs/harnesses.md. Unset: the built-in agent loop."
+        },
+    )
+    harness_timeout: float = field(
+        default=600.0,
+        metadata={
+            "help": "With --harness: seconds one run may take; then its process group is killed.",
+            "range": "(0, 86400]",
+        },
+    )
+    harness_retries: int = field(
+        default=2,
+        metadata={
+            "help": "With --harness: times a run that failed before its model answered once is started again.",
+            "range": "[0, 100]",
         },
     )
     loop: LoopConfig = field(default_factory=LoopConfig, metadata={"help": "The agent-loop settings."})

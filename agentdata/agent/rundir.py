@@ -59,9 +59,15 @@ IDENTITY_KEYS = (
 MOVE_ASIDE = "move it aside to resume (the trajectories it held are redone)"
 
 
+# Settings that change what a trajectory is when set (a harness's trajectories are not the agent loop's):
+# unset, they are no part of the identity, so the digests of runs made before they existed stay the same.
+SET_IDENTITY_KEYS = ("harness",)
+
+
 def identity(settings: dict[str, Any]) -> dict[str, Any]:
     """The settings a trajectory depends on, JSON-normalised so that values compare as values (1 == 1.0)."""
-    return json.loads(json.dumps({key: settings.get(key) for key in IDENTITY_KEYS}, default=str))
+    keys = IDENTITY_KEYS + tuple(key for key in SET_IDENTITY_KEYS if settings.get(key) is not None)
+    return json.loads(json.dumps({key: settings.get(key) for key in keys}, default=str))
 
 
 def settings_digest(settings: dict[str, Any]) -> str:
@@ -72,11 +78,11 @@ def settings_digest(settings: dict[str, Any]) -> str:
 def settings_differences(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """What differs; a key the old record lacks (written before the key existed) is not compared. An `openai:`
     teacher with its model named is the same teacher whatever servers serve it (a fleet's URLs, one per node)."""
-    recorded = [key for key in IDENTITY_KEYS if key in old]
+    recorded = [key for key in IDENTITY_KEYS if key in old] + list(SET_IDENTITY_KEYS)
     old, new = identity(old), identity(new)
     if all(_served(settings) for settings in (old, new)):
         old["teacher"] = new["teacher"] = "openai:"
-    return {key: (old[key], new[key]) for key in recorded if not _same_value(old[key], new[key])}
+    return {key: (old.get(key), new.get(key)) for key in recorded if not _same_value(old.get(key), new.get(key))}
 
 
 def _served(settings: dict[str, Any]) -> bool:

@@ -12,11 +12,12 @@ what was lost, what ended in an error, and what was made from a problem that has
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,8 @@ FAIL_FAST_AFTER = 8
 WAIT_REPORT_S = 5.0  # with nothing finished for this long, the progress says what the run waits on
 # An upper bound that keeps a typo (--samples 10^23) from running until killed; docs/input-files.md.
 MAX_TRAJECTORIES = 10_000_000
+# One trajectory of a problem: (problem, sample index, seed) -> the trajectory.
+Solver = Callable[[Problem, int, int], Awaitable[Trajectory]]
 
 
 @dataclass
@@ -199,12 +202,15 @@ async def _run_work(
     try:
         if hasattr(engine, "ready"):
             await engine.ready()  # a server that cannot be reached, or never answers, stops the run here
-        with _LiveProgress(len(work), engine, config.concurrency) as progress:
-            watching = asyncio.ensure_future(progress.watch())
-            try:
-                await _run_concurrently(work, engine, sandbox, config, lambda t: (writer.add(t), progress.on_result(t)))
-            finally:
-                watching.cancel()
+        async with _solver(engine, sandbox, config) as solver:
+            with _LiveProgress(len(work), engine, config.concurrency) as progress:
+                watching = asyncio.ensure_future(progress.watch())
+                try:
+                    await _run_concurrently(
+                        work, solver, engine, config, lambda t: (writer.add(t), progress.on_result(t))
+                    )
+                finally:
+                    watching.cancel()
         stopped = False
     except RunBroken:
         writer.drop_errors()  # nothing but failures so far: keep them out, so the dir stays fresh for a fix
@@ -227,10 +233,27 @@ async def _run_work(
     return writer.written
 
 
+@contextlib.asynccontextmanager
+async def _solver(engine: Any, sandbox: Any, config: CollectConfig) -> AsyncIterator[Solver]:
+    """What makes one trajectory: the agent loop, or with `config.harness` a harness run against the
+    recording gateway (agent/harness.py), which serves for as long as the run."""
+    if config.harness:
+        from agentdata.agent.harness import harness_solver
+
+        async with harness_solver(engine, sandbox, config) as solver:
+            yield solver
+        return
+
+    async def agent_loop(problem: Problem, index: int, seed: int) -> Trajectory:
+        return await solve(problem, engine, sandbox, config.loop, sample_index=index, seed=seed)
+
+    yield agent_loop
+
+
 async def _run_concurrently(
     work: list[tuple[Problem, int]],
+    solver: Solver,
     engine: Any,
-    sandbox: Any,
     config: CollectConfig,
     on_result: Callable[[Trajectory], Any],
 ) -> None:
@@ -242,7 +265,7 @@ async def _run_concurrently(
     async def worker() -> None:
         while not queue.empty() and not failures.broken:  # a worker whose work never waits must stop too
             problem, index = queue.get_nowait()
-            trajectory = await _solve_safely(problem, index, engine, sandbox, config)
+            trajectory = await _solve_safely(problem, index, solver, engine, config)
             on_result(trajectory)
             failures.record(trajectory)
 
@@ -254,11 +277,11 @@ async def _run_concurrently(
             task.cancel()
 
 
-async def _solve_safely(problem: Problem, index: int, engine: Any, sandbox: Any, config: CollectConfig) -> Trajectory:
+async def _solve_safely(problem: Problem, index: int, solver: Solver, engine: Any, config: CollectConfig) -> Trajectory:
     """A failure of one trajectory is recorded on it; the run goes on."""
     seed = trajectory_seed(config.seed, problem.id, index)
     try:
-        trajectory = await solve(problem, engine, sandbox, config.loop, sample_index=index, seed=seed)
+        trajectory = await solver(problem, index, seed)
     except Exception as error:  # engine or sandbox trouble on this trajectory only
         trajectory = Trajectory(
             id=f"{problem.id}-{index}",

@@ -1,4 +1,4 @@
-"""`agentdata sandbox serve|run`: the code sandbox as an HTTP service, or one run from the shell."""
+"""`agentdata sandbox serve|run`: the code sandbox as an HTTP or MCP service, or one run from the shell."""
 
 from __future__ import annotations
 
@@ -27,15 +27,39 @@ RUN_DEFAULTS = {"workers": 1, "prefork": 0}
 def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.", min=0, max=65535)] = 8080,
+    mcp: Annotated[
+        bool,
+        typer.Option(
+            "--mcp", help="Serve as an MCP server (a stateful code_interpreter tool) instead; docs/sandbox.md."
+        ),
+    ] = False,
+    transport: Annotated[
+        str,
+        typer.Option(
+            "--transport", help="With --mcp: stdio (the process an MCP client starts) or http (streamable HTTP, /mcp)."
+        ),
+    ] = "stdio",
     *,
     config: SandboxConfig,
     as_json: bool = False,
 ) -> None:
-    """Serve SandboxFusion's POST /run_code (and /v1/run with sessions) until interrupted."""
+    """Serve SandboxFusion's POST /run_code (and /v1/run with sessions), or with --mcp an MCP server, until
+    interrupted."""
     from agentdata.sandbox import Sandbox
     from agentdata.sandbox.service import listen
     from agentdata.sandbox.service import serve as serve_http
 
+    if transport not in ("stdio", "http"):
+        raise UserError(f"--transport {transport!r}: use stdio or http")
+    if transport != "stdio" and not mcp:
+        raise UserError("--transport is for --mcp: the HTTP service serves HTTP alone")
+    if mcp:
+        from agentdata.sandbox.mcp_server import load_mcp
+
+        load_mcp()  # a missing SDK is one line, before any worker starts
+        if transport == "stdio":
+            _serve_mcp_stdio(config)
+            return
     sock = listen(host, port)  # a taken port is one line, before any worker starts
     try:
         with Sandbox(config) as sandbox:
@@ -50,13 +74,31 @@ def serve(
                 "memory_mb": config.memory_mb,
                 "isolation": sandbox.isolation,
             }
+            if mcp:
+                from agentdata.sandbox.mcp_server import MCP_PATH, serve_mcp_http
+
+                settings["url"] = f"http://{host}:{bound_port}{MCP_PATH}"
             if as_json:  # one JSON document, then the service runs; warnings are in it
                 print_json(settings)
             else:
                 _print_settings(settings)
-            serve_http(sandbox, sock)
+            if mcp:
+                serve_mcp_http(sandbox, sock, host)
+            else:
+                serve_http(sandbox, sock)
     finally:
         sock.close()
+
+
+def _serve_mcp_stdio(config: SandboxConfig) -> None:
+    """stdout is the protocol's: nothing else is printed there (the sandbox's warnings go to stderr)."""
+    from agentdata.sandbox import Sandbox
+    from agentdata.sandbox.mcp_server import serve_mcp_stdio
+
+    with Sandbox(config) as sandbox:
+        for warning in sandbox.isolation["warnings"]:
+            err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        serve_mcp_stdio(sandbox)
 
 
 def _print_settings(settings: dict) -> None:

@@ -229,7 +229,8 @@ def _regrade_one(trajectory: Trajectory, golds: _Golds, sandbox: Any) -> _Outcom
     current = problem or Problem(
         trajectory.question, trajectory.answer, trajectory.problem_id, trajectory.source, trajectory.domain
     )
-    verdict = grade(current, graded_text(trajectory.messages, current.domain, trajectory.format), sandbox)
+    text = graded_text(trajectory.messages, current.domain, trajectory.format, trajectory.metadata)
+    verdict = grade(current, text, sandbox)
     metadata = {
         **trajectory.metadata,
         "regrade": {

@@ -4,7 +4,8 @@
     schemas = [tool.schema for tool in tools]   # what the model is shown
 
 A name is a registered tool (`TOOLS`) or a plug-in path to a `Tool` object or class, or to
-a plain typed function (wrapped in a `FunctionTool`).
+a plain typed function (wrapped in a `FunctionTool`), or `mcp:COMMAND` / `mcp:URL`: every tool of an
+MCP server (tools/mcp.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from agentdata.registry import Registry, call_plugin, is_builtin, is_plugin_path
 from agentdata.tools.base import Tool, ToolContext, ToolResult, error_result
 from agentdata.tools.code import CodeInterpreter
 from agentdata.tools.function import FunctionTool, argument_problem, function_schema
+from agentdata.tools.mcp import is_mcp_spec, mcp_tools
 
 TOOLS: Registry[Any] = Registry("tool")
 TOOLS.register("code_interpreter", CodeInterpreter)
@@ -35,14 +37,20 @@ def load_tool(name: str) -> Tool:
 
 
 def load_tools(names: Sequence[str]) -> list[Tool]:
-    """The tools `names` give, in order; two tools with one name are a UserError."""
-    tools = [load_tool(name) for name in names]
+    """The tools `names` give, in order (`mcp:SERVER` gives every tool the server lists); two tools with one
+    name are a UserError."""
+    named: list[tuple[str, Tool]] = []
+    for name in names:
+        if is_mcp_spec(name):
+            named.extend((name, tool) for tool in mcp_tools(name))
+        else:
+            named.append((name, load_tool(name)))
     seen: dict[str, str] = {}
-    for name, tool in zip(names, tools):
+    for name, tool in named:
         if tool.name in seen:
             raise UserError(f"tools {seen[tool.name]!r} and {name!r} are both called {tool.name!r}")
         seen[tool.name] = name
-    return tools
+    return [tool for _, tool in named]
 
 
 async def call_tool(tools: Sequence[Tool], name: str, arguments: dict[str, Any], context: ToolContext) -> ToolResult:

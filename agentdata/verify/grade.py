@@ -58,10 +58,21 @@ def quick_grade(problem: Problem, final_text: str | None) -> Grade | None:
     return None if correct is None else Grade(correct, float(correct), answer)
 
 
-def graded_text(messages: list[dict[str, Any]], domain: str, format: str) -> str:
+# A trajectory's metadata key for the text it was graded on when that is not its messages' (a harness's
+# printed answer, agent/harness.py): `regrade` grades the same text again.
+GRADED_TEXT_KEY = "graded_text"
+
+
+def graded_text(
+    messages: list[dict[str, Any]], domain: str, format: str, metadata: dict[str, Any] | None = None
+) -> str:
     """What a trajectory is graded on: its last reply; for a code problem under codeblock, where a ```python
-    block is a tool call, the whole final turn with its blocks, so the last program the model wrote is graded.
-    The agent loop grades this, and so does `regrade` on stored trajectories."""
+    block is a tool call, the whole final turn with its blocks, so the last program the model wrote is graded;
+    the text its `metadata` names (GRADED_TEXT_KEY) when it has one. The agent loop grades this, and so does
+    `regrade` on stored trajectories."""
+    stored = (metadata or {}).get(GRADED_TEXT_KEY)
+    if isinstance(stored, str):
+        return stored
     replies = [m for m in messages if m["role"] == "assistant"]
     if not replies:
         return ""

@@ -1,0 +1,96 @@
+"""What the gateway records: per session, every exchange exactly as it went over the wire.
+
+A session is one problem's run of a harness. The gateway hands it a base URL with the session's id in
+its path; a request to a session that was never opened, or is closed, is refused, so a harness killed
+and started again can never write into the new run's record, nor a stray one into anybody's.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+# Request fields kept as the sampling settings of an exchange (the messages and tools are kept whole).
+SAMPLING_FIELDS = (
+    "model",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "stop",
+    "seed",
+    "n",
+    "tool_choice",
+    "parallel_tool_calls",
+    "response_format",
+    "reasoning_effort",
+    "stream",
+)
+
+
+@dataclass
+class Exchange:
+    """One request and what was answered: `response` is the body returned (a streamed one too, whole),
+    `status` its HTTP status, `error` what the engine or the request got wrong."""
+
+    messages: list[Any]
+    tools: list[Any] | None
+    sampling: dict[str, Any]
+    started_at: float
+    seconds: float = 0.0
+    status: int = 200
+    response: dict[str, Any] | None = None
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "messages": self.messages,
+            "tools": self.tools,
+            "sampling": self.sampling,
+            "response": self.response,
+            "status": self.status,
+            "error": self.error,
+            "started_at": self.started_at,
+            "seconds": self.seconds,
+        }
+
+
+def new_exchange(body: dict[str, Any]) -> Exchange:
+    return Exchange(
+        messages=body.get("messages") if isinstance(body.get("messages"), list) else [],
+        tools=body.get("tools") if isinstance(body.get("tools"), list) else None,
+        sampling={name: body[name] for name in SAMPLING_FIELDS if name in body},
+        started_at=time.time(),
+    )
+
+
+@dataclass
+class Session:
+    id: str
+    exchanges: list[Exchange] = field(default_factory=list)
+    in_flight: int = 0  # requests the engine has not answered yet
+
+    def answered(self) -> list[Exchange]:
+        """The exchanges the model answered (HTTP 200), in the order they were made."""
+        return [exchange for exchange in self.exchanges if exchange.status == 200 and exchange.response]
+
+
+class Recorder:
+    """The open sessions; `open` hands out a new one, `close` ends it and returns what it recorded."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, Session] = {}
+
+    def open(self, label: str = "") -> Session:
+        safe = "".join(char if char.isalnum() or char in "-_." else "_" for char in label)[:80]
+        session = Session(id=f"{safe}-{uuid.uuid4().hex[:12]}" if safe else uuid.uuid4().hex)
+        self._sessions[session.id] = session
+        return session
+
+    def get(self, session_id: str) -> Session | None:
+        return self._sessions.get(session_id)
+
+    def close(self, session_id: str) -> Session | None:
+        return self._sessions.pop(session_id, None)
