@@ -6,8 +6,8 @@ OpenAI Agents SDK with the MCP sandbox. Skipped where a venv is missing."""
 
 from __future__ import annotations
 
-import os
 import json
+import os
 import sys
 from pathlib import Path
 
