@@ -263,6 +263,38 @@ def test_the_report_pairs_arms_by_problem_over_seeds_with_a_known_difference():
     assert avg["responses_per_problem"] == 8  # k responses in each of two repetitions
 
 
+def test_with_several_training_seeds_the_paired_interval_resamples_seeds_and_lists_each_seeds_difference():
+    """`pool --seeds 3`: one seed's lucky training run must not pass for the arm's effect."""
+    import random
+    from types import SimpleNamespace
+
+    from agentdata.experiment.markdown import seeds_section
+    from agentdata.experiment.recipe import parse_recipe
+    from agentdata.experiment.report import comparisons
+
+    recipe = parse_recipe({"base": {}, "arms": {"band": {"rl.pool": "band"}, "random": {}}}, "constructed")
+    rng = random.Random(3)
+    base = [rng.randint(0, 2) for _ in range(70)]
+    # seed 0's band run got lucky on every problem; in seeds 1 and 2 random's runs did a little better
+    band = [constructed_outcome("band", r, [c + 2 * (r == 0) for c in base]) for r in range(3)]
+    random_runs = [
+        constructed_outcome("random", r, [c + (r > 0 and i % 3 == 0) for i, c in enumerate(base)]) for r in range(3)
+    ]
+    outcomes = {"band": band, "random": random_runs}
+    (avg, *_) = comparisons(recipe, outcomes, 4)
+    assert avg["resampled"] == "seeds, problems" and len(avg["per_seed"]) == 3
+    assert avg["per_seed"][0] > 0.2 and max(avg["per_seed"][1:]) < 0
+    problems_only = avg["problems_only_interval"]
+    assert problems_only["low"] > 0  # over problems only, seed 0's luck looks like an effect
+    assert avg["interval"]["low"] < 0 < avg["interval"]["high"] and not avg["significant"]
+    assert avg["sentence"].startswith("no difference detectable")
+    report = SimpleNamespace(totals={"seeds": 3}, k=4, arms=[], comparisons=[avg])
+    assert "| band − random | +" in "\n".join(seeds_section(report))
+    one_seed = {arm: runs[:1] for arm, runs in outcomes.items()}
+    (single, *_) = comparisons(recipe, one_seed, 4)
+    assert single["resampled"] == "problems" and single["per_seed"] is None
+
+
 def test_pools_other_than_the_band_pick_by_their_rule_from_the_same_profile():
     from agentdata.experiment.pools import pick
 

@@ -12,6 +12,8 @@ would make every interval too narrow. Hence:
   of the problems up to the Wilson upper bound of 0 in n (7.1% of 50) scores otherwise, anywhere in
   the range: [0, 7.1%] for 0 of 50. Over 10,000 problems the bootstrap's own limit, the normal
   interval (mean ± 1.96 standard errors), is used: there they agree and it costs nothing.
+- `seed_problem_interval`: the paired interval when each arm was trained with several seeds: the
+  seeds are a level of the bootstrap (drawn first, then the problems), so training noise counts.
 - `paired_comparison`: two models on the same problems, per-problem differences d = a - b. The
   difference is mean(d); its interval is the paired bootstrap over problems (the same rules: when no
   problem differs, ± 7.1 points on 50 problems); the p-value is the
@@ -129,6 +131,28 @@ def difference_interval(differences: np.ndarray, seed: int = SEED) -> Interval:
         half = Z * float(differences.std(ddof=1)) / math.sqrt(len(differences))
         return Interval(mean - half, mean + half, "normal")
     return Interval(*_percentiles(_bootstrap_means(differences, seed)), "bootstrap")
+
+
+def seed_problem_interval(differences: np.ndarray, seed: int = SEED) -> Interval:
+    """The 95% interval of the mean difference over training seeds (rows) and problems (columns).
+
+    Each resample draws the seeds with replacement, then the problems with replacement, and takes the
+    mean of the drawn problems' differences in the drawn seeds. The problems are the same in every
+    seed (crossed, not nested), so one problem draw serves every drawn seed: a draw per seed would
+    average the problems' own spread away. Seeds that disagree widen the interval; with one seed it is
+    the paired bootstrap over problems (`difference_interval`, the same draws)."""
+    seeds, problems = differences.shape
+    if np.all(differences == differences.flat[0]):
+        return _no_spread(float(differences.flat[0]), problems, -1.0, 1.0)
+    rng = np.random.default_rng(seed)
+    means = []
+    for start in range(0, RESAMPLES, CHUNK):
+        rows = min(CHUNK, RESAMPLES - start)
+        problem_picks = rng.integers(0, problems, size=(rows, problems))  # first: one seed = the problem bootstrap
+        seed_picks = rng.integers(0, seeds, size=(rows, seeds))
+        per_seed = differences[:, problem_picks].mean(axis=2).T  # (rows, seeds): each seed on the drawn problems
+        means.append(np.take_along_axis(per_seed, seed_picks, axis=1).mean(axis=1))
+    return Interval(*_percentiles(np.concatenate(means)), "bootstrap")
 
 
 def sign_flip_p_value(differences: np.ndarray, seed: int = SEED) -> float:

@@ -77,11 +77,18 @@ def comparisons_section(report: Any) -> list[str]:
         for c in report.comparisons
     ]
     sentences = [f"- {c['sentence']}" for c in report.comparisons if c["metric"].startswith("avg@")]
+    over_seeds = any(c.get("resampled") == "seeds, problems" for c in report.comparisons)
+    resampled = (
+        "the paired bootstrap over training seeds, then problems (each arm's repetition r paired with the other's; "
+        "a seed's luck counts as noise, not as the arm's effect)"
+        if over_seeds
+        else "the paired bootstrap over problems"
+    )
     return [
         "## Paired comparisons",
         "",
-        "Same held-out problems, same seeds and k; the difference is the first arm minus the second, its interval "
-        "the paired bootstrap over problems, p the paired sign-flip test (McNemar for 0/1 outcomes). An effect is "
+        f"Same held-out problems, same seeds and k; the difference is the first arm minus the second, its interval "
+        f"{resampled}, p the paired sign-flip test over problems (McNemar for 0/1 outcomes). An effect is "
         "claimed only where the interval excludes zero.",
         "",
         *_table(["arm", "vs", "metric", "difference", "95% interval", "p", "verdict"], rows, text_columns=3),
@@ -115,7 +122,31 @@ def seeds_section(report: Any) -> list[str]:
         for arm in report.arms
         if "spread" in arm
     ]
-    return ["## Spread across seeds", "", *_table(["arm", f"avg@{report.k} per seed", "sd"], rows), ""]
+    return [
+        "## Spread across seeds",
+        "",
+        *_table(["arm", f"avg@{report.k} per seed", "sd"], rows),
+        "",
+        *seed_differences(report),
+    ]
+
+
+def seed_differences(report: Any) -> list[str]:
+    """Each avg@k comparison seed by seed, beside its interval over seeds and problems and over problems only."""
+    rows = [
+        [
+            f"{c['model']} − {c['baseline']}",
+            ", ".join(f"{100 * value:+.1f}" for value in c["per_seed"]),
+            f"{100 * c['difference']:+.1f}{_ci(c['interval'])}",
+            _ci(c["problems_only_interval"]).strip(),
+        ]
+        for c in report.comparisons
+        if c["metric"].startswith("avg@") and c.get("per_seed")
+    ]
+    if not rows:
+        return []
+    header = ["comparison", "difference per seed (pts)", "pooled [seeds, problems]", "problems only"]
+    return [*_table(header, rows), ""]
 
 
 def work_section(report: Any) -> list[str]:

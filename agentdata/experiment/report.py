@@ -7,7 +7,9 @@ With `--seeds N` every number of an arm is over its N repetitions: each problem'
 mean of its scores in the repetitions (so a problem still counts once, and the interval over
 problems holds the seeds' noise too), and `spread` lists avg@k per repetition with their
 standard deviation. Paired comparisons are made between every two arms that finished, on the
-problems both were scored on, with `evaluation/stats.py`'s statistics.
+problems both were scored on, with `evaluation/stats.py`'s statistics; with several repetitions
+their interval is the bootstrap over training seeds and problems (`seeded`), and each seed's own
+difference is listed beside it.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ from __future__ import annotations
 import itertools
 import json
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from agentdata.evaluation.metrics import ProblemScores
-from agentdata.evaluation.stats import mean_interval, paired_comparison
+from agentdata.evaluation.stats import PairedComparison, mean_interval, paired_comparison, seed_problem_interval
 from agentdata.experiment.recipe import Recipe
 from agentdata.publish.secrets import shared_scanner, write_shared_json
 
@@ -115,7 +119,8 @@ def arm_row(arm: str, recipe: Recipe, outcomes: list[Any], k: int) -> dict[str, 
 
 
 def comparisons(recipe: Recipe, by_arm: dict[str, list[Any]], k: int) -> list[dict[str, Any]]:
-    """Every two finished arms, paired by problem (avg@k, pass@k, maj@k)."""
+    """Every two finished arms, paired by problem (avg@k, pass@k, maj@k); over training seeds too where
+    both arms finished more than one repetition (`seeded`)."""
     done = {arm: [o for o in outcomes if o.status == "done"] for arm, outcomes in by_arm.items()}
     found = []
     for first, second in itertools.combinations([arm for arm in recipe.arms if done.get(arm)], 2):
@@ -130,8 +135,34 @@ def comparisons(recipe: Recipe, by_arm: dict[str, list[Any]], k: int) -> list[di
                 responses_per_problem=k * len(done[first]),
             )
             if comparison is not None:
-                found.append(comparison.as_dict())
+                found.append(seeded(comparison, done[first], done[second], metric, k))
     return found
+
+
+def seeded(comparison: PairedComparison, first: list[Any], second: list[Any], metric: str, k: int) -> dict[str, Any]:
+    """The comparison with its interval over training seeds and problems, when both arms have several
+    repetitions: the problems-only interval treats one training run's luck as the arm's effect.
+    Repetition r of one arm is paired with repetition r of the other (the same seeds, offset by r)."""
+    first_by_seed = {o.repetition: problem_values([o], metric, k) for o in first}
+    second_by_seed = {o.repetition: problem_values([o], metric, k) for o in second}
+    repetitions = sorted(set(first_by_seed) & set(second_by_seed))
+    levels = {"resampled": "problems", "per_seed": None, "problems_only_interval": None}
+    if len(repetitions) < 2:
+        return comparison.as_dict() | levels
+    problems = [
+        pid
+        for pid in first_by_seed[repetitions[0]]
+        if all(pid in first_by_seed[r] and pid in second_by_seed[r] for r in repetitions)
+    ]
+    if not problems:
+        return comparison.as_dict() | levels
+    differences = np.array([[first_by_seed[r][p] - second_by_seed[r][p] for p in problems] for r in repetitions])
+    pooled = replace(comparison, interval=seed_problem_interval(differences))
+    return pooled.as_dict() | {
+        "resampled": "seeds, problems",
+        "per_seed": [float(row.mean()) for row in differences],
+        "problems_only_interval": comparison.interval.as_dict(),
+    }
 
 
 def curves(outcomes: list[Any]) -> dict[str, list[dict[str, list[list[float]]]]]:
