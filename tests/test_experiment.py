@@ -132,7 +132,7 @@ def test_grpo_arms_draw_curves_and_a_failing_arm_leaves_the_others_running(tmp_p
     assert rows["all"]["status"] == "done" and rows["all"]["pool"] == {"kind": "all", "size": len(TRAIN_QUESTIONS)}
     (series,) = report.curves["all"]
     assert [step for step, _ in series["eval/avg@k"]] == [0, 1]  # the curve set evaluated before and after the step
-    assert "entropy" in series and "frac_reward_zero_std" in series
+    assert "entropy" in series and "frac_reward_zero_std" in series and "groups/flat_share" in series
     assert report.comparisons == []  # one arm finished: nothing to pair
     assert "failed at pool" in (tmp_path / "exp" / "report.md").read_text()
 
@@ -293,6 +293,39 @@ def test_with_several_training_seeds_the_paired_interval_resamples_seeds_and_lis
     one_seed = {arm: runs[:1] for arm, runs in outcomes.items()}
     (single, *_) = comparisons(recipe, one_seed, 4)
     assert single["resampled"] == "problems" and single["per_seed"] is None
+
+
+def write_grpo_metrics(path: Path, records: list[dict]) -> str:
+    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    return str(path)
+
+
+def test_the_report_shows_each_arms_flat_group_share_step_by_step(tmp_path):
+    """The pool recipe's mechanism, per arm per step: from groups/flat_share, or TRL's key in older runs."""
+    from types import SimpleNamespace
+
+    from agentdata.experiment.arm import ArmOutcome
+    from agentdata.experiment.markdown import grpo_section
+    from agentdata.experiment.report import FLAT_GROUPS, curves
+
+    curve = {"step": 0, "eval/avg@2": 0.25}
+    band = [curve, *({"step": s, FLAT_GROUPS: 0.5 * (s == 2), "frac_reward_zero_std": 0.9} for s in (1, 2, 3))]
+    older = [curve, *({"step": s, "frac_reward_zero_std": 1.0} for s in (1, 2))]  # logged before issue 40
+    outcomes = [
+        ArmOutcome("band", 0, "done", grpo_metrics=write_grpo_metrics(tmp_path / "band.jsonl", band)),
+        ArmOutcome("all", 0, "done", grpo_metrics=write_grpo_metrics(tmp_path / "all.jsonl", older)),
+    ]
+    found = curves(outcomes)
+    assert found["band"][0][FLAT_GROUPS] == [[1, 0.0], [2, 0.5], [3, 0.0]]
+    assert found["all"][0][FLAT_GROUPS] == [[1, 1.0], [2, 1.0]]
+    arms = [{"arm": arm, "pool": {"kind": arm, "size": 8}} for arm in ("band", "all")]
+    text = "\n".join(grpo_section(SimpleNamespace(arms=arms, curves=found, totals={"seeds": 1})))
+    assert "| step | band | all |" in text
+    assert "| 2 | 50.0% | 100.0% |" in text and "| 3 | 0.0% | - |" in text
+    assert "**band**: pool `band`, 8 problems; flat groups 16.7%" in text
+    many = {"band": [{FLAT_GROUPS: [[step, step % 2] for step in range(1, 101)]}]}  # 100 steps: ranges of 4
+    text = "\n".join(grpo_section(SimpleNamespace(arms=arms[:1], curves=many, totals={"seeds": 1})))
+    assert "| 1-4 | 50.0% |" in text and "| 97-100 | 50.0% |" in text and "| 5 |" not in text
 
 
 def test_pools_other_than_the_band_pick_by_their_rule_from_the_same_profile():

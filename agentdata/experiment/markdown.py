@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentdata.experiment.report import FLAT_GROUPS
+
+MOST_STEP_ROWS = 30  # longer runs: steps grouped into ranges
+
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
@@ -106,12 +110,46 @@ def grpo_section(report: Any) -> list[str]:
             continue
         rates = [rate for rate in pool.get("pass_rates") or [] if rate is not None]
         described = f" (profiled pass rates {min(rates):.2f}-{max(rates):.2f})" if rates else ""
-        flat = [value for run in series or [] for _, value in run.get("frac_reward_zero_std", [])]
+        flat = [value for run in series or [] for _, value in run.get(FLAT_GROUPS, [])]
         flat_text = f"; flat groups {_pct(sum(flat) / len(flat))} of training steps' groups" if flat else ""
         lines.append(f"- **{arm['arm']}**: pool `{pool['kind']}`, {pool['size']} problems{described}{flat_text}")
     if not lines:
         return []
-    return ["## GRPO", "", *lines, "", "The curves against steps are in report.png.", ""]
+    return ["## GRPO", "", *lines, "", "The curves against steps are in report.png.", "", *flat_groups_table(report)]
+
+
+def flat_groups_table(report: Any) -> list[str]:
+    """Each arm's share of flat groups step by step (the mean over seeds): the band's mechanism, where the
+    pool's choice shows before any accuracy does. Long runs are shown in at most MOST_STEP_ROWS ranges."""
+    per_arm = {}
+    for arm, runs in report.curves.items():
+        by_step: dict[int, list[float]] = {}
+        for run in runs:
+            for step, value in run.get(FLAT_GROUPS, []):
+                by_step.setdefault(int(step), []).append(value)
+        if by_step:
+            per_arm[arm] = {step: sum(values) / len(values) for step, values in by_step.items()}
+    if not per_arm:
+        return []
+    steps = sorted({step for by_step in per_arm.values() for step in by_step})
+    size = -(-len(steps) // MOST_STEP_ROWS)  # steps per row, rounded up
+    rows = []
+    for start in range(0, len(steps), size):
+        chunk = steps[start : start + size]
+        label = str(chunk[0]) if len(chunk) == 1 else f"{chunk[0]}-{chunk[-1]}"
+        cells = []
+        for by_step in per_arm.values():
+            values = [by_step[step] for step in chunk if step in by_step]
+            cells.append(_pct(sum(values) / len(values)) if values else "-")
+        rows.append([label, *cells])
+    seeds = " (mean over seeds)" if report.totals.get("seeds", 1) > 1 else ""
+    return [
+        f"Flat groups per step{seeds}: the share of a step's training groups whose rewards were all equal "
+        "(no advantage, so no gradient).",
+        "",
+        *_table(["step", *per_arm], rows),
+        "",
+    ]
 
 
 def seeds_section(report: Any) -> list[str]:

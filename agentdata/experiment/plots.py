@@ -19,13 +19,15 @@ matplotlib.use("Agg")  # files only: never needs a display
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from agentdata.experiment.report import FLAT_GROUPS  # noqa: E402
+
 # (title, held-out key, training-rollouts key) of each curve panel.
 CURVE_PANELS = (
     ("held-out avg@k (95% band)", "eval/avg@k", "accuracy"),
     ("tool calls per response", "eval/tools/call_frequency", "tools/call_frequency"),
     ("response length (model tokens)", "eval/completions/model_tokens", "completions/model_tokens"),
     ("entropy", None, "entropy"),
-    ("flat groups (share)", None, "frac_reward_zero_std"),
+    ("flat groups (share)", None, FLAT_GROUPS),
 )
 
 

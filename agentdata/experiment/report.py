@@ -41,6 +41,9 @@ CURVE_KEYS = (
     "frac_reward_zero_std",
     "accuracy",
 )
+# The share of a step's groups whose rewards are all equal (rl/trainer.py's FLAT_GROUPS_KEY, logged every
+# step since issue 40); a run logged before it has only TRL's frac_reward_zero_std, which stands in for it.
+FLAT_GROUPS = "groups/flat_share"
 METRICS = ("avg", "pass", "maj")
 
 
@@ -178,10 +181,12 @@ def curves(outcomes: list[Any]) -> dict[str, list[dict[str, list[list[float]]]]]
         accuracy = next((key for key in map(avg_key, history) if key), None)
         series = {}
         names = {accuracy: "eval/avg@k", f"{accuracy}/low": "eval/avg@k/low", f"{accuracy}/high": "eval/avg@k/high"}
-        for key in (*CURVE_KEYS, *names):
+        for key in (*CURVE_KEYS, FLAT_GROUPS, *names):
             points = [[entry["step"], entry[key]] for entry in history if accuracy and _number(entry.get(key))]
             if points:
                 series[names.get(key, key)] = sorted(points)
+        if FLAT_GROUPS not in series and "frac_reward_zero_std" in series:
+            series[FLAT_GROUPS] = series["frac_reward_zero_std"]
         found.setdefault(outcome.arm, []).append(series)
     return found
 
