@@ -15,6 +15,7 @@ from agentdata.evaluation.stats import (
     paired_comparison,
     seed_problem_interval,
     sign_flip_p_value,
+    trend,
     wilson_interval,
 )
 
@@ -187,3 +188,26 @@ def test_seeds_that_disagree_widen_the_paired_interval():
     assert disagree.low < disagreeing.mean() < disagree.high
     assert pooled_problems.low > 0 and disagree.low < 0  # the effect the problems alone would claim does not hold
     assert seed_problem_interval(np.full((3, 10), 0.5)).method == "wilson"  # no spread: not a point
+
+
+def test_a_rising_series_has_a_trend_and_a_flat_or_noisy_one_says_no_trend():
+    rng = np.random.default_rng(11)
+    steps = np.arange(1, 31)
+    rising = trend(steps, 0.2 + 0.01 * steps + rng.normal(0, 0.03, len(steps)))  # +0.3 over the run
+    assert rising.verdict == "rising" and rising.low > 0 and rising.points == 30
+    falling = trend(steps, 120 - 1.5 * steps + rng.normal(0, 5, len(steps)))  # response length shrinking
+    assert falling.verdict == "falling" and falling.high < 0
+    flat = trend(steps, 0.3 + rng.normal(0, 0.03, len(steps)))
+    assert flat.verdict == "no trend" and flat.low < 0 < flat.high
+    floor = trend(steps, np.zeros(len(steps)))  # accuracy 0 at every step
+    assert (floor.slope, floor.low, floor.high, floor.verdict) == (0.0, 0.0, 0.0, "no trend")
+    assert trend([0, 5], [0.1, 0.4]) is None and trend([3, 3, 3], [0.1, 0.2, 0.3]) is None
+
+
+def test_the_trend_interval_is_the_textbook_t_interval_of_the_slope():
+    x, y = [0, 5, 10, 15], [0.10, 0.12, 0.19, 0.20]
+    fit = scipy_stats.linregress(x, y)
+    half = scipy_stats.t.ppf(0.975, len(x) - 2) * fit.stderr
+    found = trend(x, y)
+    assert found.slope == pytest.approx(fit.slope)
+    assert (found.low, found.high) == pytest.approx((fit.slope - half, fit.slope + half))

@@ -328,6 +328,30 @@ def test_the_report_shows_each_arms_flat_group_share_step_by_step(tmp_path):
     assert "| 1-4 | 50.0% |" in text and "| 97-100 | 50.0% |" in text and "| 5 |" not in text
 
 
+def test_zero_tirs_three_series_get_a_trend_test_and_a_flat_one_says_no_trend(tmp_path):
+    from types import SimpleNamespace
+
+    from agentdata.experiment.arm import ArmOutcome
+    from agentdata.experiment.markdown import trends_section
+    from agentdata.experiment.report import curves, trends
+
+    steps = range(1, 13)
+    records = [{"step": s, "tools/call_frequency": 0.1 * s, "accuracy": 0.0} for s in steps]  # calls rise
+    records = [r | {"completions/model_tokens": 100 + (7 if r["step"] % 2 else -7)} for r in records]  # noise
+    records += [{"step": s, "eval/avg@2": 0.0, "eval/tools/call_frequency": 0.1} for s in (0, 6, 12)]
+    outcome = ArmOutcome("grpo", 0, "done", grpo_metrics=write_grpo_metrics(tmp_path / "m.jsonl", records))
+    found = {(row["series"], row["source"]): row for row in trends(curves([outcome]))}
+    calls = found[("tool calls per response", "training rollouts")]
+    assert calls["verdict"] == "rising" and calls["slope"] == pytest.approx(0.1) and calls["points"] == 12
+    assert found[("response length (model tokens)", "training rollouts")]["verdict"] == "no trend"
+    assert found[("accuracy", "training rollouts")]["verdict"] == "no trend"  # 0 at every step: the floor
+    assert found[("accuracy", "held-out curve")]["points"] == 3
+    assert ("response length (model tokens)", "held-out curve") not in found  # not logged: no row
+    text = "\n".join(trends_section(SimpleNamespace(trends=list(found.values()))))
+    assert "| grpo | tool calls per response | training rollouts | 12 (steps 1-12) | +1.10 [" in text
+    assert "| **rising** |" in text and "| accuracy | held-out curve | 3 (steps 0-12) | +0.0 pts [+0.0, +0.0] |" in text
+
+
 def test_pools_other_than_the_band_pick_by_their_rule_from_the_same_profile():
     from agentdata.experiment.pools import pick
 

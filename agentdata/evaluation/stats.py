@@ -20,11 +20,14 @@ would make every interval too narrow. Hence:
   paired sign-flip randomisation test (under no difference each d is as likely to be -d), exact for
   up to 16 differing problems and 10,000 seeded flips above that. For 0/1 outcomes (k = 1, maj@k)
   that test is McNemar's exact test, computed as such from the binomial.
+- `trend`: a series against training steps (tool calls, response length, accuracy): the slope of
+  its least-squares line with a t interval; a trend is said only where the interval excludes zero.
 - `PairedComparison.sentence`: one plain line. An effect is claimed only where the interval
   excludes zero; otherwise it says no difference is detectable and how many responses per model
   would detect one this size (normal approximation, 80% power, two-sided 5%).
 
-Pure numpy, no model: tests build scores with a known difference and check the interval covers it.
+Pure numpy (and scipy's t quantile for `trend`), no model: tests build scores with a known difference
+and check the interval covers it.
 """
 
 from __future__ import annotations
@@ -274,3 +277,47 @@ def paired_comparison(
         detectable=detectable,
         responses_needed=needed,
     )
+
+
+@dataclass(frozen=True)
+class Trend:
+    """The least-squares line of a series against steps: its slope per step with a 95% t interval."""
+
+    slope: float
+    low: float
+    high: float
+    points: int
+    first_step: float
+    last_step: float
+
+    @property
+    def verdict(self) -> str:
+        """`rising` or `falling` only where the interval excludes zero; else `no trend`."""
+        if self.low > 0:
+            return "rising"
+        if self.high < 0:
+            return "falling"
+        return "no trend"
+
+    def as_dict(self) -> dict:
+        return asdict(self) | {"verdict": self.verdict}
+
+
+def trend(steps: Sequence[float], values: Sequence[float]) -> Trend | None:
+    """The slope of `values` against `steps` and its 95% interval (Student's t on n - 2 degrees of
+    freedom, the residuals taken as independent); None with fewer than three points or one step.
+    A series that is a straight line (every value equal: accuracy 0 at every step) has a zero-width
+    interval, so only a nonzero slope reads as a trend."""
+    from scipy.stats import t as student_t
+
+    x, y = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
+    keep = ~(np.isnan(x) | np.isnan(y))
+    x, y = x[keep], y[keep]
+    if len(x) < 3 or np.all(x == x[0]):
+        return None
+    centred = x - x.mean()
+    slope = float((centred * (y - y.mean())).sum() / (centred**2).sum())
+    residuals = y - y.mean() - slope * centred
+    error = math.sqrt(float((residuals**2).sum()) / (len(x) - 2) / float((centred**2).sum()))
+    half = float(student_t.ppf(1 - (1 - CONFIDENCE) / 2, len(x) - 2)) * error
+    return Trend(slope, slope - half, slope + half, len(x), float(x.min()), float(x.max()))

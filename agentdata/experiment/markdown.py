@@ -152,6 +152,41 @@ def flat_groups_table(report: Any) -> list[str]:
     ]
 
 
+# How each trend series reads: (scale, unit, decimals) of its change over the run.
+TREND_UNITS = {"accuracy": (100, " pts", 1), "tool calls per response": (1, "", 2)}
+
+
+def trends_section(report: Any) -> list[str]:
+    """ZeroTIR's three series against steps, each with its fitted change over the run and a verdict."""
+    rows = []
+    for row in getattr(report, "trends", []):
+        scale, unit, decimals = TREND_UNITS.get(row["series"], (1, " tokens", 1))
+        span = row["last_step"] - row["first_step"]
+        change, low, high = (scale * span * row[end] for end in ("slope", "low", "high"))
+        rows.append(
+            [
+                row["arm"],
+                row["series"],
+                row["source"],
+                f"{row['points']} (steps {row['first_step']:g}-{row['last_step']:g})",
+                f"{change:+.{decimals}f}{unit} [{low:+.{decimals}f}, {high:+.{decimals}f}]",
+                row["verdict"] if row["verdict"] == "no trend" else f"**{row['verdict']}**",
+            ]
+        )
+    if not rows:
+        return []
+    return [
+        "## Trends against steps",
+        "",
+        "ZeroTIR's three series (tool calls per response, response length, accuracy) against GRPO steps: the "
+        "change over the run of each one's least-squares line, with the 95% t interval of its slope (points taken "
+        "as independent). A series rises or falls only where the interval excludes zero; otherwise: no trend.",
+        "",
+        *_table(["arm", "series", "from", "points", "fitted change [95%]", "verdict"], rows, text_columns=3),
+        "",
+    ]
+
+
 def seeds_section(report: Any) -> list[str]:
     if report.totals.get("seeds", 1) < 2:
         return []
@@ -235,6 +270,7 @@ def report_markdown(report: Any) -> str:
         *arms_section(report),
         *comparisons_section(report),
         *grpo_section(report),
+        *trends_section(report),
         *seeds_section(report),
         *work_section(report),
     ]

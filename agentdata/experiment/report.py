@@ -1,4 +1,5 @@
-"""The experiment's report: a row per arm, paired comparisons, GRPO curves, shared work, time and load.
+"""The experiment's report: a row per arm, paired comparisons, GRPO curves and their trends, shared work,
+time and load.
 
 Built from the arms' outcomes (arm.ArmOutcome); written as `experiment.json` (everything),
 `report.md` (the tables and the sentences) and `report.png` (experiment/plots.py, one page).
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from agentdata.evaluation.metrics import ProblemScores
-from agentdata.evaluation.stats import PairedComparison, mean_interval, paired_comparison, seed_problem_interval
+from agentdata.evaluation.stats import PairedComparison, mean_interval, paired_comparison, seed_problem_interval, trend
 from agentdata.experiment.recipe import Recipe
 from agentdata.publish.secrets import shared_scanner, write_shared_json
 
@@ -44,6 +45,12 @@ CURVE_KEYS = (
 # The share of a step's groups whose rewards are all equal (rl/trainer.py's FLAT_GROUPS_KEY, logged every
 # step since issue 40); a run logged before it has only TRL's frac_reward_zero_std, which stands in for it.
 FLAT_GROUPS = "groups/flat_share"
+# ZeroTIR's three series, each tested for a trend against steps: (name, training rollouts' key, held-out key).
+TREND_SERIES = (
+    ("tool calls per response", "tools/call_frequency", "eval/tools/call_frequency"),
+    ("response length (model tokens)", "completions/model_tokens", "eval/completions/model_tokens"),
+    ("accuracy", "accuracy", "eval/avg@k"),
+)
 METRICS = ("avg", "pass", "maj")
 
 
@@ -57,6 +64,7 @@ class ExperimentReport:
     totals: dict[str, Any]
     outcomes: list[dict[str, Any]] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
+    trends: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -64,6 +72,7 @@ class ExperimentReport:
             "arms": self.arms,
             "comparisons": self.comparisons,
             "curves": self.curves,
+            "trends": self.trends,
             "shared_work": self.shared,
             "totals": self.totals,
             "outcomes": self.outcomes,
@@ -191,6 +200,21 @@ def curves(outcomes: list[Any]) -> dict[str, list[dict[str, list[list[float]]]]]
     return found
 
 
+def trends(found: dict[str, list[dict[str, list[list[float]]]]]) -> list[dict[str, Any]]:
+    """Per GRPO arm, each of TREND_SERIES from the training rollouts (a point per step) and from the
+    held-out curve (a point per curve evaluation), the repetitions' points together: its slope against
+    steps and the verdict (`evaluation/stats.trend`); a series with fewer than three points is left out."""
+    rows = []
+    for arm, runs in found.items():
+        for series, train_key, eval_key in TREND_SERIES:
+            for source, key in (("training rollouts", train_key), ("held-out curve", eval_key)):
+                points = [point for run in runs for point in run.get(key, [])]
+                fitted = trend([step for step, _ in points], [value for _, value in points])
+                if fitted:
+                    rows.append({"arm": arm, "series": series, "source": source, **fitted.as_dict()})
+    return rows
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -237,15 +261,17 @@ def build_report(recipe: Recipe, outcomes: list[Any], files: Any, out: Path) -> 
     shared = shared_work(outcomes)
     summary = totals(recipe, outcomes, shared, files)
     k = summary["k"] or 1
+    found_curves = curves(outcomes)
     report = ExperimentReport(
         recipe=recipe.as_dict(),
         arms=[arm_row(arm, recipe, by_arm[arm], k) for arm in recipe.arms],
         comparisons=comparisons(recipe, by_arm, k),
-        curves=curves(outcomes),
+        curves=found_curves,
         shared=shared,
         totals=summary,
         outcomes=[o.as_dict() | {"scores": None} for o in outcomes],
         files={"json": str(out / REPORT_JSON), "markdown": str(out / REPORT_MD), "png": str(out / REPORT_PNG)},
+        trends=trends(found_curves),
     )
     report_figure(report, out / REPORT_PNG)
     # what people share of an experiment: a teacher's or student's spec with `user:PASSWORD@` is cut from both
