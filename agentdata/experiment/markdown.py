@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentdata.experiment.report import FLAT_GROUPS
+from agentdata.experiment.series import FLAT_GROUPS
 
 MOST_STEP_ROWS = 30  # longer runs: steps grouped into ranges
 

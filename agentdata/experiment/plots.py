@@ -19,7 +19,7 @@ matplotlib.use("Agg")  # files only: never needs a display
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from agentdata.experiment.report import FLAT_GROUPS  # noqa: E402
+from agentdata.experiment.series import FLAT_GROUPS  # noqa: E402
 
 # (title, held-out key, training-rollouts key) of each curve panel.
 CURVE_PANELS = (
