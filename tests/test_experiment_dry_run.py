@@ -60,3 +60,28 @@ def test_a_typo_in_a_twin_fails_the_dry_run_in_one_line(section, key, value, mes
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     assert run_cli(["experiment", str(path), "--dry-run"]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_sft_data_with_two_seeds_collects_the_teacher_twice_with_different_sampling_seeds():
+    """Issue 40: `sft-data --seeds 2` (or `seeds: 2` in the recipe) is a second draw of the teacher's
+    trajectories, hence of the SFT rows, not the first collect reused: the collect's stage key holds its seed."""
+    from agentdata.experiment import load_recipe
+    from agentdata.experiment.arm import collect_key
+    from agentdata.experiment.dry_run import dry_run
+    from agentdata.experiment.plan import ProblemFiles
+    from agentdata.experiment.runner import plan_all
+
+    recipe = load_recipe("sft-data", seeds=2)
+    found = dry_run(recipe)
+    collects = {
+        (plan["arm"], plan["seed"]): stage["settings"]["seed"]
+        for plan in found.plans
+        for stage in plan["stages"]
+        if stage["stage"] == "collect"
+    }
+    assert collects == {("real", 0): 0, ("real", 1): 1, ("stitched", 0): 0, ("stitched", 1): 1}
+    files = ProblemFiles(Path("train.jsonl"), Path("held_out.jsonl"), Path("curve.jsonl"), {})
+    plans = plan_all(recipe, files, Path("unused"), check_paths=False)
+    first, second = plans[("real", 0)], plans[("real", 1)]
+    assert collect_key(first.collect) != collect_key(second.collect)  # run again, never reused
+    assert (first.sft_values["seed"], second.sft_values["seed"]) == (0, 1) and second.eval_seed == first.eval_seed + 1
