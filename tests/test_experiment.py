@@ -350,6 +350,15 @@ def test_zero_tirs_three_series_get_a_trend_test_and_a_flat_one_says_no_trend(tm
     text = "\n".join(trends_section(SimpleNamespace(trends=list(found.values()))))
     assert "| grpo | tool calls per response | training rollouts | 12 (steps 1-12) | +1.10 [" in text
     assert "| **rising** |" in text and "| accuracy | held-out curve | 3 (steps 0-12) | +0.0 pts [+0.0, +0.0] |" in text
+    import matplotlib.pyplot as plt
+
+    from agentdata.experiment.plots import _curve_panel
+
+    figure, axis = plt.subplots()
+    report = SimpleNamespace(curves=curves([outcome]), trends=list(found.values()))
+    _curve_panel(axis, report, "tool calls", "eval/tools/call_frequency", "tools/call_frequency")
+    assert [text.get_text() for text in axis.get_legend().get_texts()] == ["grpo: rising"]
+    plt.close(figure)
 
 
 def test_pools_other_than_the_band_pick_by_their_rule_from_the_same_profile():
