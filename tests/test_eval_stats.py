@@ -13,7 +13,9 @@ from agentdata.evaluation.stats import (
     difference_interval,
     mean_interval,
     paired_comparison,
+    seed_problem_interval,
     sign_flip_p_value,
+    trend,
     wilson_interval,
 )
 
@@ -157,3 +159,55 @@ def test_only_problems_both_models_were_scored_on_are_paired():
 def test_a_constant_nonzero_difference_is_not_a_point():
     interval = difference_interval(np.ones(20))
     assert interval.high == 1.0 and interval.low < 1.0 and interval.method == "wilson"
+
+
+def per_seed_differences(offsets: list[float], problems: int = 70) -> np.ndarray:
+    """Per-seed, per-problem avg@3 differences: the same problems' own spread, shifted by each seed's luck."""
+    rng = np.random.default_rng(5)
+    problem_effect = rng.choice([-1, 0, 0, 0, 1, 1], size=problems) / 3  # about +0.05 on average
+    noise = rng.choice([-1, 0, 0, 1], size=(len(offsets), problems)) / 3
+    return problem_effect + noise + np.array(offsets)[:, None]
+
+
+def test_the_seed_level_interval_is_the_problem_bootstrap_with_one_seed():
+    differences = per_seed_differences([0.0])
+    seeded, problems_only = seed_problem_interval(differences), difference_interval(differences[0])
+    assert seeded.method == problems_only.method == "bootstrap"
+    assert seeded.low == pytest.approx(problems_only.low, abs=1e-3)
+    assert seeded.high == pytest.approx(problems_only.high, abs=1e-3)
+    assert seed_problem_interval(differences) == seeded  # seeded: one set of outcomes, one interval
+
+
+def test_seeds_that_disagree_widen_the_paired_interval():
+    agreeing = per_seed_differences([0.0, 0.0, 0.0])
+    disagreeing = per_seed_differences([0.2, -0.1, 0.05])  # one training seed's luck carries the mean
+    agree, disagree = seed_problem_interval(agreeing), seed_problem_interval(disagreeing)
+    pooled_problems = difference_interval(disagreeing.mean(axis=0))  # seeds averaged away: too narrow
+    width = lambda interval: interval.high - interval.low  # noqa: E731
+    assert width(disagree) > 1.5 * width(agree) and width(disagree) > 1.5 * width(pooled_problems)
+    assert disagree.low < disagreeing.mean() < disagree.high
+    assert pooled_problems.low > 0 and disagree.low < 0  # the effect the problems alone would claim does not hold
+    assert seed_problem_interval(np.full((3, 10), 0.5)).method == "wilson"  # no spread: not a point
+
+
+def test_a_rising_series_has_a_trend_and_a_flat_or_noisy_one_says_no_trend():
+    rng = np.random.default_rng(11)
+    steps = np.arange(1, 31)
+    rising = trend(steps, 0.2 + 0.01 * steps + rng.normal(0, 0.03, len(steps)))  # +0.3 over the run
+    assert rising.verdict == "rising" and rising.low > 0 and rising.points == 30
+    falling = trend(steps, 120 - 1.5 * steps + rng.normal(0, 5, len(steps)))  # response length shrinking
+    assert falling.verdict == "falling" and falling.high < 0
+    flat = trend(steps, 0.3 + rng.normal(0, 0.03, len(steps)))
+    assert flat.verdict == "no trend" and flat.low < 0 < flat.high
+    floor = trend(steps, np.zeros(len(steps)))  # accuracy 0 at every step
+    assert (floor.slope, floor.low, floor.high, floor.verdict) == (0.0, 0.0, 0.0, "no trend")
+    assert trend([0, 5], [0.1, 0.4]) is None and trend([3, 3, 3], [0.1, 0.2, 0.3]) is None
+
+
+def test_the_trend_interval_is_the_textbook_t_interval_of_the_slope():
+    x, y = [0, 5, 10, 15], [0.10, 0.12, 0.19, 0.20]
+    fit = scipy_stats.linregress(x, y)
+    half = scipy_stats.t.ppf(0.975, len(x) - 2) * fit.stderr
+    found = trend(x, y)
+    assert found.slope == pytest.approx(fit.slope)
+    assert (found.low, found.high) == pytest.approx((fit.slope - half, fit.slope + half))

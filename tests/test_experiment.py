@@ -132,7 +132,7 @@ def test_grpo_arms_draw_curves_and_a_failing_arm_leaves_the_others_running(tmp_p
     assert rows["all"]["status"] == "done" and rows["all"]["pool"] == {"kind": "all", "size": len(TRAIN_QUESTIONS)}
     (series,) = report.curves["all"]
     assert [step for step, _ in series["eval/avg@k"]] == [0, 1]  # the curve set evaluated before and after the step
-    assert "entropy" in series and "frac_reward_zero_std" in series
+    assert "entropy" in series and "frac_reward_zero_std" in series and "groups/flat_share" in series
     assert report.comparisons == []  # one arm finished: nothing to pair
     assert "failed at pool" in (tmp_path / "exp" / "report.md").read_text()
 
@@ -261,6 +261,104 @@ def test_the_report_pairs_arms_by_problem_over_seeds_with_a_known_difference():
     assert avg["interval"]["low"] <= avg["difference"] <= avg["interval"]["high"] and avg["interval"]["low"] > 0
     assert avg["sentence"].startswith(f"better beats worse by {100 * avg['difference']:.1f} points [")
     assert avg["responses_per_problem"] == 8  # k responses in each of two repetitions
+
+
+def test_with_several_training_seeds_the_paired_interval_resamples_seeds_and_lists_each_seeds_difference():
+    """`pool --seeds 3`: one seed's lucky training run must not pass for the arm's effect."""
+    import random
+    from types import SimpleNamespace
+
+    from agentdata.experiment.markdown import seeds_section
+    from agentdata.experiment.recipe import parse_recipe
+    from agentdata.experiment.report import comparisons
+
+    recipe = parse_recipe({"base": {}, "arms": {"band": {"rl.pool": "band"}, "random": {}}}, "constructed")
+    rng = random.Random(3)
+    base = [rng.randint(0, 2) for _ in range(70)]
+    # seed 0's band run got lucky on every problem; in seeds 1 and 2 random's runs did a little better
+    band = [constructed_outcome("band", r, [c + 2 * (r == 0) for c in base]) for r in range(3)]
+    random_runs = [
+        constructed_outcome("random", r, [c + (r > 0 and i % 3 == 0) for i, c in enumerate(base)]) for r in range(3)
+    ]
+    outcomes = {"band": band, "random": random_runs}
+    (avg, *_) = comparisons(recipe, outcomes, 4)
+    assert avg["resampled"] == "seeds, problems" and len(avg["per_seed"]) == 3
+    assert avg["per_seed"][0] > 0.2 and max(avg["per_seed"][1:]) < 0
+    problems_only = avg["problems_only_interval"]
+    assert problems_only["low"] > 0  # over problems only, seed 0's luck looks like an effect
+    assert avg["interval"]["low"] < 0 < avg["interval"]["high"] and not avg["significant"]
+    assert avg["sentence"].startswith("no difference detectable")
+    report = SimpleNamespace(totals={"seeds": 3}, k=4, arms=[], comparisons=[avg])
+    assert "| band − random | +" in "\n".join(seeds_section(report))
+    one_seed = {arm: runs[:1] for arm, runs in outcomes.items()}
+    (single, *_) = comparisons(recipe, one_seed, 4)
+    assert single["resampled"] == "problems" and single["per_seed"] is None
+
+
+def write_grpo_metrics(path: Path, records: list[dict]) -> str:
+    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    return str(path)
+
+
+def test_the_report_shows_each_arms_flat_group_share_step_by_step(tmp_path):
+    """The pool recipe's mechanism, per arm per step: from groups/flat_share, or TRL's key in older runs."""
+    from types import SimpleNamespace
+
+    from agentdata.experiment.arm import ArmOutcome
+    from agentdata.experiment.markdown import grpo_section
+    from agentdata.experiment.report import FLAT_GROUPS, curves
+
+    curve = {"step": 0, "eval/avg@2": 0.25}
+    band = [curve, *({"step": s, FLAT_GROUPS: 0.5 * (s == 2), "frac_reward_zero_std": 0.9} for s in (1, 2, 3))]
+    older = [curve, *({"step": s, "frac_reward_zero_std": 1.0} for s in (1, 2))]  # logged before issue 40
+    outcomes = [
+        ArmOutcome("band", 0, "done", grpo_metrics=write_grpo_metrics(tmp_path / "band.jsonl", band)),
+        ArmOutcome("all", 0, "done", grpo_metrics=write_grpo_metrics(tmp_path / "all.jsonl", older)),
+    ]
+    found = curves(outcomes)
+    assert found["band"][0][FLAT_GROUPS] == [[1, 0.0], [2, 0.5], [3, 0.0]]
+    assert found["all"][0][FLAT_GROUPS] == [[1, 1.0], [2, 1.0]]
+    arms = [{"arm": arm, "pool": {"kind": arm, "size": 8}} for arm in ("band", "all")]
+    text = "\n".join(grpo_section(SimpleNamespace(arms=arms, curves=found, totals={"seeds": 1})))
+    assert "| step | band | all |" in text
+    assert "| 2 | 50.0% | 100.0% |" in text and "| 3 | 0.0% | - |" in text
+    assert "**band**: pool `band`, 8 problems; flat groups 16.7%" in text
+    many = {"band": [{FLAT_GROUPS: [[step, step % 2] for step in range(1, 101)]}]}  # 100 steps: ranges of 4
+    text = "\n".join(grpo_section(SimpleNamespace(arms=arms[:1], curves=many, totals={"seeds": 1})))
+    assert "| 1-4 | 50.0% |" in text and "| 97-100 | 50.0% |" in text and "| 5 |" not in text
+
+
+def test_zero_tirs_three_series_get_a_trend_test_and_a_flat_one_says_no_trend(tmp_path):
+    from types import SimpleNamespace
+
+    from agentdata.experiment.arm import ArmOutcome
+    from agentdata.experiment.markdown import trends_section
+    from agentdata.experiment.report import curves, trends
+
+    steps = range(1, 13)
+    records = [{"step": s, "tools/call_frequency": 0.1 * s, "accuracy": 0.0} for s in steps]  # calls rise
+    records = [r | {"completions/model_tokens": 100 + (7 if r["step"] % 2 else -7)} for r in records]  # noise
+    records += [{"step": s, "eval/avg@2": 0.0, "eval/tools/call_frequency": 0.1} for s in (0, 6, 12)]
+    outcome = ArmOutcome("grpo", 0, "done", grpo_metrics=write_grpo_metrics(tmp_path / "m.jsonl", records))
+    found = {(row["series"], row["source"]): row for row in trends(curves([outcome]))}
+    calls = found[("tool calls per response", "training rollouts")]
+    assert calls["verdict"] == "rising" and calls["slope"] == pytest.approx(0.1) and calls["points"] == 12
+    assert found[("response length (model tokens)", "training rollouts")]["verdict"] == "no trend"
+    assert found[("accuracy", "training rollouts")]["verdict"] == "no trend"  # 0 at every step: the floor
+    assert found[("accuracy", "held-out curve")]["points"] == 3
+    assert ("response length (model tokens)", "held-out curve") not in found  # not logged: no row
+    text = "\n".join(trends_section(SimpleNamespace(trends=list(found.values()))))
+    assert "| grpo | tool calls per response | training rollouts | 12 (steps 1-12) | +1.10 [" in text
+    assert "| **rising** |" in text and "| accuracy | held-out curve | 3 (steps 0-12) | +0.0 pts [+0.0, +0.0] |" in text
+    import matplotlib.pyplot as plt
+
+    from agentdata.experiment.plots import _curve_panel
+
+    figure, axis = plt.subplots()
+    report = SimpleNamespace(curves=curves([outcome]), trends=list(found.values()))
+    _curve_panel(axis, report, "tool calls", "eval/tools/call_frequency", "tools/call_frequency")
+    assert [text.get_text() for text in axis.get_legend().get_texts()] == ["grpo: rising"]
+    plt.close(figure)
 
 
 def test_pools_other_than_the_band_pick_by_their_rule_from_the_same_profile():

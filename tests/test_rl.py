@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -12,7 +13,7 @@ from agentdata.records import Trajectory
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.rl.rewards import reward_functions
 from agentdata.rl.rollout import trajectory_tokens
-from agentdata.rl.trainer import drop_flat_groups
+from agentdata.rl.trainer import FLAT_GROUPS_KEY, drop_flat_groups, flat_group_share
 from agentdata.settings import build
 from agentdata.sft.config import SFTStageConfig
 from agentdata.verify import CorrectnessReward, OverlongReward
@@ -162,6 +163,46 @@ def test_a_failed_rollout_is_masked_out_of_its_group_not_scored_wrong(tmp_path, 
     assert all(length > 0 for length in output["completion_mask"].sum(dim=1).tolist()[:2])
     assert trainer._metrics["train"]["rollouts/failed_ratio"] == [pytest.approx(1 / 6)]
     assert trainer._metrics["train"]["accuracy"] == [pytest.approx(2 / 5)]  # over the valid rollouts
+
+
+def test_a_group_is_flat_when_its_scorable_rewards_are_all_equal():
+    nan = float("nan")
+    rewards = torch.tensor([1.0, 1.0, nan, 1.0, -1.0, 1.0, nan, nan, 0.5, 0.2, 0.2, 0.2])
+    assert flat_group_share(rewards, group_size=3) == 0.75  # the third: one scorable rollout, no baseline
+    assert flat_group_share(torch.ones(4), group_size=2) == 1.0
+    assert math.isnan(flat_group_share(torch.ones(3), group_size=2))  # groups split across processes
+
+
+def test_every_grpo_step_logs_its_flat_group_share_without_dynamic_sampling(tmp_path, tiny_model_dir):
+    """The pool recipe's mechanism: a flat group (all rewards equal) gives no gradient. Logged every step
+    whether or not dynamic sampling drops such groups; a failed rollout is no reward of its group."""
+    from dataclasses import replace
+
+    from agentdata.rl.run import build_grpo_trainer
+
+    config = build(
+        GRPOStageConfig,
+        dict(
+            model=f"hf:{tiny_model_dir}",
+            out=str(tmp_path),
+            max_steps=1,
+            num_generations=3,
+            max_new_tokens=16,
+            overlong_buffer=0,
+            use_vllm="no",
+            rewards=["correctness"],
+        ),
+    )
+    trainer, rollout, _ = build_grpo_trainer(config, sandbox=None)
+    assert not trainer.dynamic_sampling
+    outcomes = ["wrong", "wrong", "failed", "right", "wrong", "wrong"]  # flat (the failure left out), then not
+    rollout._run = lambda prompts, trainer: [
+        replace(crafted_trajectory("error" if outcome == "failed" else "answer"), correct=outcome == "right")
+        for outcome in outcomes
+    ]
+    trainer.model.train()
+    trainer._generate_and_score_completions([dict(trainer.train_dataset[index]) for index in (0, 0, 0, 1, 1, 1)])
+    assert trainer._metrics["train"][FLAT_GROUPS_KEY] == [0.5]
 
 
 def test_config_reads_the_online_band_from_text_or_a_list():

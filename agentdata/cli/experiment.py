@@ -52,6 +52,14 @@ def command(
         ),
     ] = None,
     show: Annotated[bool, typer.Option("--show", help="Print the recipe file and stop (copy a built-in one).")] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Build every arm's stage settings and list the stages, their commands and the recipe's inputs; "
+            "run and write nothing (a GPU twin checked where its data and models are not).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
 ) -> None:
     """Run a recipe's arms through collect, curate, SFT, filter, GRPO and eval; report paired differences."""
@@ -69,6 +77,12 @@ def command(
         return
     overrides = parse_key_values(settings or [], "--set") | trackers(report_to)
     loaded = load_recipe(recipe, overrides, seeds)
+    if dry_run:
+        from agentdata.experiment.dry_run import dry_run as plan_only
+
+        command = run_command(recipe, out, seeds, settings, report_to, jobs)
+        render.show(plan_only(loaded), as_json, lambda result: dry_run_views(result, command))
+        return
     out = out or Path("runs/experiment") / loaded.name
     output_dir(out, "--out")
     if not as_json:
@@ -92,6 +106,36 @@ def trackers(report_to: list[str] | None) -> dict[str, list[str]]:
     if names:
         check_installed(build(TrackingConfig, {"report_to": names}, source="--report-to"), "experiment")
     return {"sft.report_to": names, "rl.report_to": names} if names else {}
+
+
+def run_command(recipe: str, out: Path | None, seeds: int | None, settings: Any, report_to: Any, jobs: Any) -> str:
+    """The command a dry run stands for, without --dry-run: what to run where the data and models are."""
+    import shlex
+
+    words = ["agentdata", "experiment", recipe]
+    words += ["--out", str(out)] if out else []
+    words += ["--seeds", str(seeds)] if seeds else []
+    words += [word for value in settings or [] for word in ("--set", value)]
+    words += [word for value in report_to or [] for word in ("--report-to", value)]
+    words += ["--jobs", str(jobs)] if jobs else []
+    return shlex.join(words)
+
+
+def dry_run_views(result: Any, command: str) -> Iterator[Any]:
+    """A dry run (experiment.dry_run.DryRun): the inputs, each arm's stages with their commands, the command."""
+    yield (
+        f"[bold]experiment[/] {escape(result.recipe)} (dry run: nothing run, nothing written): "
+        f"{len(result.arms)} arms × {result.seeds} seed(s); every stage's settings built"
+    )
+    for found in result.inputs:
+        state = "[green]here[/]" if found["here"] else "[yellow]not on this machine[/]"
+        yield f"  input {escape(found['what'])}: {escape(found['path'])} ({state})"
+    for plan in result.plans:
+        yield f"[bold]arm {escape(plan['arm'])}[/] · seed {plan['seed']}"
+        for stage in plan["stages"]:
+            values = " ".join(f"{key}={value}" for key, value in stage["settings"].items())
+            yield escape(f"  {stage['stage']:<9} {stage['command']}{'  ' + values if values else ''}")
+    yield f"To run it: [bold]{escape(command)}[/]"
 
 
 def experiment_views(report: Any) -> Iterator[Any]:

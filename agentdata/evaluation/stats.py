@@ -12,17 +12,22 @@ would make every interval too narrow. Hence:
   of the problems up to the Wilson upper bound of 0 in n (7.1% of 50) scores otherwise, anywhere in
   the range: [0, 7.1%] for 0 of 50. Over 10,000 problems the bootstrap's own limit, the normal
   interval (mean ± 1.96 standard errors), is used: there they agree and it costs nothing.
+- `seed_problem_interval`: the paired interval when each arm was trained with several seeds: the
+  seeds are a level of the bootstrap (drawn first, then the problems), so training noise counts.
 - `paired_comparison`: two models on the same problems, per-problem differences d = a - b. The
   difference is mean(d); its interval is the paired bootstrap over problems (the same rules: when no
   problem differs, ± 7.1 points on 50 problems); the p-value is the
   paired sign-flip randomisation test (under no difference each d is as likely to be -d), exact for
   up to 16 differing problems and 10,000 seeded flips above that. For 0/1 outcomes (k = 1, maj@k)
   that test is McNemar's exact test, computed as such from the binomial.
+- `trend`: a series against training steps (tool calls, response length, accuracy): the slope of
+  its least-squares line with a t interval; a trend is said only where the interval excludes zero.
 - `PairedComparison.sentence`: one plain line. An effect is claimed only where the interval
   excludes zero; otherwise it says no difference is detectable and how many responses per model
   would detect one this size (normal approximation, 80% power, two-sided 5%).
 
-Pure numpy, no model: tests build scores with a known difference and check the interval covers it.
+Pure numpy (and scipy's t quantile for `trend`), no model: tests build scores with a known difference
+and check the interval covers it.
 """
 
 from __future__ import annotations
@@ -129,6 +134,28 @@ def difference_interval(differences: np.ndarray, seed: int = SEED) -> Interval:
         half = Z * float(differences.std(ddof=1)) / math.sqrt(len(differences))
         return Interval(mean - half, mean + half, "normal")
     return Interval(*_percentiles(_bootstrap_means(differences, seed)), "bootstrap")
+
+
+def seed_problem_interval(differences: np.ndarray, seed: int = SEED) -> Interval:
+    """The 95% interval of the mean difference over training seeds (rows) and problems (columns).
+
+    Each resample draws the seeds with replacement, then the problems with replacement, and takes the
+    mean of the drawn problems' differences in the drawn seeds. The problems are the same in every
+    seed (crossed, not nested), so one problem draw serves every drawn seed: a draw per seed would
+    average the problems' own spread away. Seeds that disagree widen the interval; with one seed it is
+    the paired bootstrap over problems (`difference_interval`, the same draws)."""
+    seeds, problems = differences.shape
+    if np.all(differences == differences.flat[0]):
+        return _no_spread(float(differences.flat[0]), problems, -1.0, 1.0)
+    rng = np.random.default_rng(seed)
+    means = []
+    for start in range(0, RESAMPLES, CHUNK):
+        rows = min(CHUNK, RESAMPLES - start)
+        problem_picks = rng.integers(0, problems, size=(rows, problems))  # first: one seed = the problem bootstrap
+        seed_picks = rng.integers(0, seeds, size=(rows, seeds))
+        per_seed = differences[:, problem_picks].mean(axis=2).T  # (rows, seeds): each seed on the drawn problems
+        means.append(np.take_along_axis(per_seed, seed_picks, axis=1).mean(axis=1))
+    return Interval(*_percentiles(np.concatenate(means)), "bootstrap")
 
 
 def sign_flip_p_value(differences: np.ndarray, seed: int = SEED) -> float:
@@ -250,3 +277,47 @@ def paired_comparison(
         detectable=detectable,
         responses_needed=needed,
     )
+
+
+@dataclass(frozen=True)
+class Trend:
+    """The least-squares line of a series against steps: its slope per step with a 95% t interval."""
+
+    slope: float
+    low: float
+    high: float
+    points: int
+    first_step: float
+    last_step: float
+
+    @property
+    def verdict(self) -> str:
+        """`rising` or `falling` only where the interval excludes zero; else `no trend`."""
+        if self.low > 0:
+            return "rising"
+        if self.high < 0:
+            return "falling"
+        return "no trend"
+
+    def as_dict(self) -> dict:
+        return asdict(self) | {"verdict": self.verdict}
+
+
+def trend(steps: Sequence[float], values: Sequence[float]) -> Trend | None:
+    """The slope of `values` against `steps` and its 95% interval (Student's t on n - 2 degrees of
+    freedom, the residuals taken as independent); None with fewer than three points or one step.
+    A series that is a straight line (every value equal: accuracy 0 at every step) has a zero-width
+    interval, so only a nonzero slope reads as a trend."""
+    from scipy.stats import t as student_t
+
+    x, y = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
+    keep = ~(np.isnan(x) | np.isnan(y))
+    x, y = x[keep], y[keep]
+    if len(x) < 3 or np.all(x == x[0]):
+        return None
+    centred = x - x.mean()
+    slope = float((centred * (y - y.mean())).sum() / (centred**2).sum())
+    residuals = y - y.mean() - slope * centred
+    error = math.sqrt(float((residuals**2).sum()) / (len(x) - 2) / float((centred**2).sum()))
+    half = float(student_t.ppf(1 - (1 - CONFIDENCE) / 2, len(x) - 2)) * error
+    return Trend(slope, slope - half, slope + half, len(x), float(x.min()), float(x.max()))

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentdata.experiment.series import FLAT_GROUPS
+
+MOST_STEP_ROWS = 30  # longer runs: steps grouped into ranges
+
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
@@ -77,11 +81,18 @@ def comparisons_section(report: Any) -> list[str]:
         for c in report.comparisons
     ]
     sentences = [f"- {c['sentence']}" for c in report.comparisons if c["metric"].startswith("avg@")]
+    over_seeds = any(c.get("resampled") == "seeds, problems" for c in report.comparisons)
+    resampled = (
+        "the paired bootstrap over training seeds, then problems (each arm's repetition r paired with the other's; "
+        "a seed's luck counts as noise, not as the arm's effect)"
+        if over_seeds
+        else "the paired bootstrap over problems"
+    )
     return [
         "## Paired comparisons",
         "",
-        "Same held-out problems, same seeds and k; the difference is the first arm minus the second, its interval "
-        "the paired bootstrap over problems, p the paired sign-flip test (McNemar for 0/1 outcomes). An effect is "
+        f"Same held-out problems, same seeds and k; the difference is the first arm minus the second, its interval "
+        f"{resampled}, p the paired sign-flip test over problems (McNemar for 0/1 outcomes). An effect is "
         "claimed only where the interval excludes zero.",
         "",
         *_table(["arm", "vs", "metric", "difference", "95% interval", "p", "verdict"], rows, text_columns=3),
@@ -99,12 +110,81 @@ def grpo_section(report: Any) -> list[str]:
             continue
         rates = [rate for rate in pool.get("pass_rates") or [] if rate is not None]
         described = f" (profiled pass rates {min(rates):.2f}-{max(rates):.2f})" if rates else ""
-        flat = [value for run in series or [] for _, value in run.get("frac_reward_zero_std", [])]
+        flat = [value for run in series or [] for _, value in run.get(FLAT_GROUPS, [])]
         flat_text = f"; flat groups {_pct(sum(flat) / len(flat))} of training steps' groups" if flat else ""
         lines.append(f"- **{arm['arm']}**: pool `{pool['kind']}`, {pool['size']} problems{described}{flat_text}")
     if not lines:
         return []
-    return ["## GRPO", "", *lines, "", "The curves against steps are in report.png.", ""]
+    return ["## GRPO", "", *lines, "", "The curves against steps are in report.png.", "", *flat_groups_table(report)]
+
+
+def flat_groups_table(report: Any) -> list[str]:
+    """Each arm's share of flat groups step by step (the mean over seeds): the band's mechanism, where the
+    pool's choice shows before any accuracy does. Long runs are shown in at most MOST_STEP_ROWS ranges."""
+    per_arm = {}
+    for arm, runs in report.curves.items():
+        by_step: dict[int, list[float]] = {}
+        for run in runs:
+            for step, value in run.get(FLAT_GROUPS, []):
+                by_step.setdefault(int(step), []).append(value)
+        if by_step:
+            per_arm[arm] = {step: sum(values) / len(values) for step, values in by_step.items()}
+    if not per_arm:
+        return []
+    steps = sorted({step for by_step in per_arm.values() for step in by_step})
+    size = -(-len(steps) // MOST_STEP_ROWS)  # steps per row, rounded up
+    rows = []
+    for start in range(0, len(steps), size):
+        chunk = steps[start : start + size]
+        label = str(chunk[0]) if len(chunk) == 1 else f"{chunk[0]}-{chunk[-1]}"
+        cells = []
+        for by_step in per_arm.values():
+            values = [by_step[step] for step in chunk if step in by_step]
+            cells.append(_pct(sum(values) / len(values)) if values else "-")
+        rows.append([label, *cells])
+    seeds = " (mean over seeds)" if report.totals.get("seeds", 1) > 1 else ""
+    return [
+        f"Flat groups per step{seeds}: the share of a step's training groups whose rewards were all equal "
+        "(no advantage, so no gradient).",
+        "",
+        *_table(["step", *per_arm], rows),
+        "",
+    ]
+
+
+# How each trend series reads: (scale, unit, decimals) of its change over the run.
+TREND_UNITS = {"accuracy": (100, " pts", 1), "tool calls per response": (1, "", 2)}
+
+
+def trends_section(report: Any) -> list[str]:
+    """ZeroTIR's three series against steps, each with its fitted change over the run and a verdict."""
+    rows = []
+    for row in getattr(report, "trends", []):
+        scale, unit, decimals = TREND_UNITS.get(row["series"], (1, " tokens", 1))
+        span = row["last_step"] - row["first_step"]
+        change, low, high = (scale * span * row[end] for end in ("slope", "low", "high"))
+        rows.append(
+            [
+                row["arm"],
+                row["series"],
+                row["source"],
+                f"{row['points']} (steps {row['first_step']:g}-{row['last_step']:g})",
+                f"{change:+.{decimals}f}{unit} [{low:+.{decimals}f}, {high:+.{decimals}f}]",
+                row["verdict"] if row["verdict"] == "no trend" else f"**{row['verdict']}**",
+            ]
+        )
+    if not rows:
+        return []
+    return [
+        "## Trends against steps",
+        "",
+        "ZeroTIR's three series (tool calls per response, response length, accuracy) against GRPO steps: the "
+        "change over the run of each one's least-squares line, with the 95% t interval of its slope (points taken "
+        "as independent). A series rises or falls only where the interval excludes zero; otherwise: no trend.",
+        "",
+        *_table(["arm", "series", "from", "points", "fitted change [95%]", "verdict"], rows, text_columns=3),
+        "",
+    ]
 
 
 def seeds_section(report: Any) -> list[str]:
@@ -115,7 +195,31 @@ def seeds_section(report: Any) -> list[str]:
         for arm in report.arms
         if "spread" in arm
     ]
-    return ["## Spread across seeds", "", *_table(["arm", f"avg@{report.k} per seed", "sd"], rows), ""]
+    return [
+        "## Spread across seeds",
+        "",
+        *_table(["arm", f"avg@{report.k} per seed", "sd"], rows),
+        "",
+        *seed_differences(report),
+    ]
+
+
+def seed_differences(report: Any) -> list[str]:
+    """Each avg@k comparison seed by seed, beside its interval over seeds and problems and over problems only."""
+    rows = [
+        [
+            f"{c['model']} − {c['baseline']}",
+            ", ".join(f"{100 * value:+.1f}" for value in c["per_seed"]),
+            f"{100 * c['difference']:+.1f}{_ci(c['interval'])}",
+            _ci(c["problems_only_interval"]).strip(),
+        ]
+        for c in report.comparisons
+        if c["metric"].startswith("avg@") and c.get("per_seed")
+    ]
+    if not rows:
+        return []
+    header = ["comparison", "difference per seed (pts)", "pooled [seeds, problems]", "problems only"]
+    return [*_table(header, rows), ""]
 
 
 def work_section(report: Any) -> list[str]:
@@ -166,6 +270,7 @@ def report_markdown(report: Any) -> str:
         *arms_section(report),
         *comparisons_section(report),
         *grpo_section(report),
+        *trends_section(report),
         *seeds_section(report),
         *work_section(report),
     ]

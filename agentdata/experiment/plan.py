@@ -128,8 +128,11 @@ def _build(config_type: type, values: dict[str, Any], where: str) -> Any:
         raise UserError(message if message.startswith(where) else f"{where}: {message}") from None
 
 
-def plan_arm(recipe: Recipe, arm: str, repetition: int, files: ProblemFiles, out: Path) -> ArmPlan:
-    """The arm's configs for one repetition; a UserError naming the recipe, the arm and the field on a bad value."""
+def plan_arm(
+    recipe: Recipe, arm: str, repetition: int, files: ProblemFiles, out: Path, check_paths: bool = True
+) -> ArmPlan:
+    """The arm's configs for one repetition; a UserError naming the recipe, the arm and the field on a bad value.
+    `check_paths=False` (a dry run on another machine than the run's) lets a missing stitch.solutions file by."""
     from agentdata.experiment import training
     from agentdata.rl.config import rollout_loop
     from agentdata.settings import flatten
@@ -149,7 +152,7 @@ def plan_arm(recipe: Recipe, arm: str, repetition: int, files: ProblemFiles, out
     curate = _build(CurateConfig, section_of(settings, "curate"), where)
     stitch_section = section_of(settings, "stitch")
     solutions = stitch_section.pop("solutions", None)
-    if solutions is not None and not Path(str(solutions)).is_file():
+    if check_paths and solutions is not None and not Path(str(solutions)).is_file():
         raise UserError(f"{where}: stitch.solutions: no such file {solutions}")
     stitch = _build(StitchConfig, {"protocol": loop.protocol, **stitch_section}, where)
 

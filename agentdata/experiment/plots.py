@@ -4,7 +4,8 @@ Top left: avg@k, pass@k and maj@k per arm with their 95% intervals. Top right: e
 difference with its interval and the zero line (an effect is a bar clear of it). Bottom: for the
 GRPO arms, ZeroTIR's scaling view and the band's mechanism against steps: held-out accuracy,
 tool calls per response, response length, entropy and the share of flat groups (all rewards equal:
-no gradient), one line per arm (held-out values solid, training rollouts dashed).
+no gradient), one line per arm (held-out values solid, training rollouts dashed); an arm's legend says
+its trend over steps (rising, falling, no trend) where the series was tested (report.trends).
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ matplotlib.use("Agg")  # files only: never needs a display
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from agentdata.experiment.series import FLAT_GROUPS, TREND_SERIES  # noqa: E402
+
 # (title, held-out key, training-rollouts key) of each curve panel.
 CURVE_PANELS = (
     ("held-out avg@k (95% band)", "eval/avg@k", "accuracy"),
     ("tool calls per response", "eval/tools/call_frequency", "tools/call_frequency"),
     ("response length (model tokens)", "eval/completions/model_tokens", "completions/model_tokens"),
     ("entropy", None, "entropy"),
-    ("flat groups (share)", None, "frac_reward_zero_std"),
+    ("flat groups (share)", None, FLAT_GROUPS),
 )
 
 
@@ -66,11 +69,22 @@ def _differences_panel(axis: Any, report: Any) -> None:
         axis.text(0.5, 0.5, "no two arms finished", ha="center", va="center", transform=axis.transAxes)
 
 
+def _verdicts(report: Any, train_key: str) -> dict[str, str]:
+    """Each arm's trend verdict for a panel's series from the training rollouts (report.trends), if tested."""
+    names = {train: name for name, train, _ in TREND_SERIES}
+    return {
+        row["arm"]: row["verdict"]
+        for row in getattr(report, "trends", [])
+        if row["source"] == "training rollouts" and row["series"] == names.get(train_key)
+    }
+
+
 def _curve_panel(axis: Any, report: Any, title: str, eval_key: str | None, train_key: str) -> None:
+    verdicts = _verdicts(report, train_key)
     for index, (arm, runs) in enumerate(report.curves.items()):
         colour = f"C{index}"
         for repetition, series in enumerate(runs):
-            label = arm if repetition == 0 else None
+            label = (f"{arm}: {verdicts[arm]}" if arm in verdicts else arm) if repetition == 0 else None
             for key, style in ((eval_key, "s-"), (train_key, "o--")):
                 points = series.get(key) if key else None
                 if points:

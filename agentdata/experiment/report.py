@@ -1,4 +1,5 @@
-"""The experiment's report: a row per arm, paired comparisons, GRPO curves, shared work, time and load.
+"""The experiment's report: a row per arm, paired comparisons, GRPO curves and their trends, shared work,
+time and load.
 
 Built from the arms' outcomes (arm.ArmOutcome); written as `experiment.json` (everything),
 `report.md` (the tables and the sentences) and `report.png` (experiment/plots.py, one page).
@@ -7,7 +8,9 @@ With `--seeds N` every number of an arm is over its N repetitions: each problem'
 mean of its scores in the repetitions (so a problem still counts once, and the interval over
 problems holds the seeds' noise too), and `spread` lists avg@k per repetition with their
 standard deviation. Paired comparisons are made between every two arms that finished, on the
-problems both were scored on, with `evaluation/stats.py`'s statistics.
+problems both were scored on, with `evaluation/stats.py`'s statistics; with several repetitions
+their interval is the bootstrap over training seeds and problems (`seeded`), and each seed's own
+difference is listed beside it.
 """
 
 from __future__ import annotations
@@ -15,28 +18,21 @@ from __future__ import annotations
 import itertools
 import json
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from agentdata.evaluation.metrics import ProblemScores
-from agentdata.evaluation.stats import mean_interval, paired_comparison
+from agentdata.evaluation.stats import PairedComparison, mean_interval, paired_comparison, seed_problem_interval, trend
 from agentdata.experiment.recipe import Recipe
+from agentdata.experiment.series import CURVE_KEYS, FLAT_GROUPS, TREND_SERIES
 from agentdata.publish.secrets import shared_scanner, write_shared_json
 
 REPORT_JSON = "experiment.json"
 REPORT_MD = "report.md"
 REPORT_PNG = "report.png"
-# The curves of a GRPO arm (keys of its metrics.jsonl; the held-out one is eval/avg@K, found per run).
-CURVE_KEYS = (
-    "eval/tools/call_frequency",
-    "eval/completions/model_tokens",
-    "tools/call_frequency",
-    "completions/model_tokens",
-    "entropy",
-    "frac_reward_zero_std",
-    "accuracy",
-)
 METRICS = ("avg", "pass", "maj")
 
 
@@ -50,6 +46,7 @@ class ExperimentReport:
     totals: dict[str, Any]
     outcomes: list[dict[str, Any]] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
+    trends: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +54,7 @@ class ExperimentReport:
             "arms": self.arms,
             "comparisons": self.comparisons,
             "curves": self.curves,
+            "trends": self.trends,
             "shared_work": self.shared,
             "totals": self.totals,
             "outcomes": self.outcomes,
@@ -115,7 +113,8 @@ def arm_row(arm: str, recipe: Recipe, outcomes: list[Any], k: int) -> dict[str, 
 
 
 def comparisons(recipe: Recipe, by_arm: dict[str, list[Any]], k: int) -> list[dict[str, Any]]:
-    """Every two finished arms, paired by problem (avg@k, pass@k, maj@k)."""
+    """Every two finished arms, paired by problem (avg@k, pass@k, maj@k); over training seeds too where
+    both arms finished more than one repetition (`seeded`)."""
     done = {arm: [o for o in outcomes if o.status == "done"] for arm, outcomes in by_arm.items()}
     found = []
     for first, second in itertools.combinations([arm for arm in recipe.arms if done.get(arm)], 2):
@@ -130,8 +129,34 @@ def comparisons(recipe: Recipe, by_arm: dict[str, list[Any]], k: int) -> list[di
                 responses_per_problem=k * len(done[first]),
             )
             if comparison is not None:
-                found.append(comparison.as_dict())
+                found.append(seeded(comparison, done[first], done[second], metric, k))
     return found
+
+
+def seeded(comparison: PairedComparison, first: list[Any], second: list[Any], metric: str, k: int) -> dict[str, Any]:
+    """The comparison with its interval over training seeds and problems, when both arms have several
+    repetitions: the problems-only interval treats one training run's luck as the arm's effect.
+    Repetition r of one arm is paired with repetition r of the other (the same seeds, offset by r)."""
+    first_by_seed = {o.repetition: problem_values([o], metric, k) for o in first}
+    second_by_seed = {o.repetition: problem_values([o], metric, k) for o in second}
+    repetitions = sorted(set(first_by_seed) & set(second_by_seed))
+    levels = {"resampled": "problems", "per_seed": None, "problems_only_interval": None}
+    if len(repetitions) < 2:
+        return comparison.as_dict() | levels
+    problems = [
+        pid
+        for pid in first_by_seed[repetitions[0]]
+        if all(pid in first_by_seed[r] and pid in second_by_seed[r] for r in repetitions)
+    ]
+    if not problems:
+        return comparison.as_dict() | levels
+    differences = np.array([[first_by_seed[r][p] - second_by_seed[r][p] for p in problems] for r in repetitions])
+    pooled = replace(comparison, interval=seed_problem_interval(differences))
+    return pooled.as_dict() | {
+        "resampled": "seeds, problems",
+        "per_seed": [float(row.mean()) for row in differences],
+        "problems_only_interval": comparison.interval.as_dict(),
+    }
 
 
 def curves(outcomes: list[Any]) -> dict[str, list[dict[str, list[list[float]]]]]:
@@ -147,12 +172,29 @@ def curves(outcomes: list[Any]) -> dict[str, list[dict[str, list[list[float]]]]]
         accuracy = next((key for key in map(avg_key, history) if key), None)
         series = {}
         names = {accuracy: "eval/avg@k", f"{accuracy}/low": "eval/avg@k/low", f"{accuracy}/high": "eval/avg@k/high"}
-        for key in (*CURVE_KEYS, *names):
+        for key in (*CURVE_KEYS, FLAT_GROUPS, *names):
             points = [[entry["step"], entry[key]] for entry in history if accuracy and _number(entry.get(key))]
             if points:
                 series[names.get(key, key)] = sorted(points)
+        if FLAT_GROUPS not in series and "frac_reward_zero_std" in series:
+            series[FLAT_GROUPS] = series["frac_reward_zero_std"]
         found.setdefault(outcome.arm, []).append(series)
     return found
+
+
+def trends(found: dict[str, list[dict[str, list[list[float]]]]]) -> list[dict[str, Any]]:
+    """Per GRPO arm, each of TREND_SERIES from the training rollouts (a point per step) and from the
+    held-out curve (a point per curve evaluation), the repetitions' points together: its slope against
+    steps and the verdict (`evaluation/stats.trend`); a series with fewer than three points is left out."""
+    rows = []
+    for arm, runs in found.items():
+        for series, train_key, eval_key in TREND_SERIES:
+            for source, key in (("training rollouts", train_key), ("held-out curve", eval_key)):
+                points = [point for run in runs for point in run.get(key, [])]
+                fitted = trend([step for step, _ in points], [value for _, value in points])
+                if fitted:
+                    rows.append({"arm": arm, "series": series, "source": source, **fitted.as_dict()})
+    return rows
 
 
 def _number(value: Any) -> bool:
@@ -201,15 +243,17 @@ def build_report(recipe: Recipe, outcomes: list[Any], files: Any, out: Path) -> 
     shared = shared_work(outcomes)
     summary = totals(recipe, outcomes, shared, files)
     k = summary["k"] or 1
+    found_curves = curves(outcomes)
     report = ExperimentReport(
         recipe=recipe.as_dict(),
         arms=[arm_row(arm, recipe, by_arm[arm], k) for arm in recipe.arms],
         comparisons=comparisons(recipe, by_arm, k),
-        curves=curves(outcomes),
+        curves=found_curves,
         shared=shared,
         totals=summary,
         outcomes=[o.as_dict() | {"scores": None} for o in outcomes],
         files={"json": str(out / REPORT_JSON), "markdown": str(out / REPORT_MD), "png": str(out / REPORT_PNG)},
+        trends=trends(found_curves),
     )
     report_figure(report, out / REPORT_PNG)
     # what people share of an experiment: a teacher's or student's spec with `user:PASSWORD@` is cut from both

@@ -28,10 +28,12 @@ from agentdata.experiment.workers import ArmJob, default_jobs, run_arms_in_worke
 ARMS_DIR = "arms"
 
 
-def plan_all(recipe: Recipe, files: ProblemFiles, out: Path) -> dict[tuple[str, int], ArmPlan]:
+def plan_all(
+    recipe: Recipe, files: ProblemFiles, out: Path, check_paths: bool = True
+) -> dict[tuple[str, int], ArmPlan]:
     """Every arm of every repetition, built and checked (before any work)."""
     return {
-        (arm, repetition): plan_arm(recipe, arm, repetition, files, out / "work")
+        (arm, repetition): plan_arm(recipe, arm, repetition, files, out / "work", check_paths)
         for repetition in range(recipe.seeds)
         for arm in recipe.arms
     }

@@ -1,5 +1,6 @@
 """GRPOTrainer, configured for agentic RL, with two behaviours TRL lacks: dynamic sampling and
-failed rollouts masked out of their group.
+failed rollouts masked out of their group; and every step logs its share of flat groups
+(`groups/flat_share`: every scorable reward of the group equal, so no gradient).
 
 Pinned to TRL 1.16 (`trl==1.16.*` in pyproject): `_generate_and_score_completions` and
 `_calculate_rewards` are private methods. This code relies on: the output dict
@@ -17,6 +18,9 @@ from trl import GRPOTrainer
 
 ZERO_ADVANTAGE = 1e-6
 FAILED_FIELD = "rollout_failed"  # set by AgentRollout: True where the engine or sandbox failed
+# Logged every step, whatever dynamic sampling and scale_rewards are: TRL's frac_reward_zero_std is
+# the batch's std under scale_rewards=batch, and misses a group with one scorable rollout.
+FLAT_GROUPS_KEY = "groups/flat_share"
 
 
 class AgentGRPOTrainer(GRPOTrainer):
@@ -38,6 +42,11 @@ class AgentGRPOTrainer(GRPOTrainer):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         failed = self.accelerator.gather(failed_rows(inputs, rewards_per_func.device))  # rewards are gathered too
         rewards_per_func[failed] = float("nan")
+        mode = "train" if self.model.training else "eval"
+        group_size = self.num_generations if mode == "train" else self.num_generations_eval
+        total = (rewards_per_func * self.reward_weights.to(rewards_per_func.device)).nansum(dim=1)
+        total[rewards_per_func.isnan().all(dim=1)] = float("nan")
+        self._metrics[mode][FLAT_GROUPS_KEY].append(flat_group_share(total, group_size))
         return rewards_per_func
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -76,3 +85,18 @@ def drop_flat_groups(output: dict[str, Any], group_size: int) -> float:
     keep_rows = (~flat).repeat_interleave(group_size).to(output["completion_mask"].dtype)
     output["completion_mask"] = output["completion_mask"] * keep_rows.unsqueeze(1)
     return float((~flat).float().mean().item()) if flat.numel() else 1.0
+
+
+def flat_group_share(rewards: Any, group_size: int) -> float:
+    """The share of groups whose scorable rewards are all equal (NaN: a failed rollout, left out): such a
+    group gives no advantage, so no gradient. A group with fewer than two scorable rollouts is flat."""
+    import torch
+
+    if group_size < 1 or rewards.numel() % group_size:
+        return float("nan")  # groups split across processes: not measurable here
+    grouped = rewards.view(-1, group_size)
+    scorable = ~grouped.isnan()
+    highest = torch.where(scorable, grouped, -torch.inf).max(dim=1).values
+    lowest = torch.where(scorable, grouped, torch.inf).min(dim=1).values
+    flat = (scorable.sum(dim=1) < 2) | torch.isclose(highest, lowest)
+    return float(flat.float().mean().item()) if flat.numel() else float("nan")

@@ -1,0 +1,87 @@
+"""`agentdata experiment RECIPE --dry-run`: every built-in recipe and its GPU twin build every stage's settings
+here, where the twins' data and models are not, so a typo in a twin fails CI, not a day on a GPU node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agentdata.experiment import builtin_recipes
+from tests.cli_helpers import run_cli
+
+ROOT = Path(__file__).resolve().parent.parent
+TWINS = ROOT / "examples" / "gpu" / "experiments"
+
+
+def test_every_built_in_recipe_has_a_gpu_twin():
+    assert sorted(path.stem for path in TWINS.glob("*.yaml")) == sorted(f"{name}-gpu" for name in builtin_recipes())
+
+
+@pytest.mark.parametrize("recipe", [*sorted(builtin_recipes()), *(str(p) for p in sorted(TWINS.glob("*.yaml")))])
+def test_every_recipe_and_twin_plans_every_stage_and_runs_nothing(recipe, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert run_cli(["experiment", recipe, "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert "every stage's settings built" in printed and f"To run it: agentdata experiment {recipe}" in printed
+    assert " eval " in printed  # every arm ends with its evaluation
+    assert list(tmp_path.iterdir()) == []  # nothing written: no runs/experiment/NAME
+
+
+def test_the_pool_twin_lists_its_stages_seeds_and_missing_inputs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert run_cli(["experiment", str(TWINS / "pool-gpu.yaml"), "--dry-run", "--json"]) == 0
+    import json
+
+    found = json.loads(capsys.readouterr().out)
+    assert (found["seeds"], len(found["plans"])) == (3, 9)  # three arms, three training seeds each
+    stages = {(plan["arm"], plan["seed"]): [stage["stage"] for stage in plan["stages"]] for plan in found["plans"]}
+    assert stages[("band", 2)] == ["collect", "curate", "sft_sets", "sft", "profile", "pool", "grpo", "eval"]
+    assert stages[("all", 0)] == ["collect", "curate", "sft_sets", "sft", "grpo", "eval"]  # no profile for all
+    grpo = next(stage for stage in found["plans"][-1]["stages"] if stage["stage"] == "grpo")
+    assert grpo["command"] == "agentdata train --stage rl" and grpo["settings"]["seed"] == 2
+    assert {"what": "held_out", "path": "data/aime24.jsonl", "here": False} in found["inputs"]
+    assert {"what": "student", "path": "/models/Qwen3-4B-Instruct-2507", "here": False} in found["inputs"]
+
+
+@pytest.mark.parametrize(
+    "section,key,value,message",
+    [
+        ("rl", "max_stpes", 200, "unknown setting 'rl.max_stpes'; did you mean rl.max_steps"),
+        ("rl", "learning_rate", "fast", "learning_rate"),
+        ("loop", "max_tool_calls", -1, "max_tool_calls"),
+    ],
+)
+def test_a_typo_in_a_twin_fails_the_dry_run_in_one_line(section, key, value, message, tmp_path, capsys):
+    data = yaml.safe_load((TWINS / "pool-gpu.yaml").read_text(encoding="utf-8"))
+    data["base"][section][key] = value
+    path = tmp_path / "pool-gpu.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    assert run_cli(["experiment", str(path), "--dry-run"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_sft_data_with_two_seeds_collects_the_teacher_twice_with_different_sampling_seeds():
+    """Issue 40: `sft-data --seeds 2` (or `seeds: 2` in the recipe) is a second draw of the teacher's
+    trajectories, hence of the SFT rows, not the first collect reused: the collect's stage key holds its seed."""
+    from agentdata.experiment import load_recipe
+    from agentdata.experiment.arm import collect_key
+    from agentdata.experiment.dry_run import dry_run
+    from agentdata.experiment.plan import ProblemFiles
+    from agentdata.experiment.runner import plan_all
+
+    recipe = load_recipe("sft-data", seeds=2)
+    found = dry_run(recipe)
+    collects = {
+        (plan["arm"], plan["seed"]): stage["settings"]["seed"]
+        for plan in found.plans
+        for stage in plan["stages"]
+        if stage["stage"] == "collect"
+    }
+    assert collects == {("real", 0): 0, ("real", 1): 1, ("stitched", 0): 0, ("stitched", 1): 1}
+    files = ProblemFiles(Path("train.jsonl"), Path("held_out.jsonl"), Path("curve.jsonl"), {})
+    plans = plan_all(recipe, files, Path("unused"), check_paths=False)
+    first, second = plans[("real", 0)], plans[("real", 1)]
+    assert collect_key(first.collect) != collect_key(second.collect)  # run again, never reused
+    assert (first.sft_values["seed"], second.sft_values["seed"]) == (0, 1) and second.eval_seed == first.eval_seed + 1
