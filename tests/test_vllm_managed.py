@@ -136,3 +136,22 @@ def test_a_server_that_exits_at_start_is_one_line_with_its_error(tmp_path):
     server = server_module.VLLMServer(ServerSettings(model="m", startup_timeout_s=30), python=str(fake_python))
     with pytest.raises(UserError, match="exited at start: .*RuntimeError: no such model"):
         server.start()
+
+
+def test_the_embedded_default_runs_on_vllm_where_it_is_installed_unless_switched_off(monkeypatch, tmp_path):
+    from agentdata.engines import load_engine
+    from agentdata.engines.hf import HFEngine
+    from agentdata.rl.rollout_engines import plan_rollouts
+
+    python = tmp_path / "python"
+    python.write_text("")
+    monkeypatch.setenv(server_module.PYTHON_ENV, str(python))
+    monkeypatch.setenv(server_module.SWITCH_ENV, "on")
+    engine = load_engine("smollm2")
+    assert isinstance(engine, ManagedVLLMEngine) and engine.spec == "smollm2"  # nothing started until used
+    assert isinstance(load_engine("smollm2-tir").inner, ManagedVLLMEngine)
+    assert isinstance(load_engine("smollm2", max_batch_size=4), HFEngine)  # the transformers engine's options
+    assert plan_rollouts("auto", "").kind == "file-push" and plan_rollouts("no", "").kind == "policy"
+    monkeypatch.setenv(server_module.SWITCH_ENV, "off")
+    assert isinstance(load_engine("smollm2"), HFEngine)
+    assert plan_rollouts("auto", "").kind == "policy" and plan_rollouts("yes", "").kind == "file-push"

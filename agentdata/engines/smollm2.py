@@ -64,7 +64,15 @@ def smollm2_model_dir() -> Path:
 
 
 def smollm2_engine(target: str = "", *, spec: str = SMOLLM2_SPEC, **options):
-    """The engine factory of the bare `smollm2` spec: the cached model on the transformers engine."""
+    """The engine factory of the bare `smollm2` spec: the cached model on vLLM where it is installed (its server
+    from .venv-vllm: faster end to end here, start-up included), else on the transformers engine. Options are
+    the transformers engine's, so any option keeps that engine; so does AGENTDATA_VLLM=off."""
+    from agentdata.engines.vllm_server import vllm_by_default
+
+    if not options and vllm_by_default():
+        from agentdata.engines.vllm_engine import ManagedVLLMEngine
+
+        return ManagedVLLMEngine(str(smollm2_model_dir()), spec=SMOLLM2_SPEC)
     from agentdata.engines.hf import HFEngine
 
     return HFEngine(smollm2_model_dir(), spec=SMOLLM2_SPEC, **options)

@@ -36,6 +36,9 @@ from pathlib import Path
 from agentdata.errors import UserError
 
 PYTHON_ENV = "AGENTDATA_VLLM_PYTHON"
+# "off": nothing picks vLLM by itself (the embedded default's engine, GRPO's `use_vllm: auto`); the test suite sets
+# it, and the vLLM tests ask for vLLM by name.
+SWITCH_ENV = "AGENTDATA_VLLM"
 SIBLING_VENV = ".venv-vllm"
 INSTALL_HINT = "bash scripts/install_vllm.sh (or set AGENTDATA_VLLM_PYTHON to a python that can import vllm)"
 
@@ -63,6 +66,12 @@ def find_vllm_python() -> str | None:
     if in_process_vllm():
         return sys.executable
     return None
+
+
+def vllm_by_default() -> bool:
+    """Whether the defaults take vLLM: it is installed and AGENTDATA_VLLM is not "off". Measured faster end to end
+    here, start-up included (bench/RESULTS.md, "vLLM")."""
+    return os.environ.get(SWITCH_ENV, "").lower() != "off" and find_vllm_python() is not None
 
 
 def require_vllm_python(python: str | None = None) -> str:

@@ -19,13 +19,10 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
 from agentdata.errors import UserError
-
-VLLM_SWITCH = "AGENTDATA_VLLM"  # "off": `use_vllm: auto` never picks vLLM (the test suite's default)
 
 
 @dataclass(frozen=True)
@@ -43,7 +40,7 @@ def plan_rollouts(use_vllm: str, vllm_server: str) -> RolloutPlan:
     """Where the rollouts come from (see the module's docstring); a `yes` that cannot be met is one line."""
     import torch
 
-    from agentdata.engines.vllm_server import INSTALL_HINT, find_vllm_python, in_process_vllm
+    from agentdata.engines.vllm_server import INSTALL_HINT, find_vllm_python, in_process_vllm, vllm_by_default
 
     if use_vllm == "no":
         return RolloutPlan("policy")
@@ -51,13 +48,11 @@ def plan_rollouts(use_vllm: str, vllm_server: str) -> RolloutPlan:
         return RolloutPlan("trl")
     if vllm_server:
         return RolloutPlan("file-push", vllm_server.rstrip("/"))
-    automatic = os.environ.get(VLLM_SWITCH, "").lower() != "off"
-    if use_vllm == "yes" or automatic:
-        if find_vllm_python() is not None:
-            return RolloutPlan("file-push")
-        if use_vllm == "yes":
+    if use_vllm == "yes":
+        if find_vllm_python() is None:
             raise UserError(f"use_vllm yes: vLLM is not installed ({INSTALL_HINT})")
-    return RolloutPlan("policy")
+        return RolloutPlan("file-push")
+    return RolloutPlan("file-push") if vllm_by_default() else RolloutPlan("policy")
 
 
 class AfterWeightSync:
