@@ -31,7 +31,7 @@ from agentdata.errors import MissingDependencyError, UserError
 # Options of the managed server (engines.vllm_server.ServerSettings) and of its client (OpenAIEngine).
 SERVER_OPTIONS = (
     "dtype", "max_model_len", "kv_cache_gib", "enforce_eager", "threads", "tool_call_parser",
-    "reasoning_parser", "dev_mode", "seed", "startup_timeout_s",
+    "reasoning_parser", "dev_mode", "seed", "startup_timeout_s", "chunked_prefill", "max_num_batched_tokens",
 )  # fmt: skip
 CLIENT_OPTIONS = ("concurrency", "timeout_s", "max_retries", "extra_body", "continue_final_message")
 

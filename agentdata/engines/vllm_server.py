@@ -108,6 +108,11 @@ class ServerSettings:
     tool_call_parser: str | None = None
     reasoning_parser: str | None = None
     dev_mode: bool = False
+    # vLLM 0.32's CPU build crashes its engine ("CPU Generator does not use offset") when a seeded request's
+    # prompt is prefilled in chunks, as happens as soon as the prompts waiting pass the step's token budget
+    # (the quickstart's 32 trajectories in flight did). Whole prompts per step avoid it; on a GPU set it true.
+    chunked_prefill: bool = False
+    max_num_batched_tokens: int = 16384
     seed: int = 0
     startup_timeout_s: float = 600.0
     extra_args: list[str] = field(default_factory=list)
@@ -117,6 +122,9 @@ class ServerSettings:
         args += ["--host", "127.0.0.1", "--port", str(port), "--dtype", self.dtype, "--seed", str(self.seed)]
         if self.max_model_len:
             args += ["--max-model-len", str(self.max_model_len)]
+        if not self.chunked_prefill:
+            budget = max(self.max_num_batched_tokens, self.max_model_len or 0)
+            args += ["--no-enable-chunked-prefill", "--max-num-batched-tokens", str(budget)]
         if self.enforce_eager:
             args.append("--enforce-eager")
         if self.tool_call_parser:
