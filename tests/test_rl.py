@@ -420,3 +420,33 @@ def test_grpo_takes_every_text_protocol_the_registry_knows_and_refuses_native_na
         build(GRPOStageConfig, {"protocol": "native"})
     with pytest.raises(UserError, match="hermez.*hermes, codeblock, qwen3coder, native"):
         build(GRPOStageConfig, {"protocol": "hermez"})
+
+
+def test_a_pool_smaller_than_a_step_is_repeated_and_trains(tmp_path, tiny_model_dir):
+    """One problem in the pool, two prompts a step: TRL's sampler dropped the incomplete batch and the stage
+    trained 0 steps without a word (the quickstart's band once kept 1 of 8)."""
+    from agentdata.events import listening
+    from agentdata.rl.run import run_grpo
+
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text(json.dumps({"question": "What is 17 * 23?", "answer": "391"}) + "\n")
+    config = build(
+        GRPOStageConfig,
+        dict(
+            model=f"hf:{tiny_model_dir}",
+            out=str(tmp_path / "rl"),
+            rl_pool=str(pool),
+            max_steps=2,
+            prompts_per_step=2,
+            num_generations=2,
+            max_new_tokens=16,
+            overlong_buffer=0,
+            use_vllm="no",
+            plots=False,
+        ),
+    )
+    events = []
+    with listening(events.append):
+        result = run_grpo(config)
+    assert result.steps == 2
+    assert any("fewer than prompts_per_step 2" in event.message for event in events)

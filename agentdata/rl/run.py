@@ -53,7 +53,23 @@ def load_pool(config: GRPOStageConfig) -> list[Problem]:
     problems = problems[: config.limit] if config.limit else problems
     if not problems:
         raise UserError(f"{config.rl_pool or 'default problems'}: the RL pool is empty")
-    return problems
+    return filled_to_a_step(problems, config.prompts_per_step)
+
+
+def filled_to_a_step(problems: list[Problem], prompts_per_step: int) -> list[Problem]:
+    """A pool smaller than one step's prompts, its problems repeated until a step is full: TRL's sampler drops
+    an incomplete batch, so 1 problem with prompts_per_step 2 trained 0 steps without a word (the quickstart's
+    band kept 1 of 8 once)."""
+    if len(problems) >= prompts_per_step:
+        return problems
+    from agentdata.events import note
+
+    note(
+        "GRPO",
+        f"the RL pool has {len(problems)} problem(s), fewer than prompts_per_step {prompts_per_step}: "
+        "each step repeats them",
+    )
+    return [problems[index % len(problems)] for index in range(prompts_per_step)]
 
 
 def pool_dataset(problems: list[Problem]) -> Any:
