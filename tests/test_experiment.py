@@ -413,3 +413,21 @@ def test_each_stage_records_its_torch_threads_and_the_report_says_them(tmp_path)
     )
     assert report.totals["threads"] == [1]
     assert "torch threads 1." in "\n".join(work_section(report))
+
+
+def test_an_hf_recipe_keeps_the_transformers_engine_for_every_model(monkeypatch):
+    """The default teacher and GRPO would take vLLM where it is installed; a recipe on `engine: hf` keeps its
+    recorded engine (reproducible results), one on `engine: vllm` lets them, and the user's own switch wins."""
+    import os
+
+    from agentdata.engines.vllm_server import SWITCH_ENV
+    from agentdata.experiment.runner import keep_recorded_engine
+
+    monkeypatch.delenv(SWITCH_ENV, raising=False)
+    keep_recorded_engine({"vllm"})
+    assert SWITCH_ENV not in os.environ
+    keep_recorded_engine({"hf"})
+    assert os.environ[SWITCH_ENV] == "off"
+    monkeypatch.setenv(SWITCH_ENV, "on")
+    keep_recorded_engine({"hf"})
+    assert os.environ[SWITCH_ENV] == "on"

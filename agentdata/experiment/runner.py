@@ -14,6 +14,7 @@ experiment, and the same command resumes it at the arm and stage where it stoppe
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -56,12 +57,25 @@ def run_experiment(recipe: Recipe, out: str | Path, jobs: int | None = 1) -> Any
         arms = [plans[(arm, repetition)] for arm in recipe.arms]
         set_kinds = sorted({plan.sft_data for plan in arms} - {"none"})  # the sets are aligned over all of them
         units.extend((plan, set_kinds) for plan in arms)
-    jobs = jobs or default_jobs(len(units), {plan.engine for plan in plans.values()})
+    engines = {plan.engine for plan in plans.values()}
+    keep_recorded_engine(engines)
+    jobs = jobs or default_jobs(len(units), engines)
     if jobs == 1 or len(units) == 1:
         outcomes = [run_arm(plan, kinds, files, workshop, out / ARMS_DIR) for plan, kinds in units]
     else:
         outcomes = run_arms_in_workers(_jobs(units, files, workshop, out / ARMS_DIR, jobs), jobs)
     return build_report(recipe, outcomes, files, out)
+
+
+def keep_recorded_engine(engines: set[str]) -> None:
+    """A recipe whose arms run on `hf` keeps the transformers engine for all its models (the default teacher and
+    GRPO's rollouts too, which otherwise take vLLM where it is installed): its results stay the ones recorded,
+    reproducible to the response, and `engine: vllm` is the way to vLLM. AGENTDATA_VLLM set by the user wins;
+    spawned arm workers inherit it."""
+    from agentdata.engines.vllm_server import SWITCH_ENV
+
+    if "vllm" not in engines:
+        os.environ.setdefault(SWITCH_ENV, "off")
 
 
 def _jobs(units: list, files: ProblemFiles, workshop: Workshop, arms_dir: Path, jobs: int) -> list[ArmJob]:
