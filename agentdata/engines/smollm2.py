@@ -70,9 +70,9 @@ def smollm2_engine(target: str = "", *, spec: str = SMOLLM2_SPEC, **options):
     from agentdata.engines.vllm_server import vllm_by_default
 
     if not options and vllm_by_default():
-        from agentdata.engines.vllm_engine import ManagedVLLMEngine
+        from agentdata.engines.spec import ENGINES  # the registered vllm: engine (it imports this module)
 
-        return ManagedVLLMEngine(str(smollm2_model_dir()), spec=SMOLLM2_SPEC)
+        return ENGINES.get("vllm")("smollm2", spec=SMOLLM2_SPEC, server=True)
     from agentdata.engines.hf import HFEngine
 
     return HFEngine(smollm2_model_dir(), spec=SMOLLM2_SPEC, **options)
