@@ -46,7 +46,7 @@ FOUNDATION_IMPORTS = {
     "registry": {"errors"},
     "settings": {"errors", "inputs"},  # the settings machinery every stage's dataclasses use
     "events": set(),  # progress events: how library code reports without drawing
-    "versions": set(),  # the versions a run, card or record cites
+    "versions": {"agentdata"},  # the versions a run, card or record cites (its own: the package's __version__)
     "pacing": {"errors", "settings"},  # the per-endpoint requests/s cap the engine fleet and sandbox spread share
 }
 

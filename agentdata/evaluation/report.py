@@ -11,6 +11,7 @@ from agentdata.errors import InputFileError
 from agentdata.evaluation.metrics import BenchmarkMetrics, ProblemScores
 from agentdata.evaluation.stats import Interval
 from agentdata.records import atomic_write
+from agentdata.versions import stamped
 
 REPORT_FILE = "report.json"
 
@@ -117,7 +118,7 @@ class EvalReport:
         return data | ({"shard": self.shard, "shard_runs": self.shard_runs} if self.shard else {})
 
     def write(self, out_dir: str | Path) -> Path:
-        text = json.dumps(self.as_dict(), indent=2, sort_keys=True)
+        text = json.dumps(stamped(self.as_dict()), indent=2, sort_keys=True)
         return atomic_write(
             Path(out_dir) / REPORT_FILE, lambda tmp: Path(tmp).write_text(text + "\n", encoding="utf-8")
         )

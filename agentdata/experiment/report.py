@@ -23,6 +23,7 @@ from agentdata.evaluation.metrics import ProblemScores
 from agentdata.evaluation.stats import mean_interval, paired_comparison
 from agentdata.experiment.recipe import Recipe
 from agentdata.records import write_json
+from agentdata.versions import stamped
 
 REPORT_JSON = "experiment.json"
 REPORT_MD = "report.md"
@@ -213,7 +214,7 @@ def build_report(recipe: Recipe, outcomes: list[Any], files: Any, out: Path) -> 
     )
     report_figure(report, out / REPORT_PNG)
     (out / REPORT_MD).write_text(report_markdown(report), encoding="utf-8")
-    write_json(out / REPORT_JSON, report.as_dict())
+    write_json(out / REPORT_JSON, stamped(report.as_dict()))
     return report
 
 

@@ -26,7 +26,6 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from agentdata import __version__
 from agentdata.agent.resume import HASH_KEY, problem_hash
 from agentdata.agent.rundir import RunDir, shard_paths
 from agentdata.agent.runner import summarise
@@ -35,6 +34,7 @@ from agentdata.events import task
 from agentdata.records import Problem, Trajectory, normalise_question, read_records, write_json
 from agentdata.regrade.config import RegradeConfig
 from agentdata.verify.grade import grade, graded_text
+from agentdata.versions import stamped
 
 REPORT_FILE = "regrade.json"
 MAX_LISTED_FLIPS = 1000  # the report lists at most this many flipped verdicts (all are counted)
@@ -127,18 +127,19 @@ def regrade(
     settings = _regrade_shards(shards, source, target, golds, config, sandbox, result)
     manifest = (source.manifest() if source else None) or {}
     target.write_manifest(
-        {
-            **{key: value for key, value in manifest.items() if key != "settings"},
-            "settings": manifest.get("settings") or settings or {},
-            "agentdata_version": __version__,
-            "regraded_from": str(run),
-            "regrade": {"problems_given": golds.given, "gold_changed": result.gold_changed},
-        }
+        stamped(
+            {
+                **{key: value for key, value in manifest.items() if key != "settings"},
+                "settings": manifest.get("settings") or settings or {},
+                "regraded_from": str(run),
+                "regrade": {"problems_given": golds.given, "gold_changed": result.gold_changed},
+            }
+        )
     )
     target.write_stats(summarise(target, time.perf_counter() - started).as_dict())
     result.per_source = _per_source(result)
     result.report = out / REPORT_FILE
-    write_json(staging / REPORT_FILE, result.as_dict())
+    write_json(staging / REPORT_FILE, stamped(result.as_dict()))
     if out.exists():
         out.rmdir()  # empty, checked above
     staging.rename(out)
