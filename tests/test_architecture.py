@@ -48,6 +48,7 @@ FOUNDATION_IMPORTS = {
     "events": set(),  # progress events: how library code reports without drawing
     "versions": {"agentdata"},  # the versions a run, card or record cites (its own: the package's __version__)
     "pacing": {"errors", "settings"},  # the per-endpoint requests/s cap the engine fleet and sandbox spread share
+    "worker_pool": set(),  # the one pool of killable worker processes (verify's checks, user tools)
 }
 
 

@@ -27,14 +27,15 @@ from agentdata.errors import UserError
 from agentdata.experiment.keys import ENGINES, EXPERIMENT_FIELDS, RL_POOLS, SFT_DATA, own_fields
 from agentdata.experiment.recipe import Recipe, section_of
 from agentdata.rl.config import GRPOStageConfig
+from agentdata.settings import Band
 from agentdata.sft.config import SFTStageConfig
 from agentdata.synth.stitch import StitchConfig
+from agentdata.train.closed_loop import DEFAULT_BAND  # an arm's pool is profiled as `train --rl-problems` does
 
 DEFAULT_STUDENT = "smollm2"
 DEFAULT_EVAL_K = 4
 DEFAULT_EVAL_CONCURRENCY = 64
 DEFAULT_CURVE_PROBLEMS = 16
-DEFAULT_BAND = (0.05, 0.8)  # ZeroTIR's online filter, `train --rl-problems`' default
 DEFAULT_PROFILE_K = 4
 
 
@@ -63,7 +64,7 @@ class ArmPlan:
     sft: SFTStageConfig | None  # None: no SFT (sft.data none); built now to check the values
     sft_values: dict[str, Any]  # the arm's sft settings: train's `sft:` section
     rl_pool: str  # none | band | random | all | easy | hard
-    band: tuple[float, float]
+    band: Band
     pool_size: int | None
     profile_k: int
     rl: GRPOStageConfig | None  # None: no GRPO (rl.pool none); built now to check the values
@@ -106,10 +107,8 @@ def _count(value: Any, key: str, where: str) -> int | None:
     return value
 
 
-def _band(value: Any, where: str) -> tuple[float, float]:
+def _band(value: Any, where: str) -> Band:
     """The profile's pass-rate band (the settings' one `Band` type: LO,HI, ends exclusive)."""
-    from agentdata.settings import Band
-
     if value is None:
         return DEFAULT_BAND
     try:

@@ -9,11 +9,11 @@ ranks what is left (`build.py`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import polars as pl
 
-from agentdata.filter.config import PoolConfig
+from agentdata.filter.config import DEFAULT_BAND, PoolConfig
 from agentdata.registry import Registry
 from agentdata.settings import Band
 from agentdata.steps import (
@@ -38,7 +38,7 @@ step = POOL_STEPS.register
 class PassRateBand(ExpressionStep):
     """Keeps problems the student solves sometimes: LO < pass rate < HI."""
 
-    band: Band = field(default_factory=lambda: Band(0.0, 1.0))
+    band: Band = DEFAULT_BAND
     reason = "out_of_band"
 
     def expression(self) -> pl.Expr:
