@@ -31,6 +31,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from agentdata.formats import protocol_of
 from agentdata.settings import check_fields
 
 HEALTH_KEY = "health"  # metadata key of the stored measures
@@ -43,8 +44,6 @@ _CLOSING_FENCE = re.compile(r"(?:\A|\n)```[ \t]*(?:\n|\Z)")
 _OUTPUT_MARKUP = re.compile(r"```[ \t]*output\b|</?tool_response>", re.IGNORECASE)
 _TOOL_CALL_OPEN, _TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 _WORD = re.compile(r"\S+")
-# Formats whose calls are <tool_call> markup (hermes JSON, Qwen3-Coder XML, a chat template's own).
-TAGGED_FORMATS = ("hermes", "qwen3coder", "native")
 
 
 @dataclass
@@ -138,8 +137,11 @@ def failed_checks(measures: dict[str, Any], limits: HealthLimits | None = None) 
 # --------------------------------------------------------------------------- measuring
 
 
-def measure_health(messages: list[dict[str, Any]], format: str = "codeblock", domain: str = "math") -> HealthMeasures:
-    """Count every symptom in a trajectory's canonical messages (`format` is the protocol that made them)."""
+def measure_health(messages: list[dict[str, Any]], format: str | None = None, domain: str = "math") -> HealthMeasures:
+    """Count every symptom in a trajectory's canonical messages (`format` is the protocol that made them; one
+    that is unset or does not import here is checked as plain text, as codeblock is)."""
+    protocol = protocol_of(format)
+    tagged = protocol is not None and protocol.tagged
     assistants = [(index, m) for index, m in enumerate(messages) if m.get("role") == "assistant"]
     texts = [m.get("content") or "" for _, m in assistants]
     code_answer_turn = len(assistants) - 1 if domain == "code" else None  # its ```python program is the answer
@@ -156,8 +158,8 @@ def measure_health(messages: list[dict[str, Any]], format: str = "codeblock", do
             (len(m.get("content") or "") for m in messages if m.get("role") == "tool"), default=0
         ),
         hallucinated_outputs=sum(len(_OUTPUT_MARKUP.findall(text)) for text in texts),
-        unterminated_code=sum(_unclosed_calls(text, format) for text in texts),
-        mixed_protocols=sum(_foreign_calls(text, format, turn == code_answer_turn) for turn, text in enumerate(texts)),
+        unterminated_code=sum(_unclosed_calls(text, tagged) for text in texts),
+        mixed_protocols=sum(_foreign_calls(text, tagged, turn == code_answer_turn) for turn, text in enumerate(texts)),
     )
 
 
@@ -219,9 +221,9 @@ def _call_code(arguments: Any) -> str:
     return json.dumps(arguments, sort_keys=True)
 
 
-def _unclosed_calls(text: str, format: str) -> int:
+def _unclosed_calls(text: str, tagged: bool) -> int:
     """Calls of the trajectory's own protocol that the text opens and never closes (they stay in the text)."""
-    if format in TAGGED_FORMATS:
+    if tagged:
         return int(text.count(_TOOL_CALL_OPEN) > text.count(_TOOL_CALL_CLOSE))
     unclosed = 0
     for opening in _PYTHON_FENCE.finditer(text):
@@ -231,9 +233,9 @@ def _unclosed_calls(text: str, format: str) -> int:
     return unclosed
 
 
-def _foreign_calls(text: str, format: str, is_code_answer: bool) -> int:
-    """Call markup of a protocol other than `format`: <tool_call> in a codeblock trajectory, a ```python block
+def _foreign_calls(text: str, tagged: bool, is_code_answer: bool) -> int:
+    """Call markup of the other kind of protocol: <tool_call> in a plain-text trajectory, a ```python block
     in a tagged one (except the final program of a code problem, which is the answer, not a call)."""
-    if format in TAGGED_FORMATS:
+    if tagged:
         return 0 if is_code_answer else len(_PYTHON_FENCE.findall(text))
     return text.count(_TOOL_CALL_OPEN)

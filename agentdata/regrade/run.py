@@ -31,6 +31,7 @@ from agentdata.agent.rundir import RunDir, shard_paths
 from agentdata.agent.runner import summarise
 from agentdata.errors import UserError
 from agentdata.events import task
+from agentdata.formats import protocol_of
 from agentdata.records import Problem, Trajectory, normalise_question, read_records, write_json
 from agentdata.regrade.config import RegradeConfig
 from agentdata.verify.grade import grade, graded_text
@@ -201,7 +202,7 @@ def _regrade_one(trajectory: Trajectory, golds: _Golds, sandbox: Any) -> _Outcom
     current = problem or Problem(
         trajectory.question, trajectory.answer, trajectory.problem_id, trajectory.source, trajectory.domain
     )
-    verdict = grade(current, graded_text(trajectory.messages, current.domain, trajectory.format), sandbox)
+    verdict = grade(current, graded_text(trajectory.messages, current.domain, protocol_of(trajectory.format)), sandbox)
     metadata = {
         **trajectory.metadata,
         "regrade": {

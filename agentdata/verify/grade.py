@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentdata.code_tests import code_tests_of
-from agentdata.records import Problem, message_tool_calls
+from agentdata.records import Problem
 from agentdata.verify.answers import DEFAULT_TIMEOUT_S, is_correct, settled_match
 from agentdata.verify.code import CodeLimits, final_program, grade_code
 from agentdata.verify.extract import extract_answer
@@ -58,22 +58,17 @@ def quick_grade(problem: Problem, final_text: str | None) -> Grade | None:
     return None if correct is None else Grade(correct, float(correct), answer)
 
 
-def graded_text(messages: list[dict[str, Any]], domain: str, format: str) -> str:
-    """What a trajectory is graded on: its last reply; for a code problem under codeblock, where a ```python
-    block is a tool call, the whole final turn with its blocks, so the last program the model wrote is graded.
-    The agent loop grades this, and so does `regrade` on stored trajectories."""
+def graded_text(messages: list[dict[str, Any]], domain: str, protocol: Any) -> str:
+    """What a trajectory is graded on: its last reply; for a code problem, where the trajectory's protocol
+    finds the program (`formats.base.Protocol.code_answer`: under codeblock, where a ```python block is a tool
+    call, the whole final turn with its blocks). The agent loop grades this, and so does `regrade` on stored
+    trajectories. `protocol` is passed in (verify imports no protocol); None: the last reply."""
     replies = [m for m in messages if m["role"] == "assistant"]
     if not replies:
         return ""
-    if not (domain == "code" and format == "codeblock"):
+    if domain != "code" or protocol is None:
         return replies[-1]["content"]
-    last_user = max((index for index, m in enumerate(messages) if m["role"] == "user"), default=-1)
-    pieces = []
-    for message in messages[last_user + 1 :]:
-        if message["role"] == "assistant":
-            pieces.append(message["content"])
-            pieces.extend(f"```python\n{call.code}\n```" for call in message_tool_calls(message))
-    return "\n".join(pieces)
+    return protocol.code_answer(messages)
 
 
 def grade_code_problem(
