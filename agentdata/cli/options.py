@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,12 +31,14 @@ import typer
 from rich.markup import escape
 
 from agentdata.cli.console import err_console, print_error
+from agentdata.cli.overrides import META_KEY, PRINT_CONFIG_HELP, json_or_text, override_values, print_config
 from agentdata.cli.progress import rendering
 from agentdata.errors import UserError
 from agentdata.registry import load_object
 from agentdata.settings import (
     Append,
     Given,
+    Layer,
     Section,
     Sections,
     is_settings,
@@ -275,23 +276,8 @@ def parse_key_values(pairs: list[str], flag: str = "--engine-option") -> dict[st
         key = key.strip().replace("-", "_")
         if not sep or not key:
             raise UserError(f"{flag} {pair}: expected KEY=VALUE")
-        options[key] = _json_or_text(raw.strip(), f"{flag} {pair}")
+        options[key] = json_or_text(raw.strip(), f"{flag} {pair}")
     return options
-
-
-def _json_or_text(raw: str, where: str) -> Any:
-    if raw[:1] in ("{", "[", '"'):
-        try:
-            return json.loads(raw)
-        except json.JSONDecodeError as error:
-            raise UserError(f"{where}: not valid JSON ({error.msg} at column {error.colno})") from None
-    if raw.lower() in ("true", "false"):
-        return raw.lower() == "true"
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        return raw
-    return value if isinstance(value, (int, float)) or value is None else raw
 
 
 # ------------------------------------------------------------------ the decorator
@@ -344,6 +330,9 @@ def settings_command(
             try:
                 call = _Invocation(kwargs.pop(CONTEXT), options, path, defaults or {}, kwargs)
                 config_path = kwargs.pop("config_file", None)
+                if kwargs.pop("print_config", False):
+                    call.read_file(config_path, [p.name for p in plain])
+                    return print_config(path, call.layers(), call.build(), kwargs["as_json"])
                 if unbuilt:
                     built = {unbuilt: GivenSettings(call.flag_values(), config_path)}
                 else:
@@ -374,6 +363,9 @@ def _common_parameters(config_file: bool) -> list[inspect.Parameter]:
     if config_file:
         option = typer.Option("--config", help=CONFIG_HELP)
         extra.append(_keyword("config_file", None, Annotated[Path | None, option]))
+    extra.append(
+        _keyword("print_config", False, Annotated[bool, typer.Option("--print-config", help=PRINT_CONFIG_HELP)])
+    )
     extra.append(_keyword("as_json", False, Annotated[bool, typer.Option("--json", help=JSON_HELP)]))
     # typer hands the command's context to a parameter annotated typer.Context (typer vendors its own click)
     extra.append(inspect.Parameter(CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context))
@@ -402,6 +394,7 @@ class _Invocation:
         self.given = [(option, option.value(kwargs.get(option.param))) for option in self.used]
         for option in options:
             kwargs.pop(option.param, None)
+        self.overrides = override_values(context.meta.get(META_KEY, []), sections)
         self.file_layer: dict = {}
 
     def _from_command_line(self, name: str) -> bool:
@@ -409,8 +402,9 @@ class _Invocation:
         return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
 
     def flag_values(self) -> dict[str, Given]:
-        """What the flags gave, as `section.name` keys (each names its flag)."""
-        values = {}
+        """What the overrides and flags gave, as a config file's keys (each names its override or flag); a
+        flag over an override of the same setting."""
+        values = dict(self.overrides)
         for option, value in self.given:
             for section in option.targets:
                 values[f"{section}.{option.name}"] = Given(value, option.flag, flag=True)
@@ -434,7 +428,10 @@ class _Invocation:
             except Exception as error:  # click's BadParameter: a value the option's type refuses
                 raise UserError(f"{path}: {name}: {getattr(error, 'message', error)}") from None
 
-    def build(self) -> dict[str, Any]:
+    def layers(self) -> list[Layer]:
+        """The command's defaults < the file < the overrides and flags."""
         defaults, _ = self.sections.layer(self.defaults)
-        flags, _ = self.sections.layer(self.flag_values())
-        return self.sections.build([defaults, self.file_layer, flags])
+        return [defaults, self.file_layer, self.sections.layer(self.flag_values())[0]]
+
+    def build(self) -> dict[str, Any]:
+        return self.sections.build(self.layers())

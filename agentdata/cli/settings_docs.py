@@ -100,6 +100,33 @@ In a file the same goes: `max_steps:` at the top sets both, under `rl:` only GRP
 `rl.max_steps:` too). `filter`'s sections are `profile` (CollectConfig) and `pool` (PoolConfig):
 `--seed` sets both seeds, `--profile-seed` / `--pool-seed` one.
 
+**Overrides.** Any key of the file is also a `KEY=VALUE` argument of the command, as verl's and
+torchtune's Hydra-style overrides are typed: `agentdata train rl.max_steps=3 sft.learning_rate=2e-5`
+(a dotted key sets one section, a bare name every section having it; VALUE is JSON or text). Values
+come from: the defaults < the file < overrides < flags. `--print-config` prints the resolved settings,
+each with where it came from, and runs nothing; a key nobody knows is one line naming the closest key:
+
+```yaml
+# train.yaml
+rl:
+  max_steps: 200
+  num_generations: 8
+```
+
+```
+$ agentdata train --config train.yaml rl.max_steps=3 sft.learning_rate=2e-5 --print-config
+sft:
+  learning_rate: 2e-05  # override sft.learning_rate
+  max_steps: null  # default
+  ...
+rl:
+  max_steps: 3  # override rl.max_steps
+  num_generations: 8  # file train.yaml rl
+  ...
+$ agentdata train rl.max_stepz=3
+error: rl.max_stepz=3: unknown setting 'rl.max_stepz'; did you mean rl.max_steps=...?
+```
+
 **Off.** A setting that can be off (or unset, following another) is `None`: `null` in a file, `none` on
 the command line; its help says what off means. Older spellings keep working: `0` for
 `near_dup_threshold` and `max_per_problem`, `-1` for SFT's `max_steps`, an empty `online_band`.
