@@ -254,8 +254,8 @@ def test_publishing_knows_no_stage_and_runs_nothing():
     assert not violations("publish", {*STAGES, *LEAVES, "agent", "training", "judge", "steps"})
 
 
-def test_the_filters_alias_is_only_steps():
-    assert not violations("filters", set(ALL_PARTS) - {"steps", "filters"})
+def test_the_filters_name_of_0_3_imports_nothing():
+    assert not violations("filters", set(ALL_PARTS) - {"filters"})
 
 
 def test_training_knows_no_stage():

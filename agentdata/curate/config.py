@@ -24,7 +24,7 @@ class CurateConfig:
             "help": "MIN,MAX tool calls a kept trajectory made, both inclusive (fewer: `no_tool_call`, more: "
             "`too_many_tool_calls`). The loop's own cap is collect's --max-tool-calls.",
             "range": "[0, 1000]",
-            "ends": ("min_tool_calls", "max_tool_calls"),  # the old one-end names (flags and file keys)
+            "ends": ("min_tool_calls", "max_tool_calls"),  # 0.4's one-end names: refused, naming this band
         },
     )
     max_tool_error_ratio: float = field(

@@ -82,9 +82,9 @@ def too_many_errors(config: PoolConfig) -> Step:
     return TooFewValidRollouts(config.min_valid_share)
 
 
-# The names of 0.3 (a config's `extra_steps` may list them).
-POOL_STEPS.alias("not_profiled", "no_rollouts")
-POOL_STEPS.alias("unprofiled", "too_many_errors")
+# The names of 0.3 (a config's `extra_steps` may list them): refused, naming the step they are now.
+POOL_STEPS.retire("not_profiled", "no_rollouts")
+POOL_STEPS.retire("unprofiled", "too_many_errors")
 
 
 @step("contaminated")

@@ -16,7 +16,8 @@ Every stage's settings are a dataclass whose fields carry their documentation:
   the command line (still settable from a `--config` file).
 - `extra: "module:Type"` makes a dict field gather the names only that type knows (the stages' `trl`
   mapping takes any field of TRL's SFTConfig / GRPOConfig).
-- `ends: (LOW_NAME, HIGH_NAME)` on a band keeps its two old one-end names working.
+- `ends: (LOW_NAME, HIGH_NAME)` on a band names its two one-end names of 0.4: used, each stops with one
+  line naming the band (no alias).
 
 A dataclass field whose type is another settings dataclass composes it (`loop: LoopConfig`):
 its fields stay flat on the command line and in records (`--max-turns`, `"max_turns"`), so
