@@ -85,8 +85,18 @@ def test_each_use_of_a_band_takes_its_default_from_where_it_belongs():
     from agentdata.view.config import ViewConfig
 
     assert PoolConfig().band is PassRateBand().band is ViewConfig().band is filter_config.DEFAULT_BAND
-    assert closed_loop.ClosedLoopConfig().band is closed_loop.DEFAULT_BAND
+    from agentdata.experiment.choices import ArmRL
+
+    assert closed_loop.ClosedLoopConfig().band is ArmRL().band is closed_loop.DEFAULT_BAND
     assert ArmPlan.__annotations__["band"] in ("Band", Band)  # the one band type, not a bare tuple
+
+
+def test_the_experiment_validates_no_value_by_hand():
+    """An arm's own keys are settings dataclasses (experiment/choices.py), checked by the settings machinery: no
+    `_choice`, `_flag`, `_count` or `_band` of its own any more."""
+    checks = ("must be one of", "must be true or false", "whole number of at least", "needs LO")
+    raises = modules_where(lambda node: isinstance(node, ast.Raise) and any(c in ast.unparse(node) for c in checks))
+    assert [name for name in raises if name.startswith("agentdata/experiment/")] == []
 
 
 def test_one_pool_of_worker_processes():
