@@ -66,3 +66,11 @@ def test_an_override_changes_what_the_command_does(tmp_path, monkeypatch, keep):
     override = f"keep_incorrect={str(keep).lower()}"
     assert run_cli(["curate", "run", "--out", "sft.jsonl", "--for", "openai", override]) == 0
     assert len(Path("sft.jsonl").read_text().splitlines()) == (8 if keep else 7)
+
+
+def test_evals_name_equals_spec_models_stay_models(capsys):
+    args = ["eval", "base=smollm2", "bench.jsonl", "--compare", "trained=hf:x", "max_turns=3", "rl.x=1"]
+    assert run_cli([*args[:-1], "--print-config", "--json"]) == 0  # base=smollm2 is the model, max_turns a setting
+    assert json.loads(capsys.readouterr().out)["max_turns"]["value"] == 3
+    assert run_cli(args) == 2  # a dotted key is always an override: this one is told as unknown
+    assert "rl.x=1: unknown setting 'rl.x'" in capsys.readouterr().err

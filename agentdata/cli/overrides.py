@@ -39,13 +39,20 @@ class SettingsCommand(TyperCommand):
     """A command that also takes `KEY=VALUE` overrides among its arguments (see the module doc)."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        rest, overrides = split_overrides(args, self.params)
+        sections = getattr(self.callback, "sections", None)
+        known = known_keys(sections) if sections is not None else set()
+        rest, overrides = split_overrides(args, self.params, known)
         ctx.meta[META_KEY] = overrides
         return super().parse_args(ctx, rest)
 
 
-def split_overrides(args: Sequence[str], params: Sequence[Any]) -> tuple[list[str], list[str]]:
-    """(the arguments click parses, the `KEY=VALUE` overrides): an option's value is never an override."""
+def split_overrides(
+    args: Sequence[str], params: Sequence[Any], known: set[str] = frozenset()
+) -> tuple[list[str], list[str]]:
+    """(the arguments click parses, the `KEY=VALUE` overrides): an option's value is never an override. Where
+    the command's own arguments may be `NAME=VALUE` too (eval's `base=smollm2` models), only a key it knows,
+    or a dotted one, is an override; elsewhere every `KEY=VALUE` is (a typo is then told as one)."""
+    variadic = any(param.param_type_name == "argument" and param.nargs == -1 for param in params)
     takes_value = {
         name
         for param in params
@@ -60,11 +67,15 @@ def split_overrides(args: Sequence[str], params: Sequence[Any]) -> tuple[list[st
         if value_next or arg.startswith("-"):
             value_next = not value_next and arg in takes_value
             rest.append(arg)
-        elif OVERRIDE.match(arg):
+        elif OVERRIDE.match(arg) and (not variadic or _override_key(arg) in known or "." in arg.split("=")[0]):
             overrides.append(arg)
         else:
             rest.append(arg)
     return rest, overrides
+
+
+def _override_key(text: str) -> str:
+    return text.partition("=")[0].replace("-", "_")
 
 
 def json_or_text(raw: str, where: str) -> Any:
@@ -87,8 +98,7 @@ def override_values(overrides: Sequence[str], sections: Sections) -> dict[str, G
     """The overrides as a config file's keys, each a `Given` naming it; an unknown key is one UserError."""
     values = {}
     for text in overrides:
-        key, _, raw = text.partition("=")
-        key = key.replace("-", "_")
+        key, raw = _override_key(text), text.partition("=")[2]
         check_key(key, sections, text)
         values[key] = Given(json_or_text(raw.strip(), text), key + OVERRIDE_MARK, flag=True)
     return values
