@@ -18,13 +18,17 @@ from tests.cli_helpers import run_cli
         (["train", "--eval-every", "5"], "rl.eval_every=N"),
         (["filter", "problems.jsonl", "--profile-seed", "3"], "profile.seed=VALUE"),
         (["curate", "runs/x", "--max-tool-calls", "5"], "--tool-calls MIN,MAX"),
+        (["collect", "problems.jsonl", "--top-p", "0.9"], "top_p=VALUE"),
+        (["eval", "smollm2", "bench.jsonl", "--ray-cpus", "2"], "ray_cpus=VALUE"),
+        (["train", "--tool-timeout", "5"], "tool_timeout=VALUE"),
+        (["collect", "problems.jsonl", "--no-retry-errors"], "retry_errors=false"),
     ],
 )
 def test_a_flag_of_an_older_release_is_one_line_naming_its_new_spelling(capsys, args, new):
     assert run_cli(args) == 2
     error = capsys.readouterr().err.strip()
-    assert error.count("\n") == 0 and f"{args[-2] if args[-1][0].isdigit() else args[-1]} is gone" in error
-    assert f"write {new}" in error
+    old = next(arg for arg in reversed(args) if arg.startswith("--")).replace("--no-", "--")
+    assert error.count("\n") == 0 and f"{old} is gone: write {new}" in error
 
 
 def test_an_end_of_a_band_in_a_file_names_the_band(tmp_path, capsys):

@@ -287,7 +287,7 @@ def test_collect_prints_json_and_records_the_effective_settings(tmp_path, monkey
     config = tmp_path / "c.yaml"
     config.write_text("max_turns: 5\nlimit: 2\n")
     out = tmp_path / "run"
-    assert run_cli(["collect", "--out", str(out), "--config", str(config), "--top-p", "0.9", "--json"]) == 0
+    assert run_cli(["collect", "--out", str(out), "--config", str(config), "top_p=0.9", "--json"]) == 0
     captured = capsys.readouterr()
     summary = json.loads(captured.out)
     assert summary["total"] == 2 and summary["finish_reasons"] == {"answer": 2}

@@ -161,6 +161,8 @@ def _row(item: dataclasses.Field, annotation: typing.Any) -> str:
     flags = ", ".join(f"`{name}`" for name in (flag, *item.metadata.get("aliases", ())))
     if item.metadata.get("cli") is False:
         flags = "(file only)"
+    elif item.metadata.get("override_only"):
+        flags = f"`{item.name}=` (override)"
     limits = item.metadata.get("range", "")
     if item.metadata.get("choices"):
         limits = " \\| ".join(map(str, item.metadata["choices"]))

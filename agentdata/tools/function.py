@@ -109,7 +109,7 @@ def function_spec(function: Callable[..., Any]) -> str:
         shown = getattr(function, "__name__", repr(function))
         raise UserError(
             f"tool {shown!r}: define it at the top level of a module or file (not inside a function, not a "
-            "lambda): a user tool runs in a process of its own, where --tool-timeout can stop it"
+            "lambda): a user tool runs in a process of its own, where tool_timeout= can stop it"
         )
     importable = module.__name__ != "__main__" and not module.__name__.startswith("agentdata_plugin_")
     if not importable and getattr(module, "__file__", None):

@@ -67,7 +67,7 @@ wait_for http://127.0.0.1:8000/v1/models
 step collect agentdata collect "$PROBLEMS" --out "$OUT/teacher" \
   --teacher openai:http://127.0.0.1:8000/v1 --model "$TEACHER" --sandbox http://127.0.0.1:8080 \
   --samples 4 --concurrency 512 --max-new-tokens 16384 --max-tool-calls 16 --max-turns 16 \
-  --tool-output-chars 256 --temperature 0.7
+  tool_output_chars=256 --temperature 0.7
 stop vllm
 
 # 2. SFT set: correct answers, 1-8 calls, at most half of them failing, 2 per problem, decontaminated.
