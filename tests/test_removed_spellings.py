@@ -22,6 +22,7 @@ from tests.cli_helpers import run_cli
         (["eval", "smollm2", "bench.jsonl", "--ray-cpus", "2"], "ray_cpus=VALUE"),
         (["train", "--tool-timeout", "5"], "tool_timeout=VALUE"),
         (["collect", "problems.jsonl", "--no-retry-errors"], "retry_errors=false"),
+        (["curate", "runs/x", "--prm-option", "head=lm"], """prm_options='{"KEY": VALUE}'"""),
     ],
 )
 def test_a_flag_of_an_older_release_is_one_line_naming_its_new_spelling(capsys, args, new):

@@ -142,7 +142,7 @@ def test_loop_config_is_composed_with_one_set_of_defaults():
     assert dataclasses.replace(grpo, temperature=LoopConfig().temperature) == LoopConfig().for_model(None)  # only T
 
 
-DEDUP_FLAGS = {"--near-dup-threshold", "--near-dup-ngram", "--decontam", "--decontam-ngram"}
+DEDUP_FLAGS = {"--near-dup-threshold", "--decontam"}  # near_dup_ngram= and decontam_ngram= are overrides
 
 
 @pytest.mark.parametrize("config_type,command", [(CurateConfig, "curate"), (PoolConfig, "filter")])

@@ -119,20 +119,22 @@ def generated_options(
     spelling ({old flag: new spelling}): each is a hidden option that stops with one line saying so."""
     flags, defaults, removed = flags or {}, defaults or {}, dict(removed or {})
     by_name: dict[str, list[Section]] = {}
-    override_only: dict[str, bool] = {}  # not everyday flags (name -> is a bool): `top_p=0.9` is 0.4's --top-p 0.9
+    override_only: dict[str, tuple[str, str]] = {}  # not everyday flags (name -> 0.4's flag, its kind)
     for section in sections.sections.values():
         for name, (item, annotation) in section.fields.items():
             if name in exclude or item.metadata.get("cli") is False:
                 continue
-            if item.metadata.get("override_only"):
-                override_only[name] = value_type(annotation)[0] is bool
+            if item.metadata.get("override_only"):  # `top_p=0.9` is how 0.4's --top-p 0.9 reads now
+                flag = flags.get(name) or item.metadata.get("flag") or "--" + name.replace("_", "-")
+                override_only[name] = (flag, _cli_kind(annotation)[0])
                 continue
             by_name.setdefault(name, []).append(section)
     options, switches = [], set()  # switches: removed flags that took no value (a bool's)
-    for name, is_bool in override_only.items():
+    for name, (flag, kind) in override_only.items():
         if name not in by_name:
-            removed["--" + name.replace("_", "-")] = f"{name}={'false' if is_bool else 'VALUE'}"
-            switches |= {"--" + name.replace("_", "-")} if is_bool else set()
+            value = {"bool": "false", "pairs": """'{"KEY": VALUE}'"""}.get(kind, "VALUE")
+            removed[flag] = f"{name}={value}"
+            switches |= {flag} if kind == "bool" else set()
     for name, owners in by_name.items():
         if len(owners) == 1 or _one_meaning(name, owners):
             options.append(_option(name, owners, flags.get(name), defaults, owners[0].label))

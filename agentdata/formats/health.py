@@ -79,11 +79,16 @@ class HealthLimits:
     )
     max_answer_repeats: int = field(
         default=2,
-        metadata={"help": "Most \\boxed answers in the final turn (more: `answer_repeated`).", "range": "[1, inf)"},
+        metadata={
+            "override_only": True,
+            "help": "Most \\boxed answers in the final turn (more: `answer_repeated`).",
+            "range": "[1, inf)",
+        },
     )
     max_ngram_repeats: int = field(
         default=4,
         metadata={
+            "override_only": True,
             "help": "Most times one word 10-gram may occur in one assistant turn (more: `repetition`).",
             "range": "[1, inf)",
         },
@@ -91,6 +96,7 @@ class HealthLimits:
     max_repeated_code: int = field(
         default=0,
         metadata={
+            "override_only": True,
             "help": "Tool calls allowed to rerun an earlier call's code unchanged (more: `repeated_code`).",
             "range": "[0, inf)",
         },
@@ -98,6 +104,7 @@ class HealthLimits:
     max_tool_output_chars: int = field(
         default=4096,
         metadata={
+            "override_only": True,
             "help": "Longest tool output kept, in characters (longer: `tool_output_flood`).",
             "range": "[1, inf)",
         },

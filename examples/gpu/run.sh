@@ -72,7 +72,7 @@ stop vllm
 
 # 2. SFT set: correct answers, 1-8 calls, at most half of them failing, 2 per problem, decontaminated.
 step curate agentdata curate "$OUT/teacher" --out "$OUT/sft.parquet" --max-per-problem 2 \
-  --max-tokens 32768 "${DECONTAM[@]}" --rejects "$OUT/sft.rejects.parquet"
+  max_tokens=32768 "${DECONTAM[@]}" --rejects "$OUT/sft.rejects.parquet"
 
 # 3. RL pool: the student's pass rate over 16 rollouts, ZeroTIR's band (0.05, 0.8), diverse.
 step filter agentdata filter "$PROBLEMS" --out "$OUT/pool.parquet" \
