@@ -1,3 +1,5 @@
 """agentdata: real tool-use trajectories, curated SFT sets, model-aware RL pools, and the training that uses them."""
 
-__version__ = "0.1.0"
+# The one place the version is written: pyproject.toml reads it from here (its version is dynamic), and every
+# run dir, set card and report records it through agentdata.versions. CHANGELOG.md says what each one changed.
+__version__ = "0.5.0"

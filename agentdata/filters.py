@@ -1,11 +1,4 @@
-"""The 0.3 name of `agentdata.steps`, kept so that filter-step plug-ins written for 0.3 still import.
+"""The 0.3 name of `agentdata.steps`. A 0.x package keeps no silent aliases: importing it is one line naming
+the new module."""
 
-New code imports `agentdata.steps`; importing this module says so once.
-"""
-
-import warnings
-
-from agentdata.steps import *  # noqa: F403
-from agentdata.steps import __all__  # noqa: F401
-
-warnings.warn("agentdata.filters is now agentdata.steps; import from there", DeprecationWarning, stacklevel=2)
+raise ImportError("agentdata.filters is now agentdata.steps: import filter steps from there (see CHANGELOG.md)")

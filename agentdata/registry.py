@@ -166,7 +166,7 @@ class Registry(Generic[T]):
         (a stage's built-in filter steps over the shared ones)."""
         self.kind, self.parent = kind, parent
         self._entries: dict[str, T | str] = {}
-        self._aliases: dict[str, str] = {}
+        self._retired: dict[str, str] = {}  # old name -> the name it is now
 
     def register(self, name: str, target: T | str | None = None) -> Any:
         """Register `target` (an object, or a lazy "module:attr" string) under `name`.
@@ -183,22 +183,22 @@ class Registry(Generic[T]):
         self._entries[name] = target
         return target
 
-    def alias(self, old: str, new: str) -> None:
-        """`old` still names the entry now called `new` (a renamed entry a user may have written down);
-        `names()` lists only `new`."""
-        self._aliases[old] = new
+    def retire(self, old: str, new: str) -> None:
+        """`old` named the entry now called `new` in an older release: asked for, it is one UserError naming
+        `new` (a 0.x package keeps no silent aliases); `names()` lists only `new`."""
+        self._retired[old] = new
 
     def names(self) -> tuple[str, ...]:
         inherited = self.parent.names() if self.parent is not None else ()
         return (*self._entries, *(name for name in inherited if name not in self._entries))
 
     def __contains__(self, name: object) -> bool:
-        name = self._aliases.get(name, name) if isinstance(name, str) else name
         return name in self._entries or (self.parent is not None and name in self.parent)
 
     def get(self, name: str) -> T:
         """The entry called `name`, or the plug-in `name` points at; a UserError otherwise."""
-        name = self._aliases.get(name, name)
+        if name in self._retired:
+            raise UserError(f"{self.kind} {name!r} is now {self._retired[name]!r}: write that (see CHANGELOG.md)")
         if name in self._entries:
             entry = self._entries[name]
             if isinstance(entry, str):  # a lazy built-in: import it once

@@ -7,7 +7,7 @@ What it runs (all through the `agentdata` command line, in a fresh process each)
    problems (seed 1); any held-out question also in the pool is dropped.
 2. `agentdata train --stage rl` from the embedded default, `smollm2-tir` (SmolLM2-135M whose
    rollouts and evaluations are shown its worked codeblock examples; the weights trained are
-   SmolLM2's), with `--eval-problems held_out.jsonl --eval-every EVERY --eval-k K`.
+   SmolLM2's), with `--eval-problems held_out.jsonl rl.eval_every=EVERY --eval-k K`.
 The baseline is the same run's step-0 evaluation. It prints the load average before and after,
 wall and CPU time, the evaluation records of metrics.jsonl as a table (bench/RESULTS_train.md), and
 copies `plots/scaling.png` to bench/validation_scaling.png.
@@ -123,8 +123,7 @@ def main() -> None:
         str(min(32, args.max_new_tokens // 4)),
         "--eval-problems",
         str(held_out),
-        "--eval-every",
-        str(args.every),
+        f"rl.eval_every={args.every}",
         "--eval-k",
         str(args.k),
         "--config",

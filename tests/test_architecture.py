@@ -47,8 +47,9 @@ FOUNDATION_IMPORTS = {
     "registry": {"errors"},
     "settings": {"errors", "inputs"},  # the settings machinery every stage's dataclasses use
     "events": set(),  # progress events: how library code reports without drawing
-    "versions": set(),  # the versions a run, card or record cites
+    "versions": {"agentdata"},  # the versions a run, card or record cites (its own: the package's __version__)
     "pacing": {"errors", "settings"},  # the per-endpoint requests/s cap the engine fleet and sandbox spread share
+    "worker_pool": set(),  # the one pool of killable worker processes (verify's checks, user tools)
 }
 
 
@@ -256,8 +257,8 @@ def test_publishing_knows_no_stage_and_runs_nothing():
     assert not violations("publish", {*STAGES, *LEAVES, "agent", "training", "judge", "steps"})
 
 
-def test_the_filters_alias_is_only_steps():
-    assert not violations("filters", set(ALL_PARTS) - {"steps", "filters"})
+def test_the_filters_name_of_0_3_imports_nothing():
+    assert not violations("filters", set(ALL_PARTS) - {"filters"})
 
 
 def test_training_knows_no_stage():

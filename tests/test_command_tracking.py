@@ -205,7 +205,7 @@ def test_a_tracker_that_cannot_be_logged_to_is_one_line_before_any_work(setup, c
 def test_the_sample_is_spread_over_the_shards_and_the_summary_keeps_its_numbers(setup, capsys):
     tmp_path, engine, problems = setup
     problems = problems_file(tmp_path / "many.jsonl", range(1, 21))
-    args = ["collect", str(problems), "--teacher", engine, "--samples", "2", "--shard-size", "8"]
+    args = ["collect", str(problems), "--teacher", engine, "--samples", "2", "shard_size=8"]
     assert run_cli([*args, "--out", str(tmp_path / "run")]) == 0
     sampled = sample_trajectories([tmp_path / "run"], 5)
     assert len(sampled) == 5 and len({t.question for t in sampled}) == 5

@@ -62,7 +62,7 @@ def collect_inputs(tmp_path) -> tuple[Path, Path]:
 def collect_args(problems: Path, engine: Path, out: Path) -> list[str]:
     return [
         sys.executable, "-m", "agentdata.cli.app", "collect", str(problems), "--teacher", f"{engine}:Wordy:x",
-        "--out", str(out), "--shard-size", "1000", "--json",
+        "--out", str(out), "shard_size=1000", "--json",
     ]  # fmt: skip
 
 

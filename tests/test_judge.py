@@ -237,7 +237,7 @@ def test_the_command_line(tmp_path, capsys):
         return code, captured.out, captured.err
 
     flags = ["--judge", f"{tmp_path / 'judge.py'}:Judge", "--judge-rubric", str(tmp_path / "rubric.txt")]
-    flags += ["--score-cache", str(tmp_path / "c"), "--out", str(tmp_path / "sft.parquet")]
+    flags += [f"score_cache={tmp_path / 'c'}", "--out", str(tmp_path / "sft.parquet")]
     code, out, err = agentdata(*flags, "--judge-option", "score=3", "--min-judge", "0.5")
     assert code == 2 and "empty" in err and "judge: 2 scored" in out  # both scored 0.3
     code, out, err = agentdata(*flags, "--min-judge", "0.5", "--json")

@@ -189,7 +189,7 @@ def test_each_architecture_is_read_at_its_step_separators_as_its_model_card_read
 
 
 def test_custom_code_runs_only_when_asked_and_bad_options_are_one_line(remote_code_dir, token_classification_dir):
-    with pytest.raises(UserError, match="trust_remote_code=true"):
+    with pytest.raises(UserError, match='"trust_remote_code": true'):
         load_prm(f"hf:{remote_code_dir}")
     with pytest.raises(UserError, match="good_token 'not one token at all'"):
         load_prm(f"hf:{token_classification_dir}", head="lm", good_token="not one token at all")

@@ -49,21 +49,23 @@ def test_a_registry_also_has_its_parents_entries_under_its_own():
     assert stage.get("os.path:join") is __import__("os").path.join  # plug-ins as before
 
 
-def test_a_renamed_entry_is_still_found_by_its_old_name_but_listed_by_its_new_one():
+def test_a_retired_name_is_one_line_naming_the_new_one():
     registry: Registry[int] = Registry("widget")
     registry.register("no_rollouts", 1)
-    registry.alias("not_profiled", "no_rollouts")
-    assert registry.get("not_profiled") == 1 and "not_profiled" in registry
-    assert registry.names() == ("no_rollouts",)
+    registry.retire("not_profiled", "no_rollouts")
+    with pytest.raises(UserError, match="widget 'not_profiled' is now 'no_rollouts'"):
+        registry.get("not_profiled")
+    assert registry.names() == ("no_rollouts",) and "not_profiled" not in registry
 
 
-def test_the_pool_steps_of_0_3_keep_their_names():
+def test_the_pool_steps_of_0_3_name_their_new_names():
     from agentdata.filter.config import PoolConfig
     from agentdata.filter.steps import POOL_STEPS
     from agentdata.steps import build_step
 
-    old = [build_step(name, PoolConfig(), POOL_STEPS).reason for name in ("not_profiled", "unprofiled")]
-    assert old == ["no_rollouts", "too_many_errors"]
+    for old, new in (("not_profiled", "no_rollouts"), ("unprofiled", "too_many_errors")):
+        with pytest.raises(UserError, match=f"'{old}' is now '{new}'"):
+            build_step(old, PoolConfig(), POOL_STEPS)
 
 
 def test_a_lazy_entry_is_imported_on_first_use():

@@ -191,7 +191,7 @@ def test_collect_through_the_service_leaves_no_open_http_session(service_url, tm
         sandbox=sandbox,
     )
     gc.collect()
-    assert summary.correct == 1 and sandbox._async_sessions == {}
+    assert summary.correct == 1 and sandbox.http._async_sessions == {}
     assert not [w for w in recwarn if "Unclosed" in str(w.message)]
     assert sandbox.run("print(1)").stdout == "1\n"  # the blocking client is still usable
     sandbox.close()

@@ -10,7 +10,8 @@ import pytest
 
 from agentdata.curate import CurateConfig, curate
 from agentdata.errors import UserError
-from agentdata.formats.forms import canonical_messages, codeblock_turns, hf_messages, openai_messages
+from agentdata.formats.codeblock import CodeblockProtocol
+from agentdata.formats.forms import canonical_messages, hf_messages, openai_messages
 from agentdata.records import CODE_TOOL, ToolCall, Trajectory, assistant_message, tool_message
 from agentdata.steps.config import DedupConfig
 from tests.cli_helpers import run_cli
@@ -60,7 +61,7 @@ def test_hf_form_loads_in_datasets_as_mappings(tmp_path):
 
 
 def test_codeblock_turns_are_plain_text_with_fences():
-    turns = codeblock_turns(conversation("codeblock"))
+    turns = CodeblockProtocol().plain_turns(conversation("codeblock"))
     assert [t["role"] for t in turns] == ["system", "user", "assistant", "user", "assistant"]
     assert not any("tool_calls" in turn for turn in turns)
     assert turns[2]["content"] == f"Let me compute it.\n```python\n{CODE}\n```\n"
@@ -75,7 +76,7 @@ def test_codeblock_outputs_of_one_turn_share_one_user_turn():
         tool_message("call_1", "2"),
         assistant_message("\\boxed{3}"),
     ]
-    turns = codeblock_turns(messages)
+    turns = CodeblockProtocol().plain_turns(messages)
     assert [t["role"] for t in turns] == ["user", "assistant", "user", "assistant"]
     assert turns[2]["content"] == "```output\n1\n```\n```output\n2\n```"
     assert canonical_messages(turns, "codeblock") == messages

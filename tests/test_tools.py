@@ -149,7 +149,7 @@ def test_a_tool_that_never_returns_is_stopped_by_its_timeout_and_the_run_does_no
     results = asyncio.run(_gather(tool, 3, timeout=1.0))
     assert all(not r.ok and "timed out" in r.content for r in results)
     assert time.monotonic() - started < 30  # the three ran at once, each stopped at 1 s (plus the process start)
-    assert tool._all == set()  # every stopped worker was killed, none is kept
+    assert tool._workers.workers == set()  # every stopped worker was killed, none is kept
     script = f"""
 import asyncio
 from agentdata.tools import load_tool, ToolContext
@@ -171,9 +171,9 @@ def test_a_tools_prints_do_not_reach_the_model_and_workers_are_reused(slow_tools
     tool = load_tool(f"{slow_tools}:chatty")
     first = asyncio.run(tool.call({}, context()))
     assert (first.content, first.ok) == ("the answer", True)
-    (worker,) = tool._all
+    (worker,) = tool._workers.workers
     asyncio.run(tool.call({}, context()))
-    assert tool._all == {worker}  # one process served both calls
+    assert tool._workers.workers == {worker}  # one process served both calls
     tool.close()
     assert worker.process.poll() is not None
 

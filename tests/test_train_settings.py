@@ -35,14 +35,14 @@ def planned(monkeypatch):
     return run
 
 
-def test_every_flag_train_had_keeps_its_meaning(tmp_path, planned, capsys):
+def test_every_flag_train_keeps_means_what_it_meant(tmp_path, planned, capsys):
     problems = tmp_path / "p.jsonl"
     problems.write_text(json.dumps({"question": "What is 1 + 1?", "answer": "2"}) + "\n")
     reward = tmp_path / "rewards.py"
     reward.write_text("def brevity(prompts, completions, **kwargs):\n    return [0.0] * len(completions)\n")
     sft_set = write_sft_set(tmp_path / "sft.jsonl", count=2)
     common = ["--model", "smollm2", "--max-steps", "3", "--protocol", "hermes", "--lora", "--resume", "last"]
-    common += ["--eval-problems", str(problems), "--eval-k", "2", "--eval-every", "5", "--out", str(tmp_path / "o")]
+    common += ["--eval-problems", str(problems), "--eval-k", "2", "rl.eval_every=5", "--out", str(tmp_path / "o")]
     plan = planned(
         [
             *common,
@@ -58,8 +58,7 @@ def test_every_flag_train_had_keeps_its_meaning(tmp_path, planned, capsys):
         assert (stage.validation.eval_problems, stage.validation.eval_k) == (str(problems), 2)
     assert sft.model == "smollm2" and rl.model == f"hf:{tmp_path / 'o' / 'sft'}"  # GRPO starts from the SFT model
     assert (sft.protocol, rl.loop.protocol) == ("hermes", "hermes")
-    assert (sft.validation.eval_every, rl.validation.eval_every) == (None, 5)  # --eval-every was GRPO's only
-    assert "note: --eval-every is now --rl-eval-every" in capsys.readouterr().err
+    assert (sft.validation.eval_every, rl.validation.eval_every) == (None, 5)  # the override sets GRPO's only
     assert (sft.long_rows, sft.sft_data) == ("truncate", str(sft_set))
     assert (rl.num_generations, rl.loop.max_new_tokens, rl.overlong_buffer, rl.code_reward) == (4, 64, 8, "fraction")
     assert rl.rewards == ["correctness", "overlong", f"{reward}:brevity"]  # --reward adds beside the defaults
@@ -67,14 +66,13 @@ def test_every_flag_train_had_keeps_its_meaning(tmp_path, planned, capsys):
     assert isinstance(loop.band, Band)
 
 
-def test_a_stage_flag_sets_one_stage_and_wins_over_the_flag_for_both(tmp_path, planned):
+def test_a_stage_override_sets_one_stage_and_the_flag_for_both_wins_over_it(tmp_path, planned):
     sft_set = write_sft_set(tmp_path / "sft.jsonl", count=2)
-    plan = planned(
-        ["--sft-data", str(sft_set), "--max-steps", "2", "--rl-max-steps", "7", "--sft-learning-rate", "1e-3"]
-    )
+    plan = planned(["--sft-data", str(sft_set), "max_steps=2", "rl.max_steps=7", "sft.learning_rate=1e-3"])
     assert (plan.sft.max_steps, plan.rl.max_steps) == (2, 7)
     assert plan.sft.optimiser.learning_rate == 1e-3
     assert plan.rl.optimiser.learning_rate == GRPOStageConfig().optimiser.learning_rate
+    assert planned(["--sft-data", str(sft_set), "rl.max_steps=7", "--max-steps", "2"]).rl.max_steps == 2
 
 
 def test_sections_in_a_file_flat_names_dotted_keys_and_trl_fields(tmp_path):
@@ -134,16 +132,17 @@ def test_the_stages_outputs_are_train_s_own(tmp_path):
         plan_train(TrainRequest(stage="rl", out=tmp_path, settings={"rl": {"out": "elsewhere"}}))
 
 
-def test_a_name_both_stages_have_is_a_flag_for_both_and_one_per_stage():
+def test_a_name_both_stages_have_is_a_flag_for_both_and_an_override_per_stage(capsys):
     from agentdata.cli.train import command
 
     sft, rl = TRAIN_SETTINGS.sections["sft"].fields, TRAIN_SETTINGS.sections["rl"].fields
     shared = {name for name in sft if name in rl} - {"out", "trl"}  # out is --out's; trl is the file's
     assert {"max_steps", "model", "protocol", "learning_rate", "lora", "eval_k", "eval_every"} <= shared
     for name in shared:
-        targets = sorted(o.targets for o in command.generated_options if o.name == name and not o.hidden)
-        both = [("sft", "rl")] if name != "eval_every" else []  # --eval-every keeps its old meaning (GRPO's)
-        assert targets == sorted([*both, ("sft",), ("rl",)]), name
+        targets = [o.targets for o in command.generated_options if o.name == name and not o.hidden]
+        assert targets in ([("sft", "rl")], []), name  # one flag for both (eval_every: none, see REMOVED_FLAGS)
+        assert run_cli(["train", f"sft.{name}=null", f"rl.{name}=null", "--print-config"]) in (0, 2)
+        assert "unknown setting" not in capsys.readouterr().err, name  # each stage's own is an override
 
 
 def test_one_optimiser_block_is_composed_into_both_stages_and_keeps_its_flat_names():
@@ -177,21 +176,27 @@ def test_curate_tool_call_band_and_its_old_one_end_flags(tmp_path, capsys, monke
     monkeypatch.setattr(curate_module, "curate", stop)
     out = ["--out", str(tmp_path / "sft.parquet")]
     assert run_cli(["curate", "run", *out, "--tool-calls", "2,3"]) == 2 and seen[-1] == (2, 3)
-    assert run_cli(["curate", "run", *out, "--max-tool-calls", "3"]) == 2 and seen[-1] == (1, 3)
-    assert "note: --max-tool-calls sets the top of tool_calls: write --tool-calls MIN,MAX" in capsys.readouterr().err
+    assert run_cli(["curate", "run", *out, "--max-tool-calls", "3"]) == 2 and seen[-1] == (2, 3)  # not run
+    assert "--max-tool-calls is gone: write --tool-calls MIN,MAX" in capsys.readouterr().err
     config = tmp_path / "c.yaml"
-    config.write_text("min_tool_calls: 0\n")  # an old file key sets the band's bottom
-    assert run_cli(["curate", "run", *out, "--config", str(config)]) == 2 and seen[-1] == (0, 8)
+    config.write_text("min_tool_calls: 0\n")  # an old file key: no alias either
+    assert run_cli(["curate", "run", *out, "--config", str(config)]) == 2 and seen[-1] == (2, 3)
+    assert "min_tool_calls is gone: write tool_calls: [MIN, MAX]" in capsys.readouterr().err
     assert run_cli(["curate", "run", *out, "--tool-calls", "3,2"]) == 2
     assert capsys.readouterr().err.strip().endswith("error: --tool-calls 3,2: needs LO <= HI (e.g. 1,8)")
 
 
-def test_filter_seed_sets_both_seeds_and_each_has_its_own_flag():
+def test_filter_seed_sets_both_seeds_and_each_has_its_own_override(capsys):
     from agentdata.cli.filter import command
 
-    options = {option.flag: option for option in command.generated_options}
-    assert options["--seed"].targets == ("profile", "pool")
-    assert options["--profile-seed"].targets == ("profile",) and options["--pool-seed"].targets == ("pool",)
+    options = {option.flag: option for option in command.generated_options if not option.hidden}
+    assert options["--seed"].targets == ("profile", "pool") and "--profile-seed" not in options
+    assert run_cli(["filter", "p.jsonl", "--seed", "3", "pool.seed=5", "--print-config", "--json"]) == 0
+    tree = json.loads(capsys.readouterr().out)
+    assert (tree["profile"]["seed"]["value"], tree["pool"]["seed"]["value"]) == (3, 3)  # the flag over the override
+    assert run_cli(["filter", "p.jsonl", "pool.seed=5", "--print-config", "--json"]) == 0
+    tree = json.loads(capsys.readouterr().out)
+    assert tree["pool"]["seed"]["value"] == 5 and tree["profile"]["seed"]["source"] == "default"
 
 
 # ------------------------------------------------------------------ off and bands

@@ -50,19 +50,22 @@ class LoopConfig:
         default=512, metadata={"help": "Model tokens per trajectory, all turns together.", "range": "[1, 10000000]"}
     )
     temperature: float = field(default=0.7, metadata={"help": "Sampling temperature (0 = greedy).", "range": "[0, 10]"})
-    top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling threshold.", "range": "(0, 1]"})
+    top_p: float = field(
+        default=1.0, metadata={"help": "Nucleus sampling threshold.", "range": "(0, 1]", "override_only": True}
+    )
     tool_output_chars: int = field(
         default=DEFAULT_TOOL_OUTPUT_CHARS,
-        metadata={"help": "Tool output shown to the model, head and tail.", "range": "[1, inf)"},
+        metadata={"help": "Tool output shown to the model, head and tail.", "range": "[1, inf)", "override_only": True},
     )
     tool_timeout: float = field(
-        default=10.0, metadata={"help": "Seconds one tool call may run.", "range": "(0, 86400]"}
+        default=10.0, metadata={"help": "Seconds one tool call may run.", "range": "(0, 86400]", "override_only": True}
     )
     system_prompt: str | None = field(
         default=None,
         metadata={
             "help": "Overrides the protocol's system prompt; unset: the one the model was trained with (its "
-            "agentdata.json, when it was trained in this protocol), else the protocol's."
+            "agentdata.json, when it was trained in this protocol), else the protocol's.",
+            "override_only": True,
         },
     )
     sandbox: str = field(
@@ -138,7 +141,7 @@ class ShardingConfig:
     executor: str = field(
         default="local",
         metadata={
-            "help": "local: this process; ray: every shard as a task on an existing Ray cluster (--ray-address), "
+            "help": "local: this process; ray: every shard as a task on an existing Ray cluster (ray_address=), "
             "into --out on storage every node sees; a shard whose worker or node died is run again (it resumes); "
             "one progress bar for all.",
             "choices": EXECUTORS,
@@ -148,25 +151,33 @@ class ShardingConfig:
         default=None,
         metadata={
             "help": "With --executor ray: how many shards the run is split into, one Ray task each. Unset: the "
-            "split --out already has, else one per --ray-cpus the cluster has.",
+            "split --out already has, else one per ray_cpus the cluster has.",
             "range": f"[1, {MAX_SHARDS}]",
+            "override_only": True,
         },
     )
     ray_address: str = field(
         default="auto",
         metadata={
             "help": "With --executor ray: the running cluster, as ray.init(address=...) takes it (auto: the one "
-            "RAY_ADDRESS names, else the one `ray start` began on this machine; ray://HOST:10001 a remote one)."
+            "RAY_ADDRESS names, else the one `ray start` began on this machine; ray://HOST:10001 a remote one).",
+            "override_only": True,
         },
     )
     ray_cpus: float = field(
-        default=1.0, metadata={"help": "With --executor ray: CPUs one shard's task asks for.", "range": "(0, 1024]"}
+        default=1.0,
+        metadata={
+            "help": "With --executor ray: CPUs one shard's task asks for.",
+            "range": "(0, 1024]",
+            "override_only": True,
+        },
     )
     ray_retries: int = field(
         default=3,
         metadata={
             "help": "With --executor ray: times a shard whose worker or node died is run again.",
             "range": "[0, 100]",
+            "override_only": True,
         },
     )
 
@@ -205,7 +216,9 @@ class CollectConfig:
         default=0, metadata={"help": "Base seed; each trajectory derives its own.", "range": "[0, 4294967295]"}
     )
     limit: int | None = field(default=None, metadata={"help": "Use only the first N problems.", "range": "[1, inf)"})
-    shard_size: int = field(default=64, metadata={"help": "Trajectories per Parquet shard.", "range": "[1, 1000000]"})
+    shard_size: int = field(
+        default=64, metadata={"help": "Trajectories per Parquet shard.", "range": "[1, 1000000]", "override_only": True}
+    )
     engine_options: dict[str, Any] = field(
         default_factory=dict,
         metadata={
@@ -216,7 +229,8 @@ class CollectConfig:
     retry_errors: bool = field(
         default=True,
         metadata={
-            "help": "On resume, run again the trajectories that ended in an error (an engine or sandbox failure)."
+            "help": "On resume, run again the trajectories that ended in an error (an engine or sandbox failure).",
+            "override_only": True,
         },
     )
     harness: str | None = field(

@@ -298,7 +298,7 @@ async def _to_trajectory(
     seed: int | None,
     elapsed_s: float,
 ) -> Trajectory:
-    text = graded_text(state.messages, problem.domain, config.protocol)
+    text = graded_text(state.messages, problem.domain, get_protocol(config.protocol))
     # Most answers are settled by plain rules at once; only math-verify and code tests need a thread.
     verdict = quick_grade(problem, text) or await asyncio.to_thread(grade, problem, text, sandbox)
     metadata = _metadata(state)

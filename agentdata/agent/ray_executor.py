@@ -97,13 +97,13 @@ def _connect(ray: Any, address: str) -> None:
         ray.init(address=address, log_to_driver=False, logging_level="ERROR")
     except ConnectionError as error:
         raise UserError(
-            f"--ray-address {address}: no Ray cluster to connect to ({' '.join(str(error).split())[:200]}); "
+            f"ray_address={address}: no Ray cluster to connect to ({' '.join(str(error).split())[:200]}); "
             "start one (ray start --head) or give its address"
         ) from None
 
 
 def _shard_count(ray: Any, out: Path, sharding: ShardingConfig) -> int:
-    """--shards, else the split the run dir already has (a resume), else one per task's CPUs the cluster has."""
+    """shards=N, else the split the run dir already has (a resume), else one per task's CPUs the cluster has."""
     existing = {shard.count for shard in tags_in(out)}
     if sharding.shards is not None:
         return sharding.shards

@@ -24,7 +24,6 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from agentdata import __version__
 from agentdata.agent.config import CollectConfig
 from agentdata.agent.loop import UNGRADED, config_tools, solve
 from agentdata.agent.resume import HASH_KEY, ResumePlan, plan_resume, problem_hash, unique_problems
@@ -37,7 +36,7 @@ from agentdata.errors import OutputWriteError, UserError
 from agentdata.events import task
 from agentdata.formats.health import HEALTH_REASONS, failed_checks, measure_health, stored_health
 from agentdata.records import Problem, Trajectory, strip_none
-from agentdata.versions import package_versions
+from agentdata.versions import package_versions, stamped
 
 # If this many trajectories in a row fail from the start, the engine or sandbox is broken: stop early.
 FAIL_FAST_AFTER = 8
@@ -119,12 +118,13 @@ def run_record(config: CollectConfig, run: RunDir, problems: int) -> dict[str, A
     # A local model dir's weights digest (engines/fingerprint.py; None for the rest), memoised in a run dir
     # that exists already (a fresh one is checked by `prepare` before anything is written in it).
     memo = run.path / MEMO if run.path.is_dir() else None
-    return {
-        "agentdata_version": __version__,
-        "problems": problems,
-        "versions": package_versions(),
-        "model_fingerprint": model_fingerprint(config.teacher, memo=memo),
-    }
+    return stamped(
+        {
+            "problems": problems,
+            "versions": package_versions(),
+            "model_fingerprint": model_fingerprint(config.teacher, memo=memo),
+        }
+    )
 
 
 async def collect_async(

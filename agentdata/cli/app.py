@@ -17,6 +17,7 @@ from agentdata.cli import filter as filter_cmd
 from agentdata.cli.common import forget_output_place, output_place, record_invocation
 from agentdata.cli.console import print_error
 from agentdata.cli.crash import write_crash_log
+from agentdata.cli.overrides import SettingsCommand
 from agentdata.errors import UserError, write_refusal
 
 # Newer typer vendors click: take the usage-error classes from wherever typer's own come from.
@@ -43,16 +44,17 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-app.command("collect")(collect.command)
-app.command("curate")(curate.command)
-app.command("filter")(filter_cmd.command)
-app.command("train")(train.command)
-app.command("eval")(eval_cmd.command)
+# A settings command takes `KEY=VALUE` overrides among its arguments (cli/overrides.py).
+app.command("collect", cls=SettingsCommand)(collect.command)
+app.command("curate", cls=SettingsCommand)(curate.command)
+app.command("filter", cls=SettingsCommand)(filter_cmd.command)
+app.command("train", cls=SettingsCommand)(train.command)
+app.command("eval", cls=SettingsCommand)(eval_cmd.command)
 app.command("experiment")(experiment.command)
-app.command("inspect")(inspect.command)
-app.command("regrade")(regrade.command)
-app.command("validate")(validate.command)
-app.command("view")(view.command)
+app.command("inspect", cls=SettingsCommand)(inspect.command)
+app.command("regrade", cls=SettingsCommand)(regrade.command)
+app.command("validate", cls=SettingsCommand)(validate.command)
+app.command("view", cls=SettingsCommand)(view.command)
 app.add_typer(synth.app, name="synth")
 app.add_typer(sandbox.app, name="sandbox")
 app.add_typer(imports.app, name="import")

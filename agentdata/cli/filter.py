@@ -32,7 +32,7 @@ PROFILE_FLAGS = {"teacher": "--student", "samples": "--k"}
 
 
 # Profiled as GRPO samples (temperature 1.0, agentdata.agent.config.rollout_loop): the pass rates training will see.
-# Two sections: `--seed` sets both seeds (the rollouts' and the clustering's), `--profile-seed` / `--pool-seed` one.
+# Two sections: `--seed` sets both seeds (the rollouts' and the clustering's), `profile.seed=N` / `pool.seed=N` one.
 @settings_command(
     flags=PROFILE_FLAGS,
     defaults={"samples": 4, "temperature": ROLLOUT_TEMPERATURE},

@@ -10,18 +10,17 @@ and gets one option per field (`--max-turns`, help and default from the field), 
 other change. Each settings parameter is a section of the command's settings path
 (`agentdata.settings.sections`); `train` declares its sections itself (`sft`, and `rl` with the
 closed loop's settings). A name only one section has is one flag (`--num-generations`); a name
-several sections have is one flag that sets it in all of them (`--max-steps`: SFT's and GRPO's)
-plus one flag per section (`--sft-max-steps`, `--rl-max-steps`). Values come from: the field's
-default < the command's default < the file < the flag. A value out of its range ends the command
-with one line naming the flag. A renamed flag keeps its old spelling as a hidden alias that
-prints a one-line note.
+several sections have with one meaning is one flag that sets it in all of them (`--max-steps`: SFT's
+and GRPO's); one section's is set by an override (`rl.max_steps=3`, cli/overrides.py). Values come
+from: the field's default < the command's default < the file < overrides < flags. A value out of its
+range ends the command with one line naming the flag. A flag of an older release (`--rl-max-steps`,
+`--min-tool-calls`) is no alias: it stops with one line naming its new spelling.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import json
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,15 +28,16 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.markup import escape
 
-from agentdata.cli.console import err_console, print_error
+from agentdata.cli.console import print_error
+from agentdata.cli.overrides import META_KEY, PRINT_CONFIG_HELP, json_or_text, override_values, print_config
 from agentdata.cli.progress import rendering
 from agentdata.errors import UserError
 from agentdata.registry import load_object
 from agentdata.settings import (
     Append,
     Given,
+    Layer,
     Section,
     Sections,
     is_settings,
@@ -112,32 +112,58 @@ def generated_options(
     flags: dict[str, Any] | None = None,
     defaults: dict[str, Any] | None = None,
     exclude: tuple[str, ...] = (),
-    renamed: dict[str, str] | None = None,
+    removed: dict[str, str] | None = None,
 ) -> list[GeneratedOption]:
-    """The options of a command's settings: one per name, and for a name several sections share, one
-    more per section (`--rl-max-steps`). `renamed` keeps old spellings: {old flag: the flag it now is}."""
-    flags, defaults = flags or {}, defaults or {}
+    """The options of a command's settings: one per name (a name several sections share with one meaning
+    sets them all; one section's is its override, `rl.max_steps=3`). `removed` names old flags and their new
+    spelling ({old flag: new spelling}): each is a hidden option that stops with one line saying so."""
+    flags, defaults, removed = flags or {}, defaults or {}, dict(removed or {})
     by_name: dict[str, list[Section]] = {}
+    override_only: dict[str, tuple[str, str]] = {}  # not everyday flags (name -> 0.4's flag, its kind)
     for section in sections.sections.values():
-        for name, (item, _) in section.fields.items():
-            if name not in exclude and item.metadata.get("cli") is not False:
-                by_name.setdefault(name, []).append(section)
-    options = []
+        for name, (item, annotation) in section.fields.items():
+            if name in exclude or item.metadata.get("cli") is False:
+                continue
+            if item.metadata.get("override_only"):  # `top_p=0.9` is how 0.4's --top-p 0.9 reads now
+                flag = flags.get(name) or item.metadata.get("flag") or "--" + name.replace("_", "-")
+                override_only[name] = (flag, _cli_kind(annotation)[0])
+                continue
+            by_name.setdefault(name, []).append(section)
+    options, switches = [], set()  # switches: removed flags that took no value (a bool's)
+    for name, (flag, kind) in override_only.items():
+        if name not in by_name:
+            value = {"bool": "false", "pairs": """'{"KEY": VALUE}'"""}.get(kind, "VALUE")
+            removed[flag] = f"{name}={value}"
+            switches |= {flag} if kind == "bool" else set()
     for name, owners in by_name.items():
-        if len(owners) == 1:
+        if len(owners) == 1 or _one_meaning(name, owners):
             options.append(_option(name, owners, flags.get(name), defaults, owners[0].label))
-            continue
-        if _one_meaning(name, owners):
-            options.append(_option(name, owners, flags.get(name), defaults, EVERY_SECTION))
-        for section in owners:
-            options.append(_option(name, [section], flags.get(name), defaults, section.label, prefix=section.name))
-    renamed = renamed or {}
-    options = [option for option in options if option.flag not in renamed]  # the old flag means the new one now
-    options += _old_spellings(options, renamed) + _band_ends(options, sections)
+        if len(owners) > 1:  # the per-section flags of 0.4 (--sft-max-steps): now sft.max_steps=...
+            flag = (flags.get(name) or "--" + name.replace("_", "-")).removeprefix("--")
+            is_bool = value_type(owners[0].fields[name][1])[0] is bool
+            for owner in owners:
+                removed[f"--{owner.name}-{flag}"] = f"{owner.name}.{name}={'true' if is_bool else 'VALUE'}"
+                switches |= {f"--{owner.name}-{flag}"} if is_bool else set()
+    for option in options:
+        item, _ = sections.sections[option.targets[0]].fields[option.name]
+        ends = item.metadata.get("ends", ())
+        removed |= {"--" + end.replace("_", "-"): f"{option.flag} MIN,MAX" for end in ends}
+        if len(option.targets) > 1:
+            option.panel = EVERY_SECTION
+    options = [option for option in options if option.flag not in removed]  # the old flag means another now
+    options += [_removed_option(flag, spelling, flag in switches) for flag, spelling in removed.items()]
     if sections.single:  # one section: every option in the one list
         for option in options:
             option.panel = None
     return options
+
+
+def _removed_option(flag: str, spelling: str, switch: bool) -> GeneratedOption:
+    """A hidden option for a flag of an older release: using it stops with one line naming the new spelling."""
+    param = "removed_" + flag.lstrip("-").replace("-", "_")
+    note = f"{flag} is gone: write {spelling} (see CHANGELOG.md)"
+    kind, annotation = ("bool", bool) if switch else ("plain", Optional[str])
+    return GeneratedOption("", flag, (), annotation, None, note, str, kind, param=param, hidden=True, notice=note)
 
 
 def _one_meaning(name: str, owners: list[Section]) -> bool:
@@ -148,15 +174,11 @@ def _one_meaning(name: str, owners: list[Section]) -> bool:
     return len(kinds) == 1
 
 
-def _option(
-    name: str, owners: list[Section], flag: Any, defaults: dict[str, Any], panel: str, prefix: str = ""
-) -> GeneratedOption:
+def _option(name: str, owners: list[Section], flag: Any, defaults: dict[str, Any], panel: str) -> GeneratedOption:
     item, annotation = owners[0].fields[name]
     declared = flag or item.metadata.get("flag") or "--" + name.replace("_", "-")
     names = (declared,) if isinstance(declared, str) else tuple(declared)
     aliases = tuple(item.metadata.get("aliases", ())) + names[1:]
-    if prefix:
-        names, aliases = (f"--{prefix}-{names[0][2:]}",), tuple(f"--{prefix}-{a[2:]}" for a in aliases if a[:2] == "--")
     helps = {owner.label: owner.fields[name][0].metadata.get("help", "") for owner in owners}
     help_text = item.metadata.get("help", "")
     if len(set(helps.values())) > 1:  # each stage says it its own way: the first sentence of each
@@ -164,8 +186,8 @@ def _option(
     section_defaults = {owner.name: defaults.get(name, owner.defaults().get(name)) for owner in owners}
     default = next(iter(section_defaults.values()))
     if len(owners) > 1:
-        flags = ", ".join(f"--{owner.name}-{names[0][2:]}" for owner in owners)
-        help_text += f" Sets it for {' and '.join(owner.label for owner in owners)}; {flags} set one."
+        one = " or ".join(f"{owner.name}.{name}=" for owner in owners)
+        help_text += f" Sets it for {' and '.join(owner.label for owner in owners)}; {one} sets one."
         if len({repr(value) for value in section_defaults.values()}) > 1:
             shown = ", ".join(
                 f"{owner.label} {_shown_default(section_defaults[owner.name]) or 'none'}" for owner in owners
@@ -185,7 +207,7 @@ def _option(
         annotation,
         kind,
         targets=tuple(owner.name for owner in owners),
-        param=f"{prefix}__{name}" if prefix else name,
+        param=name,
         split=item.metadata.get("split", True),
         append=item.metadata.get("append", False),
         parse=item.metadata.get("parse", ""),
@@ -196,56 +218,6 @@ def _option(
 def _first_sentence(text: str) -> str:
     head, dot, _ = text.partition(". ")
     return head + "." if dot else text
-
-
-def _old_spellings(options: list[GeneratedOption], renamed: dict[str, str]) -> list[GeneratedOption]:
-    """A hidden option per old flag, setting what the new one sets and saying so when used."""
-    by_flag = {option.flag: option for option in options}
-    old = []
-    for old_flag, new_flag in renamed.items():
-        target = by_flag[new_flag]
-        note = f"{old_flag} is now {new_flag} (the same setting: {target.name} of {', '.join(target.targets)})"
-        old.append(
-            GeneratedOption(
-                **{
-                    **target.__dict__,
-                    "flag": old_flag,
-                    "aliases": (),
-                    "param": "old_" + old_flag.lstrip("-").replace("-", "_"),
-                    "hidden": True,
-                    "notice": note,
-                    "help": f"Old spelling of {new_flag}.",
-                }
-            )
-        )
-    return old
-
-
-def _band_ends(options: list[GeneratedOption], sections: Sections) -> list[GeneratedOption]:
-    """A hidden option per old one-end name of a band (`--max-tool-calls` for `--tool-calls MIN,MAX`)."""
-    hidden = []
-    for option in options:
-        item, _ = sections.sections[option.targets[0]].fields[option.name]
-        for end, old in zip(("bottom", "top"), item.metadata.get("ends", ())):
-            flag = "--" + old.replace("_", "-")
-            hidden.append(
-                GeneratedOption(
-                    old,
-                    flag,
-                    (),
-                    Optional[str],
-                    None,
-                    f"Old spelling: the {end} of {option.flag}.",
-                    int,
-                    "plain",
-                    targets=option.targets,
-                    param=(f"{option.targets[0]}__" if option.param != option.name else "") + old,
-                    panel=option.panel,
-                    hidden=True,
-                    notice=f"{flag} sets the {end} of {option.name}: write {option.flag} MIN,MAX",
-                )
-            )
-    return hidden
 
 
 def _cli_kind(annotation: Any) -> tuple[str, Any]:
@@ -275,23 +247,8 @@ def parse_key_values(pairs: list[str], flag: str = "--engine-option") -> dict[st
         key = key.strip().replace("-", "_")
         if not sep or not key:
             raise UserError(f"{flag} {pair}: expected KEY=VALUE")
-        options[key] = _json_or_text(raw.strip(), f"{flag} {pair}")
+        options[key] = json_or_text(raw.strip(), f"{flag} {pair}")
     return options
-
-
-def _json_or_text(raw: str, where: str) -> Any:
-    if raw[:1] in ("{", "[", '"'):
-        try:
-            return json.loads(raw)
-        except json.JSONDecodeError as error:
-            raise UserError(f"{where}: not valid JSON ({error.msg} at column {error.colno})") from None
-    if raw.lower() in ("true", "false"):
-        return raw.lower() == "true"
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        return raw
-    return value if isinstance(value, (int, float)) or value is None else raw
 
 
 # ------------------------------------------------------------------ the decorator
@@ -312,7 +269,7 @@ def settings_command(
     config_file: bool = True,
     sections: Sections | None = None,
     section_names: dict[str, str] | None = None,
-    renamed: dict[str, str] | None = None,
+    removed: dict[str, str] | None = None,
 ) -> Callable:
     """Give a command its generated settings options, `--config` and `--json` (see the module doc).
 
@@ -332,7 +289,7 @@ def settings_command(
         path = sections or Sections.of(configs, section_names)
         special = {*configs, "as_json", unbuilt}
         plain = [p for name, p in signature.parameters.items() if name not in special]
-        options = generated_options(path, flags, defaults, exclude, renamed)
+        options = generated_options(path, flags, defaults, exclude, removed)
         clash = {p.name for p in plain} & {o.param for o in options}
         if clash:
             raise TypeError(f"{func.__name__}: parameters {sorted(clash)} are also settings fields")
@@ -344,6 +301,9 @@ def settings_command(
             try:
                 call = _Invocation(kwargs.pop(CONTEXT), options, path, defaults or {}, kwargs)
                 config_path = kwargs.pop("config_file", None)
+                if kwargs.pop("print_config", False):
+                    call.read_file(config_path, [p.name for p in plain])
+                    return print_config(path, call.layers(), call.build(), kwargs["as_json"])
                 if unbuilt:
                     built = {unbuilt: GivenSettings(call.flag_values(), config_path)}
                 else:
@@ -352,8 +312,6 @@ def settings_command(
                 arguments = {name: kwargs[name] for name in (p.name for p in plain)} | built
                 if "as_json" in signature.parameters:
                     arguments["as_json"] = kwargs["as_json"]
-                for notice in call.notices():
-                    err_console.print(f"[yellow]note:[/] {escape(notice)}", highlight=False, soft_wrap=True)
                 with rendering(enabled=not kwargs["as_json"]):
                     return func(**arguments)
             except UserError as error:  # the same one line as app.main, also for typer's own test runner
@@ -374,6 +332,9 @@ def _common_parameters(config_file: bool) -> list[inspect.Parameter]:
     if config_file:
         option = typer.Option("--config", help=CONFIG_HELP)
         extra.append(_keyword("config_file", None, Annotated[Path | None, option]))
+    extra.append(
+        _keyword("print_config", False, Annotated[bool, typer.Option("--print-config", help=PRINT_CONFIG_HELP)])
+    )
     extra.append(_keyword("as_json", False, Annotated[bool, typer.Option("--json", help=JSON_HELP)]))
     # typer hands the command's context to a parameter annotated typer.Context (typer vendors its own click)
     extra.append(inspect.Parameter(CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context))
@@ -397,11 +358,13 @@ class _Invocation:
     ):
         self.context, self.sections, self.defaults, self.kwargs = context, sections, defaults, kwargs
         self.used = [option for option in options if self._from_command_line(option.param)]
-        # A flag that sets every section goes first, so a section's own flag (--rl-max-steps) wins over it.
-        self.used.sort(key=lambda option: -len(option.targets))
+        for option in self.used:
+            if option.hidden:  # a flag of an older release: one line naming its new spelling
+                raise UserError(option.notice)
         self.given = [(option, option.value(kwargs.get(option.param))) for option in self.used]
         for option in options:
             kwargs.pop(option.param, None)
+        self.overrides = override_values(context.meta.get(META_KEY, []), sections)
         self.file_layer: dict = {}
 
     def _from_command_line(self, name: str) -> bool:
@@ -409,15 +372,13 @@ class _Invocation:
         return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
 
     def flag_values(self) -> dict[str, Given]:
-        """What the flags gave, as `section.name` keys (each names its flag)."""
-        values = {}
+        """What the overrides and flags gave, as a config file's keys (each names its override or flag); a
+        flag over an override of the same setting."""
+        values = dict(self.overrides)
         for option, value in self.given:
             for section in option.targets:
                 values[f"{section}.{option.name}"] = Given(value, option.flag, flag=True)
         return values
-
-    def notices(self) -> list[str]:
-        return [option.notice for option in self.used if option.notice]
 
     def read_file(self, path: Path | None, plain_names: list[str]) -> None:
         """The file's settings; it may also set a command's own options (e.g. `out`), below the flags."""
@@ -434,7 +395,10 @@ class _Invocation:
             except Exception as error:  # click's BadParameter: a value the option's type refuses
                 raise UserError(f"{path}: {name}: {getattr(error, 'message', error)}") from None
 
-    def build(self) -> dict[str, Any]:
+    def layers(self) -> list[Layer]:
+        """The command's defaults < the file < the overrides and flags."""
         defaults, _ = self.sections.layer(self.defaults)
-        flags, _ = self.sections.layer(self.flag_values())
-        return self.sections.build([defaults, self.file_layer, flags])
+        return [defaults, self.file_layer, self.sections.layer(self.flag_values())[0]]
+
+    def build(self) -> dict[str, Any]:
+        return self.sections.build(self.layers())

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from agentdata.cli.console import console, err_console, print_json
 from agentdata.cli.options import settings_command
+from agentdata.cli.overrides import SettingsCommand
 from agentdata.errors import InputFileError, UserError
 from agentdata.inputs import read_text
 from agentdata.sandbox.config import SandboxConfig
@@ -22,7 +23,7 @@ SERVE_DEFAULTS = {"prefork": 4}
 RUN_DEFAULTS = {"workers": 1, "prefork": 0}
 
 
-@app.command("serve")
+@app.command("serve", cls=SettingsCommand)
 @settings_command(defaults=SERVE_DEFAULTS)
 def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
@@ -118,7 +119,7 @@ def _print_settings(settings: dict) -> None:
         err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
 
 
-@app.command("run")
+@app.command("run", cls=SettingsCommand)
 @settings_command(defaults=RUN_DEFAULTS)
 def run(
     path: Annotated[Path | None, typer.Argument(help="A Python file to run.")] = None,

@@ -51,7 +51,7 @@ DOCUMENTED: list[tuple[type, str]] = [
     (PoolConfig, "`agentdata filter`: the RL pool (its `pool` section)"),
     (HealthLimits, "`agentdata curate`: the rollout health checks (its `rollout_health`; docs/curate.md)"),
     (ScoringConfig, "`agentdata curate`: a process reward model and an LLM judge (its `scoring`; docs/curate.md)"),
-    (CurateConfig, "`agentdata curate` (the old `--min-tool-calls` / `--max-tool-calls` set an end of `--tool-calls`)"),
+    (CurateConfig, "`agentdata curate` (0.4's `--min-tool-calls` / `--max-tool-calls` are now `--tool-calls MIN,MAX`)"),
     (EvalConfig, "`agentdata eval`"),
     (
         TrackingConfig,
@@ -65,8 +65,8 @@ DOCUMENTED: list[tuple[type, str]] = [
     (StitchConfig, "`agentdata synth stitch`"),
     (SandboxConfig, "`agentdata sandbox serve` (default prefork 4) and `sandbox run` (1 worker, prefork 0)"),
     (ViewConfig, "`agentdata view` (docs/view.md)"),
-    (SFTStageConfig, "`agentdata train`, its `sft:` section (flags `--NAME`; `--sft-NAME` for a name GRPO has too)"),
-    (GRPOStageConfig, "`agentdata train`, its `rl:` section (flags `--NAME`; `--rl-NAME` for a name SFT has too)"),
+    (SFTStageConfig, "`agentdata train`, its `sft:` section (overrides `sft.NAME=VALUE`; `--NAME` sets both stages)"),
+    (GRPOStageConfig, "`agentdata train`, its `rl:` section (overrides `rl.NAME=VALUE`; `--NAME` sets both stages)"),
     (
         ClosedLoopConfig,
         "`agentdata train` between SFT and GRPO (the closed loop: `--rl-problems`, `--band`, "
@@ -75,13 +75,13 @@ DOCUMENTED: list[tuple[type, str]] = [
     (
         OptimiserConfig,
         "`agentdata train`: the learning rate and LoRA, one block in both the `sft:` and `rl:` sections "
-        "(`--learning-rate`, `--lora`, ... set both stages; `--sft-lora`, `--rl-learning-rate`, ... one)",
+        "(`--learning-rate`, `--lora`, ... set both stages; `sft.lora=true`, `rl.learning_rate=1e-6`, ... one)",
     ),
     (
         ValidationConfig,
         "`agentdata train`: validation during training, in both the `sft:` and `rl:` sections "
-        "(`--eval-problems`, `--eval-k` set both stages; `--sft-eval-every`, `--rl-eval-every` one; the old "
-        "`--eval-every` is GRPO's); docs/train.md",
+        "(`--eval-problems`, `--eval-k` set both stages; `sft.eval_every=N`, `rl.eval_every=N` one, "
+        "`eval_every=N` both); docs/train.md",
     ),
 ]
 
@@ -97,10 +97,37 @@ section works too). A key nobody knows stops the command with one line naming it
 **Sections.** A command's settings are sections of these dataclasses. `agentdata train` has two: `sft:`
 (SFTStageConfig) and `rl:` (GRPOStageConfig with ClosedLoopConfig beside it), each also taking any field
 of TRL's SFTConfig / GRPOConfig. A name only one stage has is one flag (`--num-generations`); a name both
-have is one flag that sets both (`--max-steps`) and one per stage (`--sft-max-steps`, `--rl-max-steps`).
+have is one flag that sets both (`--max-steps`); one stage's is an override (`sft.max_steps=2`, `rl.max_steps=20`).
 In a file the same goes: `max_steps:` at the top sets both, under `rl:` only GRPO's (a dotted key
 `rl.max_steps:` too). `filter`'s sections are `profile` (CollectConfig) and `pool` (PoolConfig):
-`--seed` sets both seeds, `--profile-seed` / `--pool-seed` one.
+`--seed` sets both seeds, `profile.seed=N` / `pool.seed=N` one.
+
+**Overrides.** Any key of the file is also a `KEY=VALUE` argument of the command, as verl's and
+torchtune's Hydra-style overrides are typed: `agentdata train rl.max_steps=3 sft.learning_rate=2e-5`
+(a dotted key sets one section, a bare name every section having it; VALUE is JSON or text). Values
+come from: the defaults < the file < overrides < flags. `--print-config` prints the resolved settings,
+each with where it came from, and runs nothing; a key nobody knows is one line naming the closest key:
+
+```yaml
+# train.yaml
+rl:
+  max_steps: 200
+  num_generations: 8
+```
+
+```
+$ agentdata train --config train.yaml rl.max_steps=3 sft.learning_rate=2e-5 --print-config
+sft:
+  learning_rate: 2e-05  # override sft.learning_rate
+  max_steps: null  # default
+  ...
+rl:
+  max_steps: 3  # override rl.max_steps
+  num_generations: 8  # file train.yaml rl
+  ...
+$ agentdata train rl.max_stepz=3
+error: rl.max_stepz=3: unknown setting 'rl.max_stepz'; did you mean rl.max_steps=...?
+```
 
 **Off.** A setting that can be off (or unset, following another) is `None`: `null` in a file, `none` on
 the command line; its help says what off means. Older spellings keep working: `0` for
@@ -136,6 +163,8 @@ def _row(item: dataclasses.Field, annotation: typing.Any) -> str:
     flags = ", ".join(f"`{name}`" for name in (flag, *item.metadata.get("aliases", ())))
     if item.metadata.get("cli") is False:
         flags = "(file only)"
+    elif item.metadata.get("override_only"):
+        flags = f"`{item.name}=` (override)"
     limits = item.metadata.get("range", "")
     if item.metadata.get("choices"):
         limits = " \\| ".join(map(str, item.metadata["choices"]))

@@ -10,6 +10,7 @@ import typer
 from agentdata.cli.common import output_dir, output_file
 from agentdata.cli.console import print_line
 from agentdata.cli.options import settings_command
+from agentdata.cli.overrides import SettingsCommand
 from agentdata.cli.render import show
 from agentdata.synth.config import ProblemsConfig
 from agentdata.synth.stitch.build import StitchConfig
@@ -17,7 +18,7 @@ from agentdata.synth.stitch.build import StitchConfig
 app = typer.Typer(help="Generate problems and stitched baseline trajectories.", no_args_is_help=True)
 
 
-@app.command("problems")
+@app.command("problems", cls=SettingsCommand)
 @settings_command()
 def problems(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output file: .jsonl, .json or .parquet.")] = Path(
@@ -35,7 +36,7 @@ def problems(
     show(write_problems(config, out), as_json, problems_written_views)
 
 
-@app.command("stitch")
+@app.command("stitch", cls=SettingsCommand)
 @settings_command()
 def stitch(
     solutions: Annotated[

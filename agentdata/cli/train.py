@@ -2,7 +2,7 @@
 
 Its options are generated from the stages' settings like every other command's (train/settings.py):
 a name one stage has is one flag (`--num-generations`, `--long-rows`), a name both have sets both
-(`--max-steps`) and has one flag per stage (`--sft-max-steps`, `--rl-max-steps`).
+(`--max-steps`); one stage's own is an override (`sft.max_steps=2`, `rl.max_steps=20`).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from agentdata.cli.common import output_dir
 from agentdata.cli.options import GivenSettings, settings_command
 from agentdata.cli.render import show
 from agentdata.train.run import TrainRequest, result_summary, train
-from agentdata.train.settings import RENAMED_FLAGS, TRAIN_SETTINGS
+from agentdata.train.settings import REMOVED_FLAGS, TRAIN_SETTINGS
 
 
-@settings_command(sections=TRAIN_SETTINGS, exclude=("out",), renamed=RENAMED_FLAGS)
+@settings_command(sections=TRAIN_SETTINGS, exclude=("out",), removed=REMOVED_FLAGS)
 def command(
     stage: Annotated[str, typer.Option("--stage", help="sft, rl or all.")] = "all",
     out: Annotated[Path, typer.Option("--out", "-o", help="Output dir (sft/ and rl/ inside for --stage all).")] = Path(
@@ -33,8 +33,9 @@ def command(
 ) -> None:
     """Train: SFT (TRL SFTTrainer, assistant tokens only), then GRPO with real tool calls in the rollouts.
 
-    Every setting of both stages is a flag (below) and a key of the --config file's `sft:` and `rl:`
-    sections, which also take any field of TRL's SFTConfig / GRPOConfig (docs/train.md).
+    Every setting of both stages is a key of the --config file's `sft:` and `rl:` sections, which also take
+    any field of TRL's SFTConfig / GRPOConfig, and an override: rl.max_steps=3 sft.learning_rate=2e-5
+    (docs/train.md). --print-config shows them all and where each came from.
     """
     output_dir(out, "--out")
     request = TrainRequest(stage=stage, out=out, config_file=settings.config_file, settings=settings.values)

@@ -24,14 +24,19 @@ class CurateConfig:
             "help": "MIN,MAX tool calls a kept trajectory made, both inclusive (fewer: `no_tool_call`, more: "
             "`too_many_tool_calls`). The loop's own cap is collect's --max-tool-calls.",
             "range": "[0, 1000]",
-            "ends": ("min_tool_calls", "max_tool_calls"),  # the old one-end names (flags and file keys)
+            "ends": ("min_tool_calls", "max_tool_calls"),  # 0.4's one-end names: refused, naming this band
         },
     )
     max_tool_error_ratio: float = field(
-        default=0.5, metadata={"help": "Largest share of failing tool calls.", "range": "[0, 1]"}
+        default=0.5, metadata={"override_only": True, "help": "Largest share of failing tool calls.", "range": "[0, 1]"}
     )
     max_tokens: int = field(
-        default=32768, metadata={"help": "Longest trajectory kept (prompt + completion tokens).", "range": "[1, inf)"}
+        default=32768,
+        metadata={
+            "override_only": True,
+            "help": "Longest trajectory kept (prompt + completion tokens).",
+            "range": "[1, inf)",
+        },
     )
     rollout_health: HealthLimits = field(
         default_factory=HealthLimits, metadata={"help": "The rollout health checks and their limits (docs/curate.md)."}
@@ -42,6 +47,7 @@ class CurateConfig:
     near_dup_field: str = field(
         default="question",
         metadata={
+            "override_only": True,
             "help": "question (a problem whose question repeats another's is dropped whole) or solution "
             "(trajectories whose text repeats another's).",
             "choices": NEAR_DUP_FIELDS,
@@ -59,7 +65,12 @@ class CurateConfig:
         },
     )
     balance_sources: float | None = field(
-        default=None, metadata={"help": "Largest share (0-1] of the set any one source may hold.", "range": "(0, 1]"}
+        default=None,
+        metadata={
+            "override_only": True,
+            "help": "Largest share (0-1] of the set any one source may hold.",
+            "range": "(0, 1]",
+        },
     )
     reasoning: str = field(
         default="keep",

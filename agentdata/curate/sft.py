@@ -35,6 +35,7 @@ from agentdata.publish.provenance import as_metadata, provenance_record
 from agentdata.publish.secrets import SecretScanner, write_shared_json
 from agentdata.records import SFT_COLUMNS, UNCHANGED, atomic_write
 from agentdata.steps import REASON_COLUMN, Step, StepResult
+from agentdata.versions import stamped
 
 # What the SFT set holds: `messages` and `tools` (a JSON string, which TRL's SFTTrainer
 # json-loads before the chat template; verl reads it the same way), plus provenance.
@@ -256,7 +257,7 @@ def _write_rows(
 def _write_report(result: CurateResult, config: CurateConfig, paths: Sequence[Path]) -> Path:
     report = {**result.as_dict(), "config": asdict(config), "shards": [str(path) for path in paths]}
     del report["report"]
-    return write_shared_json(result.report, report)
+    return write_shared_json(result.report, stamped(report))
 
 
 def report_path(out: Path) -> Path:

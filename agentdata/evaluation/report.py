@@ -11,6 +11,7 @@ from agentdata.errors import InputFileError
 from agentdata.evaluation.metrics import BenchmarkMetrics, ProblemScores
 from agentdata.evaluation.stats import Interval
 from agentdata.records import atomic_write
+from agentdata.versions import stamped
 
 REPORT_FILE = "report.json"
 
@@ -120,7 +121,7 @@ class EvalReport:
         """report.json, its secrets redacted (a model's spec with `user:PASSWORD@` in its URL): it is shared."""
         from agentdata.publish.secrets import redact_tree
 
-        text = json.dumps(redact_tree(self.as_dict()), indent=2, sort_keys=True)
+        text = json.dumps(redact_tree(stamped(self.as_dict())), indent=2, sort_keys=True)
         return atomic_write(
             Path(out_dir) / REPORT_FILE, lambda tmp: Path(tmp).write_text(text + "\n", encoding="utf-8")
         )

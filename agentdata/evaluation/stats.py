@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -49,16 +50,23 @@ SEED = 0
 CHUNK = 250  # resamples drawn at once (bounds memory at resamples x problems)
 
 
+def wilson_bounds(rate: Any, trials: Any, z: float = Z) -> tuple[Any, Any]:
+    """The Wilson score interval of a success `rate` over `trials`, before clipping to [0, 1]. Arithmetic
+    only, so the one formula serves numbers and columns alike (filter computes it over a Polars frame)."""
+    z2 = z * z
+    denominator = 1 + z2 / trials
+    centre = (rate + z2 / (2 * trials)) / denominator
+    half = z * (rate * (1 - rate) / trials + z2 / (4 * trials * trials)) ** 0.5 / denominator
+    return centre - half, centre + half
+
+
 def wilson_interval(successes: int, trials: int, z: float = Z) -> tuple[float, float]:
     """The Wilson score interval of `successes` in `trials` (it stays inside [0, 1] and is not
     empty at 0 or k successes, unlike the normal approximation)."""
     if trials <= 0:
         raise ValueError("a confidence interval needs at least one trial")
-    rate, z2 = successes / trials, z * z
-    denominator = 1 + z2 / trials
-    centre = (rate + z2 / (2 * trials)) / denominator
-    half = z * math.sqrt(rate * (1 - rate) / trials + z2 / (4 * trials * trials)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
+    low, high = wilson_bounds(successes / trials, trials, z)
+    return max(0.0, low), min(1.0, high)
 
 
 @dataclass(frozen=True)

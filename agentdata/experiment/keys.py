@@ -23,17 +23,14 @@ from functools import cache
 from typing import Any
 
 from agentdata.errors import UserError
+from agentdata.experiment.choices import ARM_SETTINGS
 
 SECTIONS = ("collect", "curate", "stitch", "sft", "rl", "loop", "eval")
-TOP_LEVEL = ("student", "engine", "problems", "held_out")
-ENGINES = ("hf", "vllm")  # how a trained model dir is run (profile, evaluation): `engine:DIR`
-SFT_DATA = ("real", "stitched", "none", "mixed")
-RL_POOLS = ("none", "band", "random", "all", "easy", "hard")
+TOP_LEVEL = (*ARM_SETTINGS.sections["arm"].fields, "problems", "held_out")
+# The experiment's own keys of each section (experiment/choices.py), beside the stages' own.
 EXPERIMENT_FIELDS = {
-    "stitch": ("solutions",),
-    "sft": ("data", "rows"),
-    "rl": ("pool", "band", "size", "profile_k", "curve_problems"),
-    "eval": ("k", "seed", "concurrency", "worked_examples"),
+    "stitch": ("solutions",),  # a file, checked where the arm is planned
+    **{name: tuple(section.fields) for name, section in ARM_SETTINGS.sections.items() if name != "arm"},
 }
 # Fields the experiment sets itself, and what to write instead.
 RESERVED = {

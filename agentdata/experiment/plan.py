@@ -24,18 +24,13 @@ from agentdata.agent.config import CollectConfig, LoopConfig
 from agentdata.curate.config import CurateConfig
 from agentdata.engines.defaults import DEFAULT_PROTOCOL
 from agentdata.errors import UserError
-from agentdata.experiment.keys import ENGINES, EXPERIMENT_FIELDS, RL_POOLS, SFT_DATA, own_fields
+from agentdata.experiment.choices import arm_choices
+from agentdata.experiment.keys import EXPERIMENT_FIELDS, own_fields
 from agentdata.experiment.recipe import Recipe, section_of
 from agentdata.rl.config import GRPOStageConfig
+from agentdata.settings import Band
 from agentdata.sft.config import SFTStageConfig
 from agentdata.synth.stitch import StitchConfig
-
-DEFAULT_STUDENT = "smollm2"
-DEFAULT_EVAL_K = 4
-DEFAULT_EVAL_CONCURRENCY = 64
-DEFAULT_CURVE_PROBLEMS = 16
-DEFAULT_BAND = (0.05, 0.8)  # ZeroTIR's online filter, `train --rl-problems`' default
-DEFAULT_PROFILE_K = 4
 
 
 @dataclass(frozen=True)
@@ -63,7 +58,7 @@ class ArmPlan:
     sft: SFTStageConfig | None  # None: no SFT (sft.data none); built now to check the values
     sft_values: dict[str, Any]  # the arm's sft settings: train's `sft:` section
     rl_pool: str  # none | band | random | all | easy | hard
-    band: tuple[float, float]
+    band: Band
     pool_size: int | None
     profile_k: int
     rl: GRPOStageConfig | None  # None: no GRPO (rl.pool none); built now to check the values
@@ -84,38 +79,6 @@ class ArmPlan:
     def run_spec(self, model_dir: str | Path) -> str:
         """The engine spec that runs a trained model dir (profile, evaluation); training loads it as hf:DIR."""
         return f"{self.engine}:{model_dir}"
-
-
-def _choice(value: Any, choices: tuple[str, ...], key: str, where: str) -> str:
-    if value not in choices:
-        raise UserError(f"{where}: {key} {value!r}: must be one of {', '.join(choices)}")
-    return value
-
-
-def _flag(value: Any, key: str, where: str) -> bool:
-    if not isinstance(value, bool):
-        raise UserError(f"{where}: {key} {value!r}: must be true or false")
-    return value
-
-
-def _count(value: Any, key: str, where: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UserError(f"{where}: {key} {value!r}: must be a whole number of at least 1")
-    return value
-
-
-def _band(value: Any, where: str) -> tuple[float, float]:
-    """The profile's pass-rate band (the settings' one `Band` type: LO,HI, ends exclusive)."""
-    from agentdata.settings import Band
-
-    if value is None:
-        return DEFAULT_BAND
-    try:
-        return Band.parse(value)
-    except ValueError as error:
-        raise UserError(f"{where}: rl.band {value!r}: {error}") from None
 
 
 def _build(config_type: type, values: dict[str, Any], where: str) -> Any:
@@ -139,6 +102,8 @@ def plan_arm(
 
     where = f"{recipe.source} arm {arm}"
     settings = recipe.arm_settings(arm)
+    choices = arm_choices(settings, where)  # the experiment's own keys: sft.data, rl.pool, eval.k, ...
+    own_sft, own_rl, own_eval = choices["sft"], choices["rl"], choices["eval"]
     # One protocol for the whole arm, set here (the loop's own default defers to the model's).
     loop_values = {**flatten(rollout_loop()), "protocol": DEFAULT_PROTOCOL, **section_of(settings, "loop")}
     loop = _build(LoopConfig, loop_values, where)
@@ -157,14 +122,14 @@ def plan_arm(
     stitch = _build(StitchConfig, {"protocol": loop.protocol, **stitch_section}, where)
 
     sft_section = section_of(settings, "sft")
-    sft_data = _choice(sft_section.get("data", "none"), SFT_DATA, "sft.data", where)
+    sft_data = own_sft.data
     sft_values = {key: value for key, value in sft_section.items() if key not in EXPERIMENT_FIELDS["sft"]}
     sft_values = {"protocol": loop.protocol, **sft_values, "seed": sft_values.get("seed", 0) + repetition}
-    student = str(settings.get("student", DEFAULT_STUDENT))
+    student = choices["model"].student
     sft = training.check("sft", {**sft_values, "model": student}, where) if sft_data != "none" else None
 
     rl_section = section_of(settings, "rl")
-    rl_pool = _choice(rl_section.get("pool", "none"), RL_POOLS, "rl.pool", where)
+    rl_pool = own_rl.pool
     rl_values = {key: value for key, value in rl_section.items() if key not in EXPERIMENT_FIELDS["rl"]}
     rl_values = {**rl_values, **flatten(loop), "seed": rl_values.get("seed", 0) + repetition}
     rl = None
@@ -174,9 +139,9 @@ def plan_arm(
         arm=arm,
         repetition=repetition,
         student=student,
-        engine=_choice(settings.get("engine", "hf"), ENGINES, "engine", where),
+        engine=choices["model"].engine,
         sft_data=sft_data,
-        sft_rows=_count(sft_section.get("rows"), "sft.rows", where),
+        sft_rows=own_sft.rows,
         collect=collect,
         curate=curate,
         stitch=stitch,
@@ -184,17 +149,17 @@ def plan_arm(
         sft=sft,
         sft_values=sft_values,
         rl_pool=rl_pool,
-        band=_band(rl_section.get("band"), where),
-        pool_size=_count(rl_section.get("size"), "rl.size", where),
-        profile_k=_count(rl_section.get("profile_k"), "rl.profile_k", where) or DEFAULT_PROFILE_K,
+        band=own_rl.band,
+        pool_size=own_rl.size,
+        profile_k=own_rl.profile_k,
         rl=rl,
         rl_values=rl_values,
         loop=loop,
         eval_loop=eval_loop,
-        eval_k=_count(eval_section.get("k"), "eval.k", where) or DEFAULT_EVAL_K,
-        eval_seed=int(eval_section.get("seed", 0)) + repetition,
-        eval_concurrency=_count(eval_section.get("concurrency"), "eval.concurrency", where) or DEFAULT_EVAL_CONCURRENCY,
-        eval_examples=_flag(eval_section.get("worked_examples", False), "eval.worked_examples", where),
+        eval_k=own_eval.k,
+        eval_seed=own_eval.seed + repetition,
+        eval_concurrency=own_eval.concurrency,
+        eval_examples=own_eval.worked_examples,
     )
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from agentdata.errors import UserError
-from agentdata.experiment.plan import DEFAULT_CURVE_PROBLEMS, ProblemFiles
+from agentdata.experiment.choices import arm_choices
+from agentdata.experiment.plan import ProblemFiles
 from agentdata.experiment.recipe import Recipe
 from agentdata.records import Problem
 from agentdata.synth.builtin import DEFAULT_SEED, HELD_OUT_SEED
@@ -111,9 +112,7 @@ def write_problem_files(recipe: Recipe, folder: Path) -> ProblemFiles:
     if not train or not held_out:
         raise UserError(f"{where}: {'problems' if not train else 'held_out'} has no problem")
     refuse_overlap(train, held_out, where)
-    curve_count = recipe.base.get("rl.curve_problems", DEFAULT_CURVE_PROBLEMS)
-    if isinstance(curve_count, bool) or not isinstance(curve_count, int) or curve_count < 1:
-        raise UserError(f"{where}: rl.curve_problems {curve_count!r}: must be a whole number of at least 1")
+    curve_count = arm_choices(recipe.base, where)["rl"].curve_problems
     sets = {"train": train, "held_out": held_out, "curve": held_out[:curve_count]}
     folder.mkdir(parents=True, exist_ok=True)
     paths = {name: write_jsonl(problems, folder / f"{name}.jsonl") for name, problems in sets.items()}

@@ -29,6 +29,7 @@ from agentdata.evaluation.stats import PairedComparison, mean_interval, paired_c
 from agentdata.experiment.recipe import Recipe
 from agentdata.experiment.series import CURVE_KEYS, FLAT_GROUPS, TREND_SERIES
 from agentdata.publish.secrets import shared_scanner, write_shared_json
+from agentdata.versions import stamped
 
 REPORT_JSON = "experiment.json"
 REPORT_MD = "report.md"
@@ -258,7 +259,7 @@ def build_report(recipe: Recipe, outcomes: list[Any], files: Any, out: Path) -> 
     report_figure(report, out / REPORT_PNG)
     # what people share of an experiment: a teacher's or student's spec with `user:PASSWORD@` is cut from both
     (out / REPORT_MD).write_text(shared_scanner().redact(report_markdown(report)), encoding="utf-8")
-    write_shared_json(out / REPORT_JSON, report.as_dict())
+    write_shared_json(out / REPORT_JSON, stamped(report.as_dict()))
     return report
 
 

@@ -24,11 +24,12 @@ from agentdata.agent.config import CollectConfig, LoopConfig, all_in_flight
 from agentdata.curate.config import CurateConfig
 from agentdata.errors import UserError
 from agentdata.experiment import training
+from agentdata.experiment.choices import SFT_DATA
 from agentdata.experiment.plan import ArmPlan
 from agentdata.problems import load_problems
 from agentdata.synth.stitch import StitchConfig
 
-SFT_KINDS = ("real", "stitched", "mixed")
+SFT_KINDS = tuple(kind for kind in SFT_DATA if kind != "none")  # the SFT sets an arm may build
 
 
 def collect_teacher(problems_file: Path, config: CollectConfig, folder: Path) -> dict[str, Any]:

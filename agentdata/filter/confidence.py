@@ -11,7 +11,7 @@ from __future__ import annotations
 import polars as pl
 
 from agentdata.evaluation.stats import Z as CONFIDENCE_Z  # two-sided 95%
-from agentdata.evaluation.stats import wilson_interval
+from agentdata.evaluation.stats import wilson_bounds, wilson_interval
 from agentdata.settings import Band
 
 __all__ = ["CONFIDENCE_Z", "straddling", "wilson_interval", "with_intervals"]
@@ -20,14 +20,12 @@ __all__ = ["CONFIDENCE_Z", "straddling", "wilson_interval", "with_intervals"]
 def with_intervals(rates: pl.DataFrame, z: float = CONFIDENCE_Z) -> pl.DataFrame:
     """`rates` (pass_rate over n_rollouts valid rollouts) plus `pass_rate_low` and `pass_rate_high`;
     null where a problem has no valid rollout."""
-    rate, trials, z2 = pl.col("pass_rate"), pl.col("n_rollouts").cast(pl.Float64), z * z
-    denominator = 1 + z2 / trials
-    centre = (rate + z2 / (2 * trials)) / denominator
-    half = z * (rate * (1 - rate) / trials + z2 / (4 * trials * trials)).sqrt() / denominator
+    trials = pl.col("n_rollouts").cast(pl.Float64)
+    low, high = wilson_bounds(pl.col("pass_rate"), trials, z)
     valid = trials > 0
     return rates.with_columns(
-        pl.when(valid).then((centre - half).clip(0.0, 1.0)).alias("pass_rate_low"),
-        pl.when(valid).then((centre + half).clip(0.0, 1.0)).alias("pass_rate_high"),
+        pl.when(valid).then(low.clip(0.0, 1.0)).alias("pass_rate_low"),
+        pl.when(valid).then(high.clip(0.0, 1.0)).alias("pass_rate_high"),
     )
 
 

@@ -12,6 +12,9 @@ from agentdata.publish.config import PublishConfig
 from agentdata.settings import Band, check_fields
 from agentdata.steps.config import DedupConfig
 
+# filter's band: a problem the student solves sometimes (neither never nor always). The viewer judges by it too.
+DEFAULT_BAND = Band(0.0, 1.0)
+
 POOL_FORMATS = ("agentdata", "verl")
 DEFAULT_K = 4  # student rollouts per problem when none are given
 EMBEDDINGS = ("auto", "sentence-transformers", "tfidf")
@@ -20,7 +23,7 @@ EMBEDDINGS = ("auto", "sentence-transformers", "tfidf")
 @dataclass
 class PoolConfig:
     band: Band = field(
-        default=Band(0.0, 1.0),
+        default=DEFAULT_BAND,
         metadata={"help": "Keep LO < pass rate < HI (ends exclusive), given as LO,HI.", "range": "[0, 1]"},
     )
     size: int | None = field(

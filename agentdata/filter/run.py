@@ -44,6 +44,7 @@ from agentdata.publish.layout import remove_earlier_set, removed_note, set_layou
 from agentdata.publish.provenance import as_metadata, provenance_record
 from agentdata.publish.secrets import redact_tree, write_shared_json
 from agentdata.records import Problem
+from agentdata.versions import stamped
 
 
 def default_profiling() -> CollectConfig:
@@ -224,33 +225,35 @@ def run_filter(
     warnings = grpo_mismatch_warnings(profiling)
     report = write_shared_json(
         companion(out, ".report.json"),
-        {
-            "output": str(output) if output else None,
-            "card": str(card) if card else None,
-            "pushed": pushed,
-            "empty": empty,
-            "rejects": str(rejects),  # every problem left out, with its pass rate and drop_reason
-            "problems": len(problems),
-            "selected": result.pool.height,
-            "student": student,
-            "k": k,
-            "k_adaptive": config.k_adaptive,
-            "reprofiled": len(reprofiled),
-            "still_straddling": len(unsure_now),
-            "generated_rollouts": generated,
-            "failed_rollouts": int(rates["n_errors"].sum()) if rates.height else 0,
-            "profile_dir": str(profile_dir),
-            "embedding": result.embedding,
-            "dropped": {f"dropped_{reason}": count for reason, count in result.counts.items()},
-            "per_source": per_source,
-            "per_domain": per_domain,
-            "config": asdict(config),
-            "profiling": profiling.settings(),
-            "plot": str(plot),
-            "profile": recorded,
-            "warnings": warnings,
-            "secrets": secrets,
-        },
+        stamped(
+            {
+                "output": str(output) if output else None,
+                "card": str(card) if card else None,
+                "pushed": pushed,
+                "empty": empty,
+                "rejects": str(rejects),  # every problem left out, with its pass rate and drop_reason
+                "problems": len(problems),
+                "selected": result.pool.height,
+                "student": student,
+                "k": k,
+                "k_adaptive": config.k_adaptive,
+                "reprofiled": len(reprofiled),
+                "still_straddling": len(unsure_now),
+                "generated_rollouts": generated,
+                "failed_rollouts": int(rates["n_errors"].sum()) if rates.height else 0,
+                "profile_dir": str(profile_dir),
+                "embedding": result.embedding,
+                "dropped": {f"dropped_{reason}": count for reason, count in result.counts.items()},
+                "per_source": per_source,
+                "per_domain": per_domain,
+                "config": asdict(config),
+                "profiling": profiling.settings(),
+                "plot": str(plot),
+                "profile": recorded,
+                "warnings": warnings,
+                "secrets": secrets,
+            }
+        ),
     )
     return FilterRun(
         result,

@@ -9,11 +9,11 @@ ranks what is left (`build.py`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import polars as pl
 
-from agentdata.filter.config import PoolConfig
+from agentdata.filter.config import DEFAULT_BAND, PoolConfig
 from agentdata.registry import Registry
 from agentdata.settings import Band
 from agentdata.steps import (
@@ -38,7 +38,7 @@ step = POOL_STEPS.register
 class PassRateBand(ExpressionStep):
     """Keeps problems the student solves sometimes: LO < pass rate < HI."""
 
-    band: Band = field(default_factory=lambda: Band(0.0, 1.0))
+    band: Band = DEFAULT_BAND
     reason = "out_of_band"
 
     def expression(self) -> pl.Expr:
@@ -82,9 +82,9 @@ def too_many_errors(config: PoolConfig) -> Step:
     return TooFewValidRollouts(config.min_valid_share)
 
 
-# The names of 0.3 (a config's `extra_steps` may list them).
-POOL_STEPS.alias("not_profiled", "no_rollouts")
-POOL_STEPS.alias("unprofiled", "too_many_errors")
+# The names of 0.3 (a config's `extra_steps` may list them): refused, naming the step they are now.
+POOL_STEPS.retire("not_profiled", "no_rollouts")
+POOL_STEPS.retire("unprofiled", "too_many_errors")
 
 
 @step("contaminated")

@@ -41,6 +41,17 @@ def get_protocol(name: str) -> Protocol:
     return protocol
 
 
+def protocol_of(format: str | None) -> Protocol | None:
+    """The protocol a stored row names (its `format`); None when it names none, or names a plug-in that does
+    not import here (a set made on another machine): the caller then treats the row as tool calls."""
+    if not format:
+        return None
+    try:
+        return get_protocol(format)
+    except UserError:
+        return None
+
+
 __all__ = [
     "DEFAULT_TOOL_OUTPUT_CHARS",
     "PROTOCOLS",
@@ -48,6 +59,7 @@ __all__ = [
     "ParsedTurn",
     "Protocol",
     "get_protocol",
+    "protocol_of",
     "parse_native_calls",
     "split_reasoning",
     "tool_output_text",

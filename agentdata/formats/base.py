@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentdata.records import TOOL_NAME, ToolCall
+from agentdata.records import TOOL_NAME, ToolCall, assistant_message, strip_none, tool_message
 
 
 @dataclass
@@ -27,11 +27,25 @@ class ParsedTurn:
 
 
 class Protocol(ABC):
+    """A protocol is one file and one registration line (`formats/__init__.py`, or a `module:Class` plug-in):
+    what the rest of agentdata needs to know of it is asked here, never by comparing its name."""
+
     name: str
     stop_strings: tuple[str, ...]
     # True: the tools go to the server / chat template as JSON schemas (`tools=`), calls come
     # back as `tool_calls` and the messages sent are canonical ones, not plain text.
     native_tools: bool = False
+    # Tagged: calls are markup a chat template writes from `tool_calls` (`<tool_call>`), so an SFT set keeps
+    # them as calls and lists the tools' JSON schemas. Plain text (tagged = False): the model writes its calls
+    # as text it was prompted to write (codeblock's ```python fences); no template renders them as calls, so an
+    # SFT set holds such a row as plain turns, and lists no tools (a template given tools adds its own calling
+    # instructions, which would contradict the ones the model was prompted with).
+    tagged: bool = True
+
+    @property
+    def carries_tool_schemas(self) -> bool:
+        """Whether an SFT set lists the tools' JSON schemas beside this protocol's rows."""
+        return self.tagged
 
     @abstractmethod
     def system_prompt(self, tools: list[dict[str, Any]]) -> str:
@@ -57,6 +71,36 @@ class Protocol(ABC):
         inside the assistant's turn, for servers that cannot continue a message.
         """
 
+    def plain_turns(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Canonical messages -> the plain turns an SFT set holds for a plain-text protocol: each assistant
+        turn as the model wrote it, the results of one turn's calls as one `user` turn; other fields kept."""
+        return results_as_user_turns(self, messages, keep_fields=True)
+
+    def plain_turns_arrow(self, messages_list: Any, message_type: Any) -> Any:
+        """`plain_turns` of a batch of rows (an Arrow list of messages) as Arrow lists of `message_type`: row
+        by row here; a protocol may build them over the whole batch at once (codeblock does)."""
+        import pyarrow as pa
+
+        names = [f.name for f in message_type.value_type]
+        rows = [
+            None
+            if row is None
+            else [{name: turn.get(name) for name in names} for turn in self.plain_turns(strip_none(row))]
+            for row in messages_list.to_pylist()
+        ]
+        return pa.array(rows, type=message_type)
+
+    def tool_outputs(self, text: str) -> list[str] | None:
+        """The outputs a `user` turn of `plain_turns` shows, one per call; None where the protocol cannot
+        tell them apart (its plain turns are then read back as they are)."""
+        return None
+
+    def code_answer(self, messages: list[dict[str, Any]]) -> str:
+        """How a program is found in an answer to a code problem: the text graded for it. The last reply,
+        unless the protocol's calls are themselves programs in the text (codeblock)."""
+        replies = [m for m in messages if m["role"] == "assistant"]
+        return replies[-1]["content"] if replies else ""
+
     def stop_after(self, text: str) -> str | None:
         """The stop string that ended `text`, judged from the text alone (for servers that say
         "stop" at a stop string and at the end of a turn alike): the one that closes what `text`
@@ -65,6 +109,15 @@ class Protocol(ABC):
 
     def __repr__(self) -> str:
         return f"<protocol {self.name}>"
+
+
+def decoded_arguments(call: dict[str, Any]) -> dict[str, Any]:
+    """A tool call whose `function.arguments` is a mapping (it is stored as a JSON string)."""
+    function = dict(call["function"])
+    arguments = function.get("arguments")
+    if isinstance(arguments, str):
+        function["arguments"] = json.loads(arguments) if arguments.strip() else {}
+    return {**call, "function": function}
 
 
 def numbered_call(code: str, index: int) -> ToolCall:
@@ -153,3 +206,32 @@ def tool_call(name: Any, arguments: Any, call_id: str) -> tuple[ToolCall | None,
     if name == TOOL_NAME and not isinstance(arguments.get("code"), str):
         return None, 'tool call arguments have no "code" string'
     return ToolCall(name=name, arguments=arguments, id=call_id), ""
+
+
+def messages_from_plain_turns(protocol: Protocol, turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A plain-text protocol's plain turns (`Protocol.plain_turns`) -> canonical messages: an assistant turn's
+    calls parsed from its text, the `user` turn after it split into their results (`tool_outputs`). A turn that
+    does not read back exactly (rendering it again differs) is kept as it is."""
+    messages: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []  # the calls of the last assistant turn, waiting for their outputs
+    for turn in turns:
+        if turn["role"] == "assistant":
+            parsed = protocol.parse(turn["content"])
+            message = assistant_message(parsed.content, parsed.tool_calls, turn.get("reasoning_content"))
+            if parsed.errors or protocol.render_assistant(message) != turn["content"]:
+                message = dict(turn)
+            messages.append(message)
+            pending = message.get("tool_calls") or []
+            continue
+        outputs = (protocol.tool_outputs(turn["content"]) or []) if turn["role"] == "user" and pending else []
+        results = [tool_message(call["id"], output, call["function"]["name"]) for call, output in zip(pending, outputs)]
+        if (
+            pending
+            and len(outputs) == len(pending)
+            and "\n".join(map(protocol.render_tool, results)) == turn["content"]
+        ):
+            messages.extend(results)
+        else:
+            messages.append(turn)
+        pending = []
+    return messages

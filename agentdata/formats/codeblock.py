@@ -55,11 +55,33 @@ OPEN_FENCE = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n", re.IGNORECASE)
 # A line that is only ``` ends the block; the newline after it belongs to the block.
 CLOSE_FENCE = re.compile(r"(?:\A|\n)```[ \t]*(?:\n|\Z)")
 STOP_STRING = "\n```\n"
+OUTPUT_BLOCK = re.compile(r"```output\n(.*?)\n```", re.DOTALL)
 
 
 class CodeblockProtocol(Protocol):
     name = "codeblock"
     stop_strings = (STOP_STRING,)
+    tagged = False  # ```python fences in plain text, as the system prompt asks
+
+    def plain_turns_arrow(self, messages_list: Any, message_type: Any) -> Any:
+        """`plain_turns` of a whole batch at once, built over Arrow (what curate writes a large set with)."""
+        from agentdata.formats.sft_set.codeblock_form import codeblock_turns
+
+        return codeblock_turns(messages_list, message_type)
+
+    def tool_outputs(self, text: str) -> list[str]:
+        return OUTPUT_BLOCK.findall(text)
+
+    def code_answer(self, messages: list[dict[str, Any]]) -> str:
+        """A ```python block is a call here, so the program is found in the whole final turn with its blocks
+        (after the last user message): the last program the model wrote is graded."""
+        last_user = max((index for index, m in enumerate(messages) if m["role"] == "user"), default=-1)
+        pieces = []
+        for message in messages[last_user + 1 :]:
+            if message["role"] == "assistant":
+                pieces.append(message["content"])
+                pieces.extend(f"```python\n{call.code}\n```" for call in message_tool_calls(message))
+        return "\n".join(pieces)
 
     def system_prompt(self, tools: list[dict[str, Any]]) -> str:
         example = render_block(ToolCall(code="print(2 + 3)"))

@@ -25,15 +25,12 @@ decoded_tools), because Llama 3.x templates render tool-calling instructions for
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
-from agentdata.formats.base import results_as_user_turns
-from agentdata.formats.codeblock import CodeblockProtocol
-from agentdata.records import assistant_message, tool_message
+from agentdata.formats import protocol_of
+from agentdata.formats.base import Protocol, decoded_arguments, messages_from_plain_turns
 
 SFT_TARGETS = ("hf", "trl", "verl", "openai")
-OUTPUT_BLOCK = re.compile(r"```output\n(.*?)\n```", re.DOTALL)
 
 
 def target_form(target: str) -> str:
@@ -41,15 +38,6 @@ def target_form(target: str) -> str:
     if target not in SFT_TARGETS:
         raise ValueError(f"--for must be one of {', '.join(SFT_TARGETS)}, got {target!r}")
     return "openai" if target == "openai" else "hf"
-
-
-def decoded_arguments(call: dict[str, Any]) -> dict[str, Any]:
-    """A tool call whose `function.arguments` is a mapping (it is stored as a JSON string)."""
-    function = dict(call["function"])
-    arguments = function.get("arguments")
-    if isinstance(arguments, str):
-        function["arguments"] = json.loads(arguments) if arguments.strip() else {}
-    return {**call, "function": function}
 
 
 def encoded_arguments(call: dict[str, Any]) -> dict[str, Any]:
@@ -60,21 +48,22 @@ def encoded_arguments(call: dict[str, Any]) -> dict[str, Any]:
     return {**call, "function": function}
 
 
-def codeblock_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Canonical codeblock messages -> plain turns: the assistant's fenced code as text, the
-    results of one turn's calls as one `user` turn; other fields (reasoning) kept."""
-    return results_as_user_turns(CodeblockProtocol(), messages, keep_fields=True)
+def plain_text_protocol(format: str | None) -> Protocol | None:
+    """The protocol of a row whose calls are plain text (see the module doc); None for tool-calling rows."""
+    protocol = protocol_of(format)
+    return protocol if protocol is not None and not protocol.tagged else None
 
 
 def consumer_tools(tools: list[dict[str, Any]] | None, format: str | None) -> list[dict[str, Any]] | None:
-    """The `tools` a template is given: none for codeblock rows (see the module doc)."""
-    return [] if format == "codeblock" else tools
+    """The `tools` a template is given: none for a plain-text protocol's rows (see the module doc)."""
+    protocol = protocol_of(format)
+    return [] if protocol is not None and not protocol.carries_tool_schemas else tools
 
 
 def hf_messages(messages: list[dict[str, Any]], format: str | None) -> list[dict[str, Any]]:
     """Canonical -> the `hf` form (see the module doc)."""
-    if format == "codeblock":
-        return codeblock_turns(messages)
+    if protocol := plain_text_protocol(format):
+        return protocol.plain_turns(messages)
     return [
         {**m, "tool_calls": [decoded_arguments(c) for c in m["tool_calls"]]} if m.get("tool_calls") else m
         for m in messages
@@ -83,8 +72,8 @@ def hf_messages(messages: list[dict[str, Any]], format: str | None) -> list[dict
 
 def openai_messages(messages: list[dict[str, Any]], format: str | None) -> list[dict[str, Any]]:
     """Canonical -> OpenAI's fine-tuning form (no reasoning: that format has no field for it)."""
-    if format == "codeblock":
-        messages = codeblock_turns(messages)
+    if protocol := plain_text_protocol(format):
+        messages = protocol.plain_turns(messages)
     converted = []
     for message in messages:
         message = {key: value for key, value in message.items() if key != "reasoning_content"}
@@ -99,37 +88,12 @@ def openai_messages(messages: list[dict[str, Any]], format: str | None) -> list[
 
 
 def canonical_messages(messages: list[dict[str, Any]], format: str | None) -> list[dict[str, Any]]:
-    """Any form agentdata writes -> canonical messages (arguments as JSON strings, codeblock
+    """Any form agentdata writes -> canonical messages (arguments as JSON strings, a plain-text protocol's
     results as tool messages), so its own SFT stage renders every form the same way."""
-    if format == "codeblock" and not any(m.get("tool_calls") for m in messages):
-        return _codeblock_from_turns(messages)
+    protocol = plain_text_protocol(format)
+    if protocol is not None and not any(m.get("tool_calls") for m in messages):
+        return messages_from_plain_turns(protocol, messages)
     return [
         {**m, "tool_calls": [encoded_arguments(c) for c in m["tool_calls"]]} if m.get("tool_calls") else m
         for m in messages
     ]
-
-
-def _codeblock_from_turns(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Plain codeblock turns -> canonical: an assistant turn's fenced code becomes its calls and
-    the `user` turn of ```output blocks after it their results. A turn that does not read back
-    exactly (re-rendering differs) is kept as it is."""
-    protocol = CodeblockProtocol()
-    messages: list[dict[str, Any]] = []
-    pending: list[dict[str, Any]] = []  # the calls of the last assistant turn, waiting for their outputs
-    for turn in turns:
-        if turn["role"] == "assistant":
-            parsed = protocol.parse(turn["content"])
-            message = assistant_message(parsed.content, parsed.tool_calls, turn.get("reasoning_content"))
-            if parsed.errors or protocol.render_assistant(message) != turn["content"]:
-                message = dict(turn)
-            messages.append(message)
-            pending = message.get("tool_calls") or []
-            continue
-        outputs = OUTPUT_BLOCK.findall(turn["content"]) if turn["role"] == "user" and pending else []
-        results = [tool_message(call["id"], output, call["function"]["name"]) for call, output in zip(pending, outputs)]
-        if len(outputs) == len(pending) and "\n".join(map(protocol.render_tool, results)) == turn["content"]:
-            messages.extend(results)
-        else:
-            messages.append(turn)
-        pending = []
-    return messages

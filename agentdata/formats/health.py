@@ -32,6 +32,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from agentdata.formats import protocol_of
 from agentdata.formats.tool_output import output_length
 from agentdata.settings import check_fields
 
@@ -47,8 +48,6 @@ _CLOSING_FENCE = re.compile(r"(?:\A|\n)```[ \t]*(?:\n|\Z)")
 _OUTPUT_MARKUP = re.compile(r"```[ \t]*output\b|</?tool_response>", re.IGNORECASE)
 _TOOL_CALL_OPEN, _TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 _WORD = re.compile(r"\S+")
-# Formats whose calls are <tool_call> markup (hermes JSON, Qwen3-Coder XML, a chat template's own).
-TAGGED_FORMATS = ("hermes", "qwen3coder", "native")
 
 
 @dataclass
@@ -84,11 +83,16 @@ class HealthLimits:
     )
     max_answer_repeats: int = field(
         default=2,
-        metadata={"help": "Most \\boxed answers in the final turn (more: `answer_repeated`).", "range": "[1, inf)"},
+        metadata={
+            "override_only": True,
+            "help": "Most \\boxed answers in the final turn (more: `answer_repeated`).",
+            "range": "[1, inf)",
+        },
     )
     max_ngram_repeats: int = field(
         default=4,
         metadata={
+            "override_only": True,
             "help": "Most times one word 10-gram may occur in one assistant turn (more: `repetition`).",
             "range": "[1, inf)",
         },
@@ -96,6 +100,7 @@ class HealthLimits:
     max_repeated_code: int = field(
         default=0,
         metadata={
+            "override_only": True,
             "help": "Tool calls allowed to rerun an earlier call's code unchanged (more: `repeated_code`).",
             "range": "[0, inf)",
         },
@@ -103,6 +108,7 @@ class HealthLimits:
     max_tool_output_chars: int = field(
         default=4096,
         metadata={
+            "override_only": True,
             "help": "Longest tool output kept, in characters (longer: `tool_output_flood`).",
             "range": "[1, inf)",
         },
@@ -142,8 +148,11 @@ def failed_checks(measures: dict[str, Any], limits: HealthLimits | None = None) 
 # --------------------------------------------------------------------------- measuring
 
 
-def measure_health(messages: list[dict[str, Any]], format: str = "codeblock", domain: str = "math") -> HealthMeasures:
-    """Count every symptom in a trajectory's canonical messages (`format` is the protocol that made them)."""
+def measure_health(messages: list[dict[str, Any]], format: str | None = None, domain: str = "math") -> HealthMeasures:
+    """Count every symptom in a trajectory's canonical messages (`format` is the protocol that made them; one
+    that is unset or does not import here is checked as plain text, as codeblock is)."""
+    protocol = protocol_of(format)
+    tagged = protocol is not None and protocol.tagged
     assistants = [(index, m) for index, m in enumerate(messages) if m.get("role") == "assistant"]
     texts = [m.get("content") or "" for _, m in assistants]
     code_answer_turn = len(assistants) - 1 if domain == "code" else None  # its ```python program is the answer
@@ -160,8 +169,8 @@ def measure_health(messages: list[dict[str, Any]], format: str = "codeblock", do
             (output_length(m.get("content") or "") for m in messages if m.get("role") == "tool"), default=0
         ),
         hallucinated_outputs=sum(len(_OUTPUT_MARKUP.findall(text)) for text in texts),
-        unterminated_code=sum(_unclosed_calls(text, format) for text in texts),
-        mixed_protocols=sum(_foreign_calls(text, format, turn == code_answer_turn) for turn, text in enumerate(texts)),
+        unterminated_code=sum(_unclosed_calls(text, tagged) for text in texts),
+        mixed_protocols=sum(_foreign_calls(text, tagged, turn == code_answer_turn) for turn, text in enumerate(texts)),
     )
 
 
@@ -223,9 +232,9 @@ def _call_code(arguments: Any) -> str:
     return json.dumps(arguments, sort_keys=True)
 
 
-def _unclosed_calls(text: str, format: str) -> int:
+def _unclosed_calls(text: str, tagged: bool) -> int:
     """Calls of the trajectory's own protocol that the text opens and never closes (they stay in the text)."""
-    if format in TAGGED_FORMATS:
+    if tagged:
         return int(text.count(_TOOL_CALL_OPEN) > text.count(_TOOL_CALL_CLOSE))
     unclosed = 0
     for opening in _PYTHON_FENCE.finditer(text):
@@ -235,9 +244,9 @@ def _unclosed_calls(text: str, format: str) -> int:
     return unclosed
 
 
-def _foreign_calls(text: str, format: str, is_code_answer: bool) -> int:
-    """Call markup of a protocol other than `format`: <tool_call> in a codeblock trajectory, a ```python block
+def _foreign_calls(text: str, tagged: bool, is_code_answer: bool) -> int:
+    """Call markup of the other kind of protocol: <tool_call> in a plain-text trajectory, a ```python block
     in a tagged one (except the final program of a code problem, which is the answer, not a call)."""
-    if format in TAGGED_FORMATS:
+    if tagged:
         return 0 if is_code_answer else len(_PYTHON_FENCE.findall(text))
     return text.count(_TOOL_CALL_OPEN)

@@ -20,8 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentdata.formats import prompts
-from agentdata.formats.base import ParsedTurn, Protocol
-from agentdata.formats.forms import decoded_arguments
+from agentdata.formats.base import ParsedTurn, Protocol, decoded_arguments
 from agentdata.formats.hermes import HermesProtocol
 from agentdata.formats.qwen3coder import Qwen3CoderProtocol
 

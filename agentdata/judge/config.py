@@ -31,6 +31,7 @@ class ScoringConfig:
     prm_aggregate: str = field(
         default="min",
         metadata={
+            "override_only": True,
             "help": "How the step scores make `prm_score`: min (the weakest step), mean, or last.",
             "choices": AGGREGATES,
         },
@@ -38,16 +39,23 @@ class ScoringConfig:
     prm_steps: str = field(
         default="turn",
         metadata={
+            "override_only": True,
             "help": "What a step is: turn (each assistant turn) or paragraph (each blank-line-separated part).",
             "choices": STEP_UNITS,
         },
     )
     prm_batch_size: int = field(
-        default=8, metadata={"help": "Trajectories per PRM forward pass (or requests in flight).", "range": "[1, 4096]"}
+        default=8,
+        metadata={
+            "override_only": True,
+            "help": "Trajectories per PRM forward pass (or requests in flight).",
+            "range": "[1, 4096]",
+        },
     )
     prm_options: dict[str, Any] = field(
         default_factory=dict,
         metadata={
+            "override_only": True,
             "help": "KEY=VALUE for the PRM (repeatable): step_token, positive_label, good_token, bad_token, "
             "prompt=plain|chat, trust_remote_code, model, ... (docs/curate.md).",
             "flag": "--prm-option",
@@ -73,20 +81,26 @@ class ScoringConfig:
         metadata={"help": "KEY=VALUE for the judge's engine (repeatable), e.g. model=NAME.", "flag": "--judge-option"},
     )
     judge_concurrency: int = field(
-        default=16, metadata={"help": "Judge requests in flight at once.", "range": "[1, 100000]"}
+        default=16,
+        metadata={"override_only": True, "help": "Judge requests in flight at once.", "range": "[1, 100000]"},
     )
     judge_max_tokens: int = field(
         default=512, metadata={"help": "Tokens the judge may write per verdict.", "range": "[1, 1000000]"}
     )
     score_retries: int = field(
         default=2,
-        metadata={"help": "Tries again after a PRM or judge failure before counting it apart.", "range": "[0, 100]"},
+        metadata={
+            "override_only": True,
+            "help": "Tries again after a PRM or judge failure before counting it apart.",
+            "range": "[0, 100]",
+        },
     )
     score_cache: str | None = field(
         default=None,
         metadata={
+            "override_only": True,
             "help": "Folder of the journal of PRM scores and verdicts (a rerun scores only what is new; kept "
-            "through a kill). Default: $AGENTDATA_CACHE/scores (~/.cache/agentdata/scores)."
+            "through a kill). Default: $AGENTDATA_CACHE/scores (~/.cache/agentdata/scores).",
         },
     )
 

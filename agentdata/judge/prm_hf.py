@@ -12,7 +12,7 @@ separator token, one probability read at the last token of each separator):
 - `lm` (a causal LM, Math-Shepherd style): the probability of `good_token` against `bad_token`
   (default "+" / "-") as the next token after the step tag (default "ки" when the vocabulary has it).
 
-Options (`--prm-option KEY=VALUE`): head, step_token, positive_label (an index or a label name),
+Options (`prm_options='{"KEY": VALUE}'`): head, step_token, positive_label (an index or a label name),
 good_token, bad_token, prompt (plain | chat), system, trust_remote_code, device, dtype, max_tokens.
 """
 
@@ -184,7 +184,7 @@ def _head_of(config: Any, spec: str) -> str:
             return "lm"
     raise UserError(
         f"{spec}: cannot tell how to read a PRM of architecture {architectures or 'unknown'}; "
-        "set --prm-option head=token-classification|reward|lm"
+        'set prm_options=\'{"head": "token-classification|reward|lm"}\''
     )
 
 
@@ -194,7 +194,7 @@ def _load(path: Path, head: str, trust_remote_code: bool, dtype: Any, spec: str)
     if head == "reward" and not trust_remote_code:
         raise UserError(
             f"{spec}: this PRM's architecture is custom code in {path}; "
-            "pass --prm-option trust_remote_code=true to run it"
+            "pass prm_options='{\"trust_remote_code\": true}' to run it"
         )
     loader = {"token-classification": AutoModelForTokenClassification, "reward": AutoModel, "lm": AutoModelForCausalLM}
     return loader[head].from_pretrained(path, dtype=dtype, trust_remote_code=trust_remote_code)

@@ -41,6 +41,9 @@ def pooling_url(base_url: str) -> str:
     return url.removesuffix("/v1") + "/pooling"
 
 
+NAME_THE_MODEL = """prm_options='{"model": "NAME"}'"""  # the override that names the served model
+
+
 class PoolingRewardModel(ProcessRewardModel):
     def __init__(
         self,
@@ -172,10 +175,10 @@ class PoolingRewardModel(ProcessRewardModel):
                 models_url = self.url.removesuffix("/pooling") + "/v1/models"
                 async with self._session.get(models_url, headers=self._headers()) as response:
                     if response.status >= 400:
-                        raise _Failed(f"{models_url}: HTTP {response.status}; pass --prm-option model=NAME")
+                        raise _Failed(f"{models_url}: HTTP {response.status}; pass {NAME_THE_MODEL}")
                     listed = (await response.json(content_type=None)).get("data") or []
                 if not listed:
-                    raise _Failed(f"{models_url} lists no model; pass --prm-option model=NAME")
+                    raise _Failed(f"{models_url} lists no model; pass {NAME_THE_MODEL}")
                 self.model = listed[0]["id"]
         return self.model
 

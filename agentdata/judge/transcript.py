@@ -6,8 +6,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agentdata.formats import get_protocol
+from agentdata.engines.defaults import DEFAULT_PROTOCOL
+from agentdata.formats import protocol_of
 from agentdata.formats.base import Protocol
+from agentdata.formats.hermes import HermesProtocol
 from agentdata.formats.tool_output import truncate_middle
 from agentdata.records import message_tool_calls
 
@@ -16,10 +18,9 @@ JUDGE_TOOL_OUTPUT_CHARS = 2000  # a flood of output tells a judge nothing more t
 
 
 def _protocol(format: str | None) -> Protocol:
-    try:
-        return get_protocol(format or "codeblock")
-    except Exception:  # a plug-in protocol not importable here: its calls are shown the hermes way
-        return get_protocol("hermes")
+    """The row's protocol; a row naming none was made by the default protocol, and a plug-in protocol not
+    importable here has its calls shown the hermes way (tagged JSON: a judge reads them either way)."""
+    return protocol_of(format or DEFAULT_PROTOCOL) or HermesProtocol()
 
 
 def trajectory_steps(messages: list[dict[str, Any]], format: str | None, unit: str = "turn") -> list[str]:

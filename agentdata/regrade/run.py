@@ -26,17 +26,18 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from agentdata import __version__
 from agentdata.agent.journal import read_journal
 from agentdata.agent.resume import HASH_KEY, problem_hash
 from agentdata.agent.rundir import RunDir, shard_paths, trajectory_files
 from agentdata.agent.runner import summarise
 from agentdata.agent.shard_status import incomplete_note
 from agentdata.events import task
+from agentdata.formats import protocol_of
 from agentdata.records import Problem, Trajectory, normalise_question, read_records, write_json
 from agentdata.regrade.config import RegradeConfig
 from agentdata.regrade.output import staged_output
 from agentdata.verify.grade import grade, graded_text
+from agentdata.versions import stamped
 
 REPORT_FILE = "regrade.json"
 MAX_LISTED_FLIPS = 1000  # the report lists at most this many flipped verdicts (all are counted)
@@ -132,18 +133,19 @@ def regrade(
         settings = _regrade_batches(shards, journaled, source, target, golds, config, sandbox, result)
         manifest = (source.manifest() if source else None) or {}
         target.write_manifest(
-            {
-                **{key: value for key, value in manifest.items() if key != "settings"},
-                "settings": manifest.get("settings") or settings or {},
-                "agentdata_version": __version__,
-                "regraded_from": str(run),
-                "regrade": {"problems_given": golds.given, "gold_changed": result.gold_changed},
-            }
+            stamped(
+                {
+                    **{key: value for key, value in manifest.items() if key != "settings"},
+                    "settings": manifest.get("settings") or settings or {},
+                    "regraded_from": str(run),
+                    "regrade": {"problems_given": golds.given, "gold_changed": result.gold_changed},
+                }
+            )
         )
         target.write_stats(summarise(target, time.perf_counter() - started).as_dict())
         result.per_source = _per_source(result)
         result.report = out / REPORT_FILE
-        write_json(staging / REPORT_FILE, result.as_dict())
+        write_json(staging / REPORT_FILE, stamped(result.as_dict()))
     return result
 
 
@@ -229,7 +231,7 @@ def _regrade_one(trajectory: Trajectory, golds: _Golds, sandbox: Any) -> _Outcom
     current = problem or Problem(
         trajectory.question, trajectory.answer, trajectory.problem_id, trajectory.source, trajectory.domain
     )
-    text = graded_text(trajectory.messages, current.domain, trajectory.format, trajectory.metadata)
+    text = graded_text(trajectory.messages, current.domain, protocol_of(trajectory.format), trajectory.metadata)
     verdict = grade(current, text, sandbox)
     metadata = {
         **trajectory.metadata,

@@ -20,21 +20,17 @@ after a timeout, and a top-level `SandboxError` means the sandbox failed, not th
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
-import random
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
-import httpx
-
 from agentdata.sandbox.base import RemoteSandboxError
+from agentdata.sandbox.http_client import RetryRule, SandboxHttpClient
 from agentdata.sandbox.result import ExecResult
 
-RETRY_STATUS = (429, 500, 502, 503, 504)
+# Every transport failure is tried again (a stateless script may run twice), and so is SandboxFusion's own SandboxError.
+RETRY = RetryRule((429, 500, 502, 503, 504), unreadable_answers=True)
 
 
 def run_code_payload(
@@ -73,72 +69,26 @@ def result_from_response(body: dict[str, Any], endpoint: str) -> ExecResult:
 
 
 class FusionEndpoint:
-    """One `/run_code` endpoint: stateless script runs, transport failures retried with backoff."""
+    """One `/run_code` endpoint: stateless script runs, failures (its own SandboxError too) retried with backoff."""
 
     def __init__(self, url: str, retries: int = 2, backoff_s: float = 0.2, request_timeout_s: float = 60.0):
-        self.url = url.rstrip("/").removesuffix("/run_code")
-        self.retries = retries
-        self.backoff_s = backoff_s
-        self.request_timeout_s = request_timeout_s
-        self._client = httpx.Client(timeout=request_timeout_s)
-        self._async_sessions: dict[int, aiohttp.ClientSession] = {}
+        self.http = SandboxHttpClient(url.rstrip("/").removesuffix("/run_code"), retries, backoff_s, request_timeout_s)
+        self.url = self.http.url
 
-    def _http_timeout(self, payload: dict[str, Any]) -> float:
-        return max(self.request_timeout_s, float(payload["run_timeout"]) + 30)
-
-    def _delay(self, attempt: int) -> float:
-        return self.backoff_s * (2**attempt) * (0.5 + random.random())
+    def _read(self, text: str) -> ExecResult:
+        return result_from_response(json.loads(text), self.url)
 
     def run_script(self, payload: dict[str, Any]) -> ExecResult:
-        for attempt in range(self.retries + 1):
-            try:
-                response = self._client.post(f"{self.url}/run_code", json=payload, timeout=self._http_timeout(payload))
-                if response.status_code == 200:
-                    return result_from_response(response.json(), self.url)
-                problem: Exception = RemoteSandboxError(
-                    f"{self.url} answered {response.status_code}: {response.text[:200]}"
-                )
-                retry = response.status_code in RETRY_STATUS
-            except (httpx.HTTPError, ValueError, RemoteSandboxError) as error:
-                problem, retry = error, True
-            if not retry or attempt == self.retries:
-                raise RemoteSandboxError(str(problem)) from problem
-            time.sleep(self._delay(attempt))
-        raise AssertionError("unreachable")
-
-    def _session(self) -> aiohttp.ClientSession:
-        loop_id = id(asyncio.get_running_loop())  # an aiohttp session belongs to the loop it was made on
-        if loop_id not in self._async_sessions:
-            self._async_sessions[loop_id] = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=256), timeout=aiohttp.ClientTimeout(total=self.request_timeout_s)
-            )
-        return self._async_sessions[loop_id]
+        return self.http.post("/run_code", payload, float(payload["run_timeout"]), RETRY, self._read)
 
     async def arun_script(self, payload: dict[str, Any]) -> ExecResult:
-        timeout = aiohttp.ClientTimeout(total=self._http_timeout(payload))
-        for attempt in range(self.retries + 1):
-            try:
-                async with self._session().post(f"{self.url}/run_code", json=payload, timeout=timeout) as response:
-                    status, text = response.status, await response.text()
-                if status == 200:
-                    return result_from_response(json.loads(text), self.url)
-                problem: Exception = RemoteSandboxError(f"{self.url} answered {status}: {text[:200]}")
-                retry = status in RETRY_STATUS
-            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, RemoteSandboxError) as error:
-                problem, retry = error, True
-            if not retry or attempt == self.retries:
-                raise RemoteSandboxError(f"{self.url}: {type(problem).__name__}: {problem}") from problem
-            await asyncio.sleep(self._delay(attempt))
-        raise AssertionError("unreachable")
+        return await self.http.apost("/run_code", payload, float(payload["run_timeout"]), RETRY, self._read)
 
     async def arelease(self) -> None:
-        session = self._async_sessions.pop(id(asyncio.get_running_loop()), None)
-        if session is not None:
-            await session.close()
+        await self.http.arelease()
 
     def close(self) -> None:
-        self._client.close()
-        self._async_sessions.clear()  # async sessions close with their loops
+        self.http.close()
 
 
 # The script sent for a call: earlier cells replayed silently, then the new cell, run as the

@@ -13,10 +13,12 @@ Every stage's settings are a dataclass whose fields carry their documentation:
 - `split: False` keeps a repeated option's values whole (file paths may hold commas); `append: True`
   makes a repeated flag add to the list below it instead of replacing it.
 - `flag` / `aliases` rename the generated command-line option; `cli: False` leaves a field off
-  the command line (still settable from a `--config` file).
+  the command line (still settable from a `--config` file); `override_only: True` gives it no flag, only
+  its `NAME=VALUE` override (a command's --help keeps its everyday flags, at most 25).
 - `extra: "module:Type"` makes a dict field gather the names only that type knows (the stages' `trl`
   mapping takes any field of TRL's SFTConfig / GRPOConfig).
-- `ends: (LOW_NAME, HIGH_NAME)` on a band keeps its two old one-end names working.
+- `ends: (LOW_NAME, HIGH_NAME)` on a band names its two one-end names of 0.4: used, each stops with one
+  line naming the band (no alias).
 
 A dataclass field whose type is another settings dataclass composes it (`loop: LoopConfig`):
 its fields stay flat on the command line and in records (`--max-turns`, `"max_turns"`), so

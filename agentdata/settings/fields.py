@@ -32,8 +32,8 @@ class SettingError(UserError, ValueError):
 
     def __init__(self, name: str, value: Any, message: str, where: str = "", flag: bool = False):
         self.name, self.value, self.reason, self.where, self.flag = name, value, message, where, flag
-        if flag:  # a flag: `--max-steps 0: must be at least 1`
-            text = f"{where} {show_value(value)}: {message}"
+        if flag:  # a flag: `--max-steps 0: must be at least 1`; an override: `rl.max_steps=0: must be at least 1`
+            text = f"{where}{'' if where.endswith('=') else ' '}{show_value(value)}: {message}"
         else:  # a file (as written there) or code (text quoted): `train.yaml rl: max_steps 0: must be at least 1`
             shown = show_value(value, quote=not where, as_json=True)
             text = f"{where + ': ' if where else ''}{name} {shown}: {message}"

@@ -17,10 +17,10 @@ the config file < flags or code), and in every layer it is written the way a con
     {"rl": {"num_iterations": 2}}  a name only the section's `extra` type knows (TRL's GRPOConfig): its `trl` mapping
 
 A name nobody knows is a one-line UserError naming where it was written and the closest names.
-`Append(["x"])` adds to the list below it (a repeated `--tool`); a band's old one-end names
-(`max_tool_calls` for curate's `tool_calls`) set that end of the band below them. Each given value
+`Append(["x"])` adds to the list below it (a repeated `--tool`); a band's old one-end names of 0.4
+(`max_tool_calls` for curate's `tool_calls`) stop with one line naming the band. Each given value
 remembers where it came from (`Given.where`), so a bad one is told as the user wrote it:
-`--rl-max-steps 0: must be at least 1`, `train.yaml rl: max_steps 0: must be at least 1`.
+`--max-steps 0: must be at least 1`, `rl.max_steps=0: must be at least 1`, `train.yaml rl: max_steps 0: ...`.
 """
 
 from __future__ import annotations
@@ -45,14 +45,6 @@ class Append(list):
 
 class Extra(dict):
     """Names only a section's `extra` type knows (TRL's): merged key by key over the ones below."""
-
-
-@dataclass(frozen=True)
-class BandEnd:
-    """One end of a band, given by its old single name (`min_tool_calls: 2`): the other end stays."""
-
-    index: int
-    value: Any
 
 
 @dataclass(frozen=True)
@@ -209,10 +201,8 @@ class Sections:
                 self._route_section(layer, section_name, value, where, flag)
             elif key in owner:
                 layer[section_name][key] = _merged(layer[section_name].get(key), _given(value, where, flag))
-            elif key in ends:
-                band, index = ends[key]
-                given = _given(value, where, flag)
-                layer[section_name][band] = dataclasses.replace(given, value=BandEnd(index, given.value))
+            elif key in ends:  # an end alone of 0.4 (`max_tool_calls: 5`): no alias, one line naming the band
+                raise UserError(f"{where + ': ' if where else ''}{key} is gone: write {ends[key][0]}: [MIN, MAX]")
             elif self._extra_knows(section, key):
                 extra_name, _ = section.extra()  # type: ignore[misc]
                 given = _given(value, where, flag)
@@ -239,7 +229,7 @@ class Sections:
 
     # ------------------------------------------------------------------ layers -> settings
     def given(self, layers: Sequence[Layer]) -> Layer:
-        """What the layers give, merged (a higher layer wins; appends and band ends combine with what is below)."""
+        """What the layers give, merged (a higher layer wins; appends combine with what is below)."""
         merged: Layer = {name: {} for name in self.sections}
         for layer in layers:
             for section, values in layer.items():
@@ -276,7 +266,7 @@ class Sections:
                 source = given.get(extra[0])
             if source is None:
                 raise
-            if not isinstance(source.value, (list, tuple, dict, _Over, Append, BandEnd)):
+            if not isinstance(source.value, (list, tuple, dict, _Over, Append)):
                 error = SettingError(error.name, source.value, error.reason)  # as the user wrote it: 2, not 2.0
             raise error.at(source.where, source.flag) from None
         except (TypeError, ValueError) as error:  # a check across fields in __post_init__
@@ -294,11 +284,11 @@ def _join(where: str, section: str) -> str:
 
 
 def _merged(below: Given | None, above: Given) -> Given:
-    """`above` over `below`: the `trl` extras merge key by key; an Append or a band end is kept
-    over what is below, to be combined with it when the settings are built."""
+    """`above` over `below`: the `trl` extras merge key by key; an Append is kept over what is below,
+    to be combined with it when the settings are built."""
     if below is None:
         return above
-    if isinstance(above.value, (Append, BandEnd)):
+    if isinstance(above.value, Append):
         return Given(_Over(below.value, above.value), above.where, above.flag)
     if isinstance(above.value, Extra) and isinstance(below.value, Mapping):
         return Given(Extra({**below.value, **above.value}), above.where, above.flag)
@@ -307,28 +297,24 @@ def _merged(below: Given | None, above: Given) -> Given:
 
 @dataclass(frozen=True)
 class _Over:
-    """An Append or band end given over another value."""
+    """An Append given over another value."""
 
     below: Any
-    above: Append | BandEnd
+    above: Append
 
 
 def _combines(value: Any) -> bool:
-    return isinstance(value, (Append, BandEnd, _Over))
+    return isinstance(value, (Append, _Over))
 
 
 def _resolved(value: Any, default: Any) -> Any:
-    """An Append or band end made a whole value: over what is below it, else over the default."""
+    """An Append made a whole value: over what is below it, else over the default."""
     if isinstance(value, _Over):
         below, above = _resolved(value.below, default), value.above
-    elif isinstance(value, (Append, BandEnd)):
+    elif isinstance(value, Append):
         below, above = default, value
     else:
         return value
-    if isinstance(above, Append):
-        base = [part.strip() for part in below.split(",") if part.strip()] if isinstance(below, str) else below
-        base = list(base or [])
-        return base + [item for item in above if item not in base]
-    ends = list(below.split(",") if isinstance(below, str) else below)
-    ends[above.index] = above.value
-    return ends
+    base = [part.strip() for part in below.split(",") if part.strip()] if isinstance(below, str) else below
+    base = list(base or [])
+    return base + [item for item in above if item not in base]

@@ -24,7 +24,8 @@ class DedupConfig:
         },
     )
     near_dup_ngram: int = field(
-        default=5, metadata={"help": "Word n-gram size of the MinHash shingles.", "range": "[1, 100]"}
+        default=5,
+        metadata={"override_only": True, "help": "Word n-gram size of the MinHash shingles.", "range": "[1, 100]"},
     )
     decontam_files: list[str] = field(
         default_factory=list,
@@ -35,7 +36,8 @@ class DedupConfig:
         },
     )
     decontam_ngram: int = field(
-        default=13, metadata={"help": "Word n-gram size for decontamination.", "range": "[1, 100]"}
+        default=13,
+        metadata={"override_only": True, "help": "Word n-gram size for decontamination.", "range": "[1, 100]"},
     )
 
     def __post_init__(self) -> None:

@@ -22,12 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import json
 import os
-import selectors
-import subprocess
 import sys
-import threading
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +32,7 @@ from typing import Any
 from agentdata.errors import UserError
 from agentdata.formats.tool_output import truncate_middle
 from agentdata.tools.base import ToolContext, ToolResult, error_result
+from agentdata.worker_pool import LineWorker, WorkerDidNotStart, WorkerGone, WorkerPool, WorkerTimedOut
 
 # JSON schema types -> the Python values that satisfy them (bool is not a number here).
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
@@ -104,10 +101,6 @@ def _type_names(schema: dict[str, Any]) -> str:
 STARTUP_TIMEOUT_S = 120.0  # importing the tool's module (and what it imports) on a loaded machine
 
 
-class ToolProcessGone(RuntimeError):
-    """The worker died, passed its deadline or could not start; it is replaced on the next call."""
-
-
 def function_spec(function: Callable[..., Any]) -> str:
     """How a fresh process finds `function`: `module:qualname`, or `path/file.py:qualname` for a file's."""
     name = getattr(function, "__qualname__", None) or ""
@@ -116,7 +109,7 @@ def function_spec(function: Callable[..., Any]) -> str:
         shown = getattr(function, "__name__", repr(function))
         raise UserError(
             f"tool {shown!r}: define it at the top level of a module or file (not inside a function, not a "
-            "lambda): a user tool runs in a process of its own, where --tool-timeout can stop it"
+            "lambda): a user tool runs in a process of its own, where tool_timeout= can stop it"
         )
     importable = module.__name__ != "__main__" and not module.__name__.startswith("agentdata_plugin_")
     if not importable and getattr(module, "__file__", None):
@@ -124,53 +117,18 @@ def function_spec(function: Callable[..., Any]) -> str:
     return f"{module.__name__}:{name}"
 
 
-class _Worker:
-    """One worker process for one tool: a call at a time, killed when a call passes its deadline."""
-
-    def __init__(self, spec: str):
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "agentdata.tools._function_worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            close_fds=True,
-            start_new_session=True,  # Ctrl-C reaches us, and we end it; what it starts goes with it
-        )
-        started = self._exchange({"spec": spec, "path": sys.path}, STARTUP_TIMEOUT_S)
-        if "error" in started:
-            self.kill()
-            raise ToolProcessGone(f"could not load the tool in its process: {started['error']}")
-
-    def call(self, arguments: dict[str, Any], timeout: float, max_chars: int) -> dict[str, Any]:
-        return self._exchange({"arguments": arguments, "max_chars": max_chars}, timeout)
-
-    def _exchange(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
-        try:
-            self.process.stdin.write((json.dumps(message, default=str) + "\n").encode("utf-8"))
-            self.process.stdin.flush()
-        except OSError as error:
-            raise ToolProcessGone(f"its process is gone ({error})") from None
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.process.stdout, selectors.EVENT_READ)
-            if not selector.select(timeout):
-                raise TimeoutError
-        line = self.process.stdout.readline()
-        if not line:
-            raise ToolProcessGone(f"its process ended (exit code {self.process.wait()})")
-        return json.loads(line)
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, 9)  # the worker and anything the tool started
-            except OSError:
-                self.process.kill()
-        self.process.wait()
-        for pipe in (self.process.stdin, self.process.stdout):
-            try:
-                pipe.close()
-            except OSError:
-                pass
+def _start_worker(spec: str) -> LineWorker:
+    """A worker process for one tool (`tools/_function_worker.py`), the tool loaded in it."""
+    worker = LineWorker([sys.executable, "-m", "agentdata.tools._function_worker"], own_session=True)
+    try:
+        started = worker.exchange({"spec": spec, "path": sys.path}, STARTUP_TIMEOUT_S)
+    except WorkerGone as error:
+        worker.kill()
+        raise WorkerDidNotStart(f"its process did not start ({error})") from None
+    if "error" in started:
+        worker.kill()
+        raise WorkerDidNotStart(f"could not load the tool in its process: {started['error']}")
+    return worker
 
 
 class FunctionTool:
@@ -184,9 +142,7 @@ class FunctionTool:
         self.schema = function_schema(function)
         self.name: str = self.schema["function"]["name"]
         self.spec = spec or function_spec(function)
-        self._lock = threading.Lock()
-        self._idle: list[_Worker] = []
-        self._all: set[_Worker] = set()
+        self._workers = WorkerPool(lambda: _start_worker(self.spec))
         _OPEN.add(self)
 
     async def call(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
@@ -196,9 +152,9 @@ class FunctionTool:
         max_chars = max(4 * context.output_chars, 65536)
         try:
             reply = await asyncio.to_thread(self._call, arguments, context.timeout, max_chars)
-        except TimeoutError:
+        except WorkerTimedOut:
             return error_result(f"{self.name} timed out after {context.timeout:g} s (its process was stopped)")
-        except ToolProcessGone as error:
+        except (WorkerGone, WorkerDidNotStart) as error:
             return error_result(f"{self.name} failed: {error}")
         if not reply["ok"]:  # the tool's own failure is shown to the model, as code errors are
             return error_result(f"{self.name} raised {reply['error']}")
@@ -206,40 +162,16 @@ class FunctionTool:
 
     def _call(self, arguments: dict[str, Any], timeout: float, max_chars: int) -> dict[str, Any]:
         """In a thread: always returns or raises within `timeout` (plus a start-up), never hangs."""
-        worker = self._take()
-        try:
-            reply = worker.call(arguments, timeout, max_chars)
-        except BaseException:
-            self._discard(worker)  # stopped mid-call, or its pipe is out of step: never reused
-            raise
-        with self._lock:
-            self._idle.append(worker)
-        return reply
-
-    def _take(self) -> _Worker:
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-        worker = _Worker(self.spec)
-        with self._lock:
-            self._all.add(worker)
-        return worker
-
-    def _discard(self, worker: _Worker) -> None:
-        worker.kill()
-        with self._lock:
-            self._all.discard(worker)
+        with self._workers.borrowed() as worker:  # a worker stopped mid-call is killed, never reused
+            return worker.exchange({"arguments": arguments, "max_chars": max_chars}, timeout)
 
     def close(self) -> None:
         """Stop every worker process (a later call starts a fresh one)."""
-        with self._lock:
-            workers, self._all, self._idle = list(self._all), set(), []
-        for worker in workers:
-            worker.kill()
+        self._workers.close()
 
     def _forget(self) -> None:
         """In a forked child: the parent's workers are not ours to use or kill."""
-        self._all, self._idle, self._lock = set(), [], threading.Lock()
+        self._workers.forget()
 
 
 _OPEN: weakref.WeakSet[FunctionTool] = weakref.WeakSet()

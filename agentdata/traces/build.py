@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentdata.agent.resume import HASH_KEY, problem_hash
-from agentdata.formats import PROTOCOLS
+from agentdata.formats import PROTOCOLS, protocol_of
 from agentdata.formats.health import HEALTH_KEY, measure_health
 from agentdata.records import CODE_TOOL, TOOL_NAME, Problem, Trajectory, normalise_question, stable_id
 from agentdata.traces.session import Session
@@ -108,7 +108,7 @@ def graded(item: Draft, sandbox: Any) -> Trajectory:
     trajectory = item.trajectory
     health = measure_health(trajectory.messages, trajectory.format, trajectory.domain).as_dict()
     metadata = {**trajectory.metadata, HEALTH_KEY: health}
-    text = graded_text(trajectory.messages, trajectory.domain, trajectory.format)
+    text = graded_text(trajectory.messages, trajectory.domain, protocol_of(trajectory.format))
     if item.problem is None or trajectory.finish_reason == "error":
         return dataclasses.replace(trajectory, final_answer=extract_answer(text), metadata=metadata)
     verdicts = [grade(dataclasses.replace(item.problem, answer=gold), text, sandbox) for gold in item.golds]

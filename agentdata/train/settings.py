@@ -1,9 +1,9 @@
 """`train`'s settings path: one `Sections` of the stage dataclasses, the way TRL's HfArgumentParser takes a
 tuple of dataclasses (`agentdata.settings.sections`).
 
-- `sft`: `SFTStageConfig` (a config file's `sft:` section, `--sft-` flags);
+- `sft`: `SFTStageConfig` (a config file's `sft:` section, `sft.NAME=VALUE` overrides);
 - `rl`: `GRPOStageConfig` with the closed loop's `ClosedLoopConfig` beside it, parsed together (a
-  file's `rl:` section holds both, `--rl-` flags).
+  file's `rl:` section holds both, `rl.NAME=VALUE` overrides).
 
 A name both stages have (`max_steps`, `model`, `learning_rate`, `lora`, `eval_k`, ...) given without
 a section sets both: `--max-steps 2`, a file's top-level `max_steps: 2`, `settings={"max_steps": 2}`.
@@ -27,8 +27,9 @@ TRAIN_SETTINGS = Sections(
     Section("sft", {"sft": SFTStageConfig}, "SFT"),
     Section("rl", {"rl": GRPOStageConfig, "closed_loop": ClosedLoopConfig}, "GRPO"),
 )
-# Old spellings of train's flags: {old: what it is now} (each prints a one-line note when used).
-RENAMED_FLAGS = {"--eval-every": "--rl-eval-every"}  # it always set GRPO's only; --sft-eval-every sets SFT's
+# Flags of an older release whose name now means another thing: {old flag: its new spelling}. --eval-every set
+# GRPO's only; the name both stages have now sets both, so the old flag is refused rather than silently widened.
+REMOVED_FLAGS = {"--eval-every": "rl.eval_every=N (eval_every=N sets both stages)"}
 
 
 def train_settings(config_file: str | Path | None = None, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from agentdata.records import Problem, normalise_question, write_records
 from agentdata.steps import BenchmarkNgrams, ContaminationFilter, NearDuplicateFilter
 from agentdata.validate.checks import Finding, problem_findings
 from agentdata.validate.config import ValidateConfig
+from agentdata.versions import stamped
 
 CHECKS = {
     "unreadable": "the loader refuses the row (e.g. a multiple-choice gold that is not one of its options)",
@@ -102,7 +103,7 @@ def validate(
         path, len(entries), len(clean), {c: counts[c] for c in CHECKS if counts[c]}, broken, clean_file
     )
     result.report = Path(report_out) if report_out else companion(clean_out, ".report.json")
-    write_shared_json(result.report, {**result.as_dict(), "checks": CHECKS, "settings": asdict(config)})
+    write_shared_json(result.report, stamped({**result.as_dict(), "checks": CHECKS, "settings": asdict(config)}))
     return result
 
 

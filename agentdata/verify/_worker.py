@@ -1,4 +1,5 @@
-"""A math-verify worker process: reads JSON requests on stdin, writes one verdict line each.
+"""A math-verify worker process: reads JSON requests on stdin, writes one JSON verdict line each
+(`true`, `false`), after a first `"ready"` once math-verify is imported.
 
 Run by `agentdata.verify.workers`; the parent enforces the time limit by killing this
 process, so math-verify's own signal-based timeouts are switched off here
@@ -27,7 +28,7 @@ def main() -> None:
 
     _limit_memory(memory_mb)
     out = sys.stdout
-    out.write("ready\n")
+    out.write(json.dumps("ready") + "\n")
     out.flush()
     for line in sys.stdin:
         request = json.loads(line)
@@ -37,7 +38,7 @@ def main() -> None:
             verdict = bool(gold) and bool(answer) and verify(gold, answer, timeout_seconds=None)
         except (Exception, RecursionError, MemoryError):  # a broken expression is a wrong answer
             verdict = False
-        out.write("1\n" if verdict else "0\n")
+        out.write(json.dumps(verdict) + "\n")
         out.flush()
 
 

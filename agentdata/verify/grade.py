@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentdata.code_tests import code_tests_of
-from agentdata.records import Problem, message_tool_calls
+from agentdata.records import Problem
 from agentdata.verify.answers import DEFAULT_TIMEOUT_S, is_correct, settled_match
 from agentdata.verify.code import CodeLimits, final_program, grade_code
 from agentdata.verify.extract import extract_answer
@@ -64,27 +64,22 @@ GRADED_TEXT_KEY = "graded_text"
 
 
 def graded_text(
-    messages: list[dict[str, Any]], domain: str, format: str, metadata: dict[str, Any] | None = None
+    messages: list[dict[str, Any]], domain: str, protocol: Any, metadata: dict[str, Any] | None = None
 ) -> str:
-    """What a trajectory is graded on: its last reply; for a code problem under codeblock, where a ```python
-    block is a tool call, the whole final turn with its blocks, so the last program the model wrote is graded;
-    the text its `metadata` names (GRADED_TEXT_KEY) when it has one. The agent loop grades this, and so does
-    `regrade` on stored trajectories."""
+    """What a trajectory is graded on: its last reply; for a code problem, where the trajectory's protocol
+    finds the program (`formats.base.Protocol.code_answer`: under codeblock, where a ```python block is a tool
+    call, the whole final turn with its blocks); the text its `metadata` names (GRADED_TEXT_KEY) when it has
+    one. The agent loop grades this, and so does `regrade` on stored trajectories. `protocol` is passed in
+    (verify imports no protocol); None: the last reply."""
     stored = (metadata or {}).get(GRADED_TEXT_KEY)
     if isinstance(stored, str):
         return stored
     replies = [m for m in messages if m["role"] == "assistant"]
     if not replies:
         return ""
-    if not (domain == "code" and format == "codeblock"):
+    if domain != "code" or protocol is None:
         return replies[-1]["content"]
-    last_user = max((index for index, m in enumerate(messages) if m["role"] == "user"), default=-1)
-    pieces = []
-    for message in messages[last_user + 1 :]:
-        if message["role"] == "assistant":
-            pieces.append(message["content"])
-            pieces.extend(f"```python\n{call.code}\n```" for call in message_tool_calls(message))
-    return "\n".join(pieces)
+    return protocol.code_answer(messages)
 
 
 def grade_code_problem(

@@ -10,14 +10,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from agentdata.filter.config import DEFAULT_BAND
 from agentdata.view import pages
 from agentdata.view.artifacts import Artifact, servable_plot
 from agentdata.view.catalog import Catalog
 from agentdata.view.mask import Tokenizers, masked_tokens
 from agentdata.view.query import Query, QueryError
 from agentdata.view.render import sft_row_view, trajectory_view
-
-DEFAULT_BAND = (0.0, 1.0)  # filter's default: a problem the student solves sometimes
 
 
 class NotFound(KeyError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agentdata.filter.config import DEFAULT_BAND
 from agentdata.settings import Band, check_fields
 
 DEFAULT_PORT = 8765
@@ -26,7 +27,7 @@ class ViewConfig:
         },
     )
     band: Band = field(
-        default=Band(0.0, 1.0),
+        default=DEFAULT_BAND,
         metadata={
             "help": "Pass-rate band LO,HI (ends exclusive) a problem page judges against, unless the run is a "
             "pool's profile (then the pool's band).",

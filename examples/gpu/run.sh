@@ -67,12 +67,12 @@ wait_for http://127.0.0.1:8000/v1/models
 step collect agentdata collect "$PROBLEMS" --out "$OUT/teacher" \
   --teacher openai:http://127.0.0.1:8000/v1 --model "$TEACHER" --sandbox http://127.0.0.1:8080 \
   --samples 4 --concurrency 512 --max-new-tokens 16384 --max-tool-calls 16 --max-turns 16 \
-  --tool-output-chars 256 --temperature 0.7
+  tool_output_chars=256 --temperature 0.7
 stop vllm
 
 # 2. SFT set: correct answers, 1-8 calls, at most half of them failing, 2 per problem, decontaminated.
 step curate agentdata curate "$OUT/teacher" --out "$OUT/sft.parquet" --max-per-problem 2 \
-  --max-tokens 32768 "${DECONTAM[@]}" --rejects "$OUT/sft.rejects.parquet"
+  max_tokens=32768 "${DECONTAM[@]}" --rejects "$OUT/sft.rejects.parquet"
 
 # 3. RL pool: the student's pass rate over 16 rollouts, ZeroTIR's band (0.05, 0.8), diverse.
 step filter agentdata filter "$PROBLEMS" --out "$OUT/pool.parquet" \

@@ -6,9 +6,10 @@ object per row:
    call's arguments (their JSON decoded, the union of the keys seen), the tool schemas (few
    distinct texts, decoded in Python), and which message fields are ever set (a field no row
    sets is left out, so the readers see no such key);
-2. `hf_batch` converts each batch once: arguments decoded into that type, codeblock rows made
-   plain turns (codeblock_form.py), and a check that nothing changed on the way
-   (json_arrow.first_changed); each batch is one row group of the file.
+2. `hf_batch` converts each batch once: arguments decoded into that type, a plain-text protocol's
+   rows made plain turns (`Protocol.plain_turns_arrow`; codeblock's over Arrow, codeblock_form.py),
+   and a check that nothing changed on the way (json_arrow.first_changed); each batch is one row
+   group of the file.
 
 An Arrow struct has one set of fields per column, so a set whose tools take differently named
 arguments would read back with the other tools' keys added as nulls, which templates then render
@@ -18,7 +19,7 @@ arguments would read back with the other tools' keys added as nulls, which templ
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from agentdata.errors import UserError
+from agentdata.formats import protocol_of
+from agentdata.formats.base import Protocol
 from agentdata.formats.sft_set.arrow_nest import (
     list_values,
     ordered,
@@ -36,7 +39,6 @@ from agentdata.formats.sft_set.arrow_nest import (
     rows_of,
     small_offsets,
 )
-from agentdata.formats.sft_set.codeblock_form import codeblock_turns
 from agentdata.formats.sft_set.json_arrow import (
     MixedTypesError,
     NotJSONError,
@@ -85,10 +87,26 @@ def _batches(file: pq.ParquetFile, rows: int, columns: list[str] | None = None) 
         start += batch.num_rows
 
 
-def _codeblock(table: pa.Table) -> np.ndarray:
+def _protocols_where(table: pa.Table, wanted: Callable[[Protocol], bool]) -> dict[str, Protocol]:
+    """The protocols the rows name (their `format`) for which `wanted` holds, by name."""
     if "format" not in table.column_names:
+        return {}
+    names = pc.unique(table["format"].combine_chunks()).drop_null().to_pylist()
+    return {name: protocol for name in names if (protocol := protocol_of(name)) is not None and wanted(protocol)}
+
+
+def _rows_naming(table: pa.Table, names: Iterable[str]) -> np.ndarray:
+    """Which rows name one of the protocols `names` in their `format`."""
+    names = list(names)
+    if not names:
         return np.zeros(table.num_rows, dtype=bool)
-    return pc.fill_null(pc.equal(table["format"], "codeblock"), False).to_numpy(zero_copy_only=False)
+    value_set = pa.array(names, table.schema.field("format").type)
+    return pc.fill_null(pc.is_in(table["format"], value_set=value_set), False).to_numpy(zero_copy_only=False)
+
+
+def _plain_text_rows(table: pa.Table) -> np.ndarray:
+    """Rows of a plain-text protocol: they are written as plain turns (formats/forms.py's module doc)."""
+    return _rows_naming(table, _protocols_where(table, lambda protocol: not protocol.tagged))
 
 
 # --------------------------------------------------------------------------- pass 1: the schema
@@ -100,8 +118,8 @@ def survey_set(file: pq.ParquetFile, rows: int) -> Survey:
     columns += [f"messages.list.element.{f.name}" for f in message_type if f.name != "content"]
     survey, argument_types, tool_texts = Survey(), [], set()
     for _, batch in _batches(file, rows, columns):
-        codeblock = _codeblock(batch)
-        plain, turns = batch.filter(pa.array(~codeblock)), batch.filter(pa.array(codeblock))
+        as_turns = _plain_text_rows(batch)
+        plain, turns = batch.filter(pa.array(~as_turns)), batch.filter(pa.array(as_turns))
         argument_types += _survey_plain(plain, survey)
         _survey_turns(turns, survey)
         if "tools" in plain.column_names:
@@ -133,7 +151,7 @@ def _survey_plain(table: pa.Table, survey: Survey) -> list[pa.DataType]:
 
 
 def _survey_turns(table: pa.Table, survey: Survey) -> None:
-    """Codeblock rows keep every field of their messages but the calls, and their tool messages become
+    """Plain-text protocols' rows keep every field of their messages but the calls, and their tool messages become
     user turns of text only."""
     messages = list_values(table["messages"].combine_chunks())
     if len(messages):
@@ -250,23 +268,26 @@ def output_schema(canonical: pa.Schema, survey: Survey) -> pa.Schema:
 
 def hf_batch(table: pa.Table, start: int, survey: Survey, schema: pa.Schema, target: Path) -> pa.Table:
     """One batch of canonical rows in the `hf` form, in order."""
-    codeblock = _codeblock(table)
     message_type = schema.field("messages").type
-    plain_rows, turn_rows = np.flatnonzero(~codeblock), np.flatnonzero(codeblock)
-    parts = []
+    as_turns = _protocols_where(table, lambda protocol: not protocol.tagged)
+    plain_rows = np.flatnonzero(~_rows_naming(table, as_turns))
+    parts, rows = [], [plain_rows]
     if len(plain_rows):
         plain = table.take(plain_rows)
         parts.append(_with_decoded_calls(plain, survey, message_type, lambda row: start + int(plain_rows[row]) + 1))
-    if len(turn_rows):
+    for name, protocol in as_turns.items():  # each plain-text protocol writes its own rows' turns
+        turn_rows = np.flatnonzero(_rows_naming(table, [name]))
+        rows.append(turn_rows)
         turns = table.take(turn_rows)
         try:
-            parts.append(codeblock_turns(turns["messages"].combine_chunks(), message_type))
+            parts.append(protocol.plain_turns_arrow(turns["messages"].combine_chunks(), message_type))
         except NotJSONError as error:
             raise _not_json(error, turns) from None
-    order = np.argsort(np.concatenate([plain_rows, turn_rows]), kind="stable")
+    order = np.argsort(np.concatenate(rows), kind="stable")
     columns = {"messages": pa.concat_arrays(parts).take(order)}
     if "tools" in schema.names:
-        columns["tools"] = _tools(table, codeblock, survey)
+        no_schemas = _protocols_where(table, lambda protocol: not protocol.carries_tool_schemas)
+        columns["tools"] = _tools(table, _rows_naming(table, no_schemas), survey)
     return pa.table([columns.get(f.name, table[f.name]).cast(f.type) for f in schema], schema=schema)
 
 
@@ -298,8 +319,8 @@ def _decoded_calls(calls_list: pa.Array, calls_type: pa.DataType, table: pa.Tabl
     return rebuilt_list(calls_list, rebuilt_struct(calls, call, children))
 
 
-def _tools(table: pa.Table, codeblock: np.ndarray, survey: Survey) -> pa.Array:
-    """Each row's tool schemas (the decoded distinct texts, taken by index); `[]` for codeblock rows."""
+def _tools(table: pa.Table, without: np.ndarray, survey: Survey) -> pa.Array:
+    """Each row's tool schemas (the decoded distinct texts, taken by index); `[]` for the rows `without` them."""
     choices = pa.concat_arrays([survey.tools, pa.array([[]], survey.tools.type)])
     index = pc.index_in(table["tools"].combine_chunks(), value_set=pa.array(survey.tool_texts, pa.string()))
-    return choices.take(pc.if_else(pa.array(codeblock), len(survey.tool_texts), index))
+    return choices.take(pc.if_else(pa.array(without), len(survey.tool_texts), index))

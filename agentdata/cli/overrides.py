@@ -1,0 +1,159 @@
+"""Dotted overrides on the command line, and `--print-config`: the settings dialect of every settings command.
+
+    agentdata train --config train.yaml rl.max_steps=3 sft.learning_rate=2e-5
+
+A positional `KEY=VALUE` sets a setting the way a `--config` file does (`rl.max_steps=3` is the file's
+`rl:` section's `max_steps: 3`; a name without a section sets every section having it), as verl's and
+torchtune's Hydra-style overrides are typed. VALUE is JSON (`3`, `true`, `[1, 2]`, `null`) or else text. The
+command class (`SettingsCommand`) takes them out of the arguments before click parses the rest, so a value
+of an option (`--engine-option a=1`) is never one. Values come from: the defaults < the file < overrides <
+flags. A key no section knows is one line naming the closest real key.
+
+`--print-config` prints the resolved tree, each value with where it came from (default, file, override or
+flag), and runs nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import typer
+from typer.core import TyperCommand
+
+from agentdata.errors import UserError
+from agentdata.settings import Given, Layer, Sections, flatten
+
+OVERRIDE = re.compile(r"[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*)*=")
+META_KEY = "agentdata.overrides"
+PRINT_CONFIG_HELP = (
+    "Print the resolved settings and where each value came from (default, file, override, flag); run nothing."
+)
+OVERRIDE_MARK = "="  # the `where` of an override ends so: `rl.max_steps=` (SettingError writes `rl.max_steps=0`)
+
+
+class SettingsCommand(TyperCommand):
+    """A command that also takes `KEY=VALUE` overrides among its arguments (see the module doc)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        sections = getattr(self.callback, "sections", None)
+        known = known_keys(sections) if sections is not None else set()
+        rest, overrides = split_overrides(args, self.params, known)
+        ctx.meta[META_KEY] = overrides
+        return super().parse_args(ctx, rest)
+
+
+def split_overrides(
+    args: Sequence[str], params: Sequence[Any], known: set[str] = frozenset()
+) -> tuple[list[str], list[str]]:
+    """(the arguments click parses, the `KEY=VALUE` overrides): an option's value is never an override. Where
+    the command's own arguments may be `NAME=VALUE` too (eval's `base=smollm2` models), only a key it knows,
+    or a dotted one, is an override; elsewhere every `KEY=VALUE` is (a typo is then told as one)."""
+    variadic = any(param.param_type_name == "argument" and param.nargs == -1 for param in params)
+    takes_value = {
+        name
+        for param in params
+        if param.param_type_name == "option" and not getattr(param, "is_flag", False) and not getattr(param, "count", 0)
+        for name in param.opts
+    }
+    rest, overrides, value_next = [], [], False
+    for index, arg in enumerate(args):
+        if arg == "--":
+            rest += args[index:]
+            break
+        if value_next or arg.startswith("-"):
+            value_next = not value_next and arg in takes_value
+            rest.append(arg)
+        elif OVERRIDE.match(arg) and (not variadic or _override_key(arg) in known or "." in arg.split("=")[0]):
+            overrides.append(arg)
+        else:
+            rest.append(arg)
+    return rest, overrides
+
+
+def _override_key(text: str) -> str:
+    return text.partition("=")[0].replace("-", "_")
+
+
+def json_or_text(raw: str, where: str) -> Any:
+    """VALUE of KEY=VALUE: JSON (`3`, `true`, `{"a": 1}`) or else the text itself."""
+    if raw[:1] in ("{", "[", '"'):
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise UserError(f"{where}: not valid JSON ({error.msg} at column {error.colno})") from None
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+    return value if isinstance(value, (int, float)) or value is None else raw
+
+
+def override_values(overrides: Sequence[str], sections: Sections) -> dict[str, Given]:
+    """The overrides as a config file's keys, each a `Given` naming it; an unknown key is one UserError."""
+    values = {}
+    for text in overrides:
+        key, raw = _override_key(text), text.partition("=")[2]
+        check_key(key, sections, text)
+        values[key] = Given(json_or_text(raw.strip(), text), key + OVERRIDE_MARK, flag=True)
+    return values
+
+
+def check_key(key: str, sections: Sections, text: str) -> None:
+    """`key` names a setting (`rl.max_steps`, or `max_steps` for every section having it); else one line
+    naming the closest real key."""
+    known = known_keys(sections)
+    if key in known:
+        return
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.5)
+    hint = f"; did you mean {close[0]}=...?" if close else "; see --print-config for every key"
+    raise UserError(f"{text}: unknown setting {key!r}{hint}")
+
+
+def known_keys(sections: Sections) -> set[str]:
+    """Every key an override may name: `section.name`, and the bare name (every section having it). A
+    section's `extra` names (TRL's config fields) are checked when the layer is made, as a file's are."""
+    keys = set()
+    for section in sections.sections.values():
+        names = [*section.fields, *section.band_ends]
+        extra = section.extra()
+        names += sorted(extra[1]) if extra else []
+        keys |= set(names) | ({f"{section.name}.{name}" for name in names} if not sections.single else set())
+    return keys
+
+
+def source_of(given: Given | None) -> str:
+    """Where a value came from, as --print-config says it."""
+    if given is None or not given.where:
+        return "default"
+    if given.where.startswith("-"):
+        return f"flag {given.where}"
+    if given.where.endswith(OVERRIDE_MARK):
+        return f"override {given.where[:-1]}"
+    return f"file {given.where}"
+
+
+def print_config(sections: Sections, layers: Sequence[Layer], built: Mapping[str, Any], as_json: bool) -> None:
+    """The resolved settings (`built`, by parameter) and each value's source, as YAML (or JSON)."""
+    merged = sections.given(layers)
+    tree: dict[str, dict[str, tuple[Any, str]]] = {}
+    for name, section in sections.sections.items():
+        values: dict[str, Any] = {}
+        for param in section.configs:
+            values.update(flatten(built[param]))
+        tree[name] = {key: (value, source_of(merged[name].get(key))) for key, value in values.items()}
+    if as_json:
+        data = {name: {key: {"value": v, "source": s} for key, (v, s) in items.items()} for name, items in tree.items()}
+        typer.echo(json.dumps(data if not sections.single else next(iter(data.values())), indent=2, default=str))
+        return
+    for name, items in tree.items():
+        indent = "" if sections.single else "  "
+        if not sections.single:
+            typer.echo(f"{name}:")
+        for key, (value, source) in items.items():
+            typer.echo(f"{indent}{key}: {json.dumps(value, default=str)}  # {source}")

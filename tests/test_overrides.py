@@ -1,0 +1,76 @@
+"""Dotted overrides (`rl.max_steps=3`) on every settings command; `--print-config` says where each value came from."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli_helpers import run_cli
+from tests.test_provenance import made_run
+
+
+def printed(capsys, args: list[str]) -> dict:
+    assert run_cli([*args, "--print-config", "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_train_overrides_set_one_stage_or_every_stage_and_say_so(capsys):
+    tree = printed(capsys, ["train", "rl.max_steps=3", "sft.learning_rate=2e-5"])
+    assert tree["rl"]["max_steps"] == {"value": 3, "source": "override rl.max_steps"}
+    assert tree["sft"]["learning_rate"] == {"value": 2e-5, "source": "override sft.learning_rate"}
+    assert tree["sft"]["max_steps"]["source"] == "default"
+    both = printed(capsys, ["train", "max_steps=4"])
+    assert both["sft"]["max_steps"]["value"] == both["rl"]["max_steps"]["value"] == 4
+
+
+def test_file_then_override_then_flag(tmp_path, capsys):
+    config = tmp_path / "train.yaml"
+    config.write_text("rl:\n  max_steps: 2\n  num_generations: 4\nsft:\n  max_steps: 7\n")
+    tree = printed(capsys, ["train", "--config", str(config), "rl.max_steps=3", "sft.max_steps=8", "--max-steps", "9"])
+    assert tree["rl"]["num_generations"] == {"value": 4, "source": f"file {config} rl"}
+    assert tree["rl"]["max_steps"] == {"value": 9, "source": "flag --max-steps"}  # a flag over an override
+    assert tree["sft"]["max_steps"]["value"] == 9
+    tree = printed(capsys, ["train", "--config", str(config), "rl.max_steps=3"])
+    assert tree["rl"]["max_steps"]["value"] == 3 and tree["sft"]["max_steps"]["value"] == 7
+
+
+def test_print_config_is_yaml_with_the_sources_as_comments(capsys):
+    assert run_cli(["curate", "nothing-here", "keep_incorrect=true", "--print-config"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "keep_incorrect: true  # override keep_incorrect" in lines
+    assert [line for line in lines if line.startswith("max_per_problem:")][0].endswith("  # default")
+
+
+def test_a_typo_is_one_line_naming_the_closest_key(capsys):
+    assert run_cli(["train", "rl.max_stepz=3"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "rl.max_stepz=3" in error and "did you mean rl.max_steps=" in error
+
+
+def test_a_bad_value_names_the_override_as_written(capsys):
+    assert run_cli(["train", "rl.max_steps=0", "--print-config"]) == 2
+    assert "rl.max_steps=0: must be at least 1" in capsys.readouterr().err
+
+
+def test_an_options_value_is_never_an_override(capsys):
+    tree = printed(capsys, ["collect", "problems.jsonl", "--engine-option", "max_turns=9", "max_turns=3"])
+    assert tree["engine_options"]["value"] == {"max_turns": 9} and tree["max_turns"]["value"] == 3
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_an_override_changes_what_the_command_does(tmp_path, monkeypatch, keep):
+    monkeypatch.chdir(tmp_path)
+    made_run(Path("run"))  # 8 trajectories, one of them incorrect
+    override = f"keep_incorrect={str(keep).lower()}"
+    assert run_cli(["curate", "run", "--out", "sft.jsonl", "--for", "openai", override]) == 0
+    assert len(Path("sft.jsonl").read_text().splitlines()) == (8 if keep else 7)
+
+
+def test_evals_name_equals_spec_models_stay_models(capsys):
+    args = ["eval", "base=smollm2", "bench.jsonl", "--compare", "trained=hf:x", "max_turns=3", "rl.x=1"]
+    assert run_cli([*args[:-1], "--print-config", "--json"]) == 0  # base=smollm2 is the model, max_turns a setting
+    assert json.loads(capsys.readouterr().out)["max_turns"]["value"] == 3
+    assert run_cli(args) == 2  # a dotted key is always an override: this one is told as unknown
+    assert "rl.x=1: unknown setting 'rl.x'" in capsys.readouterr().err

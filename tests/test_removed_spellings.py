@@ -1,0 +1,50 @@
+"""The spellings of 0.4 and older are no aliases: each is one line naming its new spelling (CHANGELOG.md)."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from tests.cli_helpers import run_cli
+
+
+@pytest.mark.parametrize(
+    "args, new",
+    [
+        (["train", "--rl-max-steps", "3"], "rl.max_steps=VALUE"),
+        (["train", "--sft-learning-rate", "1e-5"], "sft.learning_rate=VALUE"),
+        (["train", "--sft-lora"], "sft.lora=true"),
+        (["train", "--eval-every", "5"], "rl.eval_every=N"),
+        (["filter", "problems.jsonl", "--profile-seed", "3"], "profile.seed=VALUE"),
+        (["curate", "runs/x", "--max-tool-calls", "5"], "--tool-calls MIN,MAX"),
+        (["collect", "problems.jsonl", "--top-p", "0.9"], "top_p=VALUE"),
+        (["eval", "smollm2", "bench.jsonl", "--ray-cpus", "2"], "ray_cpus=VALUE"),
+        (["train", "--tool-timeout", "5"], "tool_timeout=VALUE"),
+        (["collect", "problems.jsonl", "--no-retry-errors"], "retry_errors=false"),
+        (["curate", "runs/x", "--prm-option", "head=lm"], """prm_options='{"KEY": VALUE}'"""),
+    ],
+)
+def test_a_flag_of_an_older_release_is_one_line_naming_its_new_spelling(capsys, args, new):
+    assert run_cli(args) == 2
+    error = capsys.readouterr().err.strip()
+    old = next(arg for arg in reversed(args) if arg.startswith("--")).replace("--no-", "--")
+    assert error.count("\n") == 0 and f"{old} is gone: write {new}" in error
+
+
+def test_an_end_of_a_band_in_a_file_names_the_band(tmp_path, capsys):
+    config = tmp_path / "curate.yaml"
+    config.write_text("max_tool_calls: 5\n")
+    assert run_cli(["curate", "runs/x", "--config", str(config)]) == 2
+    assert "max_tool_calls is gone: write tool_calls: [MIN, MAX]" in capsys.readouterr().err
+
+
+def test_the_old_module_name_says_where_the_steps_are():
+    with pytest.raises(ImportError, match="agentdata.filters is now agentdata.steps"):
+        importlib.import_module("agentdata.filters")
+
+
+def test_no_removed_flag_is_listed_in_help(capsys):
+    assert run_cli(["train", "--help"]) == 0
+    shown = capsys.readouterr().out
+    assert "--rl-max-steps" not in shown and "--sft-learning-rate" not in shown and "--eval-every" not in shown
