@@ -151,10 +151,10 @@ def test_grpo_arms_draw_curves_and_a_failing_arm_leaves_the_others_running(tmp_p
         ({"a": {"rl.profile_k": 0}, "b": {}}, {}, "arm a: rl.profile_k=0: must be at least 1"),
         ({"only": {}}, {}, "at least two arms"),
         # issue 41: a generator's count or seed of the wrong type was a traceback
-        ({"a": {"sft.data": "real"}, "b": {}}, {"held_out": {"n": "lots", "seed": 1}}, "held_out.n 'lots': must be"),
-        ({"a": {"sft.data": "real"}, "b": {}}, {"problems": {"n": 8, "seed": [1]}}, "problems.seed [1]: must be"),
-        ({"a": {"sft.data": "real"}, "b": {}}, {"problems": {"n": True}}, "problems.n True: must be a whole"),
-        ({"a": {"sft.data": "real"}, "b": {}}, {"problems": {"n": 8, "kinds": [3]}}, "problems.kinds [3]: must be"),
+        ({"a": {"sft.data": "real"}, "b": {}}, {"held_out": {"n": "lots", "seed": 1}}, "n lots: expected an integer"),
+        ({"a": {"sft.data": "real"}, "b": {}}, {"problems": {"n": 8, "seed": [1]}}, "seed [1]: expected an integer"),
+        ({"a": {"sft.data": "real"}, "b": {}}, {"problems": {"n": True}}, "problems: n True: expected an integer"),
+        ({"a": {"sft.data": "real"}, "b": {}}, {"problems": {"n": 8, "kinds": [3]}}, "unknown problem kind(s) [3]"),
     ],
 )
 def test_bad_recipes_are_refused_before_any_work(tmp_path, arms, base, message):

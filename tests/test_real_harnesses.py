@@ -45,7 +45,7 @@ def problems(tmp_path) -> Path:
 
 def collect_with(problems: Path, run_dir: Path, harness: str, *flags: str) -> list:
     args = ["collect", str(problems), "--teacher", TEACHER, "--harness", harness, "--out", str(run_dir), "--json"]
-    assert run_cli([*args, "--harness-timeout", "240", *flags]) == 0
+    assert run_cli([*args, "harness_timeout=240", *flags]) == 0
     trajectories = read_trajectories(run_dir)
     assert sorted(t.final_answer for t in trajectories) == sorted(QUESTIONS.values())
     assert all(t.correct and t.finish_reason == "answer" for t in trajectories)

@@ -246,6 +246,7 @@ class CollectConfig:
         metadata={
             "help": "With --harness: seconds one run may take; then its process group is killed.",
             "range": "(0, 86400]",
+            "override_only": True,
         },
     )
     harness_retries: int = field(
@@ -253,6 +254,7 @@ class CollectConfig:
         metadata={
             "help": "With --harness: times a run that failed before its model answered once is started again.",
             "range": "[0, 100]",
+            "override_only": True,
         },
     )
     loop: LoopConfig = field(default_factory=LoopConfig, metadata={"help": "The agent-loop settings."})

@@ -3,10 +3,10 @@
 Each run gets a fresh session of the recording gateway (agentdata/gateway/) in front of the teacher engine:
 its base URL as OPENAI_BASE_URL (and OPENAI_API_KEY set), the question on stdin, in AGENTDATA_QUESTION and
 in place of `{question}` in COMMAND's arguments. The command runs in a process group of its own, so a run
-past --harness-timeout is killed whole. What the gateway recorded becomes the trajectory
+past harness_timeout is killed whole. What the gateway recorded becomes the trajectory
 (agent/harness_record.py), graded with the same `grade()` as the agent loop's; a run that exited non-zero
 or was killed is an error, never trusted, and one that failed before its model answered once (the harness
-could not start, a missing library) is tried again up to --harness-retries times.
+could not start, a missing library) is tried again up to harness_retries times.
 """
 
 from __future__ import annotations

@@ -93,3 +93,17 @@ def arm_choices(settings: Mapping[str, Any], where: str) -> dict[str, Any]:
     checked: {"model": ArmModel, "sft": ArmSFT, "rl": ArmRL, "eval": ArmEval}."""
     values = {key: Given(value, f"{where}: {key}=", flag=True) for key, value in settings.items() if is_arm_key(key)}
     return ARM_SETTINGS.build([ARM_SETTINGS.layer(values)[0]])
+
+
+@dataclass
+class ProblemGenerator:
+    """A recipe's problem set given as a generator spec (`{kinds: [compute], n: 100, seed: 1}`):
+    `synth.generators.generate_problems`'s arguments."""
+
+    n: int = field(default=100, metadata={"help": "Problems to generate.", "range": "[1, inf)"})
+    seed: int = field(default=0, metadata={"help": "The generator's seed.", "range": "[0, inf)"})
+    kinds: list[str] | None = field(default=None, metadata={"help": "Problem kinds; unset: the generator's."})
+    levels: list[int] | None = field(default=None, metadata={"help": "Difficulty levels; unset: all."})
+
+    def __post_init__(self) -> None:
+        check_fields(self)

@@ -42,40 +42,18 @@ def problems_from(value: Any, key: str, where: str) -> list[Problem]:
                 f"{where}: {key}: a generator spec has n and optionally kinds, seed, levels "
                 f"(e.g. {{kinds: [compute], n: 100, seed: 1}}){'; unknown ' + ', '.join(unknown) if unknown else ''}"
             )
+        from agentdata.experiment.choices import ProblemGenerator
+        from agentdata.settings import build
         from agentdata.synth.generators import generate_problems
 
-        field = f"{where}: {key}"
-        kinds = _listed(value.get("kinds"), str, "names", f"{field}.kinds")
-        levels = _listed(value.get("levels"), int, "whole numbers", f"{field}.levels")
-        return generate_problems(
-            _whole(value["n"], 1, f"{field}.n"),
-            seed=_whole(value.get("seed", 0), 0, f"{field}.seed"),
-            kinds=kinds,
-            levels=levels,
-        )
+        spec = build(ProblemGenerator, value, source=f"{where}: {key}")
+        return generate_problems(spec.n, seed=spec.seed, kinds=spec.kinds, levels=spec.levels)
     if isinstance(value, str):
         path = Path(value)
         if not path.exists():
             raise UserError(f"{where}: {key}: no such problem file {value}")
         return unique_problems(load_problems(path), path)
     raise UserError(f"{where}: {key}: a problem file or a generator spec such as {{kinds: [compute], n: 100, seed: 1}}")
-
-
-def _whole(value: Any, minimum: int, field: str) -> int:
-    """A generator's count or seed as the recipe gives it: `n: lots` or `seed: [1]` is one line naming it."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise UserError(f"{field} {value!r}: must be a whole number of at least {minimum}")
-    return value
-
-
-def _listed(value: Any, kind: type, what: str, field: str) -> list | None:
-    """A generator's kinds or levels: one value or a list of them (None: the generator's default)."""
-    if value is None:
-        return None
-    values = value if isinstance(value, list) else [value]
-    if not values or any(isinstance(item, bool) or not isinstance(item, kind) for item in values):
-        raise UserError(f"{field} {value!r}: must be one or a list of {what}")
-    return values
 
 
 def refuse_overlap(train: list[Problem], held_out: list[Problem], where: str) -> None:
