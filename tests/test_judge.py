@@ -341,10 +341,13 @@ PROBES = {
 
 
 def _curate_against(tmp_path, flag: str, url: str, *more: str) -> list[str]:
-    option = "--judge-option" if flag == "judge" else "--prm-option"
     args = ["curate", str(tmp_path / "run"), "--out", str(tmp_path / "sft.parquet"), f"--{flag}", f"openai:{url}"]
-    args += [f"--min-{flag}", "0.5", option, "model=m", option, "max_retries=0", "--score-retries", "0"]
-    return args + ["--score-cache", str(tmp_path / "c"), *more]
+    if flag == "judge":
+        args += ["--judge-option", "model=m", "--judge-option", "max_retries=0"]
+    else:  # the PRM's engine options are an override since 0.5 (CHANGELOG.md)
+        args.append('prm_options={"model": "m", "max_retries": 0}')
+    args += [f"--min-{flag}", "0.5", "score_retries=0"]
+    return args + [f"score_cache={tmp_path / 'c'}", *more]
 
 
 @pytest.mark.parametrize("probe", PROBES)
@@ -396,4 +399,4 @@ def test_a_score_cache_that_is_a_file_is_one_line_before_any_row_is_read(flag, t
     monkeypatch.setattr("agentdata.curate.passes.scalar_table", no_rows)
     code = run_cli(_curate_against(tmp_path, flag, "http://127.0.0.1:9/v1"))
     err = capsys.readouterr().err
-    assert code == 2 and len(err.strip().splitlines()) == 1 and f"--score-cache {tmp_path / 'c'}: not a folder" in err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and f"score_cache={tmp_path / 'c'}: not a folder" in err

@@ -132,7 +132,7 @@ def test_curate_with_a_judge_whose_url_holds_a_password_writes_no_secret(places,
     with FakeOpenAIServer(script=server_judge) as judge:
         spec = f"openai:{with_password(judge.url)}"
         for out in ("sft.parquet", "sftdir"):
-            flags = ["--judge", spec, "--judge-option", "model=fake-model", "--score-cache", str(inputs / "cache")]
+            flags = ["--judge", spec, "--judge-option", "model=fake-model", f"score_cache={inputs / 'cache'}"]
             code = run_cli(["curate", str(inputs / "run"), "--out", str(shared / out), *flags, "--json"])
             assert code == 0, capsys.readouterr().err
             assert json.loads(capsys.readouterr().out)["kept_rows"] == len(leaky_trajectories())

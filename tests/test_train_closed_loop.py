@@ -59,7 +59,9 @@ def grpo_runs(monkeypatch):
 
     def run_grpo(config):
         runs.append(config)
-        return SimpleNamespace(history=[], steps=0, seconds=0.0, model_dir=Path(config.out))
+        return SimpleNamespace(
+            history=[], steps=0, seconds=0.0, model_dir=Path(config.out), rollouts="policy", weight_pushes=0
+        )
 
     monkeypatch.setattr(agentdata.rl.run, "run_grpo", run_grpo)  # the stage's entry point, as train calls it
     return runs

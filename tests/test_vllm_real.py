@@ -93,7 +93,7 @@ def native_collect(server, tmp_path: Path, call: str) -> list:
     out = tmp_path / "run"
     args = ["collect", str(copy_problem(tmp_path, call)), "--teacher", f"openai:{server.base_url}/v1"]
     args += ["--protocol", "native", "--temperature", "0", "--max-turns", "2", "--out", str(out)]
-    args += ["--system-prompt", "You copy text exactly."]  # the default prompt talks it out of copying
+    args.append("system_prompt=You copy text exactly.")  # the default prompt talks it out of copying
     assert run_cli(args) == 0
     return trajectories(out)
 

@@ -114,7 +114,8 @@ def test_a_prompt_too_long_ends_as_context_and_the_others_of_its_call_are_served
 
 
 def test_vllm_server_selects_trls_server_mode(tmp_path):
-    from agentdata.rl.run import trl_grpo_config, wants_vllm
+    from agentdata.rl.rollout_engines import plan_rollouts
+    from agentdata.rl.run import trl_grpo_config
 
     config = GRPOStageConfig(vllm_server="http://gpu2:8000")
     arguments = trl_grpo_config(config, tmp_path, use_vllm=True)
@@ -128,9 +129,13 @@ def test_vllm_server_selects_trls_server_mode(tmp_path):
         GRPOStageConfig(vllm_server="http://gpu2:8000", use_vllm="no")
     import torch
 
-    if not torch.cuda.is_available():
-        with pytest.raises(UserError, match="needs a CUDA GPU and vLLM"):
-            wants_vllm(config)
+    if not torch.cuda.is_available():  # without CUDA the server is fed by files, which must be on this machine
+        plan = plan_rollouts(config.use_vllm, config.vllm_server)
+        assert (plan.kind, plan.server_url, plan.trl_vllm) == ("file-push", "http://gpu2:8000", False)
+        from agentdata.rl.vllm_push import check_file_push_server
+
+        with pytest.raises(UserError, match="must run on this machine"):
+            check_file_push_server(plan.server_url)
 
 
 def test_the_engine_follows_the_trainers_vllm_mode(tokenizer, client_factory, monkeypatch):

@@ -36,11 +36,11 @@ def default_cache_dir() -> Path:
 
 
 def refuse_non_folder(folder: str | os.PathLike) -> None:
-    """The journal's folder (--score-cache) is a folder or nothing yet: a file there is one line, not a traceback
+    """The journal's folder (score_cache=) is a folder or nothing yet: a file there is one line, not a traceback
     when the first score is written (or a wait on a FIFO)."""
     path = Path(folder).expanduser()
     if (path.exists() or path.is_symlink()) and not path.is_dir():
-        raise UserError(f"--score-cache {path}: not a folder; give a folder for the score journal (made if missing)")
+        raise UserError(f"score_cache={path}: not a folder; give a folder for the score journal (made if missing)")
 
 
 class ScoreJournal:
