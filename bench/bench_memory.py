@@ -74,8 +74,8 @@ def main() -> None:
 
     build = grpo.build_grpo_trainer
 
-    def instrumented(config, sandbox):
-        trainer, rollout, step_times = build(config, sandbox)
+    def instrumented(config, sandbox, plan=None):
+        trainer, rollout, step_times = build(config, sandbox, plan)
         callbacks = trainer.callback_handler.callbacks
         release = next(c for c in callbacks if isinstance(c, memory.ReleaseMemoryCallback))
         trainer.callback_handler.callbacks = [

@@ -173,9 +173,9 @@ def agentdata_arm(run: Path) -> tuple[dict[str, tuple[float, float]], tuple[int,
     assert (run / CACHE_DIR / SEARCH_FILE).is_file(), "the search index was not kept beside the run"
     with clock("open again"):
         data, home, first = open_run()
-    assert data.artifact("a0").table().search_index is not None, "the search index was not read back"
-    with clock("read back after the URL"):  # the server's background thread: the search index's postings read
+    with clock("read back after the URL"):  # the server's background thread: the search index checked, postings read
         data.catalog.keep()
+    assert data.artifact("a0").table().search_index is not None, "the search index was not read back"
     assert first["total"] == len(data.artifact("a0").table())
     assert (home, first) == (built_home, built_first), "the index read back differs from the one built"
     query = {"correct": "false", "finish_reason": "answer", "min.num_tool_calls": "1", "max.num_tool_calls": "3"}

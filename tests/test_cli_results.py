@@ -175,7 +175,14 @@ def test_train_json_is_one_document_each_stage_under_its_name(capsys):
     from agentdata.train.run import TrainResult
 
     sft = SimpleNamespace(steps=3, seconds=1.5, model_dir="out/sft", final_loss=0.5, trained_tokens=120, history=[])
-    rl = SimpleNamespace(steps=2, seconds=9.0, model_dir="out/rl", history=[{"step": 2, "accuracy": 0.25}])
+    rl = SimpleNamespace(
+        steps=2,
+        seconds=9.0,
+        model_dir="out/rl",
+        history=[{"step": 2, "accuracy": 0.25}],
+        rollouts="policy",
+        weight_pushes=0,
+    )
     result = TrainResult([("sft", sft), ("rl", rl)])
     assert [stage for stage, _ in result] == ["sft", "rl"]
     show(result, True, lambda result: [])

@@ -10,9 +10,9 @@ from agentdata.cli.app import app
 
 GOAL = 25
 # Commands not yet down to the goal: their count today, a ceiling that only comes down (0.5 took train from 159
-# to 66 and collect, curate and eval to 25, then collect's --harness made it 26; the rest of filter's, train's
-# and collect's everyday choice is the next step).
-NOT_YET = {"collect": 26, "filter": 41, "train": 66}
+# to 66 and collect, curate and eval to 25, then --harness made collect 26 and filter 42; the rest of filter's,
+# train's and collect's everyday choice is the next step).
+NOT_YET = {"collect": 26, "filter": 42, "train": 66}
 
 
 def commands(command=None, path=()):
