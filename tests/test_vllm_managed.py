@@ -156,3 +156,17 @@ def test_the_embedded_default_runs_on_vllm_where_it_is_installed_unless_switched
     monkeypatch.setenv(server_module.SWITCH_ENV, "off")
     assert isinstance(load_engine("smollm2"), HFEngine)
     assert plan_rollouts("auto", "").kind == "policy" and plan_rollouts("yes", "").kind == "file-push"
+
+
+def test_a_long_tmpdir_does_not_reach_vllms_sockets(monkeypatch, tmp_path):
+    """vLLM puts its IPC sockets in the temp dir; a path past 107 characters killed the server at start (a test's
+    TMPDIR did)."""
+    import tempfile
+
+    long_dir = tmp_path / ("d" * 80)
+    long_dir.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(long_dir))
+    monkeypatch.delenv("VLLM_RPC_BASE_PATH", raising=False)
+    assert ServerSettings(model="m").environment()["VLLM_RPC_BASE_PATH"] == "/tmp"
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp")
+    assert "VLLM_RPC_BASE_PATH" not in ServerSettings(model="m").environment()

@@ -40,6 +40,7 @@ PYTHON_ENV = "AGENTDATA_VLLM_PYTHON"
 # it, and the vLLM tests ask for vLLM by name.
 SWITCH_ENV = "AGENTDATA_VLLM"
 SIBLING_VENV = ".venv-vllm"
+SOCKET_DIR_MAX = 50  # vLLM names its IPC sockets DIR/<uuid>; a Unix socket's path holds 107 characters
 INSTALL_HINT = "bash scripts/install_vllm.sh (or set AGENTDATA_VLLM_PYTHON to a python that can import vllm)"
 
 
@@ -135,6 +136,8 @@ class ServerSettings:
 
     def environment(self) -> dict[str, str]:
         env = _quiet_env(os.environ.copy())
+        if len(tempfile.gettempdir()) > SOCKET_DIR_MAX:  # vLLM's IPC sockets live there, and a socket's path
+            env.setdefault("VLLM_RPC_BASE_PATH", "/tmp")  # is 107 characters at most: a long TMPDIR kills its start
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{self.kv_cache_gib:g}")
         env.setdefault("OMP_NUM_THREADS", str(self.threads))
         if self.dev_mode:
