@@ -97,7 +97,8 @@ def attach_rollout_engine(trainer: Any, rollout: Any, tokenizer: Any, plan: Roll
 
 
 def _attach_file_push(trainer: Any, rollout: Any, tokenizer: Any, server_url: str) -> Any:
-    """Rollouts from the server through TRL's client; the weights pushed as files after every step."""
+    """Rollouts from the server through `/v1/completions` with token ids; the weights pushed as files after every
+    step."""
     from agentdata.rl.vllm_completions import CompletionsClient
     from agentdata.rl.vllm_push import FileWeightPush, PushWeightsCallback, check_file_push_server
     from agentdata.rl.vllm_server_policy import ServerVLLMEngine

@@ -243,5 +243,5 @@ def run_grpo(config: GRPOStageConfig) -> GRPOResult:
         history,
         step_times.steps,
         rollouts=plan.kind,
-        weight_pushes=getattr(trainer.weight_push, "pushes", 0) if hasattr(trainer, "weight_push") else 0,
+        weight_pushes=getattr(getattr(trainer, "weight_push", None), "pushes", 0),
     )

@@ -14,6 +14,16 @@ import urllib.request
 from typing import Any
 
 
+def post_json(url: str, body: dict, timeout: float = 600.0) -> Any:
+    """POST `body` as JSON to one of the server's endpoints; its JSON answer, or None for an empty one."""
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        payload = response.read()
+    return json.loads(payload) if payload.strip() else None
+
+
 class CompletionsClient:
     def __init__(self, base_url: str, timeout_s: float = 600.0):
         self.base_url = base_url.rstrip("/")
@@ -25,15 +35,8 @@ class CompletionsClient:
             return json.loads(response.read())
 
     def _post(self, path: str, body: dict) -> Any:
-        request = urllib.request.Request(
-            f"{self.base_url}{path}",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                return json.loads(response.read())
+            return post_json(f"{self.base_url}{path}", body, self.timeout_s)
         except urllib.error.HTTPError as exc:  # vLLM's error body names the cause (a prompt too long, ...)
             raise RuntimeError(f"HTTP {exc.code}: {exc.read().decode(errors='replace')}") from exc
 

@@ -20,12 +20,10 @@ SmolLM2-135M's push takes about 1 s on 2 CPU cores.
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import time
 import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -33,6 +31,7 @@ from urllib.parse import urlparse
 from transformers import TrainerCallback
 
 from agentdata.errors import UserError
+from agentdata.rl.vllm_completions import post_json
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
@@ -40,15 +39,6 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 def staging_root() -> str | None:
     shm = Path("/dev/shm")
     return str(shm) if shm.is_dir() else None
-
-
-def post_json(url: str, body: dict, timeout: float = 600.0) -> Any:
-    request = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
-    )
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        payload = response.read()
-    return json.loads(payload) if payload.strip() else None
 
 
 def check_file_push_server(base_url: str) -> None:
