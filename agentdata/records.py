@@ -195,6 +195,19 @@ class Trajectory:
     error: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def of_problem(cls, problem: Problem, id: str, **fields: Any) -> Trajectory:
+        """A trajectory of `problem`: its id, question, gold answer, source and domain copied over."""
+        return cls(
+            id=id,
+            problem_id=problem.id,
+            question=problem.question,
+            answer=problem.answer,
+            source=problem.source,
+            domain=problem.domain,
+            **fields,
+        )
+
     def __post_init__(self) -> None:
         if self.finish_reason not in FINISH_REASONS:
             raise ValueError(f"finish_reason {self.finish_reason!r} is not one of {FINISH_REASONS}")

@@ -151,13 +151,9 @@ class HarnessSolver:
             text = answer_text(run.stdout, messages, problem.domain)
             verdict = quick_grade(problem, text) or await asyncio.to_thread(grade, problem, text, self.sandbox)
         calls = sum(len(message.get("tool_calls") or []) for message in messages)
-        return Trajectory(
-            id=f"{problem.id}-{index}",
-            problem_id=problem.id,
-            question=problem.question,
-            answer=problem.answer,
-            source=problem.source,
-            domain=problem.domain,
+        return Trajectory.of_problem(
+            problem,
+            f"{problem.id}-{index}",
             messages=messages,
             tools=tool_schemas(session),
             final_answer=verdict.final_answer if verdict else None,

@@ -313,13 +313,9 @@ async def _to_trajectory(
     if verdict.details:  # code: per-test results; the test time is reported apart from the tool time
         metadata["tests"] = verdict.details
         timings["test_s"] = verdict.details.get("test_s", 0.0)
-    return Trajectory(
-        id=f"{problem.id}-{sample_index}",
-        problem_id=problem.id,
-        question=problem.question,
-        answer=problem.answer,
-        source=problem.source,
-        domain=problem.domain,
+    return Trajectory.of_problem(
+        problem,
+        f"{problem.id}-{sample_index}",
         messages=state.messages,
         tools=[tool.schema for tool in config_tools(config)],
         final_answer=verdict.final_answer,

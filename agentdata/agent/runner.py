@@ -283,13 +283,9 @@ async def _solve_safely(problem: Problem, index: int, solver: Solver, engine: An
     try:
         trajectory = await solver(problem, index, seed)
     except Exception as error:  # engine or sandbox trouble on this trajectory only
-        trajectory = Trajectory(
-            id=f"{problem.id}-{index}",
-            problem_id=problem.id,
-            question=problem.question,
-            answer=problem.answer,
-            source=problem.source,
-            domain=problem.domain,
+        trajectory = Trajectory.of_problem(
+            problem,
+            f"{problem.id}-{index}",
             messages=[{"role": "user", "content": problem.question}],
             finish_reason="error",
             error=f"{type(error).__name__}: {error}",

@@ -179,13 +179,9 @@ def _to_trajectory(
     final = messages[-1]
     if extract_answer(final["content"]) is None or "boxed" not in final["content"]:
         final["content"] = (final["content"] + f"\n\nThe final answer is $\\boxed{{{problem.answer}}}$.").strip()
-    return Trajectory(
-        id=f"{problem.id}-stitched-{sample_index}",
-        problem_id=problem.id,
-        question=problem.question,
-        answer=problem.answer,
-        source=problem.source,
-        domain=problem.domain,
+    return Trajectory.of_problem(
+        problem,
+        f"{problem.id}-stitched-{sample_index}",
         messages=messages,
         final_answer=extract_answer(final["content"]),
         correct=is_correct(final["content"], problem.answer),
