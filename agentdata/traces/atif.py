@@ -25,7 +25,7 @@ from typing import Any
 from agentdata import __version__
 from agentdata.errors import InputFileError
 from agentdata.inputs import read_text
-from agentdata.traces.session import Session, checked, count, finish_reason, text_of, text_or_none, tool_call
+from agentdata.traces.session import Session, agentdata_fields, checked, count, text_of, text_or_none, tool_call
 
 SCHEMA_VERSION = "ATIF-v1.8"
 EXTRA_KEY = "agentdata"  # the root `extra` key agentdata's own record travels under
@@ -137,15 +137,9 @@ def read_atif(path: Path, document: Any | None = None) -> list[Session]:
             tools=agent.get("tool_definitions") if isinstance(agent.get("tool_definitions"), list) else None,
             made_by=made_by,
             teacher=str(own.get("teacher") or agent.get("model_name") or agent.get("name") or ""),
-            problem_id=text_or_none(own.get("problem_id")),
-            gold=[str(own["gold_answer"])] if own.get("gold_answer") not in (None, "") else [],
-            source=text_or_none(own.get("source")),
-            domain=text_or_none(own.get("domain")),
-            format=text_or_none(own.get("protocol")) or text_or_none(own.get("format")),
-            finish_reason=finish_reason(own.get("finish_reason")),
             prompt_tokens=count(metrics.get("total_prompt_tokens")),
             completion_tokens=count(metrics.get("total_completion_tokens")),
-            num_tool_errors=count(own.get("num_tool_errors")),
+            **agentdata_fields(own),
             extra={"session_id": document.get("session_id"), "notes": document.get("notes"), **own},
         )
     ]

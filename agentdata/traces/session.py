@@ -134,3 +134,18 @@ def count(value: Any) -> int:
 def text_or_none(value: Any) -> str | None:
     """A text field the file recorded, or None where it recorded none (or something else)."""
     return value if isinstance(value, str) and value else None
+
+
+def agentdata_fields(values: dict[str, Any]) -> dict[str, Any]:
+    """The Session fields agentdata writes into its own exports (an STS header, ATIF's `extra`): read back the
+    same from either format, each None (or empty, or 0) where the file does not carry it."""
+    gold = values.get("gold_answer")
+    return dict(
+        problem_id=text_or_none(values.get("problem_id")),
+        gold=[str(gold)] if gold not in (None, "") else [],
+        source=text_or_none(values.get("source")),
+        domain=text_or_none(values.get("domain")),
+        format=text_or_none(values.get("protocol")) or text_or_none(values.get("format")),
+        finish_reason=finish_reason(values.get("finish_reason")),
+        num_tool_errors=count(values.get("num_tool_errors")),
+    )

@@ -15,7 +15,7 @@ from typing import Any
 
 from agentdata.errors import InputFileError
 from agentdata.inputs import read_rows
-from agentdata.traces.session import Session, checked, count, finish_reason, text_of, text_or_none, tool_call
+from agentdata.traces.session import Session, agentdata_fields, checked, count, text_of, tool_call
 
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -43,7 +43,6 @@ def read_sts(path: Path) -> list[Session]:
         messages.append(_message(envelope, path, f"line {number}"))
         if envelope.get("role") == "assistant" and isinstance(envelope.get("model"), str):
             models.append(envelope["model"])
-    gold = header.get("gold_answer")
     tools = header.get("tools")
     return [
         Session(
@@ -53,15 +52,9 @@ def read_sts(path: Path) -> list[Session]:
             tools=tools if isinstance(tools, list) else None,
             made_by=header["harness"],
             teacher=str(header.get("teacher") or (models[-1] if models else header["harness"])),
-            problem_id=text_or_none(header.get("problem_id")),
-            gold=[str(gold)] if gold not in (None, "") else [],
-            source=text_or_none(header.get("source")),
-            domain=text_or_none(header.get("domain")),
-            format=text_or_none(header.get("protocol")) or text_or_none(header.get("format")),
-            finish_reason=finish_reason(header.get("finish_reason")),
             prompt_tokens=count(header.get("prompt_tokens")),
             completion_tokens=count(header.get("completion_tokens")),
-            num_tool_errors=count(header.get("num_tool_errors")),
+            **agentdata_fields(header),
             extra={key: value for key, value in header.items() if key not in ("type", "tools")},
         )
     ]
