@@ -165,7 +165,7 @@ class VLLMServer:
         self.port = 0
         self.process: subprocess.Popen | None = None
         self.startup_s = 0.0
-        self._log = tempfile.NamedTemporaryFile(prefix="agentdata-vllm-", suffix=".log", delete=False)
+        self._log = None  # the server's output, a temporary file made when it starts (an engine may never start)
 
     @property
     def base_url(self) -> str:
@@ -173,14 +173,14 @@ class VLLMServer:
 
     @property
     def log_path(self) -> str:
-        return self._log.name
+        return self._log.name if self._log is not None else ""
 
     def start(self) -> VLLMServer:
         started = time.perf_counter()
         self.port = free_port()
         self.process = subprocess.Popen(
             self.settings.command(self.python, self.port),
-            stdout=self._log,
+            stdout=self._open_log(),
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=self.settings.environment(),
@@ -190,6 +190,11 @@ class VLLMServer:
         self._wait_until_ready()
         self.startup_s = time.perf_counter() - started
         return self
+
+    def _open_log(self):
+        if self._log is None:
+            self._log = tempfile.NamedTemporaryFile(prefix="agentdata-vllm-", suffix=".log", delete=False)
+        return self._log
 
     def _wait_until_ready(self) -> None:
         deadline = time.monotonic() + self.settings.startup_timeout_s
