@@ -49,7 +49,7 @@ def one_collect(problems, config, engine, sandbox, threads: int) -> dict:
         texts = sorted(json.dumps(t.messages, sort_keys=True) for t in RunDir(out).trajectories())
     return {
         "threads": threads,
-        "wall_s": round(wall, 1),
+        "wall_s": wall,  # unrounded: a smoke run's collect can take under 0.05 s, and the rates divide by it
         "cpu_s": round(cpu, 1),
         "completion_tokens": summary.completion_tokens,
         "tokens_per_wall_s": round(summary.completion_tokens / wall, 2),
@@ -96,6 +96,8 @@ def summarise(runs: list[dict], arms: list[int]) -> dict:
         / sum(r["wall_s"] for r in runs if r["threads"] == threads)
         for threads in arms
     }
+    for run in runs:
+        run["wall_s"] = round(run["wall_s"], 2)
     return {
         "benchmark": "collect on smollm2-tir (greedy), torch threads per arm, arms alternating in one process",
         "runs": runs,
