@@ -52,7 +52,8 @@ def redact_file(path: Path, positions: set[int], scanner: SecretScanner) -> Path
     """Rewrite the canonical Parquet file at `path` with the messages and text columns of the rows at
     `positions` (0-based) redacted; other batches pass through as Arrow, never as Python objects."""
     file = pq.ParquetFile(path)
-    schema = file.schema_arrow
+    kept = {key: value for key, value in (file.metadata.metadata or {}).items() if key != b"ARROW:schema"}
+    schema = file.schema_arrow.with_metadata(kept)  # the provenance and the form stay with the rows
     texts = [name for name in TEXT_COLUMNS if name in schema.names]
 
     def batches():

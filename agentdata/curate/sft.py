@@ -25,7 +25,7 @@ from agentdata.curate.passes import INPUT_COLUMNS, run_curate_steps
 from agentdata.curate.provenance import kept_counts, source_runs
 from agentdata.curate.redaction import find_secrets, redact_file, secret_counts
 from agentdata.errors import OutputWriteError, UserError
-from agentdata.formats.forms import target_form
+from agentdata.formats.forms import form_metadata, target_form
 from agentdata.formats.sft_set.writer import write_sft_form
 from agentdata.outputs import companion
 from agentdata.publish.card import write_card
@@ -37,8 +37,8 @@ from agentdata.records import SFT_COLUMNS, UNCHANGED, atomic_write
 from agentdata.steps import REASON_COLUMN, Step, StepResult
 from agentdata.versions import stamped
 
-# What the SFT set holds: `messages` and `tools` (a JSON string, which TRL's SFTTrainer
-# json-loads before the chat template; verl reads it the same way), plus provenance.
+# What the SFT set holds: `messages` and `tools` (canonical: as collect stored them; an export: in the form its
+# reader takes, formats/forms.py), plus provenance.
 
 
 @dataclass
@@ -171,22 +171,26 @@ def _write_sft_set(
     provenance: dict,
     redact: Sequence[int] = (),
 ) -> Path:
-    """The kept rows in canonical form to a temporary file (the `redact` rows' secrets redacted), then in
-    the reader's form to the layout's data file, with the provenance as its metadata."""
+    """The kept rows (the `redact` rows' secrets redacted) to the layout's data file, with the provenance and
+    the form as its metadata: the canonical form straight from the shards; an export through a canonical
+    staging file beside it, converted by the export's writer."""
     out = layout.data
-    staging = out.with_name(f".{out.name}.canonical.parquet")
+    canonical = target_form(target) == "canonical"
+    written = out if canonical else out.with_name(f".{out.name}.canonical.parquet")
+    metadata = as_metadata(provenance) | form_metadata("canonical")
     try:
         try:
-            _write_rows(paths, rows, staging, SFT_COLUMNS, strip_reasoning)
+            _write_rows(paths, rows, written, SFT_COLUMNS, strip_reasoning, metadata)
         except OutputWriteError as error:  # the user knows `out`, not the staging file beside it
             raise OutputWriteError(layout.out, error.errno, UNCHANGED) from None
-        if redact:  # the staging file holds the rows in row-number order
+        if redact:  # the file holds the rows in row-number order
             wanted = set(redact)
             positions = {index for index, row in enumerate(rows[ROW_ID].sort()) if row in wanted}
-            redact_file(staging, positions, SecretScanner())
-        return write_sft_form(staging, out, target, as_metadata(provenance))
+            redact_file(written, positions, SecretScanner())
+        return written if canonical else write_sft_form(written, out, target, as_metadata(provenance))
     finally:
-        staging.unlink(missing_ok=True)
+        if not canonical:
+            written.unlink(missing_ok=True)
 
 
 def _handle_secrets(
@@ -242,16 +246,17 @@ def _write_rows(
     target: Path,
     columns: Sequence[str] | None,
     strip_reasoning: bool = False,
+    metadata: dict[str, str] | None = None,
 ) -> Path:
     """Stream the shards, keep `rows` (by global row number, in input order) with their own columns (a drop
-    reason, scores) after `columns` (default: all of the trajectory's), write atomically."""
+    reason, scores) after `columns` (default: all of the trajectory's), write atomically with `metadata`."""
     selected = scan_shards(paths).join(rows.lazy(), on=ROW_ID, how="inner", maintain_order="left")
     extra = [column for column in rows.columns if column != ROW_ID]
     selected = selected.select(*columns, *extra) if columns else selected.drop(ROW_ID)
     if strip_reasoning:  # a null field is an absent one to every reader (our records, chat templates)
         no_reasoning = pl.element().struct.with_fields(pl.lit(None, dtype=pl.String).alias("reasoning_content"))
         selected = selected.with_columns(pl.col("messages").list.eval(no_reasoning))
-    return atomic_write(target, lambda tmp: selected.sink_parquet(tmp, engine="streaming"))
+    return atomic_write(target, lambda tmp: selected.sink_parquet(tmp, engine="streaming", metadata=metadata))
 
 
 def _write_report(result: CurateResult, config: CurateConfig, paths: Sequence[Path]) -> Path:
