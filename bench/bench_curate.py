@@ -193,10 +193,11 @@ def pandas_rules_and_dedup(run: Path) -> int:
 def polars_rules_and_dedup(run: Path) -> int:
     from agentdata.curate import CurateConfig
     from agentdata.curate.passes import run_curate_steps
+    from agentdata.curate.shards import Shards
     from agentdata.steps import DedupConfig
 
     config = CurateConfig(dedup=DedupConfig(near_dup_threshold=None), max_per_problem=None)
-    return run_curate_steps(sorted((run / "trajectories").glob("*.parquet")), config)[1].kept.height
+    return run_curate_steps(Shards.of([run]), config)[1].kept.height
 
 
 def datasketch_near_dedup(questions: list[str], threshold: float = 0.8, ngram: int = 5) -> int:

@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from agentdata.errors import UserError
 from agentdata.formats.forms import consumer_tools, form_metadata, openai_messages, target_form
 from agentdata.formats.sft_set.hf_form import write_hf
-from agentdata.records import atomic_write, strip_none, write_parquet_tables
+from agentdata.records import atomic_write, strip_none
 
 BATCH_ROWS = 256
 
@@ -39,10 +38,12 @@ def write_openai(source: Path, target: Path) -> Path:
 
 
 def write_canonical(source: Path, target: Path, metadata: dict[str, str]) -> Path:
-    """The rows as they are, with `metadata` (Arrow batches passed through, never Python objects)."""
-    file = pq.ParquetFile(source)
-    tables = (pa.Table.from_batches([batch]) for batch in file.iter_batches())
-    return write_parquet_tables(target, file.schema_arrow, tables, metadata)
+    """The rows as they are, with `metadata`, written by polars as curate writes its canonical sets (so both
+    have one schema, 64-bit offsets included, and load together), streamed."""
+    import polars as pl
+
+    rows = pl.scan_parquet(source)
+    return atomic_write(target, lambda tmp: rows.sink_parquet(tmp, engine="streaming", metadata=metadata))
 
 
 class EmptySFTSetError(UserError):
