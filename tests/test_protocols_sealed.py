@@ -124,7 +124,7 @@ def test_a_plain_text_protocol_written_only_here_goes_from_collect_to_sft_data(t
     from agentdata.inputs import read_rows
     from agentdata.records import Problem
     from agentdata.settings import build
-    from agentdata.sft.data import tokenize_sft_set
+    from agentdata.sft.sft_set import tokenize_sft_set
     from tests.fakes import InProcessSandbox
 
     config = build(CollectConfig, {"teacher": "scripted", "protocol": SPEC})

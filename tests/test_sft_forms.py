@@ -157,7 +157,7 @@ def test_cli_curate_for_openai_defaults_to_jsonl(tmp_path, monkeypatch):
 @pytest.mark.parametrize("format", ["hermes", "codeblock"])
 def test_agentdata_sft_reads_every_form_as_the_canonical_set(tmp_path, tokenizer, format, target, name):
     """The SFT stage trains on the same tokens and masks whatever form the set was written in."""
-    from agentdata.sft.data import tokenize_sft_set
+    from agentdata.sft.sft_set import tokenize_sft_set
 
     rows = [crafted("a", format)]
     canonical = canonical_file(tmp_path, rows)

@@ -373,13 +373,11 @@ def trajectory_files(path: str | os.PathLike) -> list[Path]:
 
 
 def shard_paths(run_dirs: Sequence[str | os.PathLike]) -> list[Path]:
-    """Every trajectory shard of the given run dirs (or Parquet files), checked for the schema."""
     return list(shard_rows(run_dirs))
 
 
 def shard_rows(run_dirs: Sequence[str | os.PathLike]) -> dict[Path, int]:
-    """Every trajectory shard of the given run dirs (or Parquet files) with its row count, each checked for
-    the schema: one read of each shard's footer."""
+    """Every trajectory shard of the run dirs (or Parquet files), checked for the schema, with its row count."""
     paths: list[Path] = []
     for run_dir in map(Path, run_dirs):
         check_input(run_dir)  # a FIFO or a device is refused, not waited on; a broken link is named
@@ -415,8 +413,7 @@ def damaged_shard(paths: Sequence[Path], error: Exception) -> Exception:
     return error
 
 
-def _check_schema(path: Path) -> int:
-    """Check the shard's schema; its row count (both from its footer)."""
+def _check_schema(path: Path) -> int:  # the shard's row count: its footer is read once, for both
     try:
         footer = pq.read_metadata(path)
         schema = footer.schema.to_arrow_schema()

@@ -132,16 +132,6 @@ def tokenized_rows(rows: list[dict[str, Any]], tokenizer: Any, path: Path) -> li
     return tokenized
 
 
-def tokenize_sft_set(
-    path: str | Path, tokenizer: Any, protocol: str | None, limit: int | None = None
-) -> list[dict[str, Any]]:
-    """The SFT set at `path`, read and tokenized (what the trainer's rows are compared with)."""
-    from agentdata.sft.sft_set import read_sft_set
-
-    sft_set = read_sft_set(path, protocol, limit)
-    return tokenized_rows(sft_set.rows, tokenizer, sft_set.path)
-
-
 def tokenize_row(
     row: dict[str, Any], tokenizer: Any, protocol: str | None, path: Path, number: int
 ) -> TokenizedConversation:

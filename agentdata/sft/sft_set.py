@@ -16,7 +16,7 @@ from typing import Any
 from agentdata.errors import InputFileError
 from agentdata.formats.forms import file_form
 from agentdata.inputs import read_nonempty_rows
-from agentdata.sft.data import canonical_row
+from agentdata.sft.data import canonical_row, tokenized_rows
 
 CANONICAL_COLUMNS = ("messages", "tools", "format")  # what SFT reads of a canonical row
 
@@ -39,6 +39,14 @@ def read_sft_set(path: str | Path, protocol: str | None = None, limit: int | Non
         raise InputFileError(path, f"no `messages` column (columns: {sorted(raw[0])})")
     rows = [canonical_row(row, form, protocol, path, number) for number, row in enumerate(raw, start=1)]
     return SFTSet(path, form, rows)
+
+
+def tokenize_sft_set(
+    path: str | Path, tokenizer: Any, protocol: str | None, limit: int | None = None
+) -> list[dict[str, Any]]:
+    """The SFT set at `path`, read and tokenized (what the trainer's rows are compared with)."""
+    sft_set = read_sft_set(path, protocol, limit)
+    return tokenized_rows(sft_set.rows, tokenizer, sft_set.path)
 
 
 def _canonical_rows(path: Path, limit: int | None) -> list[dict[str, Any]]:
