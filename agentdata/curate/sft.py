@@ -176,11 +176,13 @@ def _write_sft_set(
     redact: Sequence[int] = (),
 ) -> Path:
     """The kept rows (the `redact` rows' secrets redacted) to the layout's data file, with the provenance and
-    the form as its metadata: the canonical form straight from the shards; an export through a canonical
-    staging file beside it, converted by the export's writer."""
+    the form as its metadata. The canonical form goes straight from the shards to the file; rows to redact, or
+    an export, go through a canonical staging file beside it first, so `out` never holds a secret, not even
+    for a moment, and an export is converted from it by the export's writer."""
     out = layout.data
     canonical = target_form(target) == "canonical"
-    written = out if canonical else out.with_name(f".{out.name}.canonical.parquet")
+    staging = out.with_name(f".{out.name}.canonical.parquet")
+    written = out if canonical and not redact else staging
     metadata = as_metadata(provenance) | form_metadata("canonical")
     try:
         try:
@@ -191,10 +193,11 @@ def _write_sft_set(
             wanted = set(redact)
             positions = {index for index, row in enumerate(rows[ROW_ID].sort()) if row in wanted}
             redact_file(written, positions, SecretScanner())
-        return written if canonical else write_sft_form(written, out, target, as_metadata(provenance))
-    finally:
         if not canonical:
-            written.unlink(missing_ok=True)
+            return write_sft_form(written, out, target, as_metadata(provenance))
+        return written.replace(out)
+    finally:
+        staging.unlink(missing_ok=True)
 
 
 def _handle_secrets(shards: Shards, result: StepResult, mode: str) -> tuple[StepResult, dict[int, Counter], dict]:

@@ -3,7 +3,7 @@
 - `canonical` (the default): the rows as collect stores them (records.py): OpenAI messages with
   `tool_calls[].function.arguments` as a JSON string, every protocol's calls as tool calls (a
   codeblock row's too), `tools` a JSON string, plus the provenance columns. agentdata's own stages
-  (`train`, `view`, `validate`) read it as it is, with no conversion; the Parquet file says it is in
+  (`train`, `view`) read it as it is, with no conversion; the Parquet file says it is in
   this form (`FORM_KEY` in its metadata), so no reader has to guess.
 - `hf` (`--for trl` and `--for verl` write the same file): an export, Parquet whose `messages` hold
   `tool_calls[].function.arguments` as a mapping (an Arrow struct) and whose `tools` is a list of JSON

@@ -269,7 +269,9 @@ def train(request: TrainRequest) -> TrainResult:
     if plan.sft is not None:
         if plan.demo_set is not None:
             build_demo_sft_set(plan.demo_set, plan.sft.protocol or DEFAULT_PROTOCOL)
-        results.stages.append(("sft", _run_sft(plan.sft, plan.sft_set)))
+        sft_set, plan.sft_set = plan.sft_set, None  # handed to SFT, not held through GRPO
+        results.stages.append(("sft", _run_sft(plan.sft, sft_set)))
+        del sft_set
         release_freed_memory()  # what the trainer held, back to the system before the next stage or caller
     if plan.rl is not None:
         results.stages.append(("rl", _run_grpo(pool_for_grpo(plan.rl, plan.closed_loop, plan.out))))
