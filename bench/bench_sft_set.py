@@ -51,7 +51,8 @@ def canonical_rows(rows: int) -> tuple[Path, Path]:
         has_broken = pl.col("messages").list.eval(pl.element().struct.field("tool_calls").list.eval(broken).list.any())
         frame = pl.scan_parquet(str(run / "trajectories" / "*.parquet"))
         frame = frame.filter(~has_broken.list.any().fill_null(False)).select(*SFT_COLUMNS)
-        frame.sink_parquet(staging)
+        frame.sink_parquet(staging.with_suffix(".partial"))
+        staging.with_suffix(".partial").replace(staging)  # an interrupted run leaves no half file in the cache
     return run, staging
 
 
