@@ -6,7 +6,7 @@ the same work (bench/arms.py):
      pandas with a Python function per row (the same rows kept);
   2. near-dedup over M questions (default 200k): vectorised MinHash + datasketch LSH against per-text
      datasketch MinHash.update in Python + the same LSH (as many dropped, within 5%);
-  3. the whole `curate` (default steps) over the N rows, shards to SFT Parquet, with the columnar
+  3. the whole `curate --for trl` (default steps) over the N rows, shards to the `hf` export, with the columnar
      writer and with the row-by-row writer it replaced (bench/rowwise_sft_writer.py; the same file);
   4. (--only memory) the whole curate in a child process: wall time and peak RSS (10M rows: bounded).
 
@@ -193,10 +193,11 @@ def pandas_rules_and_dedup(run: Path) -> int:
 def polars_rules_and_dedup(run: Path) -> int:
     from agentdata.curate import CurateConfig
     from agentdata.curate.passes import run_curate_steps
+    from agentdata.curate.shards import Shards
     from agentdata.steps import DedupConfig
 
     config = CurateConfig(dedup=DedupConfig(near_dup_threshold=None), max_per_problem=None)
-    return run_curate_steps(sorted((run / "trajectories").glob("*.parquet")), config)[1].kept.height
+    return run_curate_steps(Shards.of([run]), config)[1].kept.height
 
 
 def datasketch_near_dedup(questions: list[str], threshold: float = 0.8, ngram: int = 5) -> int:
@@ -249,7 +250,7 @@ def curate_with(writer: str, run: Path, out: Path) -> tuple[object, float, float
     from rowwise_sft_writer import write_hf as rowwise_hf
 
     import agentdata.curate.sft as sft
-    from agentdata.curate import curate
+    from agentdata.curate import CurateConfig, curate
 
     columnar = sft.write_sft_form
     writer_s = []
@@ -264,7 +265,7 @@ def curate_with(writer: str, run: Path, out: Path) -> tuple[object, float, float
     sft.write_sft_form = measured
     cpu = cpu_seconds()
     try:
-        result, seconds = timed(curate, [run], out)
+        result, seconds = timed(curate, [run], out, CurateConfig(target="trl"))  # the export the writers make
     finally:
         sft.write_sft_form = columnar
     return result, seconds, writer_s[-1], cpu_seconds() - cpu

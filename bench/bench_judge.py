@@ -34,9 +34,10 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 from arms import same_work  # noqa: E402
 
-from agentdata.agent.rundir import RunDir, shard_paths  # noqa: E402
+from agentdata.agent.rundir import RunDir  # noqa: E402
 from agentdata.curate import CurateConfig, curate  # noqa: E402
 from agentdata.curate.messages import trajectory_batches  # noqa: E402
+from agentdata.curate.shards import Shards  # noqa: E402
 from agentdata.formats.health import HealthLimits  # noqa: E402
 from agentdata.judge.config import ScoringConfig  # noqa: E402
 from agentdata.judge.steps import judge_step  # noqa: E402
@@ -95,8 +96,8 @@ def judge_benchmark(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory() as folder, _server_process(args.latency, ("--script", "verdict")) as url:
         folder = Path(folder)
         run = crafted_run(folder, args.trajectories)
-        paths = shard_paths([run])
-        rows = [row for batch in trajectory_batches(paths, pl.Series(range(args.trajectories))) for row in batch]
+        shards = Shards.of([run])
+        rows = [row for batch in trajectory_batches(shards, pl.Series(range(args.trajectories))) for row in batch]
         baseline_round(run, folder / "warm.parquet")  # imports and first reads before any clock
         rounds = []
         for number in range(args.rounds):  # alternate, so every arm sees the same machine load

@@ -9,6 +9,7 @@ compared with what the table stored.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,19 @@ import pyarrow.parquet as pq
 from agentdata.errors import UserError
 from agentdata.formats.forms import consumer_tools, hf_messages
 from agentdata.formats.sft_set.arrow_nest import ordered
-from agentdata.formats.sft_set.writer import canonical_batches
-from agentdata.records import atomic_write
+from agentdata.records import atomic_write, strip_none
+
+
+def canonical_batches(source: Path) -> Iterator[list[dict[str, Any]]]:
+    """The rows of a canonical SFT file, `tools` decoded from its JSON string, in batches of 256."""
+    for batch in pq.ParquetFile(source).iter_batches(batch_size=256):
+        rows = []
+        for row in batch.to_pylist():
+            row["messages"] = strip_none(row["messages"])
+            if isinstance(row.get("tools"), str):
+                row["tools"] = json.loads(row["tools"])
+            rows.append(row)
+        yield rows
 
 
 def hf_row(row: dict[str, Any], with_tools: bool = True) -> dict[str, Any]:

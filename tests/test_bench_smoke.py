@@ -28,6 +28,7 @@ SMOKE_RUNS = {
     "bench_threads.py": ["--smoke"],
     "bench_sandbox.py": ["--smoke"],
     "bench_secrets.py": ["--smoke"],
+    "bench_sft_set.py": ["--smoke"],
     "bench_train.py": ["--smoke"],
     "bench_memory.py": ["--smoke", "--out", OUT],
     "bench_vllm.py": ["overhead", "--smoke"],  # a vLLM server on a tiny model (.venv-vllm)

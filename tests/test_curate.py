@@ -133,15 +133,16 @@ def test_balance_sources_caps_share(tmp_path):
     assert set(rejects.values()) == {"source_share"} and len(rejects) == 4
 
 
-def test_output_is_what_trl_reads(tmp_path):
+def test_output_is_the_canonical_form_and_says_so(tmp_path):
+    from agentdata.formats.forms import file_form
+
     result, _ = run_curate(tmp_path, [trajectory("a")])
     table = pl.read_parquet(result.output)
-    assert tuple(table.columns) == SFT_COLUMNS
-    tools = table["tools"][0].to_list()
-    assert tools[0]["function"]["name"] == "code_interpreter"
+    assert tuple(table.columns) == SFT_COLUMNS and file_form(result.output) == "canonical"
+    assert json.loads(table["tools"][0]) == [CODE_TOOL]  # as collect stores it: a JSON string
     messages = table["messages"][0].to_list()
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
-    assert messages[1]["tool_calls"][0]["function"]["arguments"]["code"].startswith("print(")
+    assert json.loads(messages[1]["tool_calls"][0]["function"]["arguments"]) == {"code": CODE}
     report = json.loads(result.report.read_text())
     assert report["kept_rows"] == 1 and report["input_rows"] == 1
     assert report["rejects"] == str(tmp_path / "rejects.parquet")  # where the viewer finds the dropped rows
@@ -150,7 +151,7 @@ def test_output_is_what_trl_reads(tmp_path):
 def test_sft_set_loads_in_datasets_and_renders_with_tools(tmp_path):
     from agentdata.records import load_as_dataset
 
-    result, _ = run_curate(tmp_path, [trajectory("a")])
+    result, _ = run_curate(tmp_path, [trajectory("a")], target="trl")
     row = load_as_dataset(result.output)[0]
     assert row["messages"][1]["tool_calls"][0]["function"]["name"] == "code_interpreter"
     assert row["messages"][1]["tool_calls"][0]["function"]["arguments"] == {"code": CODE}

@@ -13,6 +13,7 @@ import pytest
 import agentdata.curate.passes as passes
 from agentdata.curate import CurateConfig, curate
 from agentdata.curate.passes import run_curate_steps, split_row_local
+from agentdata.curate.shards import Shards
 from agentdata.curate.steps import curate_steps
 from agentdata.settings import build
 from agentdata.steps import REASON_COLUMN
@@ -54,8 +55,8 @@ def varied_run(folder, count: int = 90) -> list:
     return write_run(folder, rows, per_shard=7)
 
 
-def paths_of(run) -> list:
-    return sorted((run / "trajectories").glob("*.parquet"))
+def paths_of(run) -> Shards:
+    return Shards.of(sorted((run / "trajectories").glob("*.parquet")))
 
 
 @pytest.mark.parametrize(

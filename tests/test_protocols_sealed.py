@@ -124,7 +124,7 @@ def test_a_plain_text_protocol_written_only_here_goes_from_collect_to_sft_data(t
     from agentdata.inputs import read_rows
     from agentdata.records import Problem
     from agentdata.settings import build
-    from agentdata.sft.data import tokenize_sft_set
+    from agentdata.sft.sft_set import tokenize_sft_set
     from tests.fakes import InProcessSandbox
 
     config = build(CollectConfig, {"teacher": "scripted", "protocol": SPEC})
@@ -134,8 +134,8 @@ def test_a_plain_text_protocol_written_only_here_goes_from_collect_to_sft_data(t
     [collected, _] = sorted(RunDir(tmp_path / "run").trajectories(), key=lambda t: t.problem_id)
     assert collected.format == SPEC and collected.metadata["health"]["unterminated_code"] == 0
 
-    result = curate([tmp_path / "run"], tmp_path / "sft.parquet", CurateConfig(max_per_problem=None))
-    rows = list(read_rows(result.output))
+    result = curate([tmp_path / "run"], tmp_path / "sft.parquet", CurateConfig(max_per_problem=None, target="trl"))
+    rows = list(read_rows(result.output))  # the export: plain turns, as templates read them
     assert len(rows) == 2 and all(not row.get("tools") for row in rows)  # plain text: no tool schemas listed
     turns = rows[0]["messages"]
     assert not any(turn.get("tool_calls") for turn in turns)  # the calls stay the text the model wrote
@@ -148,3 +148,5 @@ def test_a_plain_text_protocol_written_only_here_goes_from_collect_to_sft_data(t
     prepared = tokenize_sft_set(result.output, tokenizer, None)
     trained = tokenizer.decode([t for t, m in zip(prepared[0]["input_ids"], prepared[0]["assistant_masks"]) if m])
     assert "RUN\nprint(6 * 7)\nEND" in trained and "OUT\n42" not in trained  # the output is not trained on
+    canonical = curate([tmp_path / "run"], tmp_path / "canonical.parquet", CurateConfig(max_per_problem=None))
+    assert tokenize_sft_set(canonical.output, tokenizer, None) == prepared  # the default form trains the same

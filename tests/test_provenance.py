@@ -74,7 +74,7 @@ def test_a_curated_folder_loads_in_datasets_and_its_card_passes_the_hubs_readers
     assert datasets.Features.from_arrow_schema(written.schema) == datasets.load_dataset("sft", split="train").features
 
     record = read_provenance("sft")
-    assert record == json.loads(pq.read_schema("sft/data/train.parquet").metadata[PROVENANCE_KEY.encode()])
+    assert record == json.loads(pq.read_metadata("sft/data/train.parquet").metadata[PROVENANCE_KEY.encode()])
     by_path = {source["path"]: source for source in record["sources"]}
     assert by_path["run_a"]["teacher"] == "hf:teacher-dir" and by_path["run_a"]["protocol"] == "hermes"
     assert by_path["run_a"]["model_fingerprint"] == "abc123" and by_path["run_a"]["versions"]["math-verify"]

@@ -80,7 +80,7 @@ def test_every_planted_secret_is_redacted_wherever_it_sits(tmp_path, monkeypatch
         assert f"[REDACTED {kind}]" in text
     assert "postgres://admin:[REDACTED Basic Auth Credentials]@db.internal" in text  # only the password goes
     leak3 = next(row for row in written.to_pylist() if row["problem_id"] == "p-leak3")
-    arguments = leak3["messages"][1]["tool_calls"][0]["function"]["arguments"]  # still a mapping of the code
+    arguments = json.loads(leak3["messages"][1]["tool_calls"][0]["function"]["arguments"])  # still JSON of the code
     assert arguments["code"].startswith("token = 'postgres://admin:[REDACTED Basic Auth Credentials]@db.internal")
     report = json.loads(Path("sft.report.json").read_text())
     assert report["secrets"]["rows"] == 5 and report["secrets"]["mode"] == "redact"

@@ -14,8 +14,9 @@ from agentdata.errors import InputFileError
 from agentdata.records import CODE_TOOL
 from agentdata.settings import build
 from agentdata.sft.config import SFTStageConfig
-from agentdata.sft.data import plain_conversation, tokenize_sft_set
+from agentdata.sft.data import plain_conversation
 from agentdata.sft.run import run_sft
+from agentdata.sft.sft_set import tokenize_sft_set
 from agentdata.training.masking import TokenizedConversation, tokenize_conversation
 from tests.train_fixtures import tool_conversation, write_sft_set
 

@@ -29,10 +29,11 @@ def trl_templates() -> list[Path]:
 
 @pytest.fixture(scope="module")
 def sft_set(tmp_path_factory) -> Path:
-    """One hermes row (a real tool call) and one codeblock row (code in plain text), in the hf form."""
+    """One hermes row (a real tool call) and one codeblock row (code in plain text), exported as `curate --for trl`
+    writes it (`--for verl` writes the same file)."""
     folder = tmp_path_factory.mktemp("sft-set")
     codeblock = crafted("b", "codeblock", problem_id="p2", question="Another, different question about products?")
-    return curated(folder, [crafted("a"), codeblock]).output
+    return curated(folder, [crafted("a"), codeblock], target="trl").output
 
 
 @pytest.fixture(scope="module")
@@ -83,13 +84,13 @@ def test_every_trl_template_renders_a_codeblock_row_as_plain_fenced_text(tokeniz
 
 @pytest.fixture(scope="module")
 def codeblock_set(tmp_path_factory) -> Path:
-    """A set in which no row lists a tool: every row codeblock (the default protocol's curate output)."""
+    """A set in which no row lists a tool: every row codeblock (the default protocol's), exported for verl."""
     folder = tmp_path_factory.mktemp("codeblock-set")
     rows = [
         crafted("b", "codeblock", problem_id="p2", question="Another, different question about products?"),
         crafted("c", "codeblock", problem_id="p3", question="A third question, on sums of digits?"),
     ]
-    return curated(folder, rows).output
+    return curated(folder, rows, target="verl").output
 
 
 FUNCTION_CALL_INSTRUCTIONS = ("Environment: ipython", "function call")  # what Llama 3.1 / 3.2 add for tools=[]

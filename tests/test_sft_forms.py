@@ -1,4 +1,4 @@
-"""The forms `curate` writes (`--for hf|trl|verl|openai`), read back by datasets and by agentdata's own SFT stage."""
+"""The exports `curate` writes (`--for hf|trl|verl|openai`), read back by datasets and by agentdata's own SFT stage."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def test_trl_and_verl_targets_write_the_hf_form(tmp_path):
 def test_the_target_and_the_suffix_must_agree(tmp_path):
     with pytest.raises(UserError, match="--for openai writes JSONL"):
         curated(tmp_path, [crafted("a")], target="openai", name="sft.parquet")
-    with pytest.raises(ValueError, match="target .axolotl.: must be one of hf, trl, verl, openai"):
+    with pytest.raises(ValueError, match="target .axolotl.: must be one of canonical, hf, trl, verl, openai"):
         CurateConfig(target="axolotl")
 
 
@@ -132,7 +132,7 @@ def test_tools_with_differently_named_arguments_are_refused_in_parquet(tmp_path)
     other.messages[2] = assistant_message("Search.", [ToolCall(name="search", arguments={"query": "x"}, id="call_0")])
     source = canonical_file(tmp_path, [crafted("a"), other])
     with pytest.raises(UserError, match="differently named arguments"):
-        write_sft_form(source, tmp_path / "sft.parquet")
+        write_sft_form(source, tmp_path / "sft.parquet", "hf")
     written = write_sft_form(source, tmp_path / "sft.jsonl", "openai")  # the JSONL form holds them exactly
     calls = [json.loads(line)["messages"][2]["tool_calls"][0]["function"] for line in written.read_text().splitlines()]
     assert [json.loads(call["arguments"]) for call in calls] == [{"code": CODE}, {"query": "x"}]
@@ -157,7 +157,7 @@ def test_cli_curate_for_openai_defaults_to_jsonl(tmp_path, monkeypatch):
 @pytest.mark.parametrize("format", ["hermes", "codeblock"])
 def test_agentdata_sft_reads_every_form_as_the_canonical_set(tmp_path, tokenizer, format, target, name):
     """The SFT stage trains on the same tokens and masks whatever form the set was written in."""
-    from agentdata.sft.data import tokenize_sft_set
+    from agentdata.sft.sft_set import tokenize_sft_set
 
     rows = [crafted("a", format)]
     canonical = canonical_file(tmp_path, rows)
@@ -172,4 +172,4 @@ def test_arguments_that_are_not_json_are_one_line_errors(tmp_path):
     broken = crafted("a")
     broken.messages[2]["tool_calls"][0]["function"]["arguments"] = "{not json"
     with pytest.raises(UserError, match="arguments are not JSON"):
-        write_sft_form(canonical_file(tmp_path, [broken]), tmp_path / "sft.parquet")
+        write_sft_form(canonical_file(tmp_path, [broken]), tmp_path / "sft.parquet", "hf")

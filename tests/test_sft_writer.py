@@ -101,7 +101,7 @@ def reference(rows: list[Trajectory], schema: pa.Schema) -> pa.Table:
 
 def test_columnar_rows_equal_the_row_by_row_conversion(tmp_path):
     rows = varied_rows()
-    written = pq.read_table(write_sft_form(canonical_file(tmp_path, rows), tmp_path / "sft.parquet"))
+    written = pq.read_table(write_sft_form(canonical_file(tmp_path, rows), tmp_path / "sft.parquet", "hf"))
     assert written.equals(reference(rows, written.schema))
     turns = written["messages"][1].as_py()
     assert [t["role"] for t in turns] == ["system", "user", "assistant", "user", "assistant", "user", "assistant"]
@@ -112,7 +112,7 @@ def test_columnar_rows_equal_the_row_by_row_conversion(tmp_path):
 
 
 def test_fields_no_row_sets_are_left_out(tmp_path):
-    written = pq.read_table(write_sft_form(canonical_file(tmp_path, varied_rows()[:1]), tmp_path / "sft.parquet"))
+    written = pq.read_table(write_sft_form(canonical_file(tmp_path, varied_rows()[:1]), tmp_path / "sft.parquet", "hf"))
     message_fields = [field.name for field in written.schema.field("messages").type.value_type]
     assert message_fields == ["role", "content", "tool_calls", "tool_call_id", "name"]  # no reasoning_content
 
@@ -120,7 +120,7 @@ def test_fields_no_row_sets_are_left_out(tmp_path):
 def test_batches_become_row_groups_and_types_widen_across_them(tmp_path, monkeypatch):
     monkeypatch.setattr(hf_form, "BATCH_BYTES", 1)  # the smallest batch: 256 rows
     rows = [row(f"r{i}", "hermes", one_call({"code": "print(1)", "n": i if i < 300 else 0.5})) for i in range(600)]
-    written = pq.ParquetFile(write_sft_form(canonical_file(tmp_path, rows), tmp_path / "sft.parquet"))
+    written = pq.ParquetFile(write_sft_form(canonical_file(tmp_path, rows), tmp_path / "sft.parquet", "hf"))
     assert written.metadata.num_row_groups == 3
     table = written.read()
     assert table.equals(reference(rows, table.schema))
@@ -132,7 +132,7 @@ def test_text_the_arrow_reader_refuses_is_read_as_json_loads_reads_it(tmp_path):
     calls = [rows[1].messages[2]["tool_calls"][0], rows[1].messages[2]["tool_calls"][1]]
     calls[0]["function"]["arguments"] = '{\n  "code": "pretty-printed"\n}'  # a newline between tokens
     calls[1]["function"]["arguments"] = '{"code": "dup", "code": "last wins"}'  # json.loads keeps the last
-    written = pq.read_table(write_sft_form(canonical_file(tmp_path, rows), tmp_path / "sft.parquet"))
+    written = pq.read_table(write_sft_form(canonical_file(tmp_path, rows), tmp_path / "sft.parquet", "hf"))
     stored = [call["function"]["arguments"] for call in written["messages"][1].as_py()[2]["tool_calls"]]
     assert stored == [{"code": "pretty-printed"}, {"code": "last wins"}]
 
@@ -149,17 +149,17 @@ def test_arguments_one_struct_cannot_hold_exactly_are_refused(tmp_path, second, 
     first = {"code": "1", "n": 1.5}
     rows = [row("a", "hermes", two_calls(first, first)), row("b", "hermes", two_calls(second, second))]
     with pytest.raises(UserError, match=message):
-        write_sft_form(canonical_file(tmp_path, rows), tmp_path / "sft.parquet")
+        write_sft_form(canonical_file(tmp_path, rows), tmp_path / "sft.parquet", "hf")
     assert not (tmp_path / "sft.parquet").exists()
 
 
 def test_the_file_carries_the_metadata_given(tmp_path):
-    path = write_sft_form(canonical_file(tmp_path, varied_rows()), tmp_path / "sft.parquet", metadata={"k": "v"})
+    path = write_sft_form(canonical_file(tmp_path, varied_rows()), tmp_path / "sft.parquet", "hf", metadata={"k": "v"})
     assert pq.read_schema(path).metadata[b"k"] == b"v"
 
 
 def test_a_codeblock_call_whose_code_is_no_string_renders_empty_as_toolcall_reads_it(tmp_path):
     rows = [row("a", "codeblock", two_calls({"code": 5}, {"code": "print(2)"}))]
-    turns = pq.read_table(write_sft_form(canonical_file(tmp_path, rows), tmp_path / "sft.parquet"))["messages"]
+    turns = pq.read_table(write_sft_form(canonical_file(tmp_path, rows), tmp_path / "sft.parquet", "hf"))["messages"]
     assert turns[0].as_py()[2]["content"] == "Two at once.\n```python\n\n```\n```python\nprint(2)\n```\n"
     assert json.loads(json.dumps(turns[0].as_py())) == hf_messages(rows[0].messages, "codeblock")

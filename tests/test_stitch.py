@@ -217,7 +217,7 @@ def test_stitch_file_writes_curates_sft_schema(tmp_path, sandbox):
     table = pq.read_table(out)
     assert table.column_names == list(SFT_COLUMNS)
     rows = table.to_pylist()
-    assert rows[0]["tools"][0]["function"]["name"] == "code_interpreter"
+    assert json.loads(rows[0]["tools"])[0]["function"]["name"] == "code_interpreter"  # canonical, as curate's
     assert [m["role"] for m in rows[0]["messages"]][:3] == ["system", "user", "assistant"]
     assert rows[0]["teacher"] == "stitched" and rows[0]["num_tool_calls"] == 2
     assert list((tmp_path / "traj" / "trajectories").glob("*.parquet"))

@@ -33,9 +33,9 @@ def test_stitch_command_writes_an_sft_set(tmp_path, capsys):
     assert "stitched trajectories written" in capsys.readouterr().out
     row = pq.read_table(out).to_pylist()[0]
     assert row["format"] == "codeblock" and row["num_tool_calls"] == 1
-    # a codeblock set is plain turns (docs/curate.md): the output is the user turn after the fenced code
-    assert not any(m["role"] == "tool" or m.get("tool_calls") for m in row["messages"])
-    assert "```output\n12\n```" in [m["content"] for m in row["messages"] if m["role"] == "user"]
+    # canonical, as curate writes it: the code is a tool call and its output a tool message
+    assert [m["role"] for m in row["messages"]].count("tool") == 1
+    assert [m["content"] for m in row["messages"] if m["role"] == "tool"] == ["12"]
 
 
 @pytest.mark.parametrize(

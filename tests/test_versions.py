@@ -52,6 +52,6 @@ def test_a_run_dir_a_card_and_a_report_record_the_packages_version(tmp_path, mon
     made_run(Path("collected"))
     assert run_cli(["curate", "collected", "--out", "sft"]) == 0
     report = json.loads(Path("sft.report.json").read_text())
-    provenance = json.loads(pq.read_schema("sft/data/train.parquet").metadata[PROVENANCE_KEY.encode()])
+    provenance = json.loads(pq.read_metadata("sft/data/train.parquet").metadata[PROVENANCE_KEY.encode()])
     assert report[VERSION_KEY] == provenance["versions"]["agentdata"] == agentdata.__version__
     assert f'"agentdata": "{agentdata.__version__}"' in Path("sft/README.md").read_text()

@@ -205,7 +205,7 @@ def test_model_output_stays_text_in_the_data(viewer, workspace):
 
 
 def test_the_sft_view_is_what_train_tokenizes(viewer, workspace, tokenizer):
-    from agentdata.sft.data import tokenize_sft_set
+    from agentdata.sft.sft_set import tokenize_sft_set
 
     key = key_of(viewer, workspace.sft)
     expected = tokenize_sft_set(workspace.sft, tokenizer, "codeblock")

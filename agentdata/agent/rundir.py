@@ -373,7 +373,11 @@ def trajectory_files(path: str | os.PathLike) -> list[Path]:
 
 
 def shard_paths(run_dirs: Sequence[str | os.PathLike]) -> list[Path]:
-    """Every trajectory shard of the given run dirs (or Parquet files), checked for the schema."""
+    return list(shard_rows(run_dirs))
+
+
+def shard_rows(run_dirs: Sequence[str | os.PathLike]) -> dict[Path, int]:
+    """Every trajectory shard of the run dirs (or Parquet files), checked for the schema, with its row count."""
     paths: list[Path] = []
     for run_dir in map(Path, run_dirs):
         check_input(run_dir)  # a FIFO or a device is refused, not waited on; a broken link is named
@@ -381,8 +385,7 @@ def shard_paths(run_dirs: Sequence[str | os.PathLike]) -> list[Path]:
         if not shards:
             raise InputFileError(run_dir, "no trajectory shards (expected trajectories/part-*.parquet)")
         paths.extend(shards)
-    check_shards(paths)
-    return paths
+    return {path: _check_schema(path) for path in paths}
 
 
 def check_shards(paths: Sequence[Path]) -> None:
@@ -410,9 +413,10 @@ def damaged_shard(paths: Sequence[Path], error: Exception) -> Exception:
     return error
 
 
-def _check_schema(path: Path) -> None:
+def _check_schema(path: Path) -> int:  # the shard's row count: its footer is read once, for both
     try:
-        schema = pq.read_schema(path)
+        footer = pq.read_metadata(path)
+        schema = footer.schema.to_arrow_schema()
     except Exception as error:  # pyarrow raises several types for a broken file
         raise InputFileError(path, f"not a readable Parquet file ({' '.join(str(error).split())[:200]})") from None
     missing = [name for name in REQUIRED_COLUMNS if name not in schema.names]
@@ -424,6 +428,7 @@ def _check_schema(path: Path) -> None:
             raise InputFileError(
                 path, f"not a trajectory shard: column {expected.name!r} is {actual}, expected {expected.type}"
             )
+    return footer.num_rows
 
 
 def _same_shape(actual: pa.DataType, expected: pa.DataType) -> bool:

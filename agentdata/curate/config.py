@@ -94,10 +94,11 @@ class CurateConfig:
         default_factory=PublishConfig, metadata={"help": "What the dataset card says (docs/provenance.md)."}
     )
     target: str = field(
-        default="hf",
+        default="canonical",
         metadata={
-            "help": "The reader the file is for: hf (Parquet that TRL's SFTTrainer and verl's MultiTurnSFTDataset both "
-            "read), trl or verl (the same file), openai (OpenAI fine-tuning JSONL). See docs/curate.md.",
+            "help": "The form to write: canonical (agentdata's own, what `train` reads as it is), or an export for "
+            "another reader: trl or verl (Parquet that TRL's SFTTrainer and verl's MultiTurnSFTDataset read; hf "
+            "names the same file), openai (OpenAI fine-tuning JSONL). See docs/curate.md.",
             "flag": "--for",
             "choices": SFT_TARGETS,
         },

@@ -7,13 +7,11 @@ are measured now from their messages (formats.health), streamed in batches.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
-
 import polars as pl
 
 from agentdata.agent.rundir import ROW_ID
 from agentdata.curate.messages import trajectory_batches
+from agentdata.curate.shards import Shards
 from agentdata.formats.health import HEALTH_KEY, HEALTH_VERSION, MEASURE_NAMES, measure_health
 from agentdata.steps.health import COLUMN_PREFIX, HEALTH_COLUMNS
 
@@ -30,11 +28,11 @@ def stored_health_columns() -> list[pl.Expr]:
     ]
 
 
-def with_health(paths: Sequence[Path], features: pl.DataFrame) -> pl.DataFrame:
+def with_health(shards: Shards, features: pl.DataFrame) -> pl.DataFrame:
     """`features` (with the stored columns) where every row has this version's measures; measured where missing."""
     stale = features.filter(pl.col(VERSION_COLUMN).fill_null(0) != HEALTH_VERSION)[ROW_ID]
     measured = []
-    for batch in trajectory_batches(paths, stale, ("messages", "format", "domain")):
+    for batch in trajectory_batches(shards, stale, ("messages", "format", "domain"), name="health"):
         for row in batch:
             measures = measure_health(row["messages"], row["format"], row["domain"])
             measured.append({ROW_ID: row[ROW_ID], **{COLUMN_PREFIX + k: v for k, v in vars(measures).items()}})

@@ -5,12 +5,12 @@ left by the cheap steps are read and never all at once."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from agentdata.agent.rundir import ROW_ID, scan_shards
+from agentdata.agent.rundir import ROW_ID
+from agentdata.curate.shards import Shards
 from agentdata.records import strip_none
 
 BATCH_ROWS = 1024
@@ -18,14 +18,18 @@ TRAJECTORY_COLUMNS = ("messages", "format", "domain", "question", "answer", "fin
 
 
 def trajectory_batches(
-    paths: Sequence[Path], rows: pl.Series, columns: Sequence[str] = TRAJECTORY_COLUMNS, batch_rows: int = BATCH_ROWS
+    shards: Shards,
+    rows: pl.Series,
+    columns: Sequence[str] = TRAJECTORY_COLUMNS,
+    batch_rows: int = BATCH_ROWS,
+    name: str = "trajectories",
 ) -> Iterator[list[dict[str, Any]]]:
     """Dicts of `ROW_ID` and `columns` for the given global row numbers, in input order, `batch_rows` at a time;
-    messages in canonical form (no null keys)."""
+    messages in canonical form (no null keys). `name`: the pass's, as `Shards.scan` counts it."""
     if rows.is_empty():
         return
     wanted = pl.DataFrame({ROW_ID: rows}).lazy()
-    frame = scan_shards(paths).join(wanted, on=ROW_ID, how="semi", maintain_order="left").select(ROW_ID, *columns)
+    frame = shards.scan(name).join(wanted, on=ROW_ID, how="semi", maintain_order="left").select(ROW_ID, *columns)
     for batch in frame.collect_batches(chunk_size=batch_rows):
         records = batch.to_dicts()
         for record in records:

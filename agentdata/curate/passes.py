@@ -14,15 +14,14 @@ the pieces are joined in input order. `run_curate_steps(..., piece_rows=None)` r
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import polars as pl
-import pyarrow.parquet as pq
 
-from agentdata.agent.rundir import ROW_ID, scan_shards
+from agentdata.agent.rundir import ROW_ID
 from agentdata.curate.config import CurateConfig
 from agentdata.curate.health import stored_health_columns, with_health
 from agentdata.curate.messages import trajectory_batches
+from agentdata.curate.shards import Shards
 from agentdata.curate.steps import curate_steps
 from agentdata.steps import REASON_COLUMN, ScoreStep, Step, StepResult, run_steps
 from agentdata.steps.features import trajectory_features
@@ -48,26 +47,26 @@ SCALAR_COLUMNS = (
 INPUT_COLUMNS = ("source", "domain", "problem_id", "correct", "num_tool_calls", "num_tool_errors")  # the report's
 
 
-def scalar_table(paths: Sequence[Path], start: int = 0, rows: int | None = None) -> pl.DataFrame:
+def scalar_table(shards: Shards, start: int = 0, rows: int | None = None) -> pl.DataFrame:
     """Pass 1: the stored scalar columns of rows `start`.. (`rows` of them, default all; no message is read)."""
-    frame = scan_shards(paths).slice(start, rows).select(ROW_ID, *SCALAR_COLUMNS)
+    frame = shards.scan("scalars").slice(start, rows).select(ROW_ID, *SCALAR_COLUMNS)
     frame = frame.with_columns((pl.col("prompt_tokens") + pl.col("completion_tokens")).alias("total_tokens"))
     return frame.collect(engine="streaming")
 
 
 def feature_table(
-    paths: Sequence[Path], rows: pl.Series, with_text: bool = False, within: tuple[int, int | None] = (0, None)
+    shards: Shards, rows: pl.Series, with_text: bool = False, within: tuple[int, int | None] = (0, None)
 ) -> pl.DataFrame:
     """Pass 2: text features (from the messages) of `rows` (global row numbers, all in the `within` slice of
     the run: only its shards' messages are read), streamed."""
     wanted = pl.DataFrame({ROW_ID: rows}).lazy()
-    frame = scan_shards(paths).slice(*within).join(wanted, on=ROW_ID, how="semi")
+    frame = shards.scan("features").slice(*within).join(wanted, on=ROW_ID, how="semi")
     features = frame.select(ROW_ID, *trajectory_features(with_text), *stored_health_columns())
-    return with_health(paths, features.collect(engine="streaming"))
+    return with_health(shards, features.collect(engine="streaming"))
 
 
 def run_curate_steps(
-    paths: Sequence[Path],
+    shards: Shards,
     config: CurateConfig,
     on_step: Callable[[Step, int], None] | None = None,
     piece_rows: int | None = PIECE_ROWS,
@@ -78,16 +77,16 @@ def run_curate_steps(
     scorers = [step for step in feature_steps if isinstance(step, ScoreStep)]
     for scorer in scorers:  # they read whole trajectories: streamed from the shards, only for the rows left
         scorer.loader = scorer.loader or (
-            lambda frame: trajectory_batches(paths, frame[ROW_ID], SCORED_COLUMNS, SCORED_BATCH_ROWS)
+            lambda frame: trajectory_batches(shards, frame[ROW_ID], SCORED_COLUMNS, SCORED_BATCH_ROWS, "scoring")
         )
     local, whole_run = split_row_local(feature_steps)
     columns = compact_columns(scorers)
-    total = sum(pq.ParquetFile(path).metadata.num_rows for path in paths)
+    total = shards.total
     size = max(1, piece_rows or total)
     rows_left: dict[int, int] = {}  # per step (by id), the rows it left, summed over the pieces
     kept, rejected, counts = [], [], {}
     for start in range(0, max(total, 1), size):  # an empty run is one empty piece: the tables keep their schema
-        piece = run_piece(paths, (start, size), scalar_steps, local, config, rows_left)
+        piece = run_piece(shards, (start, size), scalar_steps, local, config, rows_left)
         kept.append(piece.kept)
         rejected.append(compact(piece.rejected, columns))
         counts = added(counts, piece.counts)
@@ -101,7 +100,7 @@ def run_curate_steps(
 
 
 def run_piece(
-    paths: Sequence[Path],
+    shards: Shards,
     within: tuple[int, int],
     scalar_steps: Sequence[Step],
     local: Sequence[Step],
@@ -113,9 +112,9 @@ def run_piece(
     def tally(step: Step, rows: int) -> None:
         rows_left[id(step)] = rows_left.get(id(step), 0) + rows
 
-    table = scalar_table(paths, *within)
+    table = scalar_table(shards, *within)
     first = run_steps(table, scalar_steps, on_step=tally)
-    features = feature_table(paths, first.kept[ROW_ID], config.near_dup_field == "solution", within)
+    features = feature_table(shards, first.kept[ROW_ID], config.near_dup_field == "solution", within)
     joined = first.kept.join(features, on=ROW_ID, how="left", maintain_order="left")
     second = run_steps(joined, local, on_step=tally)
     rejected = pl.concat([first.rejected, second.rejected], how="diagonal_relaxed")

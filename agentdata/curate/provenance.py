@@ -8,18 +8,20 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow.parquet as pq
 
 from agentdata.agent.rundir import RunDir, settings_digest, trajectory_files
 
 
-def source_runs(run_dirs: Sequence[str | os.PathLike], kept: pl.Series) -> list[dict[str, Any]]:
+def source_runs(
+    run_dirs: Sequence[str | os.PathLike], kept: pl.Series, shard_rows: dict[Path, int]
+) -> list[dict[str, Any]]:
     """One entry per input (a run dir or a trajectory file): what its manifest (or first shard) says made
-    it, and how many of its rows there were and were kept (`kept`: the global row numbers kept)."""
+    it, and how many of its rows there were (`shard_rows`: each shard's) and were kept (`kept`: the global
+    row numbers kept)."""
     sources, start = [], 0
     for run_dir in map(Path, run_dirs):
         shards = trajectory_files(run_dir)
-        rows = sum(pq.ParquetFile(shard).metadata.num_rows for shard in shards)
+        rows = sum(shard_rows[shard] for shard in shards)
         run = RunDir(run_dir)
         manifest = (run.manifest() if run_dir.is_dir() else None) or {}
         settings = manifest.get("settings") or run.shard_settings(shards[0]) or {}

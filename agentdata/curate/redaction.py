@@ -6,15 +6,15 @@ written beside them (`TEXT_COLUMNS`: a source named by a URL with its password, 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from agentdata.agent.rundir import ROW_ID, scan_shards
+from agentdata.agent.rundir import ROW_ID
 from agentdata.curate.messages import trajectory_batches
+from agentdata.curate.shards import Shards
 from agentdata.publish.secrets import SecretCounts, SecretScanner, message_text, redact_messages
 from agentdata.records import atomic_write
 
@@ -23,16 +23,17 @@ SCAN_BATCH_ROWS = 1024
 TEXT_COLUMNS = ("tools", "problem_id", "source", "teacher", "format")
 
 
-def find_secrets(paths: Sequence[Path], rows: pl.Series, scanner: SecretScanner) -> dict[int, Counter]:
-    """The rows (global row numbers of `rows`) whose messages or text columns hold a secret, by kind."""
+def find_secrets(shards: Shards, rows: pl.Series, scanner: SecretScanner) -> dict[int, Counter]:
+    """The rows (global row numbers of `rows`) whose messages or text columns hold a secret, by kind: a cheap
+    pass over all of them, then the rows it flags read whole."""
     wanted = pl.DataFrame({ROW_ID: rows}).lazy()
-    shards = scan_shards(paths)
-    texts = [column for column in TEXT_COLUMNS if column in shards.collect_schema()]
+    scan = shards.scan("secrets")
+    texts = [column for column in TEXT_COLUMNS if column in scan.collect_schema()]
     may_hold = pl.any_horizontal(scanner.candidates(message_text()), *(scanner.candidates(pl.col(c)) for c in texts))
-    frame = shards.join(wanted, on=ROW_ID, how="semi").filter(may_hold)
+    frame = scan.join(wanted, on=ROW_ID, how="semi").filter(may_hold)
     candidates = frame.select(ROW_ID).collect(engine="streaming")[ROW_ID]
     flagged: dict[int, Counter] = {}
-    for records in trajectory_batches(paths, candidates, ("messages", *texts), SCAN_BATCH_ROWS):
+    for records in trajectory_batches(shards, candidates, ("messages", *texts), SCAN_BATCH_ROWS, "secret candidates"):
         for record in records:
             counts: Counter = Counter()
             redact_messages(record["messages"], scanner, counts)
@@ -52,7 +53,8 @@ def redact_file(path: Path, positions: set[int], scanner: SecretScanner) -> Path
     """Rewrite the canonical Parquet file at `path` with the messages and text columns of the rows at
     `positions` (0-based) redacted; other batches pass through as Arrow, never as Python objects."""
     file = pq.ParquetFile(path)
-    schema = file.schema_arrow
+    kept = {key: value for key, value in (file.metadata.metadata or {}).items() if key != b"ARROW:schema"}
+    schema = file.schema_arrow.with_metadata(kept)  # the provenance and the form stay with the rows
     texts = [name for name in TEXT_COLUMNS if name in schema.names]
 
     def batches():

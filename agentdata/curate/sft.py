@@ -17,15 +17,16 @@ from pathlib import Path
 
 import polars as pl
 
-from agentdata.agent.rundir import ROW_ID, damaged_shard, scan_shards, shard_paths
+from agentdata.agent.rundir import ROW_ID, damaged_shard
 from agentdata.agent.shard_status import incomplete_note
 from agentdata.agent.tool_use import ToolUse
 from agentdata.curate.config import CurateConfig
 from agentdata.curate.passes import INPUT_COLUMNS, run_curate_steps
 from agentdata.curate.provenance import kept_counts, source_runs
 from agentdata.curate.redaction import find_secrets, redact_file, secret_counts
+from agentdata.curate.shards import Shards
 from agentdata.errors import OutputWriteError, UserError
-from agentdata.formats.forms import target_form
+from agentdata.formats.forms import form_metadata, target_form
 from agentdata.formats.sft_set.writer import write_sft_form
 from agentdata.outputs import companion
 from agentdata.publish.card import write_card
@@ -37,8 +38,8 @@ from agentdata.records import SFT_COLUMNS, UNCHANGED, atomic_write
 from agentdata.steps import REASON_COLUMN, Step, StepResult
 from agentdata.versions import stamped
 
-# What the SFT set holds: `messages` and `tools` (a JSON string, which TRL's SFTTrainer
-# json-loads before the chat template; verl reads it the same way), plus provenance.
+# What the SFT set holds: `messages` and `tools` (canonical: as collect stored them; an export: in the form its
+# reader takes, formats/forms.py), plus provenance.
 
 
 @dataclass
@@ -57,6 +58,7 @@ class CurateResult:
     warnings: list[str] = field(default_factory=list)  # one line each: a sharded input run not complete
     secrets: dict = field(default_factory=dict)  # publish.secrets.SecretCounts of the kept rows, and the mode
     pushed: dict | None = None  # publish.hub.Pushed of --push-to-hub
+    passes: list[str] = field(default_factory=list)  # the reads of the shards' data, by name (curate/shards.py)
 
     def as_dict(self) -> dict:
         return {
@@ -74,6 +76,7 @@ class CurateResult:
             "warnings": self.warnings,
             "secrets": self.secrets,
             "pushed": self.pushed,
+            "shard_passes": {"count": len(self.passes), "passes": self.passes},
         }
 
 
@@ -93,13 +96,13 @@ def curate(
     out = Path(out)
     check_suffix(out, config.target)
     layout = set_layout(out, ".jsonl" if target_form(config.target) == "openai" else ".parquet")
-    paths = shard_paths(run_dirs)
+    shards = Shards.of(run_dirs)
     warnings = [note for note in map(incomplete_note, run_dirs) if note]
     if config.publish.push_to_hub:  # before any work: a push that cannot happen is known now
         check_hub(config.publish.push_to_hub)
     try:
-        input_rows, result, scorers = run_curate_steps(paths, config, on_step)
-        result, flagged, secrets = _handle_secrets(paths, result, config.publish.secrets)
+        input_rows, result, scorers = run_curate_steps(shards, config, on_step)
+        result, flagged, secrets = _handle_secrets(shards, result, config.publish.secrets)
         scores = [column for scorer in scorers for column in scorer.columns]  # stored on the rows, kept or not
         output, empty, card = None, None, None
         if result.kept.height:
@@ -108,14 +111,14 @@ def curate(
                 "curate",
                 asdict(config),
                 command,
-                sources=source_runs(run_dirs, result.kept[ROW_ID]),
+                sources=source_runs(run_dirs, result.kept[ROW_ID], shards.rows),
                 counts=kept_counts(result.kept),
                 dropped={f"dropped_{reason}": count for reason, count in result.counts.items()},
                 input_rows=input_rows,
                 secrets=secrets,
             )
             redact = sorted(flagged) if config.publish.secrets == "redact" else []
-            output = _write_sft_set(paths, kept, layout, config.target, config.reasoning == "strip", record, redact)
+            output = _write_sft_set(shards, kept, layout, config.target, config.reasoning == "strip", record, redact)
             card = write_card(layout, "sft", result.kept.height, record, config.publish.license)
         else:
             empty = (
@@ -128,9 +131,9 @@ def curate(
             reasons = result.rejected.select(
                 ROW_ID, REASON_COLUMN, *(c for c in scores if c in result.rejected.columns)
             )
-            rejects_path = _write_rows(paths, reasons, Path(rejects), None)
+            rejects_path = _write_rows(shards, reasons, Path(rejects), None, name="rejects")
     except pl.exceptions.PolarsError as error:  # a shard whose schema reads but whose data does not
-        raise damaged_shard(paths, error) from None
+        raise damaged_shard(shards.paths, error) from None
     every_row = pl.concat([result.kept.select(INPUT_COLUMNS), result.rejected.select(INPUT_COLUMNS)])
     curated = CurateResult(
         input_rows,
@@ -146,10 +149,11 @@ def curate(
         {scorer.reason.removesuffix("_low"): scorer.counts.as_dict() for scorer in scorers},
         warnings,
         secrets,
+        passes=shards.passes,
     )
     if output is not None and config.publish.push_to_hub:
         curated.pushed = push_set(layout, config.publish.push_to_hub, not config.publish.public).as_dict()
-    _write_report(curated, config, paths)
+    _write_report(curated, config, shards.paths)
     return curated
 
 
@@ -163,7 +167,7 @@ def check_suffix(out: Path, target: str) -> None:
 
 
 def _write_sft_set(
-    paths: Sequence[Path],
+    shards: Shards,
     rows: pl.DataFrame,
     layout: SetLayout,
     target: str,
@@ -171,32 +175,37 @@ def _write_sft_set(
     provenance: dict,
     redact: Sequence[int] = (),
 ) -> Path:
-    """The kept rows in canonical form to a temporary file (the `redact` rows' secrets redacted), then in
-    the reader's form to the layout's data file, with the provenance as its metadata."""
+    """The kept rows (the `redact` rows' secrets redacted) to the layout's data file, with the provenance and
+    the form as its metadata. The canonical form goes straight from the shards to the file; rows to redact, or
+    an export, go through a canonical staging file beside it first, so `out` never holds a secret, not even
+    for a moment, and an export is converted from it by the export's writer."""
     out = layout.data
+    canonical = target_form(target) == "canonical"
     staging = out.with_name(f".{out.name}.canonical.parquet")
+    written = out if canonical and not redact else staging
+    metadata = as_metadata(provenance) | form_metadata("canonical")
     try:
         try:
-            _write_rows(paths, rows, staging, SFT_COLUMNS, strip_reasoning)
+            _write_rows(shards, rows, written, SFT_COLUMNS, strip_reasoning, metadata)
         except OutputWriteError as error:  # the user knows `out`, not the staging file beside it
             raise OutputWriteError(layout.out, error.errno, UNCHANGED) from None
-        if redact:  # the staging file holds the rows in row-number order
+        if redact:  # the file holds the rows in row-number order
             wanted = set(redact)
             positions = {index for index, row in enumerate(rows[ROW_ID].sort()) if row in wanted}
-            redact_file(staging, positions, SecretScanner())
-        return write_sft_form(staging, out, target, as_metadata(provenance))
+            redact_file(written, positions, SecretScanner())
+        if not canonical:
+            return write_sft_form(written, out, target, as_metadata(provenance))
+        return written.replace(out)
     finally:
         staging.unlink(missing_ok=True)
 
 
-def _handle_secrets(
-    paths: Sequence[Path], result: StepResult, mode: str
-) -> tuple[StepResult, dict[int, Counter], dict]:
+def _handle_secrets(shards: Shards, result: StepResult, mode: str) -> tuple[StepResult, dict[int, Counter], dict]:
     """Scan the kept rows for secrets; `drop` moves the rows holding one to the rejects (reason `secret`),
     `redact` returns them to be redacted as they are written, `keep` scans nothing."""
     if mode == "keep" or not result.kept.height:
         return result, {}, {"mode": mode}
-    flagged = find_secrets(paths, result.kept[ROW_ID], SecretScanner())
+    flagged = find_secrets(shards, result.kept[ROW_ID], SecretScanner())
     counts = {"mode": mode, **secret_counts(flagged).as_dict()}
     if mode != "drop" or not flagged:
         return result, flagged, counts
@@ -237,21 +246,24 @@ def source_counts(table: pl.DataFrame, kept: pl.DataFrame) -> list[dict]:
 
 
 def _write_rows(
-    paths: Sequence[Path],
+    shards: Shards,
     rows: pl.DataFrame,
     target: Path,
     columns: Sequence[str] | None,
     strip_reasoning: bool = False,
+    metadata: dict[str, str] | None = None,
+    name: str = "write",
 ) -> Path:
-    """Stream the shards, keep `rows` (by global row number, in input order) with their own columns (a drop
-    reason, scores) after `columns` (default: all of the trajectory's), write atomically."""
-    selected = scan_shards(paths).join(rows.lazy(), on=ROW_ID, how="inner", maintain_order="left")
+    """Stream the shards (the pass `name`), keep `rows` (by global row number, in input order) with their own
+    columns (a drop reason, scores) after `columns` (default: all of the trajectory's), write atomically with
+    `metadata`."""
+    selected = shards.scan(name).join(rows.lazy(), on=ROW_ID, how="inner", maintain_order="left")
     extra = [column for column in rows.columns if column != ROW_ID]
     selected = selected.select(*columns, *extra) if columns else selected.drop(ROW_ID)
     if strip_reasoning:  # a null field is an absent one to every reader (our records, chat templates)
         no_reasoning = pl.element().struct.with_fields(pl.lit(None, dtype=pl.String).alias("reasoning_content"))
         selected = selected.with_columns(pl.col("messages").list.eval(no_reasoning))
-    return atomic_write(target, lambda tmp: selected.sink_parquet(tmp, engine="streaming"))
+    return atomic_write(target, lambda tmp: selected.sink_parquet(tmp, engine="streaming", metadata=metadata))
 
 
 def _write_report(result: CurateResult, config: CurateConfig, paths: Sequence[Path]) -> Path:

@@ -62,7 +62,7 @@ def read_provenance(path: str | Path) -> dict[str, Any] | None:
     if target.suffix != ".parquet" or not target.is_file():
         return None
     try:
-        metadata = pq.read_schema(target).metadata or {}
+        metadata = pq.read_metadata(target).metadata or {}  # the file's, whichever writer (polars, pyarrow) wrote it
         return json.loads(metadata[PROVENANCE_KEY.encode()]) if PROVENANCE_KEY.encode() in metadata else None
     except (OSError, ValueError):  # an unreadable file says so where it is read for its rows
         return None

@@ -1,24 +1,22 @@
-"""Read an SFT set and turn it into the pre-tokenized rows SFTTrainer trains on.
+"""Turn an SFT set's canonical rows into the pre-tokenized rows SFTTrainer trains on.
 
-Input: Parquet or JSONL with `messages` (OpenAI / HF chat messages, tool calls and `tool`
-results included; arguments as a JSON string or a mapping) and `tools` (a JSON string or a
-list of tool schemas): every form `agentdata curate` writes (`--for hf|trl|verl|openai`,
-codeblock sets as plain turns included) and what Open-AgentRL releases. Each is read back
-into canonical form first (`agentdata.formats.forms.canonical_messages`). Each conversation is rendered in
-its protocol as plain messages any chat template accepts, then tokenized with a mask of
-the assistant's own tokens (`assistant_masks`), which SFTTrainer turns into labels.
+`sft_set.read_sft_set` reads the set once into canonical rows (`messages`, `tools`, `format`): a
+canonical set as it is, an export or a set from elsewhere converted. Here each conversation is
+checked (`cleaned_messages`), rendered in its protocol as plain messages any chat template accepts,
+then tokenized with a mask of the assistant's own tokens (`assistant_masks`), which SFTTrainer
+turns into labels.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
 
 from agentdata.errors import InputFileError
 from agentdata.formats.forms import canonical_messages
-from agentdata.inputs import read_nonempty_rows
-from agentdata.records import CODE_TOOL, MESSAGE_KEYS
+from agentdata.records import CODE_TOOL, MESSAGE_KEYS, strip_none
 from agentdata.sft.config import LONG_ROW_POLICIES
 from agentdata.training.masking import TokenizedConversation, tokenize_conversation
 
@@ -43,27 +41,30 @@ def cleaned_messages(raw: Any, path: Path, row: int) -> list[dict[str, Any]]:
     return messages
 
 
-def _without_nulls(value: Any) -> Any:
-    """Arrow fills a struct's missing fields with nulls (the union of keys over the file); a tool
-    schema has none of its own."""
-    if isinstance(value, dict):
-        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
-    if isinstance(value, list):
-        return [_without_nulls(item) for item in value]
-    return value
-
-
 def row_tools(raw: Any, path: Path, row: int) -> list[dict[str, Any]]:
+    """A row's tool schemas: a JSON string (canonical, OpenAI) or a list (the `hf` export); none: the code tool."""
     if raw is None or raw == "":
         return [CODE_TOOL]
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw)
+            return _decoded_tools(raw)
         except json.JSONDecodeError:
             raise InputFileError(path, "`tools` is not valid JSON", row=row) from None
+        except TypeError:
+            raise InputFileError(path, "`tools` must be a list of tool schemas", row=row) from None
     if not isinstance(raw, list):
         raise InputFileError(path, "`tools` must be a list of tool schemas", row=row)
-    return _without_nulls(raw)
+    return strip_none(raw)  # Arrow fills a struct's missing fields with nulls; a schema has none of its own
+
+
+@functools.lru_cache(maxsize=64)
+def _decoded_tools(text: str) -> list[dict[str, Any]]:
+    """A set repeats a few `tools` texts over all its rows: each is decoded once and the rows share the list
+    (read only: rendering a prompt never changes it)."""
+    tools = json.loads(text)
+    if not isinstance(tools, list):
+        raise TypeError("not a list")
+    return tools
 
 
 def plain_conversation(
@@ -104,19 +105,29 @@ def row_format(row: dict[str, Any], protocol: str | None, path: Path, number: in
     return own or protocol or DEFAULT_PROTOCOL
 
 
-def tokenize_sft_set(
-    path: str | Path, tokenizer: Any, protocol: str | None, limit: int | None = None
-) -> list[dict[str, Any]]:
-    """Rows of `input_ids` + `assistant_masks`, one per conversation, in file order."""
-    path = Path(path)
-    rows = read_nonempty_rows(path)  # Parquet, JSONL, JSON, CSV or a saved dataset
-    if not rows:
-        raise InputFileError(path, "the SFT set is empty")
-    if "messages" not in rows[0]:
-        raise InputFileError(path, f"no `messages` column (columns: {sorted(rows[0])})")
+def canonical_row(row: dict[str, Any], form: str | None, protocol: str | None, path: Path, number: int) -> dict:
+    """One row of an SFT set as `messages`, `tools` and `format`, canonical: a canonical set's (`form`, as its
+    file records it) as it is, checked; an export's or an unmarked set's converted (`canonical_messages`)."""
+    format = row_format(row, protocol, path, number)
+    messages = cleaned_messages(row.get("messages"), path, number)
+    if form != "canonical":
+        try:
+            messages = canonical_messages(messages, format)
+        except (ValueError, KeyError, TypeError) as error:
+            raise InputFileError(path, f"a tool call cannot be read ({error})", row=number) from None
+    return {"messages": messages, "tools": row_tools(row.get("tools"), path, number), "format": format}
+
+
+def ready_row(row: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """A canonical row ready for the tokenizer: its plain conversation and the tools the template lists."""
+    return plain_conversation(row["messages"], row["tools"], row["format"]), template_tools(row["tools"], row["format"])
+
+
+def tokenized_rows(rows: list[dict[str, Any]], tokenizer: Any, path: Path) -> list[dict[str, Any]]:
+    """Rows of `input_ids` + `assistant_masks`, one per canonical row (`canonical_row`), in order."""
     tokenized = []
-    for number, row in enumerate(rows[:limit] if limit else rows, start=1):
-        conversation = tokenize_row(row, tokenizer, protocol, path, number)
+    for number, row in enumerate(rows, start=1):
+        conversation = _tokenized(tokenizer, row, path, number)
         tokenized.append({"input_ids": conversation.input_ids, "assistant_masks": conversation.assistant_masks})
     return tokenized
 
@@ -124,17 +135,14 @@ def tokenize_sft_set(
 def tokenize_row(
     row: dict[str, Any], tokenizer: Any, protocol: str | None, path: Path, number: int
 ) -> TokenizedConversation:
-    """One row of an SFT set (or a trajectory: `messages`, `tools`, `format`) as SFT trains on it: the
-    rendered text, its tokens and the mask of the trained ones (`agentdata view` shows the same)."""
-    format = row_format(row, protocol, path, number)
+    """One canonical row (of a set `view` shows, or a trajectory: `messages`, `tools`, `format`) as SFT trains
+    on it: the rendered text, its tokens and the mask of the trained ones (`agentdata view` shows the same)."""
+    return _tokenized(tokenizer, canonical_row(row, "canonical", protocol, path, number), path, number)
+
+
+def _tokenized(tokenizer: Any, row: dict[str, Any], path: Path, number: int) -> TokenizedConversation:
     try:
-        messages = canonical_messages(cleaned_messages(row.get("messages"), path, number), format)
-    except (ValueError, KeyError, TypeError) as error:
-        raise InputFileError(path, f"a tool call cannot be read ({error})", row=number) from None
-    tools = row_tools(row.get("tools"), path, number)
-    plain = plain_conversation(messages, tools, format)
-    try:
-        return tokenize_conversation(tokenizer, plain, template_tools(tools, format))
+        return tokenize_conversation(tokenizer, *ready_row(row))
     except ValueError as error:
         raise InputFileError(path, str(error), row=number) from None
 

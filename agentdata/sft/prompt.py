@@ -13,10 +13,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-
-from agentdata.errors import InputFileError
-from agentdata.inputs import read_nonempty_rows
-from agentdata.sft.data import cleaned_messages, row_format, row_tools
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -59,24 +56,28 @@ def uniform_prompt(protocol: str, system_prompt: str | None = None, rows: int = 
 
 def set_prompt(path: str | Path, protocol: str | None = None, limit: int | None = None) -> SetPrompt:
     """What the SFT set at `path` teaches; a `protocol` its rows' `format` contradicts is refused (one line)."""
+    from agentdata.sft.sft_set import read_sft_set
+
+    return prompt_of(read_sft_set(path, protocol, limit).rows)
+
+
+def prompt_of(rows: list[dict[str, Any]]) -> SetPrompt:
+    """What canonical rows (sft_set.read_sft_set) teach: their protocols and system prompts."""
     from agentdata.formats import get_protocol
 
-    path = Path(path)
-    rows = read_nonempty_rows(path)
-    if not rows:
-        raise InputFileError(path, "the SFT set is empty")
     protocols: Counter[str] = Counter()
     prompts: Counter[str | None] = Counter()
     defaults: dict[tuple[str, str], str] = {}
-    for number, row in enumerate(rows[:limit] if limit else rows, start=1):
-        format = row_format(row, protocol, path, number)
-        messages = cleaned_messages(row.get("messages"), path, number)
+    texts: dict[int, str] = {}  # rows of a canonical set share their tools list: each is written out once
+    for row in rows:
+        format, messages, tools = row["format"], row["messages"], row["tools"]
         protocols[format] += 1
         if messages[0]["role"] != "system":
             prompts[None] += 1
             continue
-        tools = row_tools(row.get("tools"), path, number)
-        key = (format, json.dumps(tools, sort_keys=True))
+        if id(tools) not in texts:
+            texts[id(tools)] = json.dumps(tools, sort_keys=True)
+        key = (format, texts[id(tools)])
         if key not in defaults:
             defaults[key] = get_protocol(format).system_prompt(tools)
         own = messages[0]["content"]

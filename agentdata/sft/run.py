@@ -18,8 +18,9 @@ from transformers import PrinterCallback
 from agentdata.engines.trained import TrainedPrompt, write_trained_prompt
 from agentdata.events import note
 from agentdata.sft.config import SFTStageConfig
-from agentdata.sft.data import MAX_LENGTH_CAP, fitting_max_length, handle_long_rows, tokenize_sft_set
-from agentdata.sft.prompt import set_prompt
+from agentdata.sft.data import MAX_LENGTH_CAP, fitting_max_length, handle_long_rows, tokenized_rows
+from agentdata.sft.prompt import prompt_of
+from agentdata.sft.sft_set import SFTSet, read_sft_set
 from agentdata.sft.validation import validation_callback
 from agentdata.training.metrics import MetricsFileCallback, ProgressCallback, read_metrics
 from agentdata.training.model import load_model, load_tokenizer, resolve_model_dir, resume_path, save_trained
@@ -73,15 +74,17 @@ def sft_arguments(config: SFTStageConfig, out_dir: Path) -> dict[str, Any]:
     )
 
 
-def build_sft_trainer(config: SFTStageConfig) -> Any:
-    """An SFTTrainer ready to train: model, masked data, LoRA when asked, metrics callbacks."""
+def build_sft_trainer(config: SFTStageConfig, sft_set: SFTSet | None = None) -> Any:
+    """An SFTTrainer ready to train: model, masked data, LoRA when asked, metrics callbacks. `sft_set`: the
+    set as `train` read it while planning (read with the config's protocol and limit), else read here, once."""
     import datasets
     from trl import SFTTrainer
 
     out_dir = Path(config.out)
     model_dir = resolve_model_dir(config.model)
     tokenizer = load_tokenizer(model_dir, config.prompt_template)
-    rows = tokenize_sft_set(config.sft_data, tokenizer, config.protocol, limit=config.limit)
+    sft_set = sft_set or read_sft_set(config.sft_data, config.protocol, config.limit)
+    rows = tokenized_rows(sft_set.rows, tokenizer, sft_set.path)
     config, rows, long_rows = fit_rows(config, rows)
     dataset = datasets.Dataset.from_list(rows)
     trainer = SFTTrainer(
@@ -96,7 +99,7 @@ def build_sft_trainer(config: SFTStageConfig) -> Any:
     # Counted for the result: rows longer than max_length, left out or cut.
     trainer.long_rows_dropped = long_rows if config.long_rows == "drop" else 0
     trainer.long_rows_truncated = long_rows if config.long_rows == "truncate" else 0
-    trainer.taught = set_prompt(config.sft_data, config.protocol, config.limit)  # the protocol and prompt taught
+    trainer.taught = prompt_of(sft_set.rows)  # the protocol and prompt taught
     validation = validation_callback(config, trainer, trainer.taught)
     if validation is not None:  # after the last step (and every eval_every steps); saves a checkpoint each time
         trainer.add_callback(validation)
@@ -133,11 +136,12 @@ def fit_rows(config: SFTStageConfig, rows: list[dict[str, Any]]) -> tuple[SFTSta
     return config, rows, long_rows
 
 
-def run_sft(config: SFTStageConfig) -> SFTResult:
-    """Train, save the model + tokenizer in config.out, and report (progress as `agentdata.events`)."""
+def run_sft(config: SFTStageConfig, sft_set: SFTSet | None = None) -> SFTResult:
+    """Train, save the model + tokenizer in config.out, and report (progress as `agentdata.events`);
+    `sft_set` as build_sft_trainer takes it."""
     out_dir = Path(config.out)
     started = time.perf_counter()
-    trainer = build_sft_trainer(config)
+    trainer = build_sft_trainer(config, sft_set)
     write_trl_settings(trainer.args, out_dir)  # what TRL actually ran with, after its own defaults
     resume = resume_path(config.resume_from_checkpoint, out_dir / "checkpoints")
     trainer.train(resume_from_checkpoint=resume)

@@ -85,6 +85,7 @@ class TrainPlan:
     rl: GRPOStageConfig | None  # None: no GRPO (--stage sft); its model is the SFT output when SFT runs
     closed_loop: ClosedLoopConfig
     demo_set: Path | None = None  # the demonstration's SFT set, stitched before SFT
+    sft_set: Any = field(default=None, repr=False)  # sft_set.SFTSet read while planning, trained on as read
     notes: list[str] = field(default_factory=list)  # one line each: what the run decided or noticed
     warnings: list[str] = field(default_factory=list)  # one line each: what disagrees
 
@@ -123,7 +124,8 @@ def _plan_sft_data(
     """(what SFT teaches, its set) when SFT runs, else (None, None); fills in the SFT layers."""
     if request.stage not in ("sft", "all"):
         return None, None
-    from agentdata.sft.prompt import set_prompt, uniform_prompt
+    from agentdata.sft.prompt import prompt_of, uniform_prompt
+    from agentdata.sft.sft_set import read_sft_set
 
     data = Path(_value(given, "sft", "sft_data") or DEFAULT_SFT_SET)
     protocol = _value(given, "sft", "protocol")
@@ -140,7 +142,9 @@ def _plan_sft_data(
     if demo:
         defaults["sft"].update({name: _set(value) for name, value in DEMO_SFT.items()})
     fixed["sft"]["sft_data"] = _set(str(data))
-    return set_prompt(data, protocol, _coerced(given, "sft", "limit", int | None)), data
+    # Read once, here: the prompt it teaches settles GRPO's settings, and SFT trains on these same rows.
+    plan.sft_set = read_sft_set(data, protocol, _coerced(given, "sft", "limit", int | None))
+    return prompt_of(plan.sft_set.rows), data
 
 
 def _plan_rl(
@@ -265,7 +269,9 @@ def train(request: TrainRequest) -> TrainResult:
     if plan.sft is not None:
         if plan.demo_set is not None:
             build_demo_sft_set(plan.demo_set, plan.sft.protocol or DEFAULT_PROTOCOL)
-        results.stages.append(("sft", _run_sft(plan.sft)))
+        sft_set, plan.sft_set = plan.sft_set, None  # handed to SFT, not held through GRPO
+        results.stages.append(("sft", _run_sft(plan.sft, sft_set)))
+        del sft_set
         release_freed_memory()  # what the trainer held, back to the system before the next stage or caller
     if plan.rl is not None:
         results.stages.append(("rl", _run_grpo(pool_for_grpo(plan.rl, plan.closed_loop, plan.out))))
@@ -326,11 +332,11 @@ def build_demo_sft_set(path: Path, protocol: str) -> Path:
     return build_set(path, DEMO_SFT_CONVERSATIONS, protocol)
 
 
-def _run_sft(config: SFTStageConfig) -> Any:
+def _run_sft(config: SFTStageConfig, sft_set: Any) -> Any:
     from agentdata.sft.run import run_sft
 
     note("train", f"SFT {config.model} on {config.sft_data} → {config.out}")
-    return run_sft(config)
+    return run_sft(config, sft_set)
 
 
 def _run_grpo(config: GRPOStageConfig) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 import polars as pl
 
 from agentdata.errors import InputFileError
-from agentdata.formats.forms import canonical_messages
+from agentdata.formats.forms import file_form
 from agentdata.inputs import read_nonempty_rows
 from agentdata.problems import load_problems
 from agentdata.view.table import ROW, Column, RowTable, contains, preview
@@ -49,7 +49,7 @@ IN_POOL = "in pool"
 
 
 def sft_table(path: Path) -> RowTable:
-    """An SFT set in any form curate writes (Parquet hf/trl/verl, JSONL openai), listed by conversation."""
+    """An SFT set in any form curate writes (Parquet canonical or hf/trl/verl, JSONL openai), listed by conversation."""
     if path.suffix.lower() == ".parquet":
         scan = pl.scan_parquet(path).with_row_index(ROW)
         names = scan.collect_schema().names()
@@ -107,20 +107,12 @@ def sft_table(path: Path) -> RowTable:
 
 
 def sft_record(path: Path, row: int, values: dict[str, Any]) -> dict[str, Any]:
-    """An SFT row back in canonical form (what the conversation view and the SFT mask read)."""
-    from agentdata.sft.data import cleaned_messages, row_tools
+    """An SFT row in canonical form (what the conversation view and the SFT mask read): a canonical set's as
+    it is, an export's converted back, as SFT reads them (sft.data.canonical_row)."""
+    from agentdata.sft.data import canonical_row
 
-    format = values.get("format") or "hermes"
-    try:
-        messages = canonical_messages(cleaned_messages(values.get("messages"), path, row + 1), format)
-    except (ValueError, KeyError, TypeError) as error:
-        raise InputFileError(path, f"a tool call cannot be read ({error})", row=row + 1) from None
-    return {
-        **{key: value for key, value in values.items() if key not in ("messages", "tools", ROW)},
-        "messages": messages,
-        "tools": row_tools(values.get("tools"), path, row + 1),
-        "format": format,
-    }
+    canonical = canonical_row(values, file_form(path), None, path, row + 1)
+    return {**{key: value for key, value in values.items() if key not in ("messages", "tools", ROW)}, **canonical}
 
 
 def _first_user(messages: list[dict[str, Any]]) -> str:

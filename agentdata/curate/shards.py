@@ -1,0 +1,45 @@
+"""The shards one curate reads: each footer read once, one lazy scan that every pass shares, the passes named.
+
+Polars reads a Parquet file's footer the first time a scan is collected and keeps it with the scan, so every
+later query built on the same scan opens each shard once; a fresh `scan_parquet` per query opened each shard
+twice (a default curate of 12 rows opened each shard 13-14 times). A pass is one read of the shards' data by
+one part of curate (the scalar columns, the text features, the secrets scan, the write of the kept rows...):
+`scan(name)` names it, so the report can say how many passes the run made and which.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import polars as pl
+
+from agentdata.agent.rundir import scan_shards, shard_rows
+
+
+class Shards:
+    def __init__(self, rows: dict[Path, int]):
+        self.rows = rows  # per shard, in input order: its row count (from the footer read when it was checked)
+        self.paths = list(rows)
+        self.passes: list[
+            str
+        ] = []  # the passes made so far, by name, in order (a pass read piece by piece counts once)
+        self._scan: pl.LazyFrame | None = None
+
+    @classmethod
+    def of(cls, run_dirs: Sequence[str | os.PathLike]) -> Shards:
+        """The shards of run dirs (or trajectory files), each checked for the schema."""
+        return cls(shard_rows(run_dirs))
+
+    @property
+    def total(self) -> int:
+        return sum(self.rows.values())
+
+    def scan(self, name: str) -> pl.LazyFrame:
+        """All shards as one lazy frame with a global row number (`ROW_ID`), for the pass `name`."""
+        if name not in self.passes:
+            self.passes.append(name)
+        if self._scan is None:
+            self._scan = scan_shards(self.paths)
+        return self._scan
