@@ -8,7 +8,10 @@
 - `overhead`: the same vLLM server answers (a) agentdata's `collect` (`tir:openai:URL`, the defaults but one
   model turn per trajectory, so every trajectory is one request) and (b) a bare client that replays exactly
   the request bodies agentdata sent (recorded from the run: the same prompts, budgets, stop strings and
-  seeds), at the same concurrency. Generated tokens per second of (a) over (b) is agentdata's overhead.
+  seeds), at the same concurrency. Generated tokens per second of (a) over (b) is agentdata's overhead. Also
+  printed, to say where it goes: (a)'s rate within its request window (first request out to last answer in,
+  so without the collect's start-up and its last rows' grading and writing), and each client's CPU seconds
+  (agentdata's process and its sandbox's, which here share two cores with vLLM's server).
 - `collect`: `agentdata collect` as a user runs it, with the default (`smollm2-tir`, transformers on the CPU)
   against `tir:vllm:smollm2` (vLLM's server, start-up included and also shown apart), on the same problems,
   sampling and seed; wall seconds and generated tokens per second.
@@ -42,8 +45,10 @@ def load_average() -> str:
 # ------------------------------------------------------------------ overhead
 
 
-def agentdata_run(server_url: str, problems: list, out: Path, concurrency: int) -> tuple[float, int, list[dict]]:
-    """collect through the server; returns (seconds, completion tokens, the request bodies it sent)."""
+def agentdata_run(server_url: str, problems: list, out: Path, concurrency: int) -> dict:
+    """collect through the server: its seconds (whole, and from the first request out to the last answer in),
+    completion tokens, the client's CPU seconds (this process, and the sandbox processes it ended), and the
+    request bodies it sent."""
     from agentdata.agent.config import CollectConfig
     from agentdata.agent.runner import collect
     from agentdata.engines import load_engine
@@ -51,30 +56,45 @@ def agentdata_run(server_url: str, problems: list, out: Path, concurrency: int) 
     from agentdata.settings import build
 
     bodies: list[dict] = []
+    spans: list[tuple[float, float]] = []
     original = compat.OpenAIEngine._post
 
     async def recording_post(self, session, url, body):
         bodies.append(json.loads(json.dumps(body)))
-        return await original(self, session, url, body)
+        sent = time.perf_counter()
+        try:
+            return await original(self, session, url, body)
+        finally:
+            spans.append((sent, time.perf_counter()))
 
     compat.OpenAIEngine._post = recording_post
     try:
         config = build(CollectConfig, dict(teacher=f"tir:openai:{server_url}/v1", concurrency=concurrency, max_turns=1))
         engine = load_engine(config.teacher)
+        cpu = os.times()
         started = time.perf_counter()
         summary = collect(problems, out, config, engine=engine)
         seconds = time.perf_counter() - started
+        cpu_after = os.times()
     finally:
         compat.OpenAIEngine._post = original
     from agentdata.agent.inspection import read_trajectories
 
-    tokens = sum(row.completion_tokens or 0 for row in read_trajectories(out))
     del summary
-    return seconds, tokens, bodies
+    return dict(
+        seconds=seconds,
+        request_window_s=max(end for _, end in spans) - min(sent for sent, _ in spans),
+        tokens=sum(row.completion_tokens or 0 for row in read_trajectories(out)),
+        cpu_s=(cpu_after.user - cpu.user) + (cpu_after.system - cpu.system),
+        children_cpu_s=(cpu_after.children_user - cpu.children_user)
+        + (cpu_after.children_system - cpu.children_system),
+        bodies=bodies,
+    )
 
 
-async def bare_run(server_url: str, bodies: list[dict], concurrency: int) -> tuple[float, int]:
-    """The same request bodies straight to the server with aiohttp, `concurrency` at a time."""
+async def bare_run(server_url: str, bodies: list[dict], concurrency: int) -> tuple[float, int, float]:
+    """The same request bodies straight to the server with aiohttp, `concurrency` at a time: seconds, completion
+    tokens, the client's CPU seconds."""
     import aiohttp
 
     slots = asyncio.Semaphore(concurrency)
@@ -86,9 +106,9 @@ async def bare_run(server_url: str, bodies: list[dict], concurrency: int) -> tup
                 payload = await response.json()
                 return payload["usage"]["completion_tokens"]
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         tokens = await asyncio.gather(*(one(body) for body in bodies))
-        return time.perf_counter() - started, sum(tokens)
+        return time.perf_counter() - started, sum(tokens), time.process_time() - cpu
 
 
 def overhead(args: argparse.Namespace) -> list[dict]:
@@ -105,18 +125,24 @@ def overhead(args: argparse.Namespace) -> list[dict]:
         print(f"server up in {server.startup_s:.1f} s", flush=True)
         for round_index in range(args.rounds):
             with tempfile.TemporaryDirectory() as tmp:
-                a_s, a_tokens, bodies = agentdata_run(server.base_url, problems, Path(tmp) / "run", args.concurrency)
-            b_s, b_tokens = asyncio.run(bare_run(server.base_url, bodies, args.concurrency))
+                a = agentdata_run(server.base_url, problems, Path(tmp) / "run", args.concurrency)
+            b_s, b_tokens, b_cpu = asyncio.run(bare_run(server.base_url, a["bodies"], args.concurrency))
+            bare_rate = b_tokens / b_s
             row = dict(
                 round=round_index,
-                requests=len(bodies),
-                agentdata_s=round(a_s, 2),
-                agentdata_tokens=a_tokens,
-                agentdata_tok_per_s=round(a_tokens / a_s, 1),
+                requests=len(a["bodies"]),
+                agentdata_s=round(a["seconds"], 2),
+                agentdata_request_window_s=round(a["request_window_s"], 2),
+                agentdata_tokens=a["tokens"],
+                agentdata_tok_per_s=round(a["tokens"] / a["seconds"], 1),
+                agentdata_cpu_s=round(a["cpu_s"], 2),
+                agentdata_sandbox_cpu_s=round(a["children_cpu_s"], 2),
                 bare_s=round(b_s, 2),
                 bare_tokens=b_tokens,
-                bare_tok_per_s=round(b_tokens / b_s, 1),
-                ratio=round((a_tokens / a_s) / (b_tokens / b_s), 3),
+                bare_tok_per_s=round(bare_rate, 1),
+                bare_cpu_s=round(b_cpu, 2),
+                ratio=round((a["tokens"] / a["seconds"]) / bare_rate, 3),
+                ratio_in_request_window=round((a["tokens"] / a["request_window_s"]) / bare_rate, 3),
                 load=load_average(),
             )
             print(json.dumps(row), flush=True)

@@ -388,3 +388,19 @@ def test_high_concurrency_is_fully_used():
         generations = asyncio.run(go())
     assert all(g.finish_reason == "stop" for g in generations)
     assert server.max_in_flight == 40
+
+
+def test_a_run_lent_the_engine_closes_its_session_and_leaves_it_usable(server, tmp_path):
+    """collect runs its own event loop: an engine lent to it (not built by it) has the HTTP session of that loop
+    closed when the run ends (aiohttp's "Unclosed client session" otherwise), and serves the next run."""
+    from agentdata.agent.config import CollectConfig, LoopConfig
+    from agentdata.agent.runner import collect
+    from agentdata.problems import Problem
+
+    engine = load_engine(f"openai:{server.url}", model="m", **FAST_RETRIES)
+    problems = [Problem(id="p1", question="two plus two", answer="4")]
+    config = CollectConfig(loop=LoopConfig(max_turns=1, protocol="codeblock"))
+    for run in ("first", "second"):
+        collect(problems, tmp_path / run, config, engine=engine, sandbox=None)
+        assert engine._state is None  # the loop's session is closed, not left to the garbage collector
+    assert len(server.requests) == 2

@@ -410,16 +410,35 @@ def test_each_stage_records_its_torch_threads_and_the_report_says_them(tmp_path)
     outcomes = [ArmOutcome("a", 0, "failed", stages=[stage.summary()])]
     problems = write_problems(tmp_path / "held_out.jsonl", HELD_OUT_QUESTIONS)
     shared = shared_work(outcomes)
-    report = SimpleNamespace(
-        shared=shared, totals=totals(recipe, outcomes, shared, SimpleNamespace(held_out=problems, train=problems))
-    )
+    files = SimpleNamespace(held_out=problems, train=problems)
+    report = SimpleNamespace(shared=shared, totals=totals(recipe, outcomes, shared, files))
     assert report.totals["threads"] == [1]
     assert "torch threads 1." in "\n".join(work_section(report))
+    report.totals = totals(recipe, outcomes, shared, files, {"vllm"})
+    assert "torch threads 1, models run on vllm." in "\n".join(work_section(report))
+
+
+def test_a_recipe_runs_on_vllm_where_it_is_installed_unless_it_names_hf(monkeypatch):
+    """`engine: auto` (the default) is vLLM where .venv-vllm is found and AGENTDATA_VLLM is not off, else hf;
+    a recipe written `engine: hf` stays on transformers either way."""
+    from agentdata.engines import vllm_server
+    from agentdata.experiment.choices import ArmModel
+
+    monkeypatch.setattr(vllm_server, "find_vllm_python", lambda: "/opt/vllm/bin/python")
+    monkeypatch.delenv(vllm_server.SWITCH_ENV, raising=False)
+    assert ArmModel().resolved_engine() == "vllm"
+    assert ArmModel(engine="hf").resolved_engine() == "hf"
+    monkeypatch.setenv(vllm_server.SWITCH_ENV, "off")
+    assert ArmModel().resolved_engine() == "hf"
+    assert ArmModel(engine="vllm").resolved_engine() == "vllm"
+    monkeypatch.setattr(vllm_server, "find_vllm_python", lambda: None)
+    monkeypatch.delenv(vllm_server.SWITCH_ENV)
+    assert ArmModel().resolved_engine() == "hf"
 
 
 def test_an_hf_recipe_keeps_the_transformers_engine_for_every_model(monkeypatch):
-    """The default teacher and GRPO would take vLLM where it is installed; a recipe on `engine: hf` keeps its
-    recorded engine (reproducible results), one on `engine: vllm` lets them, and the user's own switch wins."""
+    """The default teacher and GRPO would take vLLM where it is installed; a recipe that runs on hf (written so, or
+    `auto` without vLLM) keeps it for every model, one on vllm lets them, and the user's own switch wins."""
     import os
 
     from agentdata.engines.vllm_server import SWITCH_ENV

@@ -29,6 +29,11 @@ from agentdata.engines import GenerationRequest, load_engine
 from agentdata.engines.vllm_server import ServerSettings, VLLMServer, find_vllm_python
 from tests.cli_helpers import run_cli
 
+HELD_OUT = [
+    {"id": "h1", "question": "What is 17 * 23?", "answer": "391"},
+    {"id": "h2", "question": "What is 2 ** 10?", "answer": "1024"},
+]
+
 VLLM_PYTHON = find_vllm_python()
 if VLLM_PYTHON is None and os.environ.get("CI"):
     pytest.fail("vLLM is not installed (scripts/install_vllm.sh): CI runs every vLLM path", pytrace=False)
@@ -277,11 +282,16 @@ def test_pushed_weights_are_the_ones_vllm_then_generates_with(tiny_vllm_dir):
 
 def test_grpo_with_vllm_rollouts_on_the_cpu(tiny_vllm_dir, tmp_path, capsys):
     """`agentdata train` with use_vllm yes: rollouts from a vLLM server agentdata starts, the weights pushed
-    after each of the 2 steps, the same rewards and masks as ever; the server is gone afterwards."""
+    after each of the 2 steps, the same rewards and masks as ever, the policy evaluated on held-out problems
+    through the same server at the start and after each step (as the experiment recipes do); the server is gone
+    afterwards."""
+    held_out = tmp_path / "held_out.jsonl"
+    held_out.write_text("".join(json.dumps(p) + "\n" for p in HELD_OUT))
     settings = tmp_path / "rl.yaml"
     settings.write_text(
         "rl:\n  max_steps: 2\n  prompts_per_step: 1\n  num_generations: 2\n  max_new_tokens: 32\n"
         "  overlong_buffer: 0\n  limit: 4\n  use_vllm: 'yes'\n  plots: false\n"
+        f"  eval_problems: {held_out}\n  eval_every: 1\n  eval_k: 1\n"
     )
     out = tmp_path / "grpo"
     code = run_cli(
@@ -310,4 +320,7 @@ def test_grpo_with_vllm_rollouts_on_the_cpu(tiny_vllm_dir, tmp_path, capsys):
         assert (summary["rollouts"], summary["weight_pushes"], summary["steps"]) == ("file-push", 2, 2)
     steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert sum(1 for step in steps if "loss" in step) == 2
+    evaluations = [step for step in steps if "eval/avg@1" in step]
+    assert [step["step"] for step in evaluations] == [0, 1, 2]
+    assert all(step["eval/rollouts/failed"] == 0 for step in evaluations)
     assert any(out.glob("*.safetensors"))

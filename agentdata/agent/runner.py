@@ -226,6 +226,8 @@ async def _run_work(
             try:
                 if owns_engine:
                     await engine.aclose()
+                elif hasattr(engine, "arelease"):  # a lent engine keeps its model; a plug-in may have none
+                    await engine.arelease()  # e.g. an HTTP session that belongs to this event loop
                 await sandbox.arelease()  # e.g. a remote sandbox's HTTP session belongs to this event loop
             finally:
                 if owns_sandbox:

@@ -93,6 +93,8 @@ def command(
     with rendering(enabled=not as_json):
         report = run_experiment(loaded, out, jobs)
     render.show(report, as_json, experiment_views)
+    if report.totals["arms_failed"]:  # the report of the others is written; the same command resumes the rest
+        raise typer.Exit(1)
 
 
 def trackers(report_to: list[str] | None) -> dict[str, list[str]]:

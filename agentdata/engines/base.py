@@ -125,6 +125,11 @@ class Engine:
     async def aclose(self) -> None:
         return None
 
+    async def arelease(self) -> None:
+        """Drop what belongs to the running event loop (an HTTP session) and keep the rest (a model, a server):
+        a run lent this engine calls it before its loop ends, so the next run's loop starts clean."""
+        return None
+
     async def __aenter__(self) -> Engine:
         return self
 

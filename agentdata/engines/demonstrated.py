@@ -83,6 +83,9 @@ class DemonstratedEngine(Engine):
     async def aclose(self) -> None:
         await self.inner.aclose()
 
+    async def arelease(self) -> None:
+        await self.inner.arelease()
+
     # GRPO swaps the live policy into its engine before each rollout batch and reads its timings.
     @property
     def model(self):

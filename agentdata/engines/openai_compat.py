@@ -224,6 +224,9 @@ class OpenAIEngine(Engine):
         return "; ".join(parts) or None
 
     async def aclose(self) -> None:
+        await self.arelease()
+
+    async def arelease(self) -> None:
         state, self._state = self._state, None
         if state is not None and state.loop is asyncio.get_running_loop():
             await state.session.close()

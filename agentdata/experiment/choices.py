@@ -16,7 +16,9 @@ from typing import Any
 from agentdata.settings import Band, Given, Section, Sections, check_fields
 from agentdata.train.closed_loop import DEFAULT_BAND  # an arm's pool is profiled as `train --rl-problems` does
 
-ENGINES = ("hf", "vllm")  # how a trained model dir is run (profile, evaluation): `engine:DIR`
+# How a trained model dir is run (profile, evaluation: `engine:DIR`); `auto` is vLLM where it is installed
+# (engines/vllm_server.vllm_by_default), else transformers.
+ENGINES = ("auto", "hf", "vllm")
 SFT_DATA = ("real", "stitched", "none", "mixed")  # the arm kinds of SFT (stages.py builds all but none)
 RL_POOLS = ("none", "band", "random", "all", "easy", "hard")
 
@@ -25,12 +27,23 @@ RL_POOLS = ("none", "band", "random", "all", "easy", "hard")
 class ArmModel:
     student: str = field(default="smollm2", metadata={"help": "The start weights (an engine spec)."})
     engine: str = field(
-        default="hf",
-        metadata={"help": "How a trained model dir is run for its profile and evaluation.", "choices": ENGINES},
+        default="auto",
+        metadata={
+            "help": "How a trained model dir is run for its profile and evaluation: hf, vllm, or auto (vLLM where "
+            "it is installed, else hf).",
+            "choices": ENGINES,
+        },
     )
 
     def __post_init__(self) -> None:
         check_fields(self)
+
+    def resolved_engine(self) -> str:
+        from agentdata.engines.vllm_server import vllm_by_default
+
+        if self.engine != "auto":
+            return self.engine
+        return "vllm" if vllm_by_default() else "hf"
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """Every setting a recipe may name, by section, and the one check of a name (closest keys on a typo).
 
 - `student`: the start weights (engine spec; default `smollm2`);
-- `engine`: how a trained model is run for its profile and evaluation, `hf` (default) or `vllm`;
+- `engine`: how a trained model is run for its profile and evaluation, `auto` (default: vLLM where it is
+  installed), `hf` or `vllm`;
 - `problems`, `held_out`: the training and the evaluation problems (base only);
 - `collect.*`: the teacher's run (`CollectConfig`: teacher, samples, seed, ... and its own loop fields);
 - `curate.*`: how real and stitched trajectories become SFT rows (`CurateConfig`);

@@ -242,11 +242,16 @@ def work_section(report: Any) -> list[str]:
         *_table(["stage", "key", "arms", "wall s", "CPU s"], rows, text_columns=3),
         "",
         f"In all: {totals['wall_s']:.0f} s wall, {totals['cpu_s']:.0f} s CPU (this process and its finished "
-        f"children), {load}, {_threads(totals)}. A stage's CPU time well under its wall time times its threads "
-        "means the machine was shared; threads that outnumber the free cores also spend CPU time waiting for each "
-        "other, so on a busy machine set OMP_NUM_THREADS=1.",
+        f"children), {load}, {_threads(totals)}{_engines(totals)}. A stage's CPU time well under its wall time "
+        "times its threads means the machine was shared; threads that outnumber the free cores also spend CPU time "
+        "waiting for each other, so on a busy machine set OMP_NUM_THREADS=1.",
         "",
     ]
+
+
+def _engines(totals: dict[str, Any]) -> str:
+    engines = totals.get("engines")
+    return f", models run on {' and '.join(engines)}" if engines else ""
 
 
 def _threads(totals: dict[str, Any]) -> str:

@@ -48,7 +48,7 @@ class ArmPlan:
     arm: str
     repetition: int
     student: str
-    engine: str  # hf | vllm: how a trained model dir is run (its profile, its evaluation)
+    engine: str  # hf | vllm (`auto` resolved): how a trained model dir is run (its profile, its evaluation)
     sft_data: str  # real | stitched | none | mixed
     sft_rows: int | None
     collect: CollectConfig
@@ -139,7 +139,7 @@ def plan_arm(
         arm=arm,
         repetition=repetition,
         student=student,
-        engine=choices["model"].engine,
+        engine=choices["model"].resolved_engine(),
         sft_data=sft_data,
         sft_rows=own_sft.rows,
         collect=collect,

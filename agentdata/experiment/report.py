@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import json
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -214,7 +215,9 @@ def shared_work(outcomes: list[Any]) -> list[dict[str, Any]]:
     return list(runs.values())
 
 
-def totals(recipe: Recipe, outcomes: list[Any], shared: list[dict[str, Any]], files: Any) -> dict[str, Any]:
+def totals(
+    recipe: Recipe, outcomes: list[Any], shared: list[dict[str, Any]], files: Any, engines: Iterable[str] = ()
+) -> dict[str, Any]:
     from agentdata.problems import load_problems
 
     loads = [value for run in shared for value in (run.get("load_before"), run.get("load_after")) if value is not None]
@@ -226,6 +229,7 @@ def totals(recipe: Recipe, outcomes: list[Any], shared: list[dict[str, Any]], fi
         "load_min": min(loads) if loads else None,
         "load_max": max(loads) if loads else None,
         "threads": sorted({run["threads"] for run in shared if run.get("threads")}),
+        "engines": sorted(engines),  # how the trained models ran (GRPO's rollouts on vLLM too where it is vllm)
         "k": k,
         "held_out_problems": len(load_problems(files.held_out)),
         "train_problems": len(load_problems(files.train)),
@@ -235,14 +239,16 @@ def totals(recipe: Recipe, outcomes: list[Any], shared: list[dict[str, Any]], fi
     }
 
 
-def build_report(recipe: Recipe, outcomes: list[Any], files: Any, out: Path) -> ExperimentReport:
+def build_report(
+    recipe: Recipe, outcomes: list[Any], files: Any, out: Path, engines: Iterable[str] = ()
+) -> ExperimentReport:
     """Assemble the report from the outcomes and write experiment.json, report.md and report.png."""
     from agentdata.experiment.markdown import report_markdown
     from agentdata.experiment.plots import report_figure
 
     by_arm = {arm: [o for o in outcomes if o.arm == arm] for arm in recipe.arms}
     shared = shared_work(outcomes)
-    summary = totals(recipe, outcomes, shared, files)
+    summary = totals(recipe, outcomes, shared, files, engines)
     k = summary["k"] or 1
     found_curves = curves(outcomes)
     report = ExperimentReport(

@@ -64,14 +64,14 @@ def run_experiment(recipe: Recipe, out: str | Path, jobs: int | None = 1) -> Any
         outcomes = [run_arm(plan, kinds, files, workshop, out / ARMS_DIR) for plan, kinds in units]
     else:
         outcomes = run_arms_in_workers(_jobs(units, files, workshop, out / ARMS_DIR, jobs), jobs)
-    return build_report(recipe, outcomes, files, out)
+    return build_report(recipe, outcomes, files, out, engines)
 
 
 def keep_recorded_engine(engines: set[str]) -> None:
-    """A recipe whose arms run on `hf` keeps the transformers engine for all its models (the default teacher and
-    GRPO's rollouts too, which otherwise take vLLM where it is installed): its results stay the ones recorded,
-    reproducible to the response, and `engine: vllm` is the way to vLLM. AGENTDATA_VLLM set by the user wins;
-    spawned arm workers inherit it."""
+    """A recipe whose arms run on `hf` (written so, or `auto` where vLLM is not installed) keeps the transformers
+    engine for all its models (the default teacher and GRPO's rollouts too, which otherwise take vLLM where it is
+    installed): `engine: hf` reproduces, to the response, results recorded on transformers. AGENTDATA_VLLM set by
+    the user wins; spawned arm workers inherit it."""
     from agentdata.engines.vllm_server import SWITCH_ENV
 
     if "vllm" not in engines:

@@ -39,10 +39,11 @@ def validation_callback(config: Any, trainer: Any, rollout: Any, sandbox: Any) -
 @contextmanager
 def policy_engine(trainer: Any, rollout: Any) -> Iterator[Any]:
     engine = rollout.engine
-    if not hasattr(engine, "model"):  # colocated vLLM
-        if trainer.state.global_step != getattr(trainer, "_last_loaded_step", None):
-            trainer.vllm_generation.sync_weights()
+    if not hasattr(engine, "model"):  # vLLM generates: it must hold the policy's current weights
+        if trainer.args.use_vllm and trainer.state.global_step != getattr(trainer, "_last_loaded_step", None):
+            trainer.vllm_generation.sync_weights()  # TRL's own vLLM syncs at its next generation, not before
             trainer._last_loaded_step = trainer.state.global_step
+        # fed by files (rl/vllm_push.py): PushWeightsCallback, added ahead of this callback, pushed after the step
         yield engine
         return
     from trl.models import unwrap_model_for_generation
