@@ -23,6 +23,16 @@ from tests.cli_helpers import run_cli
         (["train", "--tool-timeout", "5"], "tool_timeout=VALUE"),
         (["collect", "problems.jsonl", "--no-retry-errors"], "retry_errors=false"),
         (["curate", "runs/x", "--prm-option", "head=lm"], """prm_options='{"KEY": VALUE}'"""),
+        (["collect", "problems.jsonl", "--max-turns", "3"], "max_turns=VALUE"),
+        (["train", "--epsilon-high", "0.3"], "epsilon_high=VALUE"),
+        (["train", "--lora-r", "8"], "lora_r=VALUE"),
+        (["train", "--packing"], "packing=true"),
+        (["train", "--no-plots"], "plots=false"),
+        (["train", "--temperature", "0.9"], "temperature=VALUE"),
+        (["train", "--sft-save-steps", "3"], "sft.save_steps=VALUE"),
+        (["filter", "problems.jsonl", "--embedding", "tfidf"], "embedding=VALUE"),
+        (["filter", "problems.jsonl", "--push-to-hub", "me/pool"], "push_to_hub=VALUE"),
+        (["eval", "smollm2", "bench.jsonl", "--run-name", "x"], "run_name=VALUE"),
     ],
 )
 def test_a_flag_of_an_older_release_is_one_line_naming_its_new_spelling(capsys, args, new):
@@ -48,3 +58,10 @@ def test_no_removed_flag_is_listed_in_help(capsys):
     assert run_cli(["train", "--help"]) == 0
     shown = capsys.readouterr().out
     assert "--rl-max-steps" not in shown and "--sft-learning-rate" not in shown and "--eval-every" not in shown
+    assert "--lora-r" not in shown and "--epsilon-high" not in shown
+
+
+def test_a_setting_without_a_flag_is_an_override(capsys):
+    assert run_cli(["train", "lora_r=8", "rl.epsilon_high=0.3", "--print-config"]) == 0
+    shown = capsys.readouterr().out
+    assert "lora_r: 8  # override lora_r" in shown and "epsilon_high: 0.3  # override rl.epsilon_high" in shown

@@ -44,7 +44,8 @@ class LoopConfig:
         default=4, metadata={"help": "Tool calls run per trajectory; one more is refused.", "range": "[0, 1000]"}
     )
     max_turns: int = field(
-        default=8, metadata={"help": "Model turns (generate calls) per trajectory.", "range": "[1, 1000]"}
+        default=8,
+        metadata={"override_only": True, "help": "Model turns (generate calls) per trajectory.", "range": "[1, 1000]"},
     )
     max_new_tokens: int = field(
         default=512, metadata={"help": "Model tokens per trajectory, all turns together.", "range": "[1, 10000000]"}

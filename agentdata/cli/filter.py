@@ -29,12 +29,27 @@ from agentdata.training.config import TrackingConfig
 
 # The profile is a collect run of the student: its teacher is --student and its samples are --k.
 PROFILE_FLAGS = {"teacher": "--student", "samples": "--k"}
+# Flags of collect and curate that are keys and overrides here (`temperature=0.7`, `push_to_hub=me/pool`): the
+# profile samples as GRPO's rollouts do, and publishing a pool is rarer than curating a set.
+FILTER_OVERRIDES = (
+    "harness",
+    "temperature",
+    "sandbox_max_rps",
+    "executor",
+    "near_dup_threshold",
+    "license",
+    "secrets",
+    "push_to_hub",
+    "public",
+    "report_to",
+)
 
 
 # Profiled as GRPO samples (temperature 1.0, agentdata.agent.config.rollout_loop): the pass rates training will see.
 # Two sections: `--seed` sets both seeds (the rollouts' and the clustering's), `profile.seed=N` / `pool.seed=N` one.
 @settings_command(
     flags=PROFILE_FLAGS,
+    overrides=FILTER_OVERRIDES,
     defaults={"samples": 4, "temperature": ROLLOUT_TEMPERATURE},
     sections=Sections(Section("profile", {"profiling": CollectConfig}), tracked("pool", {"pool": PoolConfig})),
 )

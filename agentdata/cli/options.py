@@ -40,6 +40,7 @@ from agentdata.settings import (
     Layer,
     Section,
     Sections,
+    default_of,
     is_settings,
     is_value_type,
     read_settings_file,
@@ -50,6 +51,7 @@ CONFIG_HELP = "YAML or JSON file of settings (names as the flags, with _ for -);
 CONTEXT = "_typer_context"
 JSON_HELP = "Print the summary as JSON (machine-readable) instead of tables."
 EVERY_SECTION = "Every stage"  # the --help group of the flags that set a name in every section having it
+_PAIRS = """'{"KEY": VALUE}'"""  # how a KEY=VALUE flag's setting is written as an override
 
 
 @dataclass
@@ -113,37 +115,37 @@ def generated_options(
     defaults: dict[str, Any] | None = None,
     exclude: tuple[str, ...] = (),
     removed: dict[str, str] | None = None,
+    overrides: tuple[str, ...] = (),
 ) -> list[GeneratedOption]:
     """The options of a command's settings: one per name (a name several sections share with one meaning
-    sets them all; one section's is its override, `rl.max_steps=3`). `removed` names old flags and their new
-    spelling ({old flag: new spelling}): each is a hidden option that stops with one line saying so."""
+    sets them all; one section's is its override, `rl.max_steps=3`). A field with metadata `override_only`,
+    or named in the command's `overrides`, is no flag: it is set by its override (`top_p=0.9`), and its
+    flag of 0.4 stops with one line saying so. `removed` names other old flags and their new spelling
+    ({old flag: new spelling}): each is a hidden option that stops with one line."""
     flags, defaults, removed = flags or {}, defaults or {}, dict(removed or {})
     by_name: dict[str, list[Section]] = {}
-    override_only: dict[str, tuple[str, str]] = {}  # not everyday flags (name -> 0.4's flag, its kind)
     for section in sections.sections.values():
-        for name, (item, annotation) in section.fields.items():
-            if name in exclude or item.metadata.get("cli") is False:
-                continue
-            if item.metadata.get("override_only"):  # `top_p=0.9` is how 0.4's --top-p 0.9 reads now
-                flag = flags.get(name) or item.metadata.get("flag") or "--" + name.replace("_", "-")
-                override_only[name] = (flag, _cli_kind(annotation)[0])
-                continue
-            by_name.setdefault(name, []).append(section)
+        for name, (item, _) in section.fields.items():
+            if name not in exclude and item.metadata.get("cli") is not False:
+                by_name.setdefault(name, []).append(section)
     options, switches = [], set()  # switches: removed flags that took no value (a bool's)
-    for name, (flag, kind) in override_only.items():
-        if name not in by_name:
-            value = {"bool": "false", "pairs": """'{"KEY": VALUE}'"""}.get(kind, "VALUE")
-            removed[flag] = f"{name}={value}"
-            switches |= {flag} if kind == "bool" else set()
     for name, owners in by_name.items():
-        if len(owners) == 1 or _one_meaning(name, owners):
+        item, annotation = owners[0].fields[name]
+        flag = flags.get(name) or item.metadata.get("flag") or "--" + name.replace("_", "-")
+        is_bool = value_type(annotation)[0] is bool
+        if item.metadata.get("override_only") or name in overrides:  # `top_p=0.9` is how --top-p 0.9 reads now
+            switch = "false" if default_of(item) else "true"  # what the old flag (or its --no-) turned
+            value = {"bool": switch, "pairs": _PAIRS}.get(_cli_kind(annotation)[0], "VALUE")
+            removed[flag] = f"{name}={value}"
+            switches |= {flag} if is_bool else set()
+        elif len(owners) == 1 or _one_meaning(name, owners):
             options.append(_option(name, owners, flags.get(name), defaults, owners[0].label))
         if len(owners) > 1:  # the per-section flags of 0.4 (--sft-max-steps): now sft.max_steps=...
-            flag = (flags.get(name) or "--" + name.replace("_", "-")).removeprefix("--")
-            is_bool = value_type(owners[0].fields[name][1])[0] is bool
+            plain_flag = (flags.get(name) or "--" + name.replace("_", "-")).removeprefix("--")
             for owner in owners:
-                removed[f"--{owner.name}-{flag}"] = f"{owner.name}.{name}={'true' if is_bool else 'VALUE'}"
-                switches |= {f"--{owner.name}-{flag}"} if is_bool else set()
+                old = f"--{owner.name}-{plain_flag}"
+                removed[old] = f"{owner.name}.{name}={'true' if is_bool else 'VALUE'}"
+                switches |= {old} if is_bool else set()
     for option in options:
         item, _ = sections.sections[option.targets[0]].fields[option.name]
         ends = item.metadata.get("ends", ())
@@ -270,12 +272,14 @@ def settings_command(
     sections: Sections | None = None,
     section_names: dict[str, str] | None = None,
     removed: dict[str, str] | None = None,
+    overrides: tuple[str, ...] = (),
 ) -> Callable:
     """Give a command its generated settings options, `--config` and `--json` (see the module doc).
 
     The command takes its settings as parameters annotated with their dataclasses (each one section,
     named after the parameter unless `section_names` says otherwise), or, with `sections` given, one
-    parameter annotated `GivenSettings` that receives what the command line gave, unbuilt.
+    parameter annotated `GivenSettings` that receives what the command line gave, unbuilt. `overrides` names
+    the settings that are everyday elsewhere but not in this command: keys and overrides, no flags.
     """
 
     def decorate(func: Callable) -> Callable:
@@ -289,7 +293,7 @@ def settings_command(
         path = sections or Sections.of(configs, section_names)
         special = {*configs, "as_json", unbuilt}
         plain = [p for name, p in signature.parameters.items() if name not in special]
-        options = generated_options(path, flags, defaults, exclude, removed)
+        options = generated_options(path, flags, defaults, exclude, removed, overrides)
         clash = {p.name for p in plain} & {o.param for o in options}
         if clash:
             raise TypeError(f"{func.__name__}: parameters {sorted(clash)} are also settings fields")

@@ -12,6 +12,7 @@ import re
 import typing
 
 from agentdata.agent.config import CollectConfig, LoopConfig, ShardingConfig
+from agentdata.cli.filter import FILTER_OVERRIDES
 from agentdata.curate.config import CurateConfig
 from agentdata.evaluation.config import EvalConfig
 from agentdata.evaluation.validation import ValidationConfig
@@ -29,9 +30,13 @@ from agentdata.synth.config import ProblemsConfig
 from agentdata.synth.stitch.build import StitchConfig
 from agentdata.traces.config import ImportConfig
 from agentdata.train.closed_loop import ClosedLoopConfig
+from agentdata.train.settings import TRAIN_OVERRIDES
 from agentdata.training.config import OptimiserConfig, TrackingConfig
 from agentdata.validate.config import ValidateConfig
 from agentdata.view.config import ViewConfig
+
+# The commands that take a setting other commands list as a flag only as a key and an override.
+COMMAND_OVERRIDES = {"filter": FILTER_OVERRIDES, "train": TRAIN_OVERRIDES}
 
 # (settings, where they are used) in the order the pipeline runs.
 DOCUMENTED: list[tuple[type, str]] = [
@@ -89,10 +94,12 @@ HEADER = """# Settings
 
 Generated from the settings dataclasses by `python -m agentdata.cli.settings_docs`; do not edit by hand.
 
-Every setting is a command-line flag of the commands that use it and a key of a `--config FILE.yaml`
-(or `.json`) file: flags override the file, the file overrides the defaults. Composed settings (`loop`,
-`dedup`, `validation`) stay flat: `--max-turns` on the command line, `max_turns:` in a file (a `loop:`
-section works too). A key nobody knows stops the command with one line naming it and the closest keys.
+Every setting is a key of a `--config FILE.yaml` (or `.json`) file and a `KEY=VALUE` override (below);
+the everyday ones are also flags (each command's `--help` lists at most 25; the flag column says which,
+and "override" marks a setting no command lists). Flags override the file, the file overrides the
+defaults. Composed settings (`loop`, `dedup`, `validation`) stay flat: `--max-tool-calls` on the command
+line, `max_tool_calls:` in a file (a `loop:` section works too). A key nobody knows stops the command
+with one line naming it and the closest keys.
 
 **Sections.** A command's settings are sections of these dataclasses. `agentdata train` has two: `sft:`
 (SFTStageConfig) and `rl:` (GRPOStageConfig with ClosedLoopConfig beside it), each also taking any field
@@ -165,6 +172,10 @@ def _row(item: dataclasses.Field, annotation: typing.Any) -> str:
         flags = "(file only)"
     elif item.metadata.get("override_only"):
         flags = f"`{item.name}=` (override)"
+    else:
+        flags += "".join(
+            f" (`{command}`: `{item.name}=`)" for command, names in COMMAND_OVERRIDES.items() if item.name in names
+        )
     limits = item.metadata.get("range", "")
     if item.metadata.get("choices"):
         limits = " \\| ".join(map(str, item.metadata["choices"]))

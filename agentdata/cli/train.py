@@ -18,10 +18,10 @@ from agentdata.cli.common import output_dir
 from agentdata.cli.options import GivenSettings, settings_command
 from agentdata.cli.render import show
 from agentdata.train.run import TrainRequest, result_summary, train
-from agentdata.train.settings import REMOVED_FLAGS, TRAIN_SETTINGS
+from agentdata.train.settings import REMOVED_FLAGS, TRAIN_OVERRIDES, TRAIN_SETTINGS
 
 
-@settings_command(sections=TRAIN_SETTINGS, exclude=("out",), removed=REMOVED_FLAGS)
+@settings_command(sections=TRAIN_SETTINGS, exclude=("out",), removed=REMOVED_FLAGS, overrides=TRAIN_OVERRIDES)
 def command(
     stage: Annotated[str, typer.Option("--stage", help="sft, rl or all.")] = "all",
     out: Annotated[Path, typer.Option("--out", "-o", help="Output dir (sft/ and rl/ inside for --stage all).")] = Path(

@@ -15,6 +15,8 @@ Every stage's settings are a dataclass whose fields carry their documentation:
 - `flag` / `aliases` rename the generated command-line option; `cli: False` leaves a field off
   the command line (still settable from a `--config` file); `override_only: True` gives it no flag, only
   its `NAME=VALUE` override (a command's --help keeps its everyday flags, at most 25).
+- `parse: "module:function"` reads the field's own text form, from a flag, an override or a file
+  (`domain_mix=math=0.5,code=0.5`).
 - `extra: "module:Type"` makes a dict field gather the names only that type knows (the stages' `trl`
   mapping takes any field of TRL's SFTConfig / GRPOConfig).
 - `ends: (LOW_NAME, HIGH_NAME)` on a band names its two one-end names of 0.4: used, each stops with one

@@ -127,6 +127,12 @@ def _defaults(config_type: type, base: Any = None) -> dict[str, Any]:
     return values
 
 
+def _parser(spec: str) -> Any:
+    """A field's `parse` function ("module:function"), imported only when a value needs it."""
+    module, _, attribute = spec.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
 @functools.cache
 def _extra_names(spec: str) -> frozenset[str]:
     module, _, attribute = spec.partition(":")
@@ -248,8 +254,13 @@ class Sections:
                 if _combines(given.value):
                     defaults = defaults if defaults is not None else section.defaults()
                     given = dataclasses.replace(given, value=_resolved(given.value, defaults.get(name)))
+                item, annotation = fields[name]
+                if isinstance(given.value, str) and "parse" in item.metadata:  # its text form, as its flag takes it
+                    given = dataclasses.replace(
+                        given, value=_parser(item.metadata["parse"])(given.value, given.where.removesuffix("="))
+                    )
                 try:
-                    coerced[self._owner[section_name][name]][name] = coerce(name, fields[name][1], given.value)
+                    coerced[self._owner[section_name][name]][name] = coerce(name, annotation, given.value)
                 except SettingError as error:
                     raise error.at(given.where, given.flag) from None
             for param, config_type in section.configs.items():

@@ -54,7 +54,11 @@ class ClosedLoopConfig:
     )
     profile_k: int = field(
         default=DEFAULT_K,
-        metadata={"help": "Rollouts per problem in the --rl-problems profile.", "range": "[1, 100000]"},
+        metadata={
+            "override_only": True,
+            "help": "Rollouts per problem in the --rl-problems profile.",
+            "range": "[1, 100000]",
+        },
     )
 
     def __post_init__(self) -> None:
