@@ -114,7 +114,7 @@ def synthetic_profile(problems: int, shard_rows: int = 200_000) -> tuple[Path, P
 
 def filter_arguments(problems_file: Path, profile: Path, out: Path) -> list[str]:
     flags = ["--out", str(out), "--profile-dir", str(profile), "--student", STUDENT, "--k", str(K)]
-    return ["-m", "agentdata.cli.app", "filter", str(problems_file), *flags, "--embedding", "tfidf", "--json"]
+    return ["-m", "agentdata.cli.app", "filter", str(problems_file), *flags, "embedding=tfidf", "--json"]
 
 
 def one_filter(checkout: Path, problems_file: Path, profile: Path, out: Path, profile_to: Path | None) -> dict:

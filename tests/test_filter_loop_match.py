@@ -123,11 +123,11 @@ def test_cli_filter_profiles_at_grpos_temperature_and_warns_otherwise(tmp_path, 
     monkeypatch.setattr(collect_module, "collect", fake_collect_writing(problems, 1, []))
     problems_file = tmp_path / "problems.jsonl"
     problems_file.write_text("".join(json.dumps({"question": p.question, "answer": p.answer}) + "\n" for p in problems))
-    args = ["filter", str(problems_file), "--k", "2", "--embedding", "tfidf"]
+    args = ["filter", str(problems_file), "--k", "2", "embedding=tfidf"]
     assert run_cli([*args, "--out", str(tmp_path / "a.parquet")]) == 0
     assert "warning" not in capsys.readouterr().out
     assert recorded_profile(tmp_path / "a.parquet")["loop"]["temperature"] == 1.0
-    assert run_cli([*args, "--out", str(tmp_path / "b.parquet"), "--temperature", "0.6"]) == 0
+    assert run_cli([*args, "--out", str(tmp_path / "b.parquet"), "temperature=0.6"]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if "warning" in line]
     assert len(lines) == 1 and "temperature 0.6 (GRPO: 1.0)" in lines[0]
 

@@ -95,8 +95,7 @@ def test_train_profiles_the_sft_model_with_grpos_loop_and_trains_grpo_on_the_ban
         str(out),
         "--max-new-tokens",
         "64",
-        "--overlong-buffer",
-        "8",
+        "overlong_buffer=8",
         "--config",
         str(config),
     ]

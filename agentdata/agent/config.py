@@ -135,7 +135,7 @@ class ShardingConfig:
         default=None,
         metadata={
             "help": "I/N: make only the trajectories of shard I (0 to N-1) of N, a fixed split by problem id, in "
-            "files of its own in --out; N processes (on N machines, shared storage) fill one run dir, each resumed "
+            "files of its own in the run dir (collect's and eval's --out, filter's profile dir); N processes (on N machines, shared storage) fill one run dir, each resumed "
             "on its own, and the same command without --shard reads them as one run. Unset: the whole run."
         },
     )
@@ -143,7 +143,7 @@ class ShardingConfig:
         default="local",
         metadata={
             "help": "local: this process; ray: every shard as a task on an existing Ray cluster (ray_address=), "
-            "into --out on storage every node sees; a shard whose worker or node died is run again (it resumes); "
+            "into a run dir on storage every node sees; a shard whose worker or node died is run again (it resumes); "
             "one progress bar for all.",
             "choices": EXECUTORS,
         },

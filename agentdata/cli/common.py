@@ -119,6 +119,6 @@ def with_model(config: Settings, model: str | None) -> Settings:
 
 
 def tracked(name: str, configs: dict[str, type]) -> Section:
-    """A settings section of `configs` plus `tracking` (--report-to, --run-name: training/trackers.py), the
+    """A settings section of `configs` plus `tracking` (--report-to, run_name=: training/trackers.py), the
     trackers `collect`, `filter` and `eval` log their summary and sampled trajectories to."""
     return Section(name, {**configs, "tracking": TrackingConfig})

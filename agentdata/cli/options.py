@@ -5,16 +5,18 @@ A command declares the settings it needs as parameters annotated with their data
     @settings_command()
     def command(problems_file: ..., out: ..., *, config: CollectConfig, as_json: bool = False): ...
 
-and gets one option per field (`--max-turns`, help and default from the field), plus
-`--config FILE.yaml|json` and `--json`. A new field in a dataclass is a new flag with no
-other change. Each settings parameter is a section of the command's settings path
-(`agentdata.settings.sections`); `train` declares its sections itself (`sft`, and `rl` with the
-closed loop's settings). A name only one section has is one flag (`--num-generations`); a name
-several sections have with one meaning is one flag that sets it in all of them (`--max-steps`: SFT's
-and GRPO's); one section's is set by an override (`rl.max_steps=3`, cli/overrides.py). Values come
-from: the field's default < the command's default < the file < overrides < flags. A value out of its
-range ends the command with one line naming the flag. A flag of an older release (`--rl-max-steps`,
-`--min-tool-calls`) is no alias: it stops with one line naming its new spelling.
+and gets one option per field (`--max-tool-calls`, help and default from the field), plus `--config
+FILE.yaml|json` and `--json`. A new field in a dataclass is a new flag with no other change, unless it is no
+everyday flag: metadata `override_only` (no command lists it) or the command's `overrides` (this one does not)
+make it a key and an override only (`lora_r=8`), so that each command's --help lists at most 25 flags
+(tests/test_flag_counts.py). Each settings parameter is a section of the command's settings path
+(`agentdata.settings.sections`); `train` declares its sections itself (`sft`, and `rl` with the closed loop's
+settings). A name only one section has is one flag (`--num-generations`); a name several sections have with
+one meaning is one flag that sets it in all of them (`--max-steps`: SFT's and GRPO's); one section's is set by
+an override (`rl.max_steps=3`, cli/overrides.py). Values come from: the field's default < the command's
+default < the file < overrides < flags. A value out of its range ends the command with one line naming the
+flag. A flag of an older release (`--rl-max-steps`, `--min-tool-calls`) is no alias: it stops with one line
+naming its new spelling.
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ DOCUMENTED: list[tuple[type, str]] = [
     (
         ClosedLoopConfig,
         "`agentdata train` between SFT and GRPO (the closed loop: `--rl-problems`, `--band`, "
-        "`--profile-k`), keys of its `rl:` section beside GRPO's",
+        "`profile_k=`), keys of its `rl:` section beside GRPO's",
     ),
     (
         OptimiserConfig,
@@ -85,7 +85,7 @@ DOCUMENTED: list[tuple[type, str]] = [
     (
         ValidationConfig,
         "`agentdata train`: validation during training, in both the `sft:` and `rl:` sections "
-        "(`--eval-problems`, `--eval-k` set both stages; `sft.eval_every=N`, `rl.eval_every=N` one, "
+        "(`--eval-problems`, `eval_k=` set both stages; `sft.eval_every=N`, `rl.eval_every=N` one, "
         "`eval_every=N` both); docs/train.md",
     ),
 ]

@@ -1,7 +1,7 @@
 """`agentdata train`: SFT on an SFT set, then GRPO with the sandbox in the loop (agentdata.train.run does the work).
 
 Its options are generated from the stages' settings like every other command's (train/settings.py):
-a name one stage has is one flag (`--num-generations`, `--long-rows`), a name both have sets both
+a name one stage has is one flag (`--num-generations`, `--rl-pool`), a name both have sets both
 (`--max-steps`); one stage's own is an override (`sft.max_steps=2`, `rl.max_steps=20`).
 """
 

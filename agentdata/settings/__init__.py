@@ -23,7 +23,7 @@ Every stage's settings are a dataclass whose fields carry their documentation:
   line naming the band (no alias).
 
 A dataclass field whose type is another settings dataclass composes it (`loop: LoopConfig`):
-its fields stay flat on the command line and in records (`--max-turns`, `"max_turns"`), so
+its fields stay flat on the command line and in records (`--max-tool-calls`, `"max_tool_calls"`), so
 `flatten` and `build` convert between the nested objects and the flat names. Value types with
 rules of their own (`Band`, `CountBand`) are in `values.py`; a command's settings as sections of
 dataclasses, fed by layers (defaults < file < flags or code), are `sections.py`; files are read

@@ -113,7 +113,7 @@ def profiled_pool(rl_config: GRPOStageConfig, settings: ClosedLoopConfig, out: P
             "train",
             f"warning: the band {settings.band} keeps none of the {run.result.profiled.height} problems "
             f"profiled ({_rates_summary(run.result.profiled)}): GRPO trains on all {len(problems)} problems "
-            "of --rl-problems (groups that all agree give no gradient); widen --band or raise --profile-k",
+            "of --rl-problems (groups that all agree give no gradient); widen --band or raise profile_k=",
         )
         return problems_file
     note("train", f"RL pool: {run.result.pool.height} of {len(problems)} problems in the band → {run.output}")
