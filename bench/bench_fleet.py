@@ -58,7 +58,7 @@ def _run(servers, trajectories, concurrency, box, router=None, **options):
     if router is not None:
         engine.fleet = router([replica.url for replica in engine.fleet.replicas])
         engine.servers = engine.fleet.replicas
-    config = build(CollectConfig, {"teacher": engine.spec, "protocol": "hermes", "concurrency": concurrency})
+    config = build(CollectConfig, {"model": engine.spec, "protocol": "hermes", "concurrency": concurrency})
 
     async def run(out: Path):
         try:

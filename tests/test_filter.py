@@ -193,7 +193,7 @@ def test_profile_cache_generates_only_what_is_missing(tmp_path, monkeypatch):
     calls = []
 
     def fake_collect(problem_list, out_dir, config, engine=None):
-        calls.append((len(problem_list), config.samples, config.teacher))
+        calls.append((len(problem_list), config.samples, config.model))
         rows = [
             replace(
                 trajectory(

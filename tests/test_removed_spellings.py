@@ -49,6 +49,37 @@ def test_an_end_of_a_band_in_a_file_names_the_band(tmp_path, capsys):
     assert "max_tool_calls is gone: write tool_calls: [MIN, MAX]" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["collect", "teacher=hf:m"], "teacher is gone: write model"),
+        (["filter", "profile.teacher=hf:m"], "profile: teacher is gone: write model"),
+        (
+            ["experiment", "sft-data", "--dry-run", "--set", "collect.teacher=hf:m"],
+            "collect.teacher is gone: write collect.model",
+        ),
+    ],
+)
+def test_the_rollouts_model_of_0_4_named_teacher_is_one_line_naming_model(capsys, args, said):
+    assert run_cli(args) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and said in error
+
+
+def test_a_teacher_key_in_a_file_or_in_code_names_model(tmp_path, capsys):
+    from agentdata.agent.config import CollectConfig
+    from agentdata.errors import UserError
+    from agentdata.settings import build
+
+    config = tmp_path / "collect.yaml"
+    config.write_text("teacher: hf:m\n")
+    assert run_cli(["collect", "--config", str(config)]) == 2
+    assert f"{config}: teacher is gone: write model" in capsys.readouterr().err
+    with pytest.raises(UserError, match="teacher is gone: write model"):
+        build(CollectConfig, {"teacher": "hf:m"})
+    assert build(CollectConfig, {"model": "hf:m"}).model == "hf:m"
+
+
 def test_the_old_module_name_says_where_the_steps_are():
     with pytest.raises(ImportError, match="agentdata.filters is now agentdata.steps"):
         importlib.import_module("agentdata.filters")

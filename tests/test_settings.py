@@ -163,10 +163,10 @@ def test_dedup_settings_are_composed_once_and_keep_their_flat_flags_and_keys(con
 
 
 def test_build_routes_flat_names_and_records_them_flat():
-    config = build(CollectConfig, {"teacher": "x", "max_turns": 3, "loop": {"top_p": 0.5}})
+    config = build(CollectConfig, {"model": "x", "max_turns": 3, "loop": {"top_p": 0.5}})
     assert config.loop.max_turns == 3 and config.loop.top_p == 0.5
     flat = flatten(config)
-    assert flat["max_turns"] == 3 and "loop" not in flat and flat["teacher"] == "x"
+    assert flat["max_turns"] == 3 and "loop" not in flat and flat["model"] == "x"
     with pytest.raises(UserError, match="unknown setting"):
         build(CollectConfig, {"max_turn": 3})
     grpo = build(GRPOStageConfig, {"max_turns": 2})
@@ -233,11 +233,11 @@ def run_probe(args):
 
 def test_flags_override_the_file_which_overrides_the_defaults(tmp_path):
     path = tmp_path / "collect.yaml"
-    path.write_text("max_turns: 3\ntemperature: 0.5\nloop:\n  top_p: 0.9\nteacher: hf:/m\n")
+    path.write_text("max_turns: 3\ntemperature: 0.5\nloop:\n  top_p: 0.9\nmodel: hf:/m\n")
     code, output = run_probe(["--config", str(path), "--temperature", "0.2"])
     assert code == 0, output
     settings = json.loads(output)
-    assert (settings["max_turns"], settings["temperature"], settings["top_p"], settings["teacher"]) == (
+    assert (settings["max_turns"], settings["temperature"], settings["top_p"], settings["model"]) == (
         3,
         0.2,
         0.9,
@@ -344,14 +344,14 @@ def test_a_library_collect_draws_nothing_and_reports_events(tmp_path, capfd):
         collect(
             problems,
             tmp_path / "run",
-            CollectConfig(teacher="scripted", concurrency=2),
+            CollectConfig(model="scripted", concurrency=2),
             engine=ScriptedEngine(),
             sandbox=InProcessSandbox(),
         )
     collect(
         problems,
         tmp_path / "run2",
-        CollectConfig(teacher="scripted"),
+        CollectConfig(model="scripted"),
         engine=ScriptedEngine(),
         sandbox=InProcessSandbox(),
     )

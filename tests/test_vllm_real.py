@@ -191,7 +191,7 @@ def test_a_vllm_server_killed_mid_collect_fails_its_rows_and_the_rerun_retries_t
             killed.append(engine.server.process.pid)
             os.killpg(engine.server.process.pid, signal.SIGKILL)
 
-    config = build(CollectConfig, dict(teacher="vllm:smollm2", concurrency=2))
+    config = build(CollectConfig, dict(model="vllm:smollm2", concurrency=2))
     with listening(kill_after_first):
         collect(default_problems()[:6], out, config, engine=engine)
     asyncio.run(engine.aclose())

@@ -94,6 +94,8 @@ QuestionField = Annotated[
 AnswerField = Annotated[
     str | None, typer.Option("--answer-field", help="Column holding the gold answer (default: recognised names).")
 ]
+# The name an openai: server serves the model under (engine_options["model"]); the model itself is an engine spec
+# (collect's --teacher, filter's --student, eval's MODEL_SPEC).
 ModelName = Annotated[str | None, typer.Option("--model", help="Model name for openai: engines (an engine option).")]
 
 

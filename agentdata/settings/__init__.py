@@ -19,6 +19,8 @@ Every stage's settings are a dataclass whose fields carry their documentation:
   (`domain_mix=math=0.5,code=0.5`).
 - `extra: "module:Type"` makes a dict field gather the names only that type knows (the stages' `trl`
   mapping takes any field of TRL's SFTConfig / GRPOConfig).
+- `was: (OLD_NAME,)` names a field's names of older releases (`teacher` for the rollout's `model`): a file,
+  override or `build` that uses one stops with one line naming the new name (no alias).
 - `ends: (LOW_NAME, HIGH_NAME)` on a band names its two one-end names of 0.4: used, each stops with one
   line naming the band (no alias).
 
@@ -44,9 +46,11 @@ from agentdata.settings.fields import (
     default_of,
     field_range,
     field_types,
+    gone,
     is_settings,
     is_value_type,
     leaf_fields,
+    renamed_names,
     value_type,
 )
 from agentdata.settings.files import MAX_SETTINGS_BYTES, MAX_SETTINGS_VALUES, read_settings_file
@@ -78,10 +82,12 @@ __all__ = [
     "field_types",
     "flat_names",
     "flatten",
+    "gone",
     "is_settings",
     "is_value_type",
     "leaf_fields",
     "read_settings_file",
+    "renamed_names",
     "unnest",
     "value_type",
 ]

@@ -87,7 +87,7 @@ def profiled_pool(rl_config: GRPOStageConfig, settings: ClosedLoopConfig, out: P
     problems = unique_problems(load_problems(problems_file), problems_file)
     student = profile_spec(rl_config.model)
     profiling = CollectConfig(
-        teacher=student,
+        model=student,
         samples=settings.profile_k,
         loop=rl_config.loop,
         seed=rl_config.seed,
