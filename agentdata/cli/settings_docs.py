@@ -164,6 +164,8 @@ def settings_markdown() -> str:
 
 def _row(item: dataclasses.Field, annotation: typing.Any) -> str:
     help_text = item.metadata.get("help", "").replace("|", "\\|")
+    if item.metadata.get("was"):  # an older release's key, now one line naming this one
+        help_text += " Was " + ", ".join(f"`{old}`" for old in item.metadata["was"]) + " before 0.5."
     if is_settings(annotation):
         return f"| `{item.name}` | (its fields) | {annotation.__name__} | | | {help_text} |\n"
     flag = item.metadata.get("flag") or "--" + item.name.replace("_", "-")
