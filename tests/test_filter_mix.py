@@ -1,4 +1,4 @@
-"""filter --domain-mix: the pool moves toward target domain shares after the band; per-domain report."""
+"""filter's domain_mix=: the pool moves toward target domain shares after the band; per-domain report."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_parse_domain_mix_normalises_and_refuses_nonsense():
     )
     assert parse_domain_mix("math=2,code=2") == {"math": 0.5, "code": 0.5}
     for bad in ("math", "math=x", "math=-1", "math=0"):
-        with pytest.raises(UserError, match="--domain-mix"):
+        with pytest.raises(UserError, match="domain_mix: "):
             parse_domain_mix(bad)
 
 

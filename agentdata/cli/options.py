@@ -91,7 +91,7 @@ class GeneratedOption:
         """The flag's value in the field's terms."""
         if self.kind == "pairs":
             return parse_key_values(raw or [], self.flag)
-        if self.kind == "parsed":  # a field with its own text form, e.g. --domain-mix math=0.5,code=0.5
+        if self.kind == "parsed":  # a field with its own text form (metadata "parse")
             return load_object(self.parse)(raw, self.flag)
         if self.kind == "repeat" and self.split:
             parts = [part.strip() for value in raw or [] for part in value.split(",") if part.strip()]
