@@ -268,9 +268,8 @@ class Sections:
                     given = dataclasses.replace(given, value=_resolved(given.value, defaults.get(name)))
                 item, annotation = fields[name]
                 if isinstance(given.value, str) and "parse" in item.metadata:  # its text form, as its flag takes it
-                    given = dataclasses.replace(
-                        given, value=_parser(item.metadata["parse"])(given.value, given.where.removesuffix("="))
-                    )
+                    said = given.where[:-1] if given.where.endswith("=") else _join(given.where, name)  # `domain_mix=`
+                    given = dataclasses.replace(given, value=_parser(item.metadata["parse"])(given.value, said))
                 try:
                     coerced[self._owner[section_name][name]][name] = coerce(name, annotation, given.value)
                 except SettingError as error:
