@@ -85,7 +85,7 @@ def efficiency(
     ):
         box.run("print(1)")  # the sandbox starts (imports numpy, sympy) before the clock does: steady state
         config = CollectConfig(
-            teacher=f"openai:{url}",
+            model=f"openai:{url}",
             concurrency=concurrency,
             loop=LoopConfig(temperature=0.0, sandbox=sandbox, protocol=protocol),
             engine_options={"model": "fake-model", "concurrency": concurrency},
@@ -225,7 +225,7 @@ def overhead(n_problems: int, max_new_tokens: int, rounds: int = 2, spec: str = 
     """
     problems = builtin_problems()[:n_problems]
     config = CollectConfig(
-        teacher=spec,
+        model=spec,
         concurrency=n_problems,
         loop=LoopConfig(temperature=0.0, max_new_tokens=max_new_tokens, max_tool_calls=2, protocol="codeblock"),
     )
@@ -310,7 +310,7 @@ def ceiling(concurrency: int, trajectories: int, profile_top: int = 0) -> dict:
     ):
         box.run("print(1)")  # started before the clock
         config = CollectConfig(
-            teacher=f"openai:{url}",
+            model=f"openai:{url}",
             concurrency=concurrency,
             loop=LoopConfig(temperature=0.0, protocol="hermes"),
             engine_options={"model": "fake-model", "concurrency": concurrency},

@@ -113,8 +113,11 @@ def synthetic_profile(problems: int, shard_rows: int = 200_000) -> tuple[Path, P
 
 
 def filter_arguments(problems_file: Path, profile: Path, out: Path) -> list[str]:
+    # TF-IDF embeddings, from a settings file: older checkouts (a --baseline-ref) read one as this one does
+    settings = out.parent / "filter.yaml"
+    settings.write_text("embedding: tfidf\n")
     flags = ["--out", str(out), "--profile-dir", str(profile), "--student", STUDENT, "--k", str(K)]
-    return ["-m", "agentdata.cli.app", "filter", str(problems_file), *flags, "--embedding", "tfidf", "--json"]
+    return ["-m", "agentdata.cli.app", "filter", str(problems_file), *flags, "--config", str(settings), "--json"]
 
 
 def one_filter(checkout: Path, problems_file: Path, profile: Path, out: Path, profile_to: Path | None) -> dict:

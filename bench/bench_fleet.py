@@ -58,7 +58,7 @@ def _run(servers, trajectories, concurrency, box, router=None, **options):
     if router is not None:
         engine.fleet = router([replica.url for replica in engine.fleet.replicas])
         engine.servers = engine.fleet.replicas
-    config = build(CollectConfig, {"teacher": engine.spec, "protocol": "hermes", "concurrency": concurrency})
+    config = build(CollectConfig, {"model": engine.spec, "protocol": "hermes", "concurrency": concurrency})
 
     async def run(out: Path):
         try:
@@ -205,7 +205,7 @@ def _collect_on_sandbox(trajectories: int, concurrency: int, sandbox: str, max_r
     """collect, opening `sandbox` from its own settings as the CLI does, against a zero-latency model."""
     with FakeOpenAIServer(latency=0.0) as model:
         engine = OpenAIEngine([model.url], model="fake-model", concurrency=concurrency)
-        values = {"teacher": engine.spec, "protocol": "hermes", "concurrency": concurrency}
+        values = {"model": engine.spec, "protocol": "hermes", "concurrency": concurrency}
         config = build(CollectConfig, {**values, "sandbox": sandbox, "sandbox_max_rps": max_rps})
 
         async def run(out: Path):

@@ -98,7 +98,7 @@ def main() -> None:
     # --smoke: a random tiny model instead of SmolLM2 (every code path, in seconds)
     spec = f"hf:{tiny_model(Path(tempfile.mkdtemp()) / 'tiny')}" if args.smoke else "smollm2-tir"
     config = CollectConfig(
-        teacher=spec,
+        model=spec,
         concurrency=args.concurrency,
         samples=args.samples,
         loop=LoopConfig(

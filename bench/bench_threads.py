@@ -72,7 +72,7 @@ def main() -> None:
     problems = default_problems(args.problems)
     spec = f"hf:{tiny_model(Path(tempfile.mkdtemp()) / 'tiny')}" if args.smoke else "smollm2-tir"
     config = CollectConfig(
-        teacher=spec,
+        model=spec,
         concurrency=32,
         loop=LoopConfig(temperature=0.0, max_new_tokens=args.max_new_tokens, max_tool_calls=2, protocol="codeblock"),
     )

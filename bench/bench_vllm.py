@@ -69,8 +69,8 @@ def agentdata_run(server_url: str, problems: list, out: Path, concurrency: int) 
 
     compat.OpenAIEngine._post = recording_post
     try:
-        config = build(CollectConfig, dict(teacher=f"tir:openai:{server_url}/v1", concurrency=concurrency, max_turns=1))
-        engine = load_engine(config.teacher)
+        config = build(CollectConfig, dict(model=f"tir:openai:{server_url}/v1", concurrency=concurrency, max_turns=1))
+        engine = load_engine(config.model)
         cpu = os.times()
         started = time.perf_counter()
         summary = collect(problems, out, config, engine=engine)

@@ -87,7 +87,7 @@ def main() -> None:
     if PHASE == "shard":
         slow_second_shard_write()
     config = CollectConfig(
-        teacher="scripted",
+        model="scripted",
         concurrency=int(os.environ.get("DRIVER_CONCURRENCY", "1")),
         shard_size=int(os.environ.get("DRIVER_SHARD_SIZE", "3")),
     )

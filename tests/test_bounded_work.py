@@ -34,7 +34,7 @@ HUGE_QUESTION = "What is 2+2? " * 80_000  # about 1 MB, as in the report: far be
 def test_a_question_beyond_the_context_is_refused_and_counted(tmp_path, tiny_model_dir):
     engine = load_engine(f"hf:{tiny_model_dir}")
     problems = [Problem(HUGE_QUESTION, "4"), Problem("What is 2+2?", "4")]
-    config = build(CollectConfig, dict(teacher="tiny", max_new_tokens=8, temperature=0.0, concurrency=1))
+    config = build(CollectConfig, dict(model="tiny", max_new_tokens=8, temperature=0.0, concurrency=1))
     summary = collect(problems, tmp_path / "run", config, engine=engine, sandbox=InProcessSandbox())
     by_question = {t.question: t for t in RunDir(tmp_path / "run").trajectories()}
     refused, answered = by_question[HUGE_QUESTION], by_question["What is 2+2?"]

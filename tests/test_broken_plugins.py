@@ -248,7 +248,7 @@ def test_a_teacher_whose_generate_raises_is_named_when_the_run_stops(inputs, tmp
     line = one_line(
         ["collect", str(inputs["problems"]), "--out", str(tmp_path / "r"), "--teacher", f"{plugin}:Broken:x"]
     )
-    assert "all failed (teacher" in line and "Broken" in line and "RuntimeError: model exploded" in line, line
+    assert "all failed (model" in line and "Broken" in line and "RuntimeError: model exploded" in line, line
 
 
 def test_a_plugin_tool_whose_call_raises_is_a_tool_error_the_model_reads(tmp_path):

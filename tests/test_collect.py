@@ -24,7 +24,7 @@ def run_collect(out, engine=None, **settings):
     config = build(
         CollectConfig,
         {
-            "teacher": "scripted",
+            "model": "scripted",
             "samples": 2,
             "concurrency": 4,
             "shard_size": 3,
@@ -71,7 +71,7 @@ def test_other_settings_are_refused(tmp_path):
 
 def test_one_failure_is_recorded_and_the_run_goes_on(tmp_path):
     problems = PROBLEMS + [Problem("FAIL this one", "1")]
-    config = CollectConfig(teacher="scripted", concurrency=2, loop=LoopConfig(protocol=SCRIPTED_PROTOCOL))
+    config = CollectConfig(model="scripted", concurrency=2, loop=LoopConfig(protocol=SCRIPTED_PROTOCOL))
     summary = collect(problems, tmp_path / "run", config, engine=ScriptedEngine(), sandbox=InProcessSandbox())
     assert summary.total == 7 and summary.finish_reasons == {"answer": 6, "error": 1}
     failed = [t for t in RunDir(tmp_path / "run").trajectories() if t.finish_reason == "error"]
@@ -81,11 +81,11 @@ def test_one_failure_is_recorded_and_the_run_goes_on(tmp_path):
 def test_everything_failing_stops_with_a_clear_message_and_writes_nothing(tmp_path):
     problems = [Problem(f"FAIL {i}", "1") for i in range(20)]
     engine = ScriptedEngine()
-    with pytest.raises(RunBroken, match=r"all failed \(teacher scripted\); first error: server said 500"):
+    with pytest.raises(RunBroken, match=r"all failed \(model scripted\); first error: server said 500"):
         collect(
             problems,
             tmp_path / "run",
-            CollectConfig(teacher="x", concurrency=2),
+            CollectConfig(model="x", concurrency=2),
             engine=engine,
             sandbox=InProcessSandbox(),
         )
@@ -96,7 +96,7 @@ def test_limit_and_duplicate_problems(tmp_path):
     summary = collect(
         PROBLEMS + PROBLEMS,
         tmp_path / "run",
-        CollectConfig(teacher="x", limit=4),
+        CollectConfig(model="x", limit=4),
         engine=ScriptedEngine(),
         sandbox=InProcessSandbox(),
     )
@@ -111,7 +111,7 @@ KILLABLE = textwrap.dedent("""
     from agentdata.agent.runner import collect
     from tests.fakes import InProcessSandbox, ScriptedEngine
     problems = [Problem(f"What is 6 times 7? ({{i}})", "42") for i in range(40)]
-    config = CollectConfig(teacher="scripted", concurrency=2, shard_size=1)
+    config = CollectConfig(model="scripted", concurrency=2, shard_size=1)
     collect(problems, sys.argv[1], config, engine=ScriptedEngine(delay_s=float(sys.argv[2])),
             sandbox=InProcessSandbox())
 """)

@@ -1,5 +1,5 @@
-"""collect, filter and eval --report-to: their summary's numbers and a table of sampled trajectories in each
-tracker, written offline and read back with the tracker's own reader (training/trackers.py).
+"""collect, filter and eval --report-to (filter's report_to=): their summary's numbers and a table of sampled
+trajectories in each tracker, written offline and read back with the tracker's own reader (training/trackers.py).
 
 The commands run for real on test_cli_results' plug-in engine (it adds the two numbers of a question,
 wrong the first time it sees one and right after: with k=2 every pass rate is 0.5).
@@ -57,7 +57,8 @@ def wandb_offline(tmp_path, monkeypatch):
 
 
 def run_commands(tmp_path, engine, problems, capsys, *tracking):
-    """collect, filter and eval with `tracking` flags; each one's --json document."""
+    """collect, filter and eval with `tracking` overrides (report_to= is a flag of collect and eval, not of
+    filter); each one's --json document."""
     benchmark = problems_file(tmp_path / "bench.jsonl", range(10, 13))
     # questions the engine has not seen (it is right from the second time on): every pass rate is 0.5
     pool_problems = problems_file(tmp_path / "pool_problems.jsonl", range(4, 7))
@@ -92,7 +93,7 @@ def tensorboard_run(folder: Path):
 def test_each_command_logs_its_summary_and_sampled_trajectories_to_tensorboard(setup, capsys):
     pytest.importorskip("tensorboard")
     tmp_path, engine, problems = setup
-    documents = run_commands(tmp_path, engine, problems, capsys, "--report-to", "tensorboard")
+    documents = run_commands(tmp_path, engine, problems, capsys, "report_to=tensorboard")
     scalars, texts = tensorboard_run(tmp_path / "run.tensorboard")  # beside the run dir, never in it
     assert scalars["collect/total"] == 6 and scalars["collect/accuracy"] == pytest.approx(0.5)
     assert scalars["collect/finish_reasons/answer"] == 6 and texts["collect/run_name"] == "run-collect"
@@ -117,7 +118,7 @@ def test_one_logging_dir_holds_every_command_as_one_tensorboard_run(setup, capsy
     pytest.importorskip("tensorboard")
     tmp_path, engine, problems = setup
     monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "tb" / "shared"))  # as train's integration reads it
-    run_commands(tmp_path, engine, problems, capsys, "--report-to", "tensorboard", "--run-name", "shared")
+    run_commands(tmp_path, engine, problems, capsys, "report_to=tensorboard", "run_name=shared")
     scalars, texts = tensorboard_run(tmp_path / "tb" / "shared")
     assert {"collect/total", "filter/selected", "eval/adder/bench/tools-4/avg@2"} <= set(scalars)
     assert {texts[f"{name}/run_name"] for name in ("collect", "filter", "eval")} == {"shared"}
@@ -128,7 +129,7 @@ def test_trackio_local_store_holds_every_command_in_one_run(setup, capsys, track
 
     tmp_path, engine, problems = setup
 
-    run_commands(tmp_path, engine, problems, capsys, "--report-to", "trackio", "--run-name", "shared")
+    run_commands(tmp_path, engine, problems, capsys, "report_to=trackio", "run_name=shared")
     assert SQLiteStorage.get_runs("huggingface") == ["shared"]  # TRL's default project, the one run
     logs = SQLiteStorage.get_logs("huggingface", "shared")
     values = {key: value for log in logs for key, value in log.items()}
@@ -235,7 +236,7 @@ def test_train_and_collect_with_one_run_name_are_one_trackio_run_and_wandb_reads
 
     wandb.finish()  # transformers leaves its wandb run open for the process's end: its last records come at finish
     collect = ["collect", str(problems), "--teacher", engine, "--samples", "2", "--out", str(tmp_path / "run")]
-    assert run_cli([*collect, "--report-to", "trackio", "--run-name", "first"]) == 0
+    assert run_cli([*collect, "--report-to", "trackio", "run_name=first"]) == 0
 
     assert SQLiteStorage.get_runs("huggingface") == ["first"]  # TRL's trackio callback and collect: one run
     assert (trackio_store / "huggingface.db").is_file()

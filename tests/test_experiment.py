@@ -57,7 +57,7 @@ def write_recipe(tmp_path: Path, teacher_url: str, student: Path, arms: dict, **
             "student": f"hf:{student}",
             "problems": str(write_problems(tmp_path / "train.jsonl", TRAIN_QUESTIONS)),
             "held_out": str(write_problems(tmp_path / "held_out.jsonl", HELD_OUT_QUESTIONS)),
-            "collect": {"teacher": f"openai:{teacher_url}", "samples": 2, "concurrency": 4, "max_new_tokens": 64},
+            "collect": {"model": f"openai:{teacher_url}", "samples": 2, "concurrency": 4, "max_new_tokens": 64},
             "sft": {"max_steps": 2, "batch_size": 2, "save_steps": 1000, "max_length": 512},
             "loop": {"max_new_tokens": 8, "max_tool_calls": 1, "max_turns": 2},
             "eval": {"k": 2, "concurrency": 8},
@@ -381,7 +381,7 @@ def test_a_teacher_runs_key_is_what_its_trajectories_depend_on_not_how_they_run(
     from agentdata.settings import build
 
     def key(**changes):
-        return collect_key(build(CollectConfig, {"teacher": "smollm2-tir", "samples": 4, **changes}))
+        return collect_key(build(CollectConfig, {"model": "smollm2-tir", "samples": 4, **changes}))
 
     assert key() == key(concurrency=2, executor="ray", shards=3)  # how it runs
     assert key() != key(temperature=0.2) and key() != key(samples=2)  # what it makes

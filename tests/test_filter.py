@@ -193,7 +193,7 @@ def test_profile_cache_generates_only_what_is_missing(tmp_path, monkeypatch):
     calls = []
 
     def fake_collect(problem_list, out_dir, config, engine=None):
-        calls.append((len(problem_list), config.samples, config.teacher))
+        calls.append((len(problem_list), config.samples, config.model))
         rows = [
             replace(
                 trajectory(
@@ -284,8 +284,7 @@ def test_cli_filter_with_cached_profile(tmp_path):
             "4",
             "--band",
             "0.2,0.8",
-            "--embedding",
-            "tfidf",
+            "embedding=tfidf",
             "--format",
             "verl",
         ],
@@ -351,8 +350,7 @@ def test_cli_filter_in_a_fresh_folder(tmp_path, monkeypatch):
             str(out),
             "--k",
             "2",
-            "--embedding",
-            "tfidf",
+            "embedding=tfidf",
             "--profile-dir",
             str(tmp_path / "elsewhere"),
         ]
@@ -371,7 +369,7 @@ def test_empty_pool_is_refused_not_written(tmp_path, capsys):
     )
     out = tmp_path / "pool.parquet"
     write_profile(profile_dir_for(out, default_profiling()), problems, 4, [4, 4, 0])  # always or never solved
-    code = run_cli(["filter", str(problems_file), "--out", str(out), "--k", "4", "--embedding", "tfidf"])
+    code = run_cli(["filter", str(problems_file), "--out", str(out), "--k", "4", "embedding=tfidf"])
     error = capsys.readouterr().err
     assert code == 2 and not out.exists()
     assert "RL pool is empty" in error and "--band" in error

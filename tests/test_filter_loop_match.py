@@ -29,7 +29,7 @@ def fake_collect_writing(problems, correct_per_problem: int, calls: list):
         from agentdata.records import Trajectory, write_records
         from tests.curate_fixtures import trajectory
 
-        calls.append((out_dir, config.teacher))
+        calls.append((out_dir, config.model))
         rows = [
             replace(
                 trajectory(f"{p.id}-{i}", problem_id=p.id, question=p.question, correct=i < correct_per_problem),
@@ -55,7 +55,7 @@ def fake_model_dir(path, weights: bytes = b"weights-1"):
 def test_the_profile_dir_follows_the_students_weights_not_its_path(tmp_path):
     model = fake_model_dir(tmp_path / "sft")
     out = tmp_path / "pools" / "pool.parquet"
-    profiling = CollectConfig(teacher=f"hf:{model}")
+    profiling = CollectConfig(model=f"hf:{model}")
     first = profile_dir_for(out, profiling)
     (model / "metrics.jsonl").write_text('{"step": 2}\n')
     (model / "model.safetensors").write_bytes(b"weights-1")  # rewritten, same content (a deterministic rerun)
@@ -87,7 +87,7 @@ def test_a_given_profile_dir_refuses_rollouts_of_another_version_of_the_model(tm
     problems, calls = crafted_problems(1), []
     monkeypatch.setattr(collect_module, "collect", fake_collect_writing(problems, 2, calls))
     model = fake_model_dir(tmp_path / "sft")
-    profiling = CollectConfig(teacher=f"hf:{model}", samples=2, loop=LoopConfig(temperature=1.0))
+    profiling = CollectConfig(model=f"hf:{model}", samples=2, loop=LoopConfig(temperature=1.0))
     config, profile_dir = PoolConfig(embedding="tfidf"), tmp_path / "profile-here"
     run_filter(problems, tmp_path / "pool.parquet", config, profiling, profile_dir=profile_dir)
     assert run_filter(problems, tmp_path / "pool.parquet", config, profiling, profile_dir=profile_dir).generated == 0
@@ -123,11 +123,11 @@ def test_cli_filter_profiles_at_grpos_temperature_and_warns_otherwise(tmp_path, 
     monkeypatch.setattr(collect_module, "collect", fake_collect_writing(problems, 1, []))
     problems_file = tmp_path / "problems.jsonl"
     problems_file.write_text("".join(json.dumps({"question": p.question, "answer": p.answer}) + "\n" for p in problems))
-    args = ["filter", str(problems_file), "--k", "2", "--embedding", "tfidf"]
+    args = ["filter", str(problems_file), "--k", "2", "embedding=tfidf"]
     assert run_cli([*args, "--out", str(tmp_path / "a.parquet")]) == 0
     assert "warning" not in capsys.readouterr().out
     assert recorded_profile(tmp_path / "a.parquet")["loop"]["temperature"] == 1.0
-    assert run_cli([*args, "--out", str(tmp_path / "b.parquet"), "--temperature", "0.6"]) == 0
+    assert run_cli([*args, "--out", str(tmp_path / "b.parquet"), "temperature=0.6"]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if "warning" in line]
     assert len(lines) == 1 and "temperature 0.6 (GRPO: 1.0)" in lines[0]
 
@@ -138,7 +138,8 @@ def test_a_given_profile_dir_made_with_other_settings_is_refused_even_when_nothi
 
     problems, profile_dir = crafted_problems(1), tmp_path / "collect"
     write_profile(profile_dir, problems, 4, [1, 2, 3])
-    RunDir(profile_dir).write_manifest({"settings": CollectConfig(loop=LoopConfig(temperature=0.7)).settings()})
+    settings = CollectConfig(loop=LoopConfig(temperature=0.7)).for_run().settings()  # as collect records them
+    RunDir(profile_dir).write_manifest({"settings": settings})
     with pytest.raises(UserError, match=r"other settings \(temperature 0.7 → 1.0\)"):
         run_filter(
             problems,

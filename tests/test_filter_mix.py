@@ -1,4 +1,4 @@
-"""filter --domain-mix: the pool moves toward target domain shares after the band; per-domain report."""
+"""filter's domain_mix=: the pool moves toward target domain shares after the band; per-domain report."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_parse_domain_mix_normalises_and_refuses_nonsense():
     )
     assert parse_domain_mix("math=2,code=2") == {"math": 0.5, "code": 0.5}
     for bad in ("math", "math=x", "math=-1", "math=0"):
-        with pytest.raises(UserError, match="--domain-mix"):
+        with pytest.raises(UserError, match="domain_mix: "):
             parse_domain_mix(bad)
 
 
@@ -106,17 +106,14 @@ def test_cli_filter_domain_mix(tmp_path, capsys):
             str(out),
             "--k",
             "4",
-            "--embedding",
-            "tfidf",
-            "--domain-mix",
-            "math=3,science=1",
-            "--near-dup-threshold",
-            "0",
+            "embedding=tfidf",
+            "domain_mix=math=3,science=1",
+            "near_dup_threshold=0",
         ]
     )
     output = capsys.readouterr().out
     assert code == 0, output
     assert "per domain" in output and "domain_mix" in output
     assert dict(pl.read_parquet(out).group_by("domain").len().iter_rows()) == {"math": 4, "science": 1}
-    assert run_cli(["filter", str(problems_file), "--out", str(out), "--domain-mix", "math"]) == 2
-    assert "--domain-mix" in capsys.readouterr().err
+    assert run_cli(["filter", str(problems_file), "--out", str(out), "domain_mix=math"]) == 2
+    assert "domain_mix: " in capsys.readouterr().err

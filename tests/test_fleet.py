@@ -26,7 +26,7 @@ PROBLEMS = [Problem(f"What is 6 times 7? (take {i})", "42", id=f"p{i}") for i in
 
 def _collect(tmp_path, servers, **options):
     teacher = "openai:" + ",".join(server.url for server in servers)
-    values = {"teacher": teacher, "protocol": "hermes", "concurrency": 8}
+    values = {"model": teacher, "protocol": "hermes", "concurrency": 8}
     config = build(CollectConfig, {**values, "engine_options": {"model": "fake-model", "backoff_s": 0.01, **options}})
     return collect(PROBLEMS, tmp_path / "run", config, sandbox=InProcessSandbox())
 

@@ -165,7 +165,7 @@ class RepeatsItsAnswer(Engine):
 def test_an_answer_repeated_seven_times_graded_correct_is_counted_and_dropped(tmp_path):
     questions = ("What is 6 times 7?", "Compute the product of six and seven.", "How much is 84 divided by 2?")
     problems = [Problem(question, "42", source="ladder") for question in questions]
-    config = CollectConfig(teacher="x", concurrency=3, loop=LoopConfig(protocol="codeblock"))
+    config = CollectConfig(model="x", concurrency=3, loop=LoopConfig(protocol="codeblock"))
     summary = collect(problems, tmp_path / "run", config, engine=RepeatsItsAnswer(), sandbox=InProcessSandbox())
     trajectories = RunDir(tmp_path / "run").trajectories()
     assert all(t.correct for t in trajectories)  # right answers, all of them

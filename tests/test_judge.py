@@ -279,8 +279,8 @@ def test_a_local_model_judges_through_its_engine_and_noise_is_a_failure_never_a_
 
 @pytest.mark.parametrize("step", ["judge_low", "prm_low", "no_such_step"])
 def test_filter_refuses_a_step_it_cannot_run_before_profiling(step, tmp_path, capsys, monkeypatch):
-    """filter --step takes every registered step; one that reads curate's scoring settings (or none by that name)
-    is one line before the student profiles anything, not after its rollouts."""
+    """filter's extra_steps= takes every registered step; one that reads curate's scoring settings (or none by that
+    name) is one line before the student profiles anything, not after its rollouts."""
 
     def no_profiling(*args, **kwargs):
         raise AssertionError("the student was profiled")
@@ -288,7 +288,7 @@ def test_filter_refuses_a_step_it_cannot_run_before_profiling(step, tmp_path, ca
     monkeypatch.setattr("agentdata.filter.run.profile_student", no_profiling)
     problems = tmp_path / "problems.jsonl"
     problems.write_text(json.dumps({"question": "What is 6 * 7?", "answer": "42"}) + "\n")
-    code = run_cli(["filter", str(problems), "--out", str(tmp_path / "pool.parquet"), "--step", step])
+    code = run_cli(["filter", str(problems), "--out", str(tmp_path / "pool.parquet"), f"extra_steps={step}"])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and step in err, err
 

@@ -87,7 +87,7 @@ def test_collect_with_an_engine_plugin_and_a_user_tool(tmp_path, plugins):
     config = build(
         CollectConfig,
         dict(
-            teacher=f"{plugins / 'engine.py'}:ToolUser",
+            model=f"{plugins / 'engine.py'}:ToolUser",
             concurrency=2,
             protocol="hermes",
             tools=["code_interpreter", f"{plugins / 'my_tools.py'}:word_count"],
@@ -108,7 +108,7 @@ def test_collect_with_an_engine_plugin_and_a_user_tool(tmp_path, plugins):
 
 def test_a_tool_that_cannot_load_stops_collect_before_it_starts(tmp_path, plugins):
     config = build(
-        CollectConfig, dict(teacher=f"{plugins / 'engine.py'}:ToolUser", tools=["code_interpreter", "no_such_tool"])
+        CollectConfig, dict(model=f"{plugins / 'engine.py'}:ToolUser", tools=["code_interpreter", "no_such_tool"])
     )
     with pytest.raises(UserError, match="unknown tool 'no_such_tool'"):
         collect([Problem("q", "1")], tmp_path / "run", config, sandbox=InProcessSandbox())
@@ -123,7 +123,7 @@ def test_a_protocol_plugin_drives_collect(tmp_path, plugins):
     config = build(
         CollectConfig,
         dict(
-            teacher=f"{plugins / 'engine.py'}:ToolUser",
+            model=f"{plugins / 'engine.py'}:ToolUser",
             protocol=f"{plugins / 'protocols.py'}:ShoutingHermes",
             tools=["code_interpreter", f"{plugins / 'my_tools.py'}:word_count"],
         ),
@@ -179,11 +179,11 @@ def test_a_run_dir_does_not_mix_tool_sets(tmp_path, plugins):
     collect(
         problem,
         tmp_path / "run",
-        build(CollectConfig, dict(teacher=engine, tools=["code_interpreter", f"{plugins / 'my_tools.py'}:word_count"])),
+        build(CollectConfig, dict(model=engine, tools=["code_interpreter", f"{plugins / 'my_tools.py'}:word_count"])),
         sandbox=InProcessSandbox(),
     )
     with pytest.raises(UserError, match="tools"):
-        collect(problem, tmp_path / "run", CollectConfig(teacher=engine), sandbox=InProcessSandbox())
+        collect(problem, tmp_path / "run", CollectConfig(model=engine), sandbox=InProcessSandbox())
 
 
 def test_cli_collect_with_teacher_and_tool_plugins_on_the_local_sandbox(tmp_path, plugins, capsys):

@@ -127,7 +127,7 @@ def test_a_plain_text_protocol_written_only_here_goes_from_collect_to_sft_data(t
     from agentdata.sft.sft_set import tokenize_sft_set
     from tests.fakes import InProcessSandbox
 
-    config = build(CollectConfig, {"teacher": "scripted", "protocol": SPEC})
+    config = build(CollectConfig, {"model": "scripted", "protocol": SPEC})
     problems = [Problem("What is 6 times 7?", "42", id="p1"), Problem("And 7 times 6?", "42", id="p2")]
     summary = collect(problems, tmp_path / "run", config, engine=RunEndModel(), sandbox=InProcessSandbox())
     assert (summary.total, summary.correct, summary.tool_calls) == (2, 2, 2)

@@ -197,11 +197,11 @@ def test_collect_records_the_versions_and_the_weights_a_card_cites(tmp_path):
     model.mkdir()
     (model / "config.json").write_text("{}")
     (model / "model.safetensors").write_bytes(b"weights")
-    record = run_record(CollectConfig(teacher=f"hf:{model}"), RunDir(tmp_path / "run"), problems=3)
+    record = run_record(CollectConfig(model=f"hf:{model}"), RunDir(tmp_path / "run"), problems=3)
     assert record["versions"]["agentdata"] and record["versions"]["math-verify"] and record["problems"] == 3
     (model / "model.safetensors").write_bytes(b"other weights")
-    assert run_record(CollectConfig(teacher=f"hf:{model}"), RunDir(tmp_path / "run"), 3)["model_fingerprint"] not in (
+    assert run_record(CollectConfig(model=f"hf:{model}"), RunDir(tmp_path / "run"), 3)["model_fingerprint"] not in (
         None,
         record["model_fingerprint"],
     )
-    assert run_record(CollectConfig(teacher="smollm2"), RunDir(tmp_path / "run"), 3)["model_fingerprint"] is None
+    assert run_record(CollectConfig(model="smollm2"), RunDir(tmp_path / "run"), 3)["model_fingerprint"] is None

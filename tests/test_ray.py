@@ -117,7 +117,7 @@ def test_every_shard_runs_as_a_ray_task_and_a_killed_worker_is_retried_and_resum
     events, killed, stop = [], [], threading.Event()
     watcher = threading.Thread(target=_kill_a_shard_task_once, args=(out, stop, killed), daemon=True)
     with FakeOpenAIServer(latency=0.05) as server:
-        config = _config(ray_cluster, teacher=f"openai:{server.url}", engine_options={"model": "fake-model"}, shards=2)
+        config = _config(ray_cluster, model=f"openai:{server.url}", engine_options={"model": "fake-model"}, shards=2)
         watcher.start()
         with listening(events.append):
             summary = collect(problems, out, config)
@@ -136,7 +136,7 @@ def test_every_shard_runs_as_a_ray_task_and_a_killed_worker_is_retried_and_resum
     # the same run again: every shard's task finds its part done; nothing is asked of the server
     with FakeOpenAIServer(latency=0.0) as idle:
         again = collect(
-            problems, out, _config(ray_cluster, teacher=f"openai:{idle.url}", engine_options={"model": "fake-model"})
+            problems, out, _config(ray_cluster, model=f"openai:{idle.url}", engine_options={"model": "fake-model"})
         )
         assert again.new == 0 and again.total == 40 and not idle.requests
 
@@ -145,7 +145,7 @@ def test_every_shard_runs_as_a_ray_task_and_a_killed_worker_is_retried_and_resum
 def test_a_shard_that_fails_on_its_own_stops_the_run_naming_it(ray_cluster, tmp_path):
     from agentdata.agent.runner import collect
 
-    config = _config(ray_cluster, teacher="openai:http://127.0.0.1:9/v1", shards=2)
+    config = _config(ray_cluster, model="openai:http://127.0.0.1:9/v1", shards=2)
     with pytest.raises(Exception, match=r"--executor ray: shard [01]/2 failed: .*cannot be reached"):
         collect(_problems(4), tmp_path / "run", config)
 
@@ -201,7 +201,7 @@ def test_filter_profiles_the_student_on_ray_then_builds_the_pool(ray_cluster, tm
     sharding = ShardingConfig(executor="ray", ray_address=ray_cluster, shards=2)
     with FakeOpenAIServer(latency=0.0) as server:
         profiling = CollectConfig(
-            teacher=f"openai:{server.url}",
+            model=f"openai:{server.url}",
             samples=2,
             engine_options={"model": "m"},
             loop=LoopConfig(protocol="hermes"),

@@ -44,7 +44,7 @@ def problems(golds: list[str]) -> list[Problem]:
 
 def collected(tmp_path, samples: int = 2):
     config = CollectConfig(
-        teacher="scripted", samples=samples, concurrency=4, shard_size=5, loop=LoopConfig(protocol=SCRIPTED_PROTOCOL)
+        model="scripted", samples=samples, concurrency=4, shard_size=5, loop=LoopConfig(protocol=SCRIPTED_PROTOCOL)
     )
     collect(problems(GOLDS), tmp_path / "run", config, engine=ScriptedEngine(), sandbox=InProcessSandbox())
     return config
@@ -83,7 +83,7 @@ def test_a_regrade_flips_exactly_the_verdicts_whose_gold_changed(tmp_path):
 
 
 def test_without_new_gold_nothing_flips_and_errors_are_copied(tmp_path):
-    config = CollectConfig(teacher="scripted", concurrency=2, loop=LoopConfig(protocol=SCRIPTED_PROTOCOL))
+    config = CollectConfig(model="scripted", concurrency=2, loop=LoopConfig(protocol=SCRIPTED_PROTOCOL))
     failing = [*problems(GOLDS)[:2], Problem("FAIL this one", "1", id="bad")]
     collect(failing, tmp_path / "run", config, engine=ScriptedEngine(), sandbox=InProcessSandbox())
     result = regrade(tmp_path / "run", tmp_path / "new")
@@ -134,7 +134,7 @@ def code_problem(expected: list[str]) -> Problem:
 def test_fixed_code_tests_flip_the_verdict(tmp_path):
     from agentdata.sandbox import open_sandbox
 
-    config = CollectConfig(teacher="coder", loop=LoopConfig(protocol="hermes", max_tool_calls=0))
+    config = CollectConfig(model="coder", loop=LoopConfig(protocol="hermes", max_tool_calls=0))
     with open_sandbox("local") as sandbox:
         collect([code_problem(["6\n", "11\n"])], tmp_path / "run", config, engine=WritesAProgram(), sandbox=sandbox)
         assert [t.correct for t in RunDir(tmp_path / "run").trajectories()] == [False]  # the second test was wrong
@@ -194,7 +194,7 @@ def test_a_killed_runs_journal_is_regraded_with_its_shards(tmp_path, capsys):
 def test_a_sharded_run_with_a_missing_part_is_named_as_curate_and_view_do(tmp_path, capsys):
     from agentdata.settings import build
 
-    config = build(CollectConfig, {"teacher": "scripted", "shard": "0/2", "protocol": SCRIPTED_PROTOCOL})
+    config = build(CollectConfig, {"model": "scripted", "shard": "0/2", "protocol": SCRIPTED_PROTOCOL})
     collect(problems(GOLDS), tmp_path / "run", config, engine=ScriptedEngine(), sandbox=InProcessSandbox())
     result = regrade(tmp_path / "run", tmp_path / "new")
     assert len(result.warnings) == 1 and "missing (never started): 1/2" in result.warnings[0]

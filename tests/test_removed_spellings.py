@@ -23,6 +23,16 @@ from tests.cli_helpers import run_cli
         (["train", "--tool-timeout", "5"], "tool_timeout=VALUE"),
         (["collect", "problems.jsonl", "--no-retry-errors"], "retry_errors=false"),
         (["curate", "runs/x", "--prm-option", "head=lm"], """prm_options='{"KEY": VALUE}'"""),
+        (["collect", "problems.jsonl", "--max-turns", "3"], "max_turns=VALUE"),
+        (["train", "--epsilon-high", "0.3"], "epsilon_high=VALUE"),
+        (["train", "--lora-r", "8"], "lora_r=VALUE"),
+        (["train", "--packing"], "packing=true"),
+        (["train", "--no-plots"], "plots=false"),
+        (["train", "--temperature", "0.9"], "temperature=VALUE"),
+        (["train", "--sft-save-steps", "3"], "sft.save_steps=VALUE"),
+        (["filter", "problems.jsonl", "--embedding", "tfidf"], "embedding=VALUE"),
+        (["filter", "problems.jsonl", "--push-to-hub", "me/pool"], "push_to_hub=VALUE"),
+        (["eval", "smollm2", "bench.jsonl", "--run-name", "x"], "run_name=VALUE"),
     ],
 )
 def test_a_flag_of_an_older_release_is_one_line_naming_its_new_spelling(capsys, args, new):
@@ -39,6 +49,37 @@ def test_an_end_of_a_band_in_a_file_names_the_band(tmp_path, capsys):
     assert "max_tool_calls is gone: write tool_calls: [MIN, MAX]" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["collect", "teacher=hf:m"], "teacher is gone: write model"),
+        (["filter", "profile.teacher=hf:m"], "profile: teacher is gone: write model"),
+        (
+            ["experiment", "sft-data", "--dry-run", "--set", "collect.teacher=hf:m"],
+            "collect.teacher is gone: write collect.model",
+        ),
+    ],
+)
+def test_the_rollouts_model_of_0_4_named_teacher_is_one_line_naming_model(capsys, args, said):
+    assert run_cli(args) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and said in error
+
+
+def test_a_teacher_key_in_a_file_or_in_code_names_model(tmp_path, capsys):
+    from agentdata.agent.config import CollectConfig
+    from agentdata.errors import UserError
+    from agentdata.settings import build
+
+    config = tmp_path / "collect.yaml"
+    config.write_text("teacher: hf:m\n")
+    assert run_cli(["collect", "--config", str(config)]) == 2
+    assert f"{config}: teacher is gone: write model" in capsys.readouterr().err
+    with pytest.raises(UserError, match="teacher is gone: write model"):
+        build(CollectConfig, {"teacher": "hf:m"})
+    assert build(CollectConfig, {"model": "hf:m"}).model == "hf:m"
+
+
 def test_the_old_module_name_says_where_the_steps_are():
     with pytest.raises(ImportError, match="agentdata.filters is now agentdata.steps"):
         importlib.import_module("agentdata.filters")
@@ -48,3 +89,10 @@ def test_no_removed_flag_is_listed_in_help(capsys):
     assert run_cli(["train", "--help"]) == 0
     shown = capsys.readouterr().out
     assert "--rl-max-steps" not in shown and "--sft-learning-rate" not in shown and "--eval-every" not in shown
+    assert "--lora-r" not in shown and "--epsilon-high" not in shown
+
+
+def test_a_setting_without_a_flag_is_an_override(capsys):
+    assert run_cli(["train", "lora_r=8", "rl.epsilon_high=0.3", "--print-config"]) == 0
+    shown = capsys.readouterr().out
+    assert "lora_r: 8  # override lora_r" in shown and "epsilon_high: 0.3  # override rl.epsilon_high" in shown

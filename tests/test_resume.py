@@ -22,7 +22,7 @@ PROBLEMS = [Problem(f"What is 6 times 7? (variant {i})", "42", id=f"q{i}") for i
 
 
 def run_collect(out, problems=PROBLEMS, engine=None, **settings):
-    config = build(CollectConfig, {"teacher": "scripted", "samples": 2, "concurrency": 2, "shard_size": 3, **settings})
+    config = build(CollectConfig, {"model": "scripted", "samples": 2, "concurrency": 2, "shard_size": 3, **settings})
     return collect(problems, out, config, engine=engine or ScriptedEngine(), sandbox=InProcessSandbox())
 
 
@@ -87,7 +87,7 @@ def test_a_setting_recorded_before_it_existed_is_not_compared_but_a_recorded_one
 
 
 def test_every_identity_setting_is_one_the_config_records():
-    assert set(IDENTITY_KEYS) <= set(CollectConfig(teacher="x").settings())  # a renamed field must not slip out
+    assert set(IDENTITY_KEYS) <= set(CollectConfig(model="x").settings())  # a renamed field must not slip out
 
 
 def test_settings_compare_by_value_and_nan_is_refused_at_the_start(tmp_path):

@@ -389,17 +389,7 @@ def test_train_with_a_small_max_new_tokens_scales_the_buffer_and_refuses_an_expl
     assert plan_train(TrainRequest(stage="rl", settings={"max_new_tokens": 128})).rl.overlong_buffer == 32
     assert (
         run_cli(
-            [
-                "train",
-                "--stage",
-                "rl",
-                "--max-new-tokens",
-                "64",
-                "--overlong-buffer",
-                "64",
-                "--out",
-                str(tmp_path / "out"),
-            ]
+            ["train", "--stage", "rl", "--max-new-tokens", "64", "overlong_buffer=64", "--out", str(tmp_path / "out")]
         )
         == 2
     )

@@ -30,7 +30,7 @@ from tests.fakes import InProcessSandbox, ScriptedEngine
 
 PROBLEMS = [Problem(f"What is 6 times 7? (variant {i})", "42", id=f"q{i}") for i in range(6)]
 ALL_IDS = {f"q{i}-0" for i in range(6)}
-CONFIG = CollectConfig(teacher="scripted", concurrency=2, shard_size=2)
+CONFIG = CollectConfig(model="scripted", concurrency=2, shard_size=2)
 DAMAGES = ("truncate", "empty", "directory", "random_bytes", "json_list", "other_parquet")
 
 

@@ -155,7 +155,7 @@ def test_collect_paces_its_sandbox_calls_by_the_setting(fusions, tmp_path):
     from tests.fakes import ScriptedEngine
 
     urls = ",".join(server.url for server, _ in fusions)
-    config = build(CollectConfig, {"teacher": "x", "sandbox": urls, "sandbox_max_rps": RPS, "concurrency": 8})
+    config = build(CollectConfig, {"model": "x", "sandbox": urls, "sandbox_max_rps": RPS, "concurrency": 8})
     problems = [Problem(f"What is 6 times 7? (take {index})", "42", id=f"p{index}") for index in range(8)]
     summary = collect(problems, tmp_path / "run", config, engine=ScriptedEngine())
     assert summary.correct == 8
@@ -168,11 +168,11 @@ def test_bad_caps_are_refused_before_anything_runs(tmp_path):
 
     for bad in (0, -2.5, float("inf")):
         with pytest.raises(SettingError, match="sandbox_max_rps"):
-            build(CollectConfig, {"teacher": "x", "sandbox": "http://127.0.0.1:9", "sandbox_max_rps": bad})
+            build(CollectConfig, {"model": "x", "sandbox": "http://127.0.0.1:9", "sandbox_max_rps": bad})
     with pytest.raises(SettingError, match=r"inf: must be a finite number \(greater than 0\)"):
-        build(CollectConfig, {"teacher": "x", "sandbox": "http://127.0.0.1:9", "sandbox_max_rps": float("inf")})
+        build(CollectConfig, {"model": "x", "sandbox": "http://127.0.0.1:9", "sandbox_max_rps": float("inf")})
     with pytest.raises(SettingError, match="sandbox is 'local'"):
-        build(CollectConfig, {"teacher": "x", "sandbox_max_rps": 5})
+        build(CollectConfig, {"model": "x", "sandbox_max_rps": 5})
     with pytest.raises(UserError, match="caps requests to sandbox services"):
         open_sandbox("local", max_rps=5)
     problems = tmp_path / "p.jsonl"

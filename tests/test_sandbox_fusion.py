@@ -155,7 +155,7 @@ def test_collect_runs_on_a_stock_sandboxfusion(fusion, tmp_path):
     summary = collect(
         [Problem("What is 6 times 7?", "42")],
         tmp_path / "run",
-        build(CollectConfig, dict(teacher="x", sandbox=f"{fusion[0].url},{fusion[1].url}")),
+        build(CollectConfig, dict(model="x", sandbox=f"{fusion[0].url},{fusion[1].url}")),
         engine=ScriptedEngine(),
     )
     assert summary.correct == 1

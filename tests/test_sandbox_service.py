@@ -186,7 +186,7 @@ def test_collect_through_the_service_leaves_no_open_http_session(service_url, tm
     summary = collect(
         [Problem("What is 6 times 7?", "42")],
         tmp_path / "run",
-        CollectConfig(teacher="x"),
+        CollectConfig(model="x"),
         engine=ScriptedEngine(),
         sandbox=sandbox,
     )

@@ -150,7 +150,7 @@ def test_filter_with_a_student_whose_url_holds_a_password_writes_no_secret(place
     problems = leaky_problems(inputs / "problems.jsonl")
     with FakeOpenAIServer(script=half_right()) as student:
         spec = f"openai:{with_password(student.url)}"
-        flags = ["--student", spec, "--k", "2", "--profile-dir", str(inputs / "profile"), "--embedding", "tfidf"]
+        flags = ["--student", spec, "--k", "2", "--profile-dir", str(inputs / "profile"), "embedding=tfidf"]
         code = run_cli(["filter", str(problems), "--out", str(shared / "pool"), *flags, "--json"])
     assert code == 0, capsys.readouterr().err
     assert json.loads(capsys.readouterr().out)["selected"] == len(KINDS) + 2

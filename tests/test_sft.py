@@ -345,7 +345,7 @@ def test_long_rows_error_stops_naming_the_first_long_row_exit_2(tmp_path, tiny_m
         "--config",
         str(config),
     ]
-    assert run_cli([*args, "--long-rows", "error"]) == 2
+    assert run_cli([*args, "long_rows=error"]) == 2
     assert f"{data}, row 4: {_longest(tokenizer, data)} tokens, over max_length 512" in capsys.readouterr().err
-    assert run_cli([*args, "--long-rows", "cut"]) == 2
-    assert "error: --long-rows cut: must be one of drop, truncate, error" in capsys.readouterr().err  # names the flag
+    assert run_cli([*args, "long_rows=cut"]) == 2
+    assert "error: long_rows=cut: must be one of drop, truncate, error" in capsys.readouterr().err  # names the key

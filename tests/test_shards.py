@@ -24,7 +24,7 @@ PROBLEMS = [Problem(f"What is 6 times 7? (variant {i})", "42", id=f"q{i}") for i
 
 
 def run_part(out, shard, problems=PROBLEMS, engine=None, **settings):
-    values = {"teacher": "scripted", "samples": 2, "concurrency": 2, "shard_size": 3, **settings}
+    values = {"model": "scripted", "samples": 2, "concurrency": 2, "shard_size": 3, **settings}
     if shard is not None:
         values["shard"] = shard
     config = build(CollectConfig, values)
@@ -212,7 +212,7 @@ def test_filter_profiles_shard_by_shard_and_builds_the_pool_from_every_shard(tmp
 
     def profiling(shard=None):
         sharding = ShardingConfig(shard=Shard.parse(shard)) if shard else ShardingConfig()
-        return CollectConfig(teacher="scripted", samples=2, loop=LoopConfig(protocol="hermes"), sharding=sharding)
+        return CollectConfig(model="scripted", samples=2, loop=LoopConfig(protocol="hermes"), sharding=sharding)
 
     with pytest.raises(UserError, match="profiles one shard"):
         run_filter(problems, out, pool, profiling("0/2"), engine=ScriptedEngine())

@@ -67,7 +67,7 @@ def test_while_nothing_comes_back_the_progress_says_what_it_waits_on(tmp_path, m
     events = []
     with fake.FakeOpenAIServer(script="echo", latency=30.0) as server:  # lists its model, never completes in time
         engine = load_engine(f"openai:{server.url}", model="m", timeout_s=1.5, max_retries=1, backoff_s=0.05)
-        config = CollectConfig(teacher="openai", concurrency=2)
+        config = CollectConfig(model="openai", concurrency=2)
         with listening(events.append), pytest.raises(UserError, match="all failed"):
             collect(
                 [Problem("What is 1 + 1?", "2"), Problem("What is 2 + 2?", "4")],

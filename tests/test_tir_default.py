@@ -152,7 +152,7 @@ def test_every_stage_defaults_to_the_tool_using_model_and_its_protocol():
     from agentdata.sft.data import row_format
 
     # an unset protocol is the model's own (what agentdata train recorded in its dir), else the default
-    assert CollectConfig().teacher == DEFAULT_ENGINE and CollectConfig().loop.protocol == DEFAULT_PROTOCOL
+    assert CollectConfig().model == DEFAULT_ENGINE and CollectConfig().for_run().loop.protocol == DEFAULT_PROTOCOL
     assert LoopConfig().protocol is None and LoopConfig().for_model(DEFAULT_ENGINE).protocol == DEFAULT_PROTOCOL
     assert EvalConfig().collect_config(DEFAULT_ENGINE, 4).loop.protocol == DEFAULT_PROTOCOL
     assert StitchConfig().protocol == DEFAULT_PROTOCOL
@@ -183,7 +183,7 @@ def test_collect_and_filter_with_no_problem_file_run_the_default_problems(tmp_pa
     for stage in ("collect", "filter"):
         problems, config = seen[stage]
         assert problems == default_problems(), stage
-        assert (config.teacher, config.loop.protocol) == (DEFAULT_ENGINE, DEFAULT_PROTOCOL), stage
+        assert (config.model, config.for_run().loop.protocol) == (DEFAULT_ENGINE, DEFAULT_PROTOCOL), stage
 
 
 def test_grpo_from_smollm2_tir_shows_its_rollouts_the_examples_and_trains_the_plain_weights():
@@ -211,7 +211,7 @@ def test_smollm2_tir_runs_code_on_held_out_ladder_problems(tmp_path):
 
     problems = generate_problems(8, seed=1, kinds=["compute"], levels=[1, 2])
     loop = LoopConfig(protocol="codeblock", temperature=0.0, max_new_tokens=96, max_tool_calls=2)
-    config = CollectConfig(teacher="smollm2-tir", loop=loop, concurrency=8)
+    config = CollectConfig(model="smollm2-tir", loop=loop, concurrency=8)
     collect(problems, tmp_path / "run", config)
     rows = pl.read_parquet(tmp_path / "run" / "trajectories").to_dicts()
     ran = [any(m["role"] == "tool" and "Error" not in (m["content"] or "") for m in row["messages"]) for row in rows]

@@ -44,7 +44,7 @@ def test_the_numbers_from_counts():
 
 def test_collect_curate_and_eval_report_the_same_numbers(tmp_path):
     problems = [Problem(question, gold, source=source, domain=domain) for question, gold, source, domain in QUESTIONS]
-    config = CollectConfig(teacher="scripted", concurrency=4, loop=LoopConfig(protocol=SCRIPTED_PROTOCOL))
+    config = CollectConfig(model="scripted", concurrency=4, loop=LoopConfig(protocol=SCRIPTED_PROTOCOL))
     engine = ScriptedEngine(calls_per_answer=2)
     summary = collect(problems, tmp_path / "run", config, engine=engine, sandbox=InProcessSandbox())
     assert summary.correct == 3 and summary.tool_calls == 8

@@ -65,16 +65,14 @@ def test_train_all_runs_sft_then_grpo_with_the_sandbox(tmp_path, tiny_model_dir)
             "2",
             "--max-new-tokens",
             "24",
-            "--overlong-buffer",
-            "8",
+            "overlong_buffer=8",
             "--config",
             str(config),
             "--reward",
             f"{reward_file}:LengthReward",
             "--eval-problems",
             str(pool),
-            "--eval-k",
-            "1",
+            "eval_k=1",
         ],
     )
     assert result.exit_code == 0, result.output
@@ -167,8 +165,7 @@ def test_train_without_data_runs_the_demo_sft_on_stitched_solutions_then_grpo(tm
             "2",
             "--max-new-tokens",
             "24",
-            "--overlong-buffer",
-            "8",
+            "overlong_buffer=8",
         ],
     )
     assert result.exit_code == 0, result.output

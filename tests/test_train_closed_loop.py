@@ -95,8 +95,7 @@ def test_train_profiles_the_sft_model_with_grpos_loop_and_trains_grpo_on_the_ban
         str(out),
         "--max-new-tokens",
         "64",
-        "--overlong-buffer",
-        "8",
+        "overlong_buffer=8",
         "--config",
         str(config),
     ]
@@ -263,7 +262,7 @@ def test_a_pool_of_the_plain_weights_is_not_taken_for_smollm2_tir(tmp_path, tiny
     from agentdata.train.closed_loop import pool_warnings
 
     pool = tmp_path / "pool.parquet"
-    profiling = CollectConfig(teacher=f"hf:{tiny_model_dir}", samples=4, loop=rollout_loop())
+    profiling = CollectConfig(model=f"hf:{tiny_model_dir}", samples=4, loop=rollout_loop())
     run_filter(load_problems(write_problems(tmp_path / "p.jsonl")), pool, PoolConfig(embedding="tfidf"), profiling)
     [warning] = pool_warnings(GRPOStageConfig(model="smollm2-tir", rl_pool=str(pool)))
     assert f"profiled with hf:{tiny_model_dir}, GRPO starts from smollm2-tir" in warning

@@ -106,11 +106,12 @@ def trained_dir(tmp_path):
 
 def test_eval_filter_and_collect_default_to_the_trained_models_protocol_and_prompt(trained_dir):
     spec = f"hf:{trained_dir}"
-    for loop in (EvalConfig().collect_config(spec, 4).loop, CollectConfig(teacher=spec).loop):
+    assert CollectConfig(model=spec).loop.protocol is None  # the settings read no file: the run does (for_run)
+    for loop in (EvalConfig().collect_config(spec, 4).loop, CollectConfig(model=spec).for_run().loop):
         assert (loop.protocol, loop.system_prompt) == ("hermes", CUSTOM_PROMPT)
-    told = CollectConfig(teacher=spec, loop=LoopConfig(protocol="codeblock")).loop
+    told = CollectConfig(model=spec, loop=LoopConfig(protocol="codeblock")).for_run().loop
     assert (told.protocol, told.system_prompt) == ("codeblock", None)  # a prompt written for hermes is not kept
-    assert CollectConfig(teacher="smollm2").loop.protocol == "codeblock"  # no record: the default
+    assert CollectConfig(model="smollm2").for_run().loop.protocol == "codeblock"  # no record: the default
 
 
 def test_filter_profiles_a_trained_student_in_its_protocol(trained_dir, tmp_path, monkeypatch):
@@ -119,11 +120,11 @@ def test_filter_profiles_a_trained_student_in_its_protocol(trained_dir, tmp_path
 
     seen = []
 
-    def stop(problems, out, pool, profiling, **kwargs):
+    def stop(problems, out, pool, profiling, *args):
         seen.append(profiling.loop)
         raise UserError("stopped by the test")
 
-    monkeypatch.setattr(filter_run, "run_filter", stop)
+    monkeypatch.setattr(filter_run, "profile_student", stop)  # what run_filter profiles with
     assert run_cli(["filter", "--student", f"hf:{trained_dir}", "--out", str(tmp_path / "pool.parquet")]) == 2
     assert (seen[0].protocol, seen[0].system_prompt) == ("hermes", CUSTOM_PROMPT)
 
@@ -141,5 +142,6 @@ def test_a_broken_record_is_one_line(trained_dir):
     from agentdata.errors import UserError
 
     (trained_dir / TRAINED_FILE).write_text("{not json")
+    config = CollectConfig(model=f"hf:{trained_dir}")  # built without reading it
     with pytest.raises(UserError, match=f"{TRAINED_FILE}: not a record of a trained model's prompt"):
-        CollectConfig(teacher=f"hf:{trained_dir}")
+        config.for_run()

@@ -42,14 +42,14 @@ def test_every_flag_train_keeps_means_what_it_meant(tmp_path, planned, capsys):
     reward.write_text("def brevity(prompts, completions, **kwargs):\n    return [0.0] * len(completions)\n")
     sft_set = write_sft_set(tmp_path / "sft.jsonl", count=2)
     common = ["--model", "smollm2", "--max-steps", "3", "--protocol", "hermes", "--lora", "--resume", "last"]
-    common += ["--eval-problems", str(problems), "--eval-k", "2", "rl.eval_every=5", "--out", str(tmp_path / "o")]
+    common += ["--eval-problems", str(problems), "eval_k=2", "rl.eval_every=5", "--out", str(tmp_path / "o")]
     plan = planned(
         [
             *common,
-            *["--sft-data", str(sft_set), "--long-rows", "truncate", "--rl-problems", str(problems)],
-            *["--band", "0.1,0.9", "--profile-k", "3", "--num-generations", "4", "--max-new-tokens", "64"],
-            *["--overlong-buffer", "8", "--code-reward", "fraction", "--reward", f"{reward}:brevity"],
-            *["--tool", "code_interpreter"],
+            *["--sft-data", str(sft_set), "long_rows=truncate", "--rl-problems", str(problems)],
+            *["--band", "0.1,0.9", "profile_k=3", "--num-generations", "4", "--max-new-tokens", "64"],
+            *["overlong_buffer=8", "code_reward=fraction", "--reward", f"{reward}:brevity"],
+            "tools=code_interpreter",
         ]
     )
     sft, rl, loop = plan.sft, plan.rl, plan.closed_loop
@@ -113,7 +113,7 @@ def test_a_bad_grpo_setting_is_refused_before_sft_runs(tmp_path, tiny_model_dir,
     """Before, `--stage all` trained SFT first and only then built GRPO's settings."""
     sft_set = write_sft_set(tmp_path / "sft.jsonl", count=2)
     args = ["train", "--model", f"hf:{tiny_model_dir}", "--sft-data", str(sft_set), "--out", str(tmp_path / "o")]
-    assert run_cli([*args, "--max-new-tokens", "64", "--overlong-buffer", "64"]) == 2
+    assert run_cli([*args, "--max-new-tokens", "64", "overlong_buffer=64"]) == 2
     assert "overlong_buffer 64 must be below max_new_tokens 64" in capsys.readouterr().err
     assert not (tmp_path / "o" / "sft").exists()
 
@@ -123,8 +123,10 @@ def test_an_appended_list_adds_to_the_files(tmp_path, planned):
     plugin = tmp_path / "tools.py"
     plugin.write_text("def word_count(text: str) -> int:\n    '''Words in text.'''\n    return len(text.split())\n")
     config.write_text(f"rl:\n  tools: [code_interpreter]\n  rewards: [correctness]\n  rl_pool: {tmp_path / 'p'}\n")
-    plan = planned(["--stage", "rl", "--config", str(config), "--tool", f"{plugin}:word_count", "--out", str(tmp_path)])
-    assert plan.rl.loop.tools == ["code_interpreter", f"{plugin}:word_count"] and plan.rl.rewards == ["correctness"]
+    plan = planned(
+        ["--stage", "rl", "--config", str(config), "--reward", f"{plugin}:word_count", "--out", str(tmp_path)]
+    )
+    assert plan.rl.rewards == ["correctness", f"{plugin}:word_count"] and plan.rl.loop.tools == ["code_interpreter"]
 
 
 def test_the_stages_outputs_are_train_s_own(tmp_path):

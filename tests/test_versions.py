@@ -45,7 +45,7 @@ def test_a_run_dir_a_card_and_a_report_record_the_packages_version(tmp_path, mon
     from agentdata.agent.runner import run_record
 
     assert package_versions()["agentdata"] == agentdata.__version__  # the code that runs, not stale metadata
-    record = run_record(CollectConfig(teacher="smollm2"), RunDir(tmp_path / "run"), problems=1)
+    record = run_record(CollectConfig(model="smollm2"), RunDir(tmp_path / "run"), problems=1)
     assert record[VERSION_KEY] == record["versions"]["agentdata"] == agentdata.__version__
 
     monkeypatch.chdir(tmp_path)

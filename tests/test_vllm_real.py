@@ -97,7 +97,7 @@ def copy_problem(tmp_path: Path, call: str) -> Path:
 def native_collect(server, tmp_path: Path, call: str) -> list:
     out = tmp_path / "run"
     args = ["collect", str(copy_problem(tmp_path, call)), "--teacher", f"openai:{server.base_url}/v1"]
-    args += ["--protocol", "native", "--temperature", "0", "--max-turns", "2", "--out", str(out)]
+    args += ["--protocol", "native", "--temperature", "0", "max_turns=2", "--out", str(out)]
     args.append("system_prompt=You copy text exactly.")  # the default prompt talks it out of copying
     assert run_cli(args) == 0
     return trajectories(out)
@@ -172,7 +172,7 @@ def test_reasoning_content_from_vllms_parser_is_kept(thinking_model_dir, tmp_pat
         generation = asyncio.run(ask())
         assert generation.finish_reason != "error" and generation.reasoning and not generation.text
         out = tmp_path / "run"
-        args = ["collect", "--teacher", f"openai:{server.base_url}/v1", "--limit", "1", "--max-turns", "1"]
+        args = ["collect", "--teacher", f"openai:{server.base_url}/v1", "--limit", "1", "max_turns=1"]
         assert run_cli([*args, "--out", str(out)]) == 0
     (row,) = trajectories(out)
     assert any(message.get("reasoning_content") for message in row.messages if message["role"] == "assistant")
@@ -196,7 +196,7 @@ def test_a_vllm_server_killed_mid_collect_fails_its_rows_and_the_rerun_retries_t
             killed.append(engine.server.process.pid)
             os.killpg(engine.server.process.pid, signal.SIGKILL)
 
-    config = build(CollectConfig, dict(teacher="vllm:smollm2", concurrency=2))
+    config = build(CollectConfig, dict(model="vllm:smollm2", concurrency=2))
     with listening(kill_after_first):
         collect(default_problems()[:6], out, config, engine=engine)
     asyncio.run(engine.aclose())

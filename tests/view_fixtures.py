@@ -90,15 +90,15 @@ def build_workspace(root: Path) -> Workspace:
     sandbox = InProcessSandbox()
     problems_file = write_records(problems, root / "problems.jsonl", Problem)
     run = root / "runs" / "a"
-    collect(problems, run, CollectConfig(samples=4, teacher="scripted:a"), engine=ProductEngine(), sandbox=sandbox)
+    collect(problems, run, CollectConfig(samples=4, model="scripted:a"), engine=ProductEngine(), sandbox=sandbox)
     other = root / "runs" / "b"
-    hermes = CollectConfig(samples=4, teacher="scripted:b", loop=LoopConfig(protocol="hermes"))
+    hermes = CollectConfig(samples=4, model="scripted:b", loop=LoopConfig(protocol="hermes"))
     engine = ProductEngine("scripted:b", wrong_every=2, wrong_on="Compute")  # never solves the two "Compute" ones
     collect(problems, other, hermes, engine=engine, sandbox=sandbox)
     sft, rejects = root / "sft.parquet", root / "rejects.parquet"
     curate([run], sft, CurateConfig(), rejects=rejects)
     pool = root / "pool" / "pool.parquet"
-    profiling = CollectConfig(samples=4, teacher="scripted:student")
+    profiling = CollectConfig(samples=4, model="scripted:student")
     profile = root / "pool" / "profile" / "student"
     collect(problems, profile, profiling, engine=ProductEngine("scripted:student", wrong_every=2), sandbox=sandbox)
     run_filter(problems, pool, PoolConfig(embedding="tfidf", band=(0.3, 0.9)), profiling, profile_dir=profile)

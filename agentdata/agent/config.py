@@ -44,7 +44,8 @@ class LoopConfig:
         default=4, metadata={"help": "Tool calls run per trajectory; one more is refused.", "range": "[0, 1000]"}
     )
     max_turns: int = field(
-        default=8, metadata={"help": "Model turns (generate calls) per trajectory.", "range": "[1, 1000]"}
+        default=8,
+        metadata={"override_only": True, "help": "Model turns (generate calls) per trajectory.", "range": "[1, 1000]"},
     )
     max_new_tokens: int = field(
         default=512, metadata={"help": "Model tokens per trajectory, all turns together.", "range": "[1, 10000000]"}
@@ -134,15 +135,16 @@ class ShardingConfig:
         default=None,
         metadata={
             "help": "I/N: make only the trajectories of shard I (0 to N-1) of N, a fixed split by problem id, in "
-            "files of its own in --out; N processes (on N machines, shared storage) fill one run dir, each resumed "
-            "on its own, and the same command without --shard reads them as one run. Unset: the whole run."
+            "files of its own in the run dir (collect's and eval's --out, filter's profile dir); N processes (on N "
+            "machines, shared storage) fill one run dir, each resumed on its own, and the same command without "
+            "--shard reads them as one run. Unset: the whole run."
         },
     )
     executor: str = field(
         default="local",
         metadata={
             "help": "local: this process; ray: every shard as a task on an existing Ray cluster (ray_address=), "
-            "into --out on storage every node sees; a shard whose worker or node died is run again (it resumes); "
+            "into a run dir on storage every node sees; a shard whose worker or node died is run again (it resumes); "
             "one progress bar for all.",
             "choices": EXECUTORS,
         },
@@ -203,11 +205,17 @@ def rollout_loop() -> LoopConfig:
 
 @dataclass
 class CollectConfig:
-    teacher: str = field(
+    """A run of the agent loop over problems: collect's teacher, filter's profile of the student, eval's model
+    on a benchmark, the policy evaluated during training."""
+
+    model: str = field(
         default=DEFAULT_ENGINE,
         metadata={
-            "help": "Engine spec: smollm2-tir (SmolLM2 shown worked examples of running code), smollm2 (the plain "
-            "model), hf:PATH, vllm:PATH, openai:URL[,URL]."
+            "help": "The model that runs the rollouts (collect's --teacher, filter's --student), an engine spec: "
+            "smollm2-tir (SmolLM2 shown worked examples of running code), smollm2 (the plain model), hf:PATH, "
+            "vllm:PATH, openai:URL[,URL].",
+            "flag": "--teacher",
+            "was": ("teacher",),
         },
     )
     samples: int = field(default=1, metadata={"help": "Trajectories per problem.", "range": f"[1, {MAX_SAMPLES}]"})
@@ -265,9 +273,20 @@ class CollectConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        self.loop = self.loop.for_model(self.teacher)  # an unset protocol: the teacher's own (engines/trained.py)
+
+    def for_run(self) -> CollectConfig:
+        """These settings as a run uses them: an unset protocol and system prompt are the ones the model was
+        trained with (its dir's agentdata.json, engines/trained.py). Reads the model's dir, so it is called
+        where a run starts, not when the settings are built."""
+        loop = self.loop.for_model(self.model)
+        return self if loop is self.loop else replace(self, loop=loop)
 
     def settings(self) -> dict[str, Any]:
-        """What the run dir's manifest records: every field, flat (engine options may hold secrets)."""
-        settings = {key: value for key, value in flatten(self).items() if key != "engine_options"}
-        return {**settings, "model": self.engine_options.get("model")}  # part of the model's identity
+        """What the run dir's manifest records: every field, flat (engine options may hold secrets). The model
+        is recorded as `teacher` and the model name an openai: server serves as `model`, the keys every run dir
+        has had, so an older run dir resumes and a cache keyed on these settings stays the same."""
+        flat = flatten(self)
+        recorded = {
+            "teacher" if key == "model" else key: value for key, value in flat.items() if key != "engine_options"
+        }
+        return {**recorded, "model": self.engine_options.get("model")}  # part of the model's identity

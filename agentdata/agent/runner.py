@@ -103,6 +103,7 @@ def collect(
     """Collect trajectories into `out_dir` (resuming it); returns the summary of the whole run. Progress is
     reported as `agentdata.events` (task "collect"); nothing is drawn here. With `config.sharding.executor ==
     "ray"` every shard runs as a task on a Ray cluster (agent/ray_executor.py)."""
+    config = config.for_run()  # an unset protocol: the model's own, read from its dir now the run starts
     if config.sharding.executor == "ray":
         from agentdata.agent.ray_executor import collect_on_ray
 
@@ -122,7 +123,7 @@ def run_record(config: CollectConfig, run: RunDir, problems: int) -> dict[str, A
         {
             "problems": problems,
             "versions": package_versions(),
-            "model_fingerprint": model_fingerprint(config.teacher, memo=memo),
+            "model_fingerprint": model_fingerprint(config.model, memo=memo),
         }
     )
 
@@ -135,7 +136,7 @@ async def collect_async(
         raise UserError("no problems to collect on")
     config_tools(config.loop)  # a tool that cannot be loaded is the user's to fix before anything runs
     if engine is None:
-        check_engine(config.teacher, config.engine_options)  # and a teacher spec or option that is wrong
+        check_engine(config.model, config.engine_options)  # and a model spec or option that is wrong
     if len(problems) * config.samples > MAX_TRAJECTORIES:
         raise UserError(
             f"{len(problems):,} problems × {config.samples:,} samples is more than one run takes "
@@ -192,7 +193,7 @@ async def _run_work(
         from agentdata.engines import load_engine
 
         try:
-            engine = load_engine(config.teacher, **config.engine_options)
+            engine = load_engine(config.model, **config.engine_options)
         except BaseException:
             if owns_sandbox:
                 sandbox.close()  # its worker processes must not outlive a refused engine
@@ -262,7 +263,7 @@ async def _run_concurrently(
     queue: asyncio.Queue[tuple[Problem, int]] = asyncio.Queue()
     for item in work:
         queue.put_nowait(item)
-    failures = _FailFast(min(FAIL_FAST_AFTER, len(work)), getattr(engine, "spec", None) or config.teacher)
+    failures = _FailFast(min(FAIL_FAST_AFTER, len(work)), getattr(engine, "spec", None) or config.model)
 
     async def worker() -> None:
         while not queue.empty() and not failures.broken:  # a worker whose work never waits must stop too
@@ -291,7 +292,7 @@ async def _solve_safely(problem: Problem, index: int, solver: Solver, engine: An
             messages=[{"role": "user", "content": problem.question}],
             finish_reason="error",
             error=f"{type(error).__name__}: {error}",
-            teacher=getattr(engine, "spec", config.teacher),
+            teacher=getattr(engine, "spec", config.model),
             format=config.loop.protocol,
             sampling={**config.loop.sampling(), "seed": seed, "sample_index": index},
         )
@@ -306,8 +307,8 @@ class RunBroken(UserError):
 class _FailFast:
     """Stops the run when its first trajectories all fail: a broken engine should not burn the whole list."""
 
-    def __init__(self, window: int, teacher: str = ""):
-        self.window, self.teacher = window, teacher
+    def __init__(self, window: int, model: str = ""):
+        self.window, self.model = window, model
         self.seen = 0
         self.errors: list[str] = []
         self.broken = False
@@ -323,8 +324,7 @@ class _FailFast:
         if self.seen == self.window and len(self.errors) == self.window:
             self.broken = True
             raise RunBroken(
-                f"the first {self.window} trajectories all failed (teacher {self.teacher}); "
-                f"first error: {self.errors[0]}"
+                f"the first {self.window} trajectories all failed (model {self.model}); first error: {self.errors[0]}"
             )
 
 

@@ -31,7 +31,7 @@ def command(
     out: Annotated[Path, typer.Option("--out", "-o", help="Run dir; an existing one is resumed.")] = Path(
         "runs/collect"
     ),
-    model: ModelName = None,
+    model_name: ModelName = None,
     question_field: QuestionField = None,
     answer_field: AnswerField = None,
     *,
@@ -47,12 +47,12 @@ def command(
     check_trackers(tracking, "collect")
     output_dir(out, "--out", inputs=[problems_file])
     problems = read_problems(problems_file, question_field, answer_field)
-    config = with_model(config, model)
+    config = with_model(config, model_name).for_run()  # an unset protocol: the teacher's own, read from its dir
     part = f" · shard {config.sharding.shard} (its share of the problems)" if config.sharding.shard else ""
     if not as_json:
         print_line(
             f"[bold]collect[/] {len(problems[: config.limit])} problems from {problems_file or 'built-in problems'} · "
-            f"teacher {config.teacher} · {config.samples} sample(s) each · protocol {config.loop.protocol}{part} "
+            f"teacher {config.model} · {config.samples} sample(s) each · protocol {config.loop.protocol}{part} "
             f"→ {out}"
         )
     summary = collect(problems, out, config)

@@ -94,6 +94,8 @@ QuestionField = Annotated[
 AnswerField = Annotated[
     str | None, typer.Option("--answer-field", help="Column holding the gold answer (default: recognised names).")
 ]
+# The name an openai: server serves the model under (engine_options["model"]); the model itself is an engine spec
+# (collect's --teacher, filter's --student, eval's MODEL_SPEC).
 ModelName = Annotated[str | None, typer.Option("--model", help="Model name for openai: engines (an engine option).")]
 
 
@@ -119,6 +121,6 @@ def with_model(config: Settings, model: str | None) -> Settings:
 
 
 def tracked(name: str, configs: dict[str, type]) -> Section:
-    """A settings section of `configs` plus `tracking` (--report-to, --run-name: training/trackers.py), the
+    """A settings section of `configs` plus `tracking` (--report-to, run_name=: training/trackers.py), the
     trackers `collect`, `filter` and `eval` log their summary and sampled trajectories to."""
     return Section(name, {**configs, "tracking": TrackingConfig})

@@ -41,7 +41,7 @@ def command(
             "--compare", help="More models or checkpoints to evaluate and plot alongside (repeatable; LABEL=SPEC)."
         ),
     ] = None,
-    model: ModelName = None,
+    model_name: ModelName = None,
     *,
     config: EvalConfig,
     tracking: TrackingConfig,
@@ -54,7 +54,7 @@ def command(
 
     check_trackers(tracking, "eval")
     output_dir(out, "--out", bench_files, writes=OUT_NAMES)
-    config = with_model(config, model)
+    config = with_model(config, model_name)
     models = [model_spec, *(compare or [])]
     if not as_json:
         print_line(

@@ -27,14 +27,29 @@ from agentdata.filter.config import PoolConfig
 from agentdata.settings import Section, Sections
 from agentdata.training.config import TrackingConfig
 
-# The profile is a collect run of the student: its teacher is --student and its samples are --k.
-PROFILE_FLAGS = {"teacher": "--student", "samples": "--k"}
+# The profile is a collect run of the student: its model is --student and its samples are --k.
+PROFILE_FLAGS = {"model": "--student", "samples": "--k"}
+# Flags of collect and curate that are keys and overrides here (`temperature=0.7`, `push_to_hub=me/pool`): the
+# profile samples as GRPO's rollouts do, and publishing a pool is rarer than curating a set.
+FILTER_OVERRIDES = (
+    "harness",
+    "temperature",
+    "sandbox_max_rps",
+    "executor",
+    "near_dup_threshold",
+    "license",
+    "secrets",
+    "push_to_hub",
+    "public",
+    "report_to",
+)
 
 
 # Profiled as GRPO samples (temperature 1.0, agentdata.agent.config.rollout_loop): the pass rates training will see.
 # Two sections: `--seed` sets both seeds (the rollouts' and the clustering's), `profile.seed=N` / `pool.seed=N` one.
 @settings_command(
     flags=PROFILE_FLAGS,
+    overrides=FILTER_OVERRIDES,
     defaults={"samples": 4, "temperature": ROLLOUT_TEMPERATURE},
     sections=Sections(Section("profile", {"profiling": CollectConfig}), tracked("pool", {"pool": PoolConfig})),
 )
@@ -49,7 +64,7 @@ def command(
             "suffix: DIR/README.md + DIR/data/train.parquet).",
         ),
     ] = Path("pool.parquet"),
-    model: ModelName = None,
+    model_name: ModelName = None,
     profile_dir: Annotated[
         Path | None,
         typer.Option(help="Profile run dir (the cache); default <out folder>/profile/<student>-<settings digest>."),
@@ -73,10 +88,10 @@ def command(
         output_dir(profile_dir, "--profile-dir", inputs)
     output_set(out, "--out", (".parquet",), "the RL pool", inputs)
     problems = read_problems(problems_file, question_field, answer_field)
-    profiling = with_model(profiling, model)
+    profiling = with_model(profiling, model_name)
     if not as_json:
         print_line(
-            f"[bold]filter[/] {len(problems[: profiling.limit])} problems · student {profiling.teacher} · "
+            f"[bold]filter[/] {len(problems[: profiling.limit])} problems · student {profiling.model} · "
             f"k={profiling.samples} · band {pool.band} → {out}"
         )
     if profiling.sharding.shard is not None:  # the pool needs every shard: this one's profile is all it makes

@@ -5,16 +5,18 @@ A command declares the settings it needs as parameters annotated with their data
     @settings_command()
     def command(problems_file: ..., out: ..., *, config: CollectConfig, as_json: bool = False): ...
 
-and gets one option per field (`--max-turns`, help and default from the field), plus
-`--config FILE.yaml|json` and `--json`. A new field in a dataclass is a new flag with no
-other change. Each settings parameter is a section of the command's settings path
-(`agentdata.settings.sections`); `train` declares its sections itself (`sft`, and `rl` with the
-closed loop's settings). A name only one section has is one flag (`--num-generations`); a name
-several sections have with one meaning is one flag that sets it in all of them (`--max-steps`: SFT's
-and GRPO's); one section's is set by an override (`rl.max_steps=3`, cli/overrides.py). Values come
-from: the field's default < the command's default < the file < overrides < flags. A value out of its
-range ends the command with one line naming the flag. A flag of an older release (`--rl-max-steps`,
-`--min-tool-calls`) is no alias: it stops with one line naming its new spelling.
+and gets one option per field (`--max-tool-calls`, help and default from the field), plus `--config
+FILE.yaml|json` and `--json`. A new field in a dataclass is a new flag with no other change, unless it is no
+everyday flag: metadata `override_only` (no command lists it) or the command's `overrides` (this one does not)
+make it a key and an override only (`lora_r=8`), so that each command's --help lists at most 25 flags
+(tests/test_flag_counts.py). Each settings parameter is a section of the command's settings path
+(`agentdata.settings.sections`); `train` declares its sections itself (`sft`, and `rl` with the closed loop's
+settings). A name only one section has is one flag (`--num-generations`); a name several sections have with
+one meaning is one flag that sets it in all of them (`--max-steps`: SFT's and GRPO's); one section's is set by
+an override (`rl.max_steps=3`, cli/overrides.py). Values come from: the field's default < the command's
+default < the file < overrides < flags. A value out of its range ends the command with one line naming the
+flag. A flag of an older release (`--rl-max-steps`, `--min-tool-calls`) is no alias: it stops with one line
+naming its new spelling.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from agentdata.settings import (
     Layer,
     Section,
     Sections,
+    default_of,
     is_settings,
     is_value_type,
     read_settings_file,
@@ -50,6 +53,7 @@ CONFIG_HELP = "YAML or JSON file of settings (names as the flags, with _ for -);
 CONTEXT = "_typer_context"
 JSON_HELP = "Print the summary as JSON (machine-readable) instead of tables."
 EVERY_SECTION = "Every stage"  # the --help group of the flags that set a name in every section having it
+_PAIRS = """'{"KEY": VALUE}'"""  # how a KEY=VALUE flag's setting is written as an override
 
 
 @dataclass
@@ -87,7 +91,7 @@ class GeneratedOption:
         """The flag's value in the field's terms."""
         if self.kind == "pairs":
             return parse_key_values(raw or [], self.flag)
-        if self.kind == "parsed":  # a field with its own text form, e.g. --domain-mix math=0.5,code=0.5
+        if self.kind == "parsed":  # a field with its own text form (metadata "parse")
             return load_object(self.parse)(raw, self.flag)
         if self.kind == "repeat" and self.split:
             parts = [part.strip() for value in raw or [] for part in value.split(",") if part.strip()]
@@ -113,37 +117,37 @@ def generated_options(
     defaults: dict[str, Any] | None = None,
     exclude: tuple[str, ...] = (),
     removed: dict[str, str] | None = None,
+    overrides: tuple[str, ...] = (),
 ) -> list[GeneratedOption]:
     """The options of a command's settings: one per name (a name several sections share with one meaning
-    sets them all; one section's is its override, `rl.max_steps=3`). `removed` names old flags and their new
-    spelling ({old flag: new spelling}): each is a hidden option that stops with one line saying so."""
+    sets them all; one section's is its override, `rl.max_steps=3`). A field with metadata `override_only`,
+    or named in the command's `overrides`, is no flag: it is set by its override (`top_p=0.9`), and its
+    flag of 0.4 stops with one line saying so. `removed` names other old flags and their new spelling
+    ({old flag: new spelling}): each is a hidden option that stops with one line."""
     flags, defaults, removed = flags or {}, defaults or {}, dict(removed or {})
     by_name: dict[str, list[Section]] = {}
-    override_only: dict[str, tuple[str, str]] = {}  # not everyday flags (name -> 0.4's flag, its kind)
     for section in sections.sections.values():
-        for name, (item, annotation) in section.fields.items():
-            if name in exclude or item.metadata.get("cli") is False:
-                continue
-            if item.metadata.get("override_only"):  # `top_p=0.9` is how 0.4's --top-p 0.9 reads now
-                flag = flags.get(name) or item.metadata.get("flag") or "--" + name.replace("_", "-")
-                override_only[name] = (flag, _cli_kind(annotation)[0])
-                continue
-            by_name.setdefault(name, []).append(section)
+        for name, (item, _) in section.fields.items():
+            if name not in exclude and item.metadata.get("cli") is not False:
+                by_name.setdefault(name, []).append(section)
     options, switches = [], set()  # switches: removed flags that took no value (a bool's)
-    for name, (flag, kind) in override_only.items():
-        if name not in by_name:
-            value = {"bool": "false", "pairs": """'{"KEY": VALUE}'"""}.get(kind, "VALUE")
-            removed[flag] = f"{name}={value}"
-            switches |= {flag} if kind == "bool" else set()
     for name, owners in by_name.items():
-        if len(owners) == 1 or _one_meaning(name, owners):
+        item, annotation = owners[0].fields[name]
+        flag = flags.get(name) or item.metadata.get("flag") or "--" + name.replace("_", "-")
+        is_bool = value_type(annotation)[0] is bool
+        if item.metadata.get("override_only") or name in overrides:  # `top_p=0.9` is how --top-p 0.9 reads now
+            switch = "false" if default_of(item) else "true"  # what the old flag (or its --no-) turned
+            value = {"bool": switch, "pairs": _PAIRS}.get(_cli_kind(annotation)[0], "VALUE")
+            removed[flag] = f"{name}={value}"
+            switches |= {flag} if is_bool else set()
+        elif len(owners) == 1 or _one_meaning(name, owners):
             options.append(_option(name, owners, flags.get(name), defaults, owners[0].label))
         if len(owners) > 1:  # the per-section flags of 0.4 (--sft-max-steps): now sft.max_steps=...
-            flag = (flags.get(name) or "--" + name.replace("_", "-")).removeprefix("--")
-            is_bool = value_type(owners[0].fields[name][1])[0] is bool
+            plain_flag = (flags.get(name) or "--" + name.replace("_", "-")).removeprefix("--")
             for owner in owners:
-                removed[f"--{owner.name}-{flag}"] = f"{owner.name}.{name}={'true' if is_bool else 'VALUE'}"
-                switches |= {f"--{owner.name}-{flag}"} if is_bool else set()
+                old = f"--{owner.name}-{plain_flag}"
+                removed[old] = f"{owner.name}.{name}={'true' if is_bool else 'VALUE'}"
+                switches |= {old} if is_bool else set()
     for option in options:
         item, _ = sections.sections[option.targets[0]].fields[option.name]
         ends = item.metadata.get("ends", ())
@@ -270,12 +274,14 @@ def settings_command(
     sections: Sections | None = None,
     section_names: dict[str, str] | None = None,
     removed: dict[str, str] | None = None,
+    overrides: tuple[str, ...] = (),
 ) -> Callable:
     """Give a command its generated settings options, `--config` and `--json` (see the module doc).
 
     The command takes its settings as parameters annotated with their dataclasses (each one section,
     named after the parameter unless `section_names` says otherwise), or, with `sections` given, one
-    parameter annotated `GivenSettings` that receives what the command line gave, unbuilt.
+    parameter annotated `GivenSettings` that receives what the command line gave, unbuilt. `overrides` names
+    the settings that are everyday elsewhere but not in this command: keys and overrides, no flags.
     """
 
     def decorate(func: Callable) -> Callable:
@@ -289,7 +295,7 @@ def settings_command(
         path = sections or Sections.of(configs, section_names)
         special = {*configs, "as_json", unbuilt}
         plain = [p for name, p in signature.parameters.items() if name not in special]
-        options = generated_options(path, flags, defaults, exclude, removed)
+        options = generated_options(path, flags, defaults, exclude, removed, overrides)
         clash = {p.name for p in plain} & {o.param for o in options}
         if clash:
             raise TypeError(f"{func.__name__}: parameters {sorted(clash)} are also settings fields")

@@ -120,7 +120,7 @@ def known_keys(sections: Sections) -> set[str]:
     section's `extra` names (TRL's config fields) are checked when the layer is made, as a file's are."""
     keys = set()
     for section in sections.sections.values():
-        names = [*section.fields, *section.band_ends]
+        names = [*section.fields, *section.band_ends, *section.renamed]
         extra = section.extra()
         names += sorted(extra[1]) if extra else []
         keys |= set(names) | ({f"{section.name}.{name}" for name in names} if not sections.single else set())

@@ -12,6 +12,7 @@ import re
 import typing
 
 from agentdata.agent.config import CollectConfig, LoopConfig, ShardingConfig
+from agentdata.cli.filter import FILTER_OVERRIDES
 from agentdata.curate.config import CurateConfig
 from agentdata.evaluation.config import EvalConfig
 from agentdata.evaluation.validation import ValidationConfig
@@ -29,9 +30,13 @@ from agentdata.synth.config import ProblemsConfig
 from agentdata.synth.stitch.build import StitchConfig
 from agentdata.traces.config import ImportConfig
 from agentdata.train.closed_loop import ClosedLoopConfig
+from agentdata.train.settings import TRAIN_OVERRIDES
 from agentdata.training.config import OptimiserConfig, TrackingConfig
 from agentdata.validate.config import ValidateConfig
 from agentdata.view.config import ViewConfig
+
+# The commands that take a setting other commands list as a flag only as a key and an override.
+COMMAND_OVERRIDES = {"filter": FILTER_OVERRIDES, "train": TRAIN_OVERRIDES}
 
 # (settings, where they are used) in the order the pipeline runs.
 DOCUMENTED: list[tuple[type, str]] = [
@@ -70,7 +75,7 @@ DOCUMENTED: list[tuple[type, str]] = [
     (
         ClosedLoopConfig,
         "`agentdata train` between SFT and GRPO (the closed loop: `--rl-problems`, `--band`, "
-        "`--profile-k`), keys of its `rl:` section beside GRPO's",
+        "`profile_k=`), keys of its `rl:` section beside GRPO's",
     ),
     (
         OptimiserConfig,
@@ -80,7 +85,7 @@ DOCUMENTED: list[tuple[type, str]] = [
     (
         ValidationConfig,
         "`agentdata train`: validation during training, in both the `sft:` and `rl:` sections "
-        "(`--eval-problems`, `--eval-k` set both stages; `sft.eval_every=N`, `rl.eval_every=N` one, "
+        "(`--eval-problems`, `eval_k=` set both stages; `sft.eval_every=N`, `rl.eval_every=N` one, "
         "`eval_every=N` both); docs/train.md",
     ),
 ]
@@ -89,10 +94,12 @@ HEADER = """# Settings
 
 Generated from the settings dataclasses by `python -m agentdata.cli.settings_docs`; do not edit by hand.
 
-Every setting is a command-line flag of the commands that use it and a key of a `--config FILE.yaml`
-(or `.json`) file: flags override the file, the file overrides the defaults. Composed settings (`loop`,
-`dedup`, `validation`) stay flat: `--max-turns` on the command line, `max_turns:` in a file (a `loop:`
-section works too). A key nobody knows stops the command with one line naming it and the closest keys.
+Every setting is a key of a `--config FILE.yaml` (or `.json`) file and a `KEY=VALUE` override (below);
+the everyday ones are also flags (each command's `--help` lists at most 25; the flag column says which,
+and "override" marks a setting no command lists). Flags override the file, the file overrides the
+defaults. Composed settings (`loop`, `dedup`, `validation`) stay flat: `--max-tool-calls` on the command
+line, `max_tool_calls:` in a file (a `loop:` section works too). A key nobody knows stops the command
+with one line naming it and the closest keys.
 
 **Sections.** A command's settings are sections of these dataclasses. `agentdata train` has two: `sft:`
 (SFTStageConfig) and `rl:` (GRPOStageConfig with ClosedLoopConfig beside it), each also taking any field
@@ -157,6 +164,8 @@ def settings_markdown() -> str:
 
 def _row(item: dataclasses.Field, annotation: typing.Any) -> str:
     help_text = item.metadata.get("help", "").replace("|", "\\|")
+    if item.metadata.get("was"):  # an older release's key, now one line naming this one
+        help_text += " Was " + ", ".join(f"`{old}`" for old in item.metadata["was"]) + " before 0.5."
     if is_settings(annotation):
         return f"| `{item.name}` | (its fields) | {annotation.__name__} | | | {help_text} |\n"
     flag = item.metadata.get("flag") or "--" + item.name.replace("_", "-")
@@ -165,6 +174,10 @@ def _row(item: dataclasses.Field, annotation: typing.Any) -> str:
         flags = "(file only)"
     elif item.metadata.get("override_only"):
         flags = f"`{item.name}=` (override)"
+    else:
+        flags += "".join(
+            f" (`{command}`: `{item.name}=`)" for command, names in COMMAND_OVERRIDES.items() if item.name in names
+        )
     limits = item.metadata.get("range", "")
     if item.metadata.get("choices"):
         limits = " \\| ".join(map(str, item.metadata["choices"]))

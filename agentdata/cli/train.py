@@ -1,7 +1,7 @@
 """`agentdata train`: SFT on an SFT set, then GRPO with the sandbox in the loop (agentdata.train.run does the work).
 
 Its options are generated from the stages' settings like every other command's (train/settings.py):
-a name one stage has is one flag (`--num-generations`, `--long-rows`), a name both have sets both
+a name one stage has is one flag (`--num-generations`, `--rl-pool`), a name both have sets both
 (`--max-steps`); one stage's own is an override (`sft.max_steps=2`, `rl.max_steps=20`).
 """
 
@@ -18,10 +18,10 @@ from agentdata.cli.common import output_dir
 from agentdata.cli.options import GivenSettings, settings_command
 from agentdata.cli.render import show
 from agentdata.train.run import TrainRequest, result_summary, train
-from agentdata.train.settings import REMOVED_FLAGS, TRAIN_SETTINGS
+from agentdata.train.settings import REMOVED_FLAGS, TRAIN_OVERRIDES, TRAIN_SETTINGS
 
 
-@settings_command(sections=TRAIN_SETTINGS, exclude=("out",), removed=REMOVED_FLAGS)
+@settings_command(sections=TRAIN_SETTINGS, exclude=("out",), removed=REMOVED_FLAGS, overrides=TRAIN_OVERRIDES)
 def command(
     stage: Annotated[str, typer.Option("--stage", help="sft, rl or all.")] = "all",
     out: Annotated[Path, typer.Option("--out", "-o", help="Output dir (sft/ and rl/ inside for --stage all).")] = Path(

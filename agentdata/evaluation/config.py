@@ -64,12 +64,14 @@ class EvalConfig:
         self.tool_call_budgets = sorted(set(self.tool_call_budgets))
 
     def collect_config(self, spec: str, budget: int) -> CollectConfig:
+        """The run of model `spec` with `budget` tool calls, as it runs (its protocol read from its dir when
+        unset: CollectConfig.for_run)."""
         return CollectConfig(
-            teacher=spec,
+            model=spec,
             samples=self.samples,
             concurrency=self.concurrency,
             seed=self.seed,
             engine_options=self.engine_options,
             loop=replace(self.loop, max_tool_calls=budget),
             sharding=self.sharding,
-        )
+        ).for_run()

@@ -125,7 +125,7 @@ class ValidationCallback(TrainerCallback):
         run_dir = self.out_dir / EVAL_DIR / f"step-{step:06d}"
         shutil.rmtree(run_dir, ignore_errors=True)  # responses of older weights (an earlier run) are no answer now
         config = CollectConfig(
-            teacher=f"policy@step-{step}",
+            model=f"policy@step-{step}",
             samples=self.settings.eval_k,
             seed=self.seed,
             concurrency=all_in_flight(len(self.problems) * self.settings.eval_k),

@@ -57,6 +57,7 @@ class ValidationConfig:
     eval_k: int = field(
         default=4,
         metadata={
+            "override_only": True,
             "help": "Responses per eval problem: eval/avg@k and eval/pass@k (the findings report avg@32).",
             "range": "[1, 1024]",
         },

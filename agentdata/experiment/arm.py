@@ -259,4 +259,4 @@ def collect_key(config: Any) -> dict[str, Any]:
     many it makes, not how it runs them (concurrency, executors, shards), so a new way to run one reuses it."""
     from agentdata.agent.rundir import identity
 
-    return {**identity(config.settings()), "samples": config.samples, "limit": config.limit}
+    return {**identity(config.for_run().settings()), "samples": config.samples, "limit": config.limit}

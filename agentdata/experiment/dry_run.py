@@ -130,7 +130,7 @@ def inputs(recipe: Recipe) -> list[dict[str, Any]]:
         value = recipe.base.get(key)
         if isinstance(value, str):
             found.append({"what": key, "path": value, "here": Path(value).exists()})
-    specs = {("student", recipe.base.get("student")), ("collect.teacher", recipe.base.get("collect.teacher"))}
+    specs = {("student", recipe.base.get("student")), ("collect.model", recipe.base.get("collect.model"))}
     specs |= {("student", arm.get("student")) for arm in recipe.arms.values()}
     for what, spec in sorted((what, str(spec)) for what, spec in specs if spec):
         path = spec_path(spec)

@@ -4,7 +4,7 @@
 - `engine`: how a trained model is run for its profile and evaluation, `auto` (default: vLLM where it is
   installed), `hf` or `vllm`;
 - `problems`, `held_out`: the training and the evaluation problems (base only);
-- `collect.*`: the teacher's run (`CollectConfig`: teacher, samples, seed, ... and its own loop fields);
+- `collect.*`: the teacher's run (`CollectConfig`: model, samples, seed, ... and its own loop fields);
 - `curate.*`: how real and stitched trajectories become SFT rows (`CurateConfig`);
 - `stitch.*`: the stitched baseline (`StitchConfig`), `stitch.solutions` a file of worked solutions;
 - `sft.data` (real | stitched | none | mixed), `sft.rows`, and `SFTStageConfig` / TRL `SFTConfig` fields;
@@ -25,6 +25,7 @@ from typing import Any
 
 from agentdata.errors import UserError
 from agentdata.experiment.choices import ARM_SETTINGS
+from agentdata.settings import gone
 
 SECTIONS = ("collect", "curate", "stitch", "sft", "rl", "loop", "eval")
 TOP_LEVEL = (*ARM_SETTINGS.sections["arm"].fields, "problems", "held_out")
@@ -87,6 +88,15 @@ def all_keys() -> list[str]:
     return [*TOP_LEVEL, *(f"{section}.{name}" for section in SECTIONS for name in sorted(own_fields(section)))]
 
 
+@cache
+def renamed_keys(section: str) -> dict[str, str]:
+    """The section's names of older releases -> their names now (`collect.teacher` is `collect.model`)."""
+    from agentdata.agent.config import CollectConfig
+    from agentdata.settings import renamed_names
+
+    return renamed_names(CollectConfig) if section == "collect" else {}
+
+
 def check_key(key: str, where: str) -> None:
     """A UserError for a name no section knows, naming the closest keys; loop fields under rl are redirected."""
     if key in TOP_LEVEL:
@@ -104,6 +114,9 @@ def check_key(key: str, where: str) -> None:
             )
         if name in trl_fields(section):
             return
+        renamed = renamed_keys(section)
+        if name in renamed:  # a name of an older release (`collect.teacher`): one line naming the new one
+            raise gone(key, f"{section}.{renamed[name]}", where)
     close = difflib.get_close_matches(key, all_keys(), n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else f"; the sections are {', '.join(SECTIONS)}"
     raise UserError(f"{where}: unknown setting {key!r}{hint} (docs/experiments.md lists them)")

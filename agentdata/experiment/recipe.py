@@ -7,7 +7,7 @@
       student: smollm2            # the weights trained (and evaluated as they are where no stage trains)
       problems: {kinds: [compute], n: 48, seed: 0}   # training problems: a generator spec or a problem file
       held_out: {kinds: [compute], n: 100, seed: 1}  # evaluation problems (never overlapping the training ones)
-      collect: {teacher: smollm2-tir, samples: 4}    # the teacher's real trajectories
+      collect: {model: smollm2-tir, samples: 4}      # the teacher's real trajectories
       sft: {data: none, max_steps: 20}
       rl: {pool: none}
       loop: {max_new_tokens: 192}                    # the student's agent loop: profile, GRPO, evaluation

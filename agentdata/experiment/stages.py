@@ -151,7 +151,7 @@ def profile_student(
     problems = load_problems(problems_file)
     student = start if start.startswith("vllm:") else profile_spec(start)  # vLLM runs it as it is
     profiling = CollectConfig(
-        teacher=student, samples=k, loop=loop, seed=seed, concurrency=all_in_flight(len(problems) * k)
+        model=student, samples=k, loop=loop, seed=seed, concurrency=all_in_flight(len(problems) * k)
     )
     run = run_filter(problems, folder / "band.parquet", PoolConfig(band=band), profiling, profile_dir=folder / "run")
     rates = run.result.profiled.select("problem_id", "pass_rate").to_dicts()
@@ -209,7 +209,7 @@ def evaluate(spec: str, label: str, held_out: Path, plan: ArmPlan, folder: Path)
     from agentdata.evaluation.runner import run_benchmark
 
     config = CollectConfig(
-        teacher=spec, samples=plan.eval_k, seed=plan.eval_seed, concurrency=plan.eval_concurrency, loop=plan.eval_loop
+        model=spec, samples=plan.eval_k, seed=plan.eval_seed, concurrency=plan.eval_concurrency, loop=plan.eval_loop
     )
     responses, summary = run_benchmark(load_problems(held_out), folder / "run", config)
     metrics, scores = score_benchmark(responses)

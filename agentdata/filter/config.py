@@ -34,10 +34,16 @@ class PoolConfig:
         },
     )
     clusters: int | None = field(
-        default=None, metadata={"help": "K-means clusters (default about sqrt(problems)).", "range": "[1, inf)"}
+        default=None,
+        metadata={
+            "override_only": True,
+            "help": "K-means clusters (default about sqrt(problems)).",
+            "range": "[1, inf)",
+        },
     )
     embedding: str = field(
-        default="auto", metadata={"help": "auto | sentence-transformers | tfidf.", "choices": EMBEDDINGS}
+        default="auto",
+        metadata={"override_only": True, "help": "auto | sentence-transformers | tfidf.", "choices": EMBEDDINGS},
     )
     dedup: DedupConfig = field(
         default_factory=DedupConfig,
@@ -46,6 +52,7 @@ class PoolConfig:
     domain_mix: dict[str, float] | None = field(
         default=None,
         metadata={
+            "override_only": True,
             "help": "Target domain shares after the band, e.g. math=0.5,code=0.3,science=0.2; a short domain "
             "gives what "
             "it lacks to the others (see filter/mix.py).",
@@ -62,6 +69,7 @@ class PoolConfig:
     extra_steps: list[str] = field(
         default_factory=list,
         metadata={
+            "override_only": True,
             "help": "Filter steps run after the built-in ones, before the selection: registered names or "
             "plug-ins (mypkg.steps:ShortQuestion, steps.py:ShortQuestion); "
             "repeatable.",
@@ -81,6 +89,7 @@ class PoolConfig:
     min_valid_share: float = field(
         default=0.5,
         metadata={
+            "override_only": True,
             "help": "A problem whose rollouts ended in an engine or sandbox error more often than this leaves is "
             "dropped as `too_many_errors` (errors are no wrong answers and count in no pass rate).",
             "range": "(0, 1]",

@@ -1,4 +1,4 @@
-"""Mixed-domain pools: `--domain-mix math=0.5,code=0.3,science=0.2` after the band.
+"""Mixed-domain pools: `domain_mix=math=0.5,code=0.3,science=0.2` after the band.
 
 DemyAgent found that math-only RL data collapses entropy and that adding science and code
 keeps it up, so the pool's domain shares are a setting. Selection moves *toward* the
@@ -19,7 +19,7 @@ from agentdata.errors import UserError
 from agentdata.steps import Step
 
 
-def parse_domain_mix(text: str | None, flag: str = "--domain-mix") -> dict[str, float] | None:
+def parse_domain_mix(text: str | None, flag: str = "domain_mix") -> dict[str, float] | None:
     """'math=0.5,code=0.3' -> {'math': 0.625, 'code': 0.375} (shares are normalised to sum to 1)."""
     if not text:
         return None

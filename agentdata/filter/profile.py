@@ -36,14 +36,15 @@ FINGERPRINT_MEMO = "model_fingerprints.json"  # in a profile folder: digests of 
 
 def student_fingerprint(profiling: CollectConfig, profile_root: Path) -> str | None:
     """The digest of the student's weights when it is a local model dir (see engines/fingerprint.py)."""
-    return model_fingerprint(profiling.teacher, memo=profile_root / FINGERPRINT_MEMO)
+    return model_fingerprint(profiling.model, memo=profile_root / FINGERPRINT_MEMO)
 
 
 def profile_dir_for(out: Path, profiling: CollectConfig, fingerprint: str | None = None) -> Path:
-    """One profile per student (its weights too) and settings in the pool's folder (`hf:/a/b` made file-safe)."""
+    """One profile per student (its weights too) and settings in the pool's folder (`hf:/a/b` made file-safe);
+    the settings as the run uses them (an unset protocol is the student's own: CollectConfig.for_run)."""
     root = out.parent / "profile"
-    student = profiling.teacher
-    digest = settings_digest(profiling.settings())
+    student = profiling.model
+    digest = settings_digest(profiling.for_run().settings())
     fingerprint = fingerprint or student_fingerprint(profiling, root)
     if fingerprint is not None:
         digest = hashlib.sha1(f"{digest}-{fingerprint}".encode()).hexdigest()[:8]
@@ -54,7 +55,7 @@ def claim_profile_dir(profile_dir: Path, profiling: CollectConfig, fingerprint: 
     """Record which weights profile into `profile_dir`; refuse a dir another version of the model filled
     (a --profile-dir given twice for a retrained model would otherwise reuse the old model's rollouts),
     or one whose rollouts were made with other settings (reused silently when none is missing)."""
-    student = profiling.teacher
+    student = profiling.model
     manifest = RunDir(profile_dir).manifest() if RunDir(profile_dir).shards() else None
     changed = settings_differences(manifest["settings"], profiling.settings()) if manifest else {}
     if changed:
@@ -106,7 +107,7 @@ def missing_rollouts(problems: Sequence[Problem], profile_dir: Path, k: int, sha
 def profile(
     problems: Sequence[Problem], profile_dir: Path, config: CollectConfig, engine: Any = None
 ) -> tuple[pl.DataFrame, int]:
-    """Pass rates over `config.samples` (k) rollouts per problem by `config.teacher` (the student),
+    """Pass rates over `config.samples` (k) rollouts per problem by `config.model` (the student),
     generating only what the cache lacks. Returns (pass-rate table, rollouts generated now).
     """
     k = config.samples

@@ -131,6 +131,7 @@ def profile_student(
     """The profile `run_filter` builds its pool from (cached in the profile dir); with `profiling.sharding.shard`,
     only that shard's problems are profiled, into its own part of the profile dir."""
     out = Path(out)
+    profiling = profiling.for_run()  # an unset protocol: the student's own, read from its dir now
     problems = list(problems)[: profiling.limit]
     fingerprint = student_fingerprint(profiling, Path(profile_dir).parent if profile_dir else out.parent / "profile")
     profile_dir = Path(profile_dir) if profile_dir else profile_dir_for(out, profiling, fingerprint)
@@ -162,7 +163,7 @@ def run_filter(
 ) -> FilterRun:
     """Profile the student on `problems` (re-using the profile run dir), build the pool, write it and its report.
 
-    `profiling` is the student's collect run: `teacher` is the student, `samples` the k rollouts
+    `profiling` is the student's collect run: `model` is the student, `samples` the k rollouts
     per problem (default 4), `limit` keeps the first problems, `loop` the agent-loop settings
     (default: GRPO's rollout loop; others give a warning in `FilterRun.warnings`). `out` is a file or a
     dataset folder (publish/layout.py), written with its card; `command` (the CLI's arguments) rebuilds it.
@@ -174,14 +175,14 @@ def run_filter(
     # Before any work too: a step that does not exist, or one this command cannot run (judge_low and prm_low read
     # curate's scoring settings), is known now, not after the student's rollouts.
     steps = pool_steps(config)
-    profiling = profiling or default_profiling()
+    profiling = (profiling or default_profiling()).for_run()  # an unset protocol: the student's own
     if profiling.sharding.shard is not None:
         raise UserError(
             f"--shard {profiling.sharding.shard} profiles one shard (profile_student); the pool needs every shard: "
             "filter without --shard once they are finished"
         )
     problems = list(problems)[: profiling.limit]
-    student, k = profiling.teacher, profiling.samples
+    student, k = profiling.model, profiling.samples
     profiled = profile_student(problems, out, config, profiling, engine, profile_dir)
     rates, generated, reprofiled = profiled.rates, profiled.generated, profiled.reprofiled
     profile_dir, fingerprint = profiled.profile_dir, profiled.fingerprint
@@ -286,7 +287,7 @@ def _pool_counts(result: PoolResult) -> dict[str, dict[str, int]]:
 
 def grpo_mismatch_warnings(profiling: CollectConfig) -> list[str]:
     """One line when the profile samples or uses tools otherwise than GRPO's rollouts will by default."""
-    differences = loop_differences(loop_settings(profiling.loop), grpo_default_loop(profiling.teacher))
+    differences = loop_differences(loop_settings(profiling.loop), grpo_default_loop(profiling.model))
     if not differences:
         return []
     return [

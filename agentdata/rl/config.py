@@ -56,7 +56,11 @@ class GRPOStageConfig:
     max_steps: int = field(default=20, metadata={"help": "Optimizer steps.", "range": "[1, inf)"})
     prompts_per_step: int = field(
         default=2,
-        metadata={"help": "Problems per optimizer step; each gets num_generations rollouts.", "range": "[1, 100000]"},
+        metadata={
+            "override_only": True,
+            "help": "Problems per optimizer step; each gets num_generations rollouts.",
+            "range": "[1, 100000]",
+        },
     )
     num_generations: int = field(
         default=8,
@@ -72,16 +76,29 @@ class GRPOStageConfig:
         default_factory=lambda: OptimiserConfig(lora_dropout=0.0),
         metadata={"help": "The learning rate and LoRA (unset rate: 1e-6, 1e-5 with lora; LoRA dropout 0)."},
     )
-    epsilon: float = field(default=0.2, metadata={"help": "Lower clip range of the policy ratio.", "range": "[0, 1]"})
+    epsilon: float = field(
+        default=0.2,
+        metadata={"override_only": True, "help": "Lower clip range of the policy ratio.", "range": "[0, 1]"},
+    )
     epsilon_high: float = field(
         default=0.28,
-        metadata={"help": "Upper clip range (clip-higher: above epsilon keeps exploration).", "range": "[0, 10]"},
+        metadata={
+            "override_only": True,
+            "help": "Upper clip range (clip-higher: above epsilon keeps exploration).",
+            "range": "[0, 10]",
+        },
     )
     beta: float = field(
         default=0.0,
-        metadata={"help": "KL coefficient; 0 (no KL, no reference model) as in DAPO/DemyAgent.", "range": "[0, 100]"},
+        metadata={
+            "override_only": True,
+            "help": "KL coefficient; 0 (no KL, no reference model) as in DAPO/DemyAgent.",
+            "range": "[0, 100]",
+        },
     )
-    loss_type: str = field(default="dapo", metadata={"help": "TRL loss aggregation; dapo is the token-level loss."})
+    loss_type: str = field(
+        default="dapo", metadata={"override_only": True, "help": "TRL loss aggregation; dapo is the token-level loss."}
+    )
     rewards: list[str] = field(
         default_factory=lambda: ["correctness", "overlong"],
         metadata={
@@ -98,6 +115,7 @@ class GRPOStageConfig:
     overlong_buffer: int | None = field(
         default=None,
         metadata={
+            "override_only": True,
             "help": (
                 "Soft overlong penalty over the last N model tokens of max_new_tokens; 0 turns it off; "
                 "unset: max_new_tokens // 4 (128 of 512)."
@@ -107,11 +125,16 @@ class GRPOStageConfig:
     )
     overlong_penalty: float = field(
         default=1.0,
-        metadata={"help": "Penalty at max_new_tokens (reached linearly over the buffer).", "range": "[0, 100]"},
+        metadata={
+            "override_only": True,
+            "help": "Penalty at max_new_tokens (reached linearly over the buffer).",
+            "range": "[0, 100]",
+        },
     )
     code_reward: str = field(
         default="binary",
         metadata={
+            "override_only": True,
             "help": (
                 "Code problems: binary (+1 all tests pass / -1) or fraction (-1 + 2 x the fraction of "
                 "tests passed); other domains stay binary."
@@ -121,27 +144,34 @@ class GRPOStageConfig:
     )
     tool_call_reward: bool = field(
         default=False,
-        metadata={"help": "Open-AgentRL's TCR: a wrong answer with k tool rounds scores min(-0.6, -1 + 0.1 k)."},
+        metadata={
+            "override_only": True,
+            "help": "Open-AgentRL's TCR: a wrong answer with k tool rounds scores min(-0.6, -1 + 0.1 k).",
+        },
     )
     extra_call_penalty: float = field(
         default=0.0,
         metadata={
+            "override_only": True,
             "help": "Penalty per tool call beyond free_calls (pushes toward few, purposeful calls).",
             "range": "[0, 100]",
         },
     )
     free_calls: int = field(
-        default=1, metadata={"help": "Tool calls without the extra-call penalty.", "range": "[0, 1000]"}
+        default=1,
+        metadata={"override_only": True, "help": "Tool calls without the extra-call penalty.", "range": "[0, 1000]"},
     )
     dynamic_sampling: bool = field(
         default=False,
         metadata={
-            "help": "Leave groups whose rewards are all equal out of the loss (the cheap mode: no extra rollouts)."
+            "override_only": True,
+            "help": "Leave groups whose rewards are all equal out of the loss (the cheap mode: no extra rollouts).",
         },
     )
     online_band: Band | None = field(
         default=None,
         metadata={
+            "override_only": True,
             "help": (
                 "LO,HI (e.g. 0.05,0.8, ZeroTIR's dynamic filtering): a group whose pass rate is not inside "
                 "(ends exclusive) is dropped and replaced by a fresh prompt's group until the batch is "
@@ -153,29 +183,38 @@ class GRPOStageConfig:
     online_band_rounds: int = field(
         default=4,
         metadata={
+            "override_only": True,
             "help": "Replacement rounds per step for online_band; groups still outside after them are kept.",
             "range": "[0, 100]",
         },
     )
-    prompt_template: str = field(default="auto", metadata={"help": PROMPT_TEMPLATE_HELP})
+    prompt_template: str = field(default="auto", metadata={"override_only": True, "help": PROMPT_TEMPLATE_HELP})
     use_vllm: str = field(
         default="auto",
-        metadata={"help": "auto (on a GPU machine with vLLM installed), yes, or no.", "choices": ("auto", "yes", "no")},
+        metadata={
+            "override_only": True,
+            "help": "auto (on a GPU machine with vLLM installed), yes, or no.",
+            "choices": ("auto", "yes", "no"),
+        },
     )
     vllm_server: str = field(
         default="",
         metadata={
+            "override_only": True,
             "help": (
                 "URL of a `trl vllm-serve` server (e.g. http://gpu2:8000) that generates the rollouts; TRL "
                 "pushes the weights to it each step (its vllm_mode server). Empty: vLLM colocated in the "
                 "training process."
-            )
+            ),
         },
     )
-    save_steps: int = field(default=50, metadata={"help": "Save a checkpoint every N steps.", "range": "[1, inf)"})
+    save_steps: int = field(
+        default=50, metadata={"override_only": True, "help": "Save a checkpoint every N steps.", "range": "[1, inf)"}
+    )
     save_total_limit: int | None = field(
         default=None,
         metadata={
+            "override_only": True,
             "help": (
                 "Checkpoints kept (the oldest are deleted first); unset keeps every one, so each "
                 "evaluation's checkpoint can be re-evaluated later."
@@ -189,19 +228,24 @@ class GRPOStageConfig:
     gradient_checkpointing: bool = field(
         default=False,
         metadata={
-            "help": "Recompute activations to save memory (TRL's default is on; it adds a forward pass per backward)."
+            "override_only": True,
+            "help": "Recompute activations to save memory (TRL's default is on; it adds a forward pass per backward).",
         },
     )
-    bf16: bool = field(default=False, metadata={"help": "Train in bfloat16 (GPUs that support it)."})
+    bf16: bool = field(
+        default=False, metadata={"override_only": True, "help": "Train in bfloat16 (GPUs that support it)."}
+    )
     plots: bool = field(
         default=True,
         metadata={
-            "help": "Write plots/scaling.png at the end: accuracy, tool calls, response length and entropy per step."
+            "override_only": True,
+            "help": "Write plots/scaling.png at the end: accuracy, tool calls, response length and entropy per step.",
         },
     )
     seed: int = field(default=0, metadata={"help": "Random seed.", "range": "[0, 4294967295]"})
     limit: int | None = field(
-        default=None, metadata={"help": "Use only the first N problems of the pool.", "range": "[1, inf)"}
+        default=None,
+        metadata={"override_only": True, "help": "Use only the first N problems of the pool.", "range": "[1, inf)"},
     )
     loop: LoopConfig = field(
         default_factory=rollout_loop, metadata={"help": "The rollouts' agent-loop settings (temperature 1.0)."}

@@ -15,13 +15,17 @@ Every stage's settings are a dataclass whose fields carry their documentation:
 - `flag` / `aliases` rename the generated command-line option; `cli: False` leaves a field off
   the command line (still settable from a `--config` file); `override_only: True` gives it no flag, only
   its `NAME=VALUE` override (a command's --help keeps its everyday flags, at most 25).
+- `parse: "module:function"` reads the field's own text form, from a flag, an override or a file
+  (`domain_mix=math=0.5,code=0.5`).
 - `extra: "module:Type"` makes a dict field gather the names only that type knows (the stages' `trl`
   mapping takes any field of TRL's SFTConfig / GRPOConfig).
+- `was: (OLD_NAME,)` names a field's names of older releases (`teacher` for the rollout's `model`): a file,
+  override or `build` that uses one stops with one line naming the new name (no alias).
 - `ends: (LOW_NAME, HIGH_NAME)` on a band names its two one-end names of 0.4: used, each stops with one
   line naming the band (no alias).
 
 A dataclass field whose type is another settings dataclass composes it (`loop: LoopConfig`):
-its fields stay flat on the command line and in records (`--max-turns`, `"max_turns"`), so
+its fields stay flat on the command line and in records (`--max-tool-calls`, `"max_tool_calls"`), so
 `flatten` and `build` convert between the nested objects and the flat names. Value types with
 rules of their own (`Band`, `CountBand`) are in `values.py`; a command's settings as sections of
 dataclasses, fed by layers (defaults < file < flags or code), are `sections.py`; files are read
@@ -42,9 +46,11 @@ from agentdata.settings.fields import (
     default_of,
     field_range,
     field_types,
+    gone,
     is_settings,
     is_value_type,
     leaf_fields,
+    renamed_names,
     value_type,
 )
 from agentdata.settings.files import MAX_SETTINGS_BYTES, MAX_SETTINGS_VALUES, read_settings_file
@@ -76,10 +82,12 @@ __all__ = [
     "field_types",
     "flat_names",
     "flatten",
+    "gone",
     "is_settings",
     "is_value_type",
     "leaf_fields",
     "read_settings_file",
+    "renamed_names",
     "unnest",
     "value_type",
 ]

@@ -17,8 +17,10 @@ from agentdata.settings.fields import (
     coerce,
     default_of,
     field_types,
+    gone,
     is_settings,
     leaf_fields,
+    renamed_names,
 )
 
 
@@ -60,6 +62,10 @@ def build(config_type: type, values: dict[str, Any], source: str | None = None) 
     known = set(flat_names(config_type))
     unknown = sorted(set(values) - known - {item.name for item in dataclasses.fields(config_type)})
     where = f"{source}: " if source else ""
+    renamed = renamed_names(config_type)
+    for name in unknown:
+        if name in renamed:
+            raise gone(name, renamed[name], source or "")
     if unknown:
         raise UserError(f"{where}unknown setting(s) {', '.join(unknown)}; see docs/settings.md")
     try:

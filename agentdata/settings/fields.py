@@ -173,6 +173,17 @@ def leaf_fields(config_type: type, prefix: tuple[str, ...] = ()) -> Iterator[tup
             yield (*prefix, item.name), item, annotation
 
 
+def renamed_names(config_type: type) -> dict[str, str]:
+    """Names of an older release (a field's metadata `was`) -> the field's name now (`teacher` -> `model`)."""
+    return {old: path[-1] for path, item, _ in leaf_fields(config_type) for old in item.metadata.get("was", ())}
+
+
+def gone(old: str, new: str, where: str = "") -> UserError:
+    """The one line an old name gets: no alias (a 0.x package keeps none), its new spelling; `where` names the
+    file that used it."""
+    return UserError(f"{where + ': ' if where else ''}{old} is gone: write {new} (see CHANGELOG.md)")
+
+
 def check_fields(config: Any) -> None:
     """Read old spellings of "off" as None and a value type's text as that type (a band given as "0.05,0.8"),
     then refuse NaN anywhere and numbers outside their field's `range`; call from `__post_init__`."""

@@ -36,7 +36,7 @@ from typing import Any
 
 from agentdata.errors import UserError
 from agentdata.settings.build import _build, composed_names, unnest
-from agentdata.settings.fields import SettingError, coerce, default_of, field_types, leaf_fields
+from agentdata.settings.fields import SettingError, coerce, default_of, field_types, gone, leaf_fields, renamed_names
 
 
 class Append(list):
@@ -107,6 +107,11 @@ class Section:
                 ends[old] = (name, index)
         return ends
 
+    @cached_property
+    def renamed(self) -> dict[str, str]:
+        """Names of an older release (`teacher`) -> the setting's name now (`model`)."""
+        return {old: new for config in self.configs.values() for old, new in renamed_names(config).items()}
+
     def defaults(self) -> dict[str, Any]:
         """Every flat name's default in this section (a composed field's default as the stage sets it)."""
         values = {}
@@ -125,6 +130,12 @@ def _defaults(config_type: type, base: Any = None) -> dict[str, Any]:
         else:
             values[item.name] = value
     return values
+
+
+def _parser(spec: str) -> Any:
+    """A field's `parse` function ("module:function"), imported only when a value needs it."""
+    module, _, attribute = spec.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 @functools.cache
@@ -203,6 +214,8 @@ class Sections:
                 layer[section_name][key] = _merged(layer[section_name].get(key), _given(value, where, flag))
             elif key in ends:  # an end alone of 0.4 (`max_tool_calls: 5`): no alias, one line naming the band
                 raise UserError(f"{where + ': ' if where else ''}{key} is gone: write {ends[key][0]}: [MIN, MAX]")
+            elif key in section.renamed:  # a name of an older release (`teacher`): one line naming the new one
+                raise gone(key, section.renamed[key], where)
             elif self._extra_knows(section, key):
                 extra_name, _ = section.extra()  # type: ignore[misc]
                 given = _given(value, where, flag)
@@ -212,7 +225,12 @@ class Sections:
                 self._unknown(key, where, self._names(section), ())
 
     def _knows(self, section: Section, key: str) -> bool:
-        return key in self._owner[section.name] or key in section.composed or key in section.band_ends
+        return (
+            key in self._owner[section.name]
+            or key in section.composed
+            or key in section.band_ends
+            or key in section.renamed
+        )
 
     def _extra_knows(self, section: Section, key: str) -> bool:
         extra = section.extra() if key not in self._owner[section.name] else None
@@ -248,8 +266,12 @@ class Sections:
                 if _combines(given.value):
                     defaults = defaults if defaults is not None else section.defaults()
                     given = dataclasses.replace(given, value=_resolved(given.value, defaults.get(name)))
+                item, annotation = fields[name]
+                if isinstance(given.value, str) and "parse" in item.metadata:  # its text form, as its flag takes it
+                    said = given.where[:-1] if given.where.endswith("=") else _join(given.where, name)  # `domain_mix=`
+                    given = dataclasses.replace(given, value=_parser(item.metadata["parse"])(given.value, said))
                 try:
-                    coerced[self._owner[section_name][name]][name] = coerce(name, fields[name][1], given.value)
+                    coerced[self._owner[section_name][name]][name] = coerce(name, annotation, given.value)
                 except SettingError as error:
                     raise error.at(given.where, given.flag) from None
             for param, config_type in section.configs.items():

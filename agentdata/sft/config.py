@@ -52,7 +52,7 @@ class SFTStageConfig:
             )
         },
     )
-    prompt_template: str = field(default="auto", metadata={"help": PROMPT_TEMPLATE_HELP})
+    prompt_template: str = field(default="auto", metadata={"override_only": True, "help": PROMPT_TEMPLATE_HELP})
     max_steps: int | None = field(
         default=None,
         metadata={
@@ -66,7 +66,7 @@ class SFTStageConfig:
     )
     batch_size: int = field(default=4, metadata={"help": "Conversations per device per step.", "range": "[1, 100000]"})
     gradient_accumulation_steps: int = field(
-        default=1, metadata={"help": "Micro-batches per optimizer step.", "range": "[1, 100000]"}
+        default=1, metadata={"override_only": True, "help": "Micro-batches per optimizer step.", "range": "[1, 100000]"}
     )
     max_length: int | None = field(
         default=None,
@@ -81,6 +81,7 @@ class SFTStageConfig:
     long_rows: str = field(
         default="drop",
         metadata={
+            "override_only": True,
             "help": (
                 "Conversations longer than max_length: drop (leave out and count; cutting would cut the "
                 "final answer), truncate (cut at the end, counted in a warning) or error (stop, naming the "
@@ -90,19 +91,24 @@ class SFTStageConfig:
         },
     )
     warmup_ratio: float = field(
-        default=0.03, metadata={"help": "Share of steps with a rising learning rate.", "range": "[0, 1)"}
+        default=0.03,
+        metadata={"override_only": True, "help": "Share of steps with a rising learning rate.", "range": "[0, 1)"},
     )
     packing: bool = field(
         default=False,
-        metadata={"help": "Pack conversations into max_length rows (best-fit, no cross-attention between them)."},
+        metadata={
+            "override_only": True,
+            "help": "Pack conversations into max_length rows (best-fit, no cross-attention between them).",
+        },
     )
     packing_strategy: str = field(
         default="bfd",
         metadata={
+            "override_only": True,
             "help": (
                 "bfd (cut overflow) or bfd_split (split overflow); 'wrapped' is refused: it cuts "
                 "conversations mid-turn."
-            )
+            ),
         },
     )
     tracking: TrackingConfig = field(
@@ -116,20 +122,34 @@ class SFTStageConfig:
         default=None,
         metadata={"help": "Checkpoint dir to resume from, or 'last' for the newest in --out.", "flag": "--resume"},
     )
-    save_steps: int = field(default=500, metadata={"help": "Save a checkpoint every N steps.", "range": "[1, inf)"})
+    save_steps: int = field(
+        default=500, metadata={"override_only": True, "help": "Save a checkpoint every N steps.", "range": "[1, inf)"}
+    )
     save_total_limit: int | None = field(
         default=2,
         metadata={
+            "override_only": True,
             "help": "Checkpoints kept (the oldest are deleted first); unset (null in the file) keeps every one.",
             "range": "[1, inf)",
         },
     )
-    logging_steps: int = field(default=1, metadata={"help": "Log metrics every N steps.", "range": "[1, inf)"})
-    gradient_checkpointing: bool = field(default=False, metadata={"help": "Recompute activations to save memory."})
-    bf16: bool = field(default=False, metadata={"help": "Train in bfloat16 (GPUs that support it)."})
+    logging_steps: int = field(
+        default=1, metadata={"override_only": True, "help": "Log metrics every N steps.", "range": "[1, inf)"}
+    )
+    gradient_checkpointing: bool = field(
+        default=False, metadata={"override_only": True, "help": "Recompute activations to save memory."}
+    )
+    bf16: bool = field(
+        default=False, metadata={"override_only": True, "help": "Train in bfloat16 (GPUs that support it)."}
+    )
     seed: int = field(default=0, metadata={"help": "Random seed.", "range": "[0, 4294967295]"})
     limit: int | None = field(
-        default=None, metadata={"help": "Use only the first N conversations (smoke runs).", "range": "[1, inf)"}
+        default=None,
+        metadata={
+            "override_only": True,
+            "help": "Use only the first N conversations (smoke runs).",
+            "range": "[1, inf)",
+        },
     )
     trl: dict[str, Any] = field(
         default_factory=dict,

@@ -54,7 +54,11 @@ class ClosedLoopConfig:
     )
     profile_k: int = field(
         default=DEFAULT_K,
-        metadata={"help": "Rollouts per problem in the --rl-problems profile.", "range": "[1, 100000]"},
+        metadata={
+            "override_only": True,
+            "help": "Rollouts per problem in the --rl-problems profile.",
+            "range": "[1, 100000]",
+        },
     )
 
     def __post_init__(self) -> None:
@@ -83,7 +87,7 @@ def profiled_pool(rl_config: GRPOStageConfig, settings: ClosedLoopConfig, out: P
     problems = unique_problems(load_problems(problems_file), problems_file)
     student = profile_spec(rl_config.model)
     profiling = CollectConfig(
-        teacher=student,
+        model=student,
         samples=settings.profile_k,
         loop=rl_config.loop,
         seed=rl_config.seed,
@@ -109,7 +113,7 @@ def profiled_pool(rl_config: GRPOStageConfig, settings: ClosedLoopConfig, out: P
             "train",
             f"warning: the band {settings.band} keeps none of the {run.result.profiled.height} problems "
             f"profiled ({_rates_summary(run.result.profiled)}): GRPO trains on all {len(problems)} problems "
-            "of --rl-problems (groups that all agree give no gradient); widen --band or raise --profile-k",
+            "of --rl-problems (groups that all agree give no gradient); widen --band or raise profile_k=",
         )
         return problems_file
     note("train", f"RL pool: {run.result.pool.height} of {len(problems)} problems in the band → {run.output}")

@@ -30,6 +30,9 @@ TRAIN_SETTINGS = Sections(
 # Flags of an older release whose name now means another thing: {old flag: its new spelling}. --eval-every set
 # GRPO's only; the name both stages have now sets both, so the old flag is refused rather than silently widened.
 REMOVED_FLAGS = {"--eval-every": "rl.eval_every=N (eval_every=N sets both stages)"}
+# The rollouts' loop settings that collect lists as flags are keys and overrides here (`temperature=0.9`): GRPO
+# samples at 1.0 (agentdata.agent.config.rollout_loop), and a run changes its loop less than its training.
+TRAIN_OVERRIDES = ("temperature", "max_tool_calls", "sandbox_max_rps", "tools")
 
 
 def train_settings(config_file: str | Path | None = None, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -31,13 +31,17 @@ class OptimiserConfig:
         default=False,
         metadata={"help": "Train a LoRA adapter (PEFT) instead of all weights; merged into the saved model."},
     )
-    lora_r: int = field(default=16, metadata={"help": "LoRA rank.", "range": "[1, 4096]"})
+    lora_r: int = field(default=16, metadata={"override_only": True, "help": "LoRA rank.", "range": "[1, 4096]"})
     lora_alpha: int | None = field(
-        default=None, metadata={"help": "LoRA scaling alpha; unset: 2 x lora_r.", "range": "[1, 65536]"}
+        default=None,
+        metadata={"override_only": True, "help": "LoRA scaling alpha; unset: 2 x lora_r.", "range": "[1, 65536]"},
     )
-    lora_dropout: float = field(default=0.05, metadata={"help": "LoRA dropout.", "range": "[0, 1)"})
+    lora_dropout: float = field(
+        default=0.05, metadata={"override_only": True, "help": "LoRA dropout.", "range": "[0, 1)"}
+    )
     lora_target_modules: str = field(
-        default="all-linear", metadata={"help": "Modules LoRA wraps: all-linear or a comma list (q_proj,v_proj)."}
+        default="all-linear",
+        metadata={"override_only": True, "help": "Modules LoRA wraps: all-linear or a comma list (q_proj,v_proj)."},
     )
 
     def __post_init__(self) -> None:
@@ -86,8 +90,9 @@ class TrackingConfig:
     run_name: str | None = field(
         default=None,
         metadata={
+            "override_only": True,
             "help": "The run's name in the trackers (the same name on collect, filter, train and eval: one run in "
-            "trackio); unset: the --out folder's name and the stage or command."
+            "trackio); unset: the --out folder's name and the stage or command.",
         },
     )
 

@@ -4,7 +4,7 @@
 have no trainer, so this module logs to the same trackers the way those integrations do, to the same run:
 
 - trackio: `trackio.init(project="huggingface", name=RUN_NAME, resume="allow")`, TRL's default project and
-  its call, so a `--run-name` given to every command is one trackio run (its local store, `TRACKIO_DIR`);
+  its call, so a `run_name=` given to every command is one trackio run (its local store, `TRACKIO_DIR`);
 - wandb: `wandb.init(project=$WANDB_PROJECT or "huggingface", name=RUN_NAME, job_type=COMMAND)`, as
   transformers does (`WANDB_MODE=offline` writes only local files; `WANDB_RUN_ID` joins one run);
 - tensorboard: `$TENSORBOARD_LOGGING_DIR` as transformers reads it, else a folder beside the command's
@@ -66,7 +66,7 @@ def report_to_trackers(
     tracking: TrackingConfig, command: str, out: str | Path, summary: dict[str, Any], run_dirs: Iterable[Path]
 ) -> dict[str, str]:
     """Log `summary`'s numbers and a sample of the trajectories in `run_dirs` to each tracker of `tracking`;
-    returns {tracker: where it wrote}. The run name: `--run-name`, else train's rule (`runs/collect` ->
+    returns {tracker: where it wrote}. The run name: `run_name=`, else train's rule (`runs/collect` ->
     `collect-collect`)."""
     if not tracking.report_to:
         return {}

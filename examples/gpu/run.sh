@@ -66,7 +66,7 @@ background vllm vllm serve "$MODELS/$TEACHER" --served-model-name "$TEACHER" --p
 wait_for http://127.0.0.1:8000/v1/models
 step collect agentdata collect "$PROBLEMS" --out "$OUT/teacher" \
   --teacher openai:http://127.0.0.1:8000/v1 --model "$TEACHER" --sandbox http://127.0.0.1:8080 \
-  --samples 4 --concurrency 512 --max-new-tokens 16384 --max-tool-calls 16 --max-turns 16 \
+  --samples 4 --concurrency 512 --max-new-tokens 16384 --max-tool-calls 16 max_turns=16 \
   tool_output_chars=256 --temperature 0.7
 stop vllm
 
@@ -78,7 +78,7 @@ step curate agentdata curate "$OUT/teacher" --out "$OUT/sft.parquet" --max-per-p
 step filter agentdata filter "$PROBLEMS" --out "$OUT/pool.parquet" \
   --student "vllm:$MODELS/$STUDENT" --engine-option data_parallel_size=8 --engine-option max_model_len=32768 \
   --sandbox http://127.0.0.1:8080 --k 16 --band 0.05,0.8 --size 12800 "${DECONTAM[@]}" \
-  --max-new-tokens 16384 --max-tool-calls 16 --max-turns 16 --temperature 1.0 --concurrency 1024
+  --max-new-tokens 16384 --max-tool-calls 16 max_turns=16 temperature=1.0 --concurrency 1024
 
 # 4. SFT then GRPO (DemyAgent's settings), ZeRO-3 over the 8 GPUs.
 step train accelerate launch --config_file "$HERE/../accelerate/zero3.yaml" -m agentdata.cli.app train \
@@ -89,5 +89,5 @@ step train accelerate launch --config_file "$HERE/../accelerate/zero3.yaml" -m a
 step eval agentdata eval "base=vllm:$MODELS/$STUDENT" "$@" \
   --compare "sft=vllm:$OUT/train/sft" --compare "grpo=vllm:$OUT/train/rl" \
   --engine-option data_parallel_size=8 --engine-option max_model_len=32768 --sandbox http://127.0.0.1:8080 \
-  --k 32 --temperature 1.0 --max-new-tokens 20480 --max-tool-calls 16 --max-turns 16 --concurrency 1024 \
+  --k 32 --temperature 1.0 --max-new-tokens 20480 --max-tool-calls 16 max_turns=16 --concurrency 1024 \
   --out "$OUT/eval"

@@ -93,7 +93,7 @@ step curate agentdata curate "$OUT/collect" "$OUT/stitched" --out "$OUT/sft.parq
 #    SFT model GRPO trains: step 6 makes the pool GRPO uses itself. An empty band is fine here.
 $DRY_RUN || rm -f "$OUT/pool.parquet"  # a pool from an earlier run would be stale
 MAY_WRITE_NOTHING=filter step filter agentdata filter "$OUT/problems.jsonl" --out "$OUT/pool.parquet" \
-  --profile-dir "$OUT/collect" --k "$SAMPLES" --band 0,1 --temperature 0.7 \
+  --profile-dir "$OUT/collect" --k "$SAMPLES" --band 0,1 temperature=0.7 \
   --max-new-tokens "$MAX_NEW_TOKENS" --max-tool-calls "$MAX_TOOL_CALLS"
 
 # 6. The closed loop: SFT on the curated set; then the SFT model is profiled on the problems with
