@@ -170,3 +170,29 @@ def test_a_long_tmpdir_does_not_reach_vllms_sockets(monkeypatch, tmp_path):
     assert ServerSettings(model="m").environment()["VLLM_RPC_BASE_PATH"] == "/tmp"
     monkeypatch.setattr(tempfile, "tempdir", "/tmp")
     assert "VLLM_RPC_BASE_PATH" not in ServerSettings(model="m").environment()
+
+
+def test_auto_names_a_model_dir_on_vllm_where_it_is_installed_else_on_transformers(tmp_path, monkeypatch):
+    """`auto:DIR` (the quickstart's trained model): vLLM's managed server where vLLM is installed and not
+    switched off, the transformers engine otherwise or with any option; the spec it records is the one it chose."""
+    from agentdata.engines import load_engine
+    from agentdata.engines.hf import HFEngine
+
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text("{}")
+    built = []
+    monkeypatch.setattr(HFEngine, "__init__", lambda self, target, spec=None, **options: built.append(options))
+    monkeypatch.setattr(server_module, "find_vllm_python", lambda: "/opt/vllm/bin/python")
+    monkeypatch.delenv(server_module.SWITCH_ENV, raising=False)
+    on_vllm = load_engine(f"auto:{model_dir}")
+    assert isinstance(on_vllm, ManagedVLLMEngine) and on_vllm.spec == f"vllm:{model_dir}"
+    assert not on_vllm.server.alive()  # built, not started: the first request starts it
+    assert isinstance(load_engine(f"auto:{model_dir}", device="cpu"), HFEngine) and built == [{"device": "cpu"}]
+    monkeypatch.setenv(server_module.SWITCH_ENV, "off")
+    assert isinstance(load_engine(f"auto:{model_dir}"), HFEngine)
+    from agentdata.engines.spec import check_engine
+
+    check_engine(f"auto:{model_dir}", {})
+    with pytest.raises(UserError, match="missing"):  # checked before any work, as hf: and vllm: are
+        check_engine(f"auto:{tmp_path / 'missing'}", {})

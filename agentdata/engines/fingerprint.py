@@ -38,7 +38,7 @@ MODEL_FILE_NAMES = frozenset(
 )
 # Saved beside a model by trainers; they change with every run and say nothing of what it generates.
 TRAINING_FILES = frozenset({"training_args.bin", "optimizer.pt", "scheduler.pt", "rng_state.pth", "scaler.pt"})
-LOCAL_KINDS = ("hf", "vllm")
+LOCAL_KINDS = ("hf", "vllm", "auto")
 CHUNK = 1 << 20
 
 

@@ -25,6 +25,8 @@ ENGINES.register("smollm2-tir", "agentdata.engines.demonstrated:smollm2_tir_engi
 ENGINES.register("tir", "agentdata.engines.demonstrated:tir_engine")
 ENGINES.register("hf", "agentdata.engines.hf:HFEngine")
 ENGINES.register("vllm", "agentdata.engines.vllm_engine:vllm_engine")
+# A local model dir on vLLM where it is installed, else on transformers (the quickstart's trained model).
+ENGINES.register("auto", "agentdata.engines.auto:auto_engine")
 ENGINES.register("openai", "agentdata.engines.openai_compat:OpenAIEngine")
 
 ENGINE_KINDS = ENGINES.names()

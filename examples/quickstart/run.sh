@@ -113,7 +113,7 @@ step train agentdata train --sft-data "$OUT/sft.parquet" --rl-problems "$OUT/pro
 step benchmark agentdata synth problems --kinds compute --n 8 --seed 1 --out "$OUT/bench.jsonl"
 # ... and a few built-in code tasks, graded by running the answer's program against their tests.
 step codebench agentdata synth problems --n 2 --kinds code --seed 1 --out "$OUT/code_bench.jsonl"
-step eval agentdata eval base=smollm2 "$OUT/bench.jsonl" "$OUT/code_bench.jsonl" --compare "trained=hf:$OUT/train/rl" \
+step eval agentdata eval base=smollm2 "$OUT/bench.jsonl" "$OUT/code_bench.jsonl" --compare "trained=auto:$OUT/train/rl" \
   --k 2 --max-new-tokens "$MAX_NEW_TOKENS" --max-tool-calls "$MAX_TOOL_CALLS" \
   --concurrency "$CONCURRENCY" --out "$OUT/eval"
 
