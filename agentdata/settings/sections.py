@@ -28,13 +28,13 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import importlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from agentdata.errors import UserError
+from agentdata.registry import load_object
 from agentdata.settings.build import _build, composed_names, unnest
 from agentdata.settings.fields import SettingError, coerce, default_of, field_types, gone, leaf_fields, renamed_names
 
@@ -132,16 +132,9 @@ def _defaults(config_type: type, base: Any = None) -> dict[str, Any]:
     return values
 
 
-def _parser(spec: str) -> Any:
-    """A field's `parse` function ("module:function"), imported only when a value needs it."""
-    module, _, attribute = spec.partition(":")
-    return getattr(importlib.import_module(module), attribute)
-
-
 @functools.cache
 def _extra_names(spec: str) -> frozenset[str]:
-    module, _, attribute = spec.partition(":")
-    extra_type = getattr(importlib.import_module(module), attribute)  # TRL: imported only when a name needs it
+    extra_type = load_object(spec)  # TRL: imported only when a name needs it
     return frozenset(item.name for item in dataclasses.fields(extra_type) if item.init)
 
 
@@ -269,7 +262,7 @@ class Sections:
                 item, annotation = fields[name]
                 if isinstance(given.value, str) and "parse" in item.metadata:  # its text form, as its flag takes it
                     said = given.where[:-1] if given.where.endswith("=") else _join(given.where, name)  # `domain_mix=`
-                    given = dataclasses.replace(given, value=_parser(item.metadata["parse"])(given.value, said))
+                    given = dataclasses.replace(given, value=load_object(item.metadata["parse"])(given.value, said))
                 try:
                     coerced[self._owner[section_name][name]][name] = coerce(name, annotation, given.value)
                 except SettingError as error:
