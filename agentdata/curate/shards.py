@@ -22,9 +22,8 @@ class Shards:
     def __init__(self, rows: dict[Path, int]):
         self.rows = rows  # per shard, in input order: its row count (from the footer read when it was checked)
         self.paths = list(rows)
-        self.passes: list[
-            str
-        ] = []  # the passes made so far, by name, in order (a pass read piece by piece counts once)
+        # the passes made so far, by name, in order (a pass read piece by piece counts once)
+        self.passes: list[str] = []
         self._scan: pl.LazyFrame | None = None
 
     @classmethod
