@@ -13,9 +13,9 @@ from agentdata.engines.base import Engine
 
 def auto_engine(target: str, *, spec: str | None = None, **options: Any) -> Engine:
     from agentdata.engines.spec import ENGINES  # the registry imports this module
-    from agentdata.engines.vllm_server import vllm_by_default
+    from agentdata.engines.vllm_server import local_engine_kind
 
-    kind = "vllm" if not options and vllm_by_default() else "hf"
+    kind = local_engine_kind(options)
     return ENGINES.get(kind)(target, spec=f"{kind}:{target}", **options)
 
 

@@ -67,9 +67,9 @@ def smollm2_engine(target: str = "", *, spec: str = SMOLLM2_SPEC, **options):
     """The engine factory of the bare `smollm2` spec: the cached model on vLLM where it is installed (its server
     from .venv-vllm: faster end to end here, start-up included), else on the transformers engine. Options are
     the transformers engine's, so any option keeps that engine; so does AGENTDATA_VLLM=off."""
-    from agentdata.engines.vllm_server import vllm_by_default
+    from agentdata.engines.vllm_server import local_engine_kind
 
-    if not options and vllm_by_default():
+    if local_engine_kind(options) == "vllm":
         from agentdata.engines.spec import ENGINES  # the registered vllm: engine (it imports this module)
 
         return ENGINES.get("vllm")("smollm2", spec=SMOLLM2_SPEC, server=True)

@@ -75,6 +75,12 @@ def vllm_by_default() -> bool:
     return os.environ.get(SWITCH_ENV, "").lower() != "off" and find_vllm_python() is not None
 
 
+def local_engine_kind(options: dict | None = None) -> str:
+    """The engine a local model runs on by default: `vllm` where it is installed (vllm_by_default), else `hf`.
+    Any option keeps transformers: the default model's and `auto:`'s options are the transformers engine's."""
+    return "vllm" if not options and vllm_by_default() else "hf"
+
+
 def require_vllm_python(python: str | None = None) -> str:
     found = python or find_vllm_python()
     if found is None:

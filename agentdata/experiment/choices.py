@@ -39,11 +39,9 @@ class ArmModel:
         check_fields(self)
 
     def resolved_engine(self) -> str:
-        from agentdata.engines.vllm_server import vllm_by_default
+        from agentdata.engines.vllm_server import local_engine_kind
 
-        if self.engine != "auto":
-            return self.engine
-        return "vllm" if vllm_by_default() else "hf"
+        return local_engine_kind() if self.engine == "auto" else self.engine
 
 
 @dataclass
