@@ -45,7 +45,8 @@ FOUNDATION_IMPORTS = {
     "choice_problems": {"records", "errors", "inputs"},
     "code_tests": set(),
     "registry": {"errors"},
-    "settings": {"errors", "inputs"},  # the settings machinery every stage's dataclasses use
+    # the settings machinery every stage's dataclasses use; a field's parse function is a registry plug-in path
+    "settings": {"errors", "inputs", "registry"},
     "events": set(),  # progress events: how library code reports without drawing
     "versions": {"agentdata"},  # the versions a run, card or record cites (its own: the package's __version__)
     "pacing": {"errors", "settings"},  # the per-endpoint requests/s cap the engine fleet and sandbox spread share
