@@ -131,6 +131,32 @@ def test_ladder_answers_match_an_independent_computation():
         assert problem.answer == str(expected), problem.question
 
 
+def _digit_sum(value: int) -> int:
+    return sum(map(int, str(value)))
+
+
+CHAIN_ANSWERS = {  # closed forms where the templates enumerate, modular identities where they divide
+    "product_then_remainder": lambda p: (p["a"] % p["m"]) * (p["b"] % p["m"]) % p["m"],
+    "sum_then_square": lambda p: p["a"] ** 2 + 2 * p["a"] * p["b"] + p["b"] ** 2,
+    "digit_sum_then_power": lambda p: pow(_digit_sum(pow(p["base"], p["exponent"])), p["power"]),
+    "remainder_then_product": lambda p: (p["a"] - p["m"] * (p["a"] // p["m"])) * p["c"],
+    "count_then_digit_sum": lambda p: _digit_sum(
+        (p["n"] // p["a"] + p["n"] // p["b"] - p["n"] // (p["a"] * p["b"] // _gcd(p["a"], p["b"]))) * p["c"]
+    ),
+    "sum_of_squares_then_remainder": lambda p: (p["n"] * (p["n"] + 1) * (2 * p["n"] + 1) // 6) % p["m"],
+}
+
+
+def test_chain_answers_match_an_independent_computation_and_name_the_intermediate_value():
+    problems = generate_problems(60, seed=3, kinds=["chain"])
+    assert {p.metadata["level"] for p in problems} == {1, 2, 3}
+    assert {p.metadata["template"] for p in problems} == set(CHAIN_ANSWERS)
+    for problem in problems:
+        assert problem.question.startswith("Let "), problem.question  # the value a first call can compute
+        expected = CHAIN_ANSWERS[problem.metadata["template"]](problem.metadata["params"])
+        assert problem.answer == str(expected), problem.question
+
+
 def _gcd(a: int, b: int) -> int:
     return a if b == 0 else _gcd(b, a % b)
 

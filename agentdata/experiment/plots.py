@@ -26,6 +26,7 @@ from agentdata.experiment.series import FLAT_GROUPS, TREND_SERIES  # noqa: E402
 CURVE_PANELS = (
     ("held-out avg@k (95% band)", "eval/avg@k", "accuracy"),
     ("tool calls per response", "eval/tools/call_frequency", "tools/call_frequency"),
+    ("failed tool calls (share of calls)", "eval/tools/error_rate", "tools/error_rate"),
     ("response length (model tokens)", "eval/completions/model_tokens", "completions/model_tokens"),
     ("entropy", None, "entropy"),
     ("flat groups (share)", None, FLAT_GROUPS),

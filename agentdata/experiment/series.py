@@ -3,8 +3,10 @@
 # The curves of a GRPO arm (keys of its metrics.jsonl; the held-out one is eval/avg@K, found per run).
 CURVE_KEYS = (
     "eval/tools/call_frequency",
+    "eval/tools/error_rate",
     "eval/completions/model_tokens",
     "tools/call_frequency",
+    "tools/error_rate",
     "completions/model_tokens",
     "entropy",
     "frac_reward_zero_std",

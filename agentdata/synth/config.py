@@ -8,7 +8,8 @@ from agentdata.settings import check_fields
 
 KINDS = ("arithmetic", "algebra", "number_theory", "combinatorics", "probability")
 # `code` (the built-in code tasks of synth.code_builtin, levels 1-2) is asked for by name, not in the default mix.
-ALL_KINDS = (*KINDS, "code", "compute")  # compute: synth.ladder, the rung smollm2-tir solves
+# compute: synth.ladder, the rung smollm2-tir solves; chain: synth.chain, a value computed, then used
+ALL_KINDS = (*KINDS, "code", "compute", "chain")
 LEVELS = (1, 2, 3)
 # About a millisecond each: a million take a quarter of an hour; more is a typo, refused (docs/synth-problems.md).
 MAX_PROBLEMS = 1_000_000
@@ -22,8 +23,8 @@ class ProblemsConfig:
         default_factory=lambda: list(KINDS),
         metadata={
             "help": "Problem kinds, repeated or comma-separated: arithmetic, algebra, number_theory, combinatorics, "
-            "probability (the default: all of these) and code (built-in stdin and functional tasks with tests, "
-            "levels 1-2).",
+            "probability (the default: all of these); code (built-in stdin and functional tasks with tests, "
+            "levels 1-2), compute (one line of Python away) and chain (a value computed, then used).",
             "choices": ALL_KINDS,
         },
     )

@@ -24,6 +24,7 @@ import sympy
 from agentdata.errors import UserError
 from agentdata.events import task
 from agentdata.records import Problem, write_records
+from agentdata.synth.chain import CHAIN_TEMPLATES
 from agentdata.synth.code_builtin import builtin_code_problems
 from agentdata.synth.config import ALL_KINDS, KINDS, LEVELS, MAX_PROBLEMS, ProblemsConfig
 from agentdata.synth.ladder import LADDER_TEMPLATES
@@ -40,6 +41,7 @@ def _from_ladder(template: Callable[[random.Random], tuple[str, int, dict]]) -> 
 
 
 TEMPLATES["compute"] = {level: tuple(map(_from_ladder, templates)) for level, templates in LADDER_TEMPLATES.items()}
+TEMPLATES["chain"] = {level: tuple(map(_from_ladder, templates)) for level, templates in CHAIN_TEMPLATES.items()}
 
 RETRIES = 50  # repeats in a row before a (kind, level) pair counts as used up
 INSTRUCTION = "Put the final answer in \\boxed{}."
