@@ -85,3 +85,31 @@ def test_sft_data_with_two_seeds_collects_the_teacher_twice_with_different_sampl
     first, second = plans[("real", 0)], plans[("real", 1)]
     assert collect_key(first.collect) != collect_key(second.collect)  # run again, never reused
     assert (first.sft_values["seed"], second.sft_values["seed"]) == (0, 1) and second.eval_seed == first.eval_seed + 1
+
+
+@pytest.mark.parametrize("recipe", ["tool-calls", str(TWINS / "tool-calls-gpu.yaml")])
+def test_the_tool_calls_arms_score_the_same_rollouts_apart_by_their_calls(recipe, tmp_path):
+    """The recipe's question needs arms that train calls per response apart: on the same wrong rollouts, the
+    frequent arm pays for more calls, the deliberative arm charges for them, correctness is indifferent;
+    on right ones the deliberative arm still charges for calls beyond the first."""
+    from agentdata.experiment import load_recipe
+    from agentdata.experiment.plan import ProblemFiles
+    from agentdata.experiment.runner import plan_all
+    from agentdata.rl.rewards import reward_functions
+
+    files = [tmp_path / f"{name}.jsonl" for name in ("train", "held_out", "curve")]
+    for path in files:
+        path.write_text('{"question": "What is 6 * 7?", "answer": "42"}\n', encoding="utf-8")
+    plans = plan_all(load_recipe(recipe), ProblemFiles(*files, {}), tmp_path, check_paths=False)
+
+    def scores(arm: str, correct: bool) -> list[float]:
+        correctness = next(f for f in reward_functions(plans[(arm, 0)].rl) if f.__name__ == "correctness")
+        return correctness([None] * 2, [[], []], correct=[correct] * 2, num_tool_calls=[1, 3])
+
+    assert [scores(arm, False) for arm in ("correctness", "frequent", "deliberative")] == [
+        [-1.0, -1.0],  # calls earn nothing
+        [pytest.approx(-0.9), pytest.approx(-0.7)],  # Open-AgentRL: calling on a wrong answer pays
+        [-1.0, pytest.approx(-1.0 - 2 * plans[("deliberative", 0)].rl.extra_call_penalty)],  # two extra calls cost
+    ]
+    right_once, right_thrice = scores("deliberative", True)
+    assert right_once == 1.0 and right_thrice < right_once
