@@ -228,8 +228,8 @@ def test_the_sft_trainer_leaves_out_a_conversation_longer_than_max_length(tmp_pa
     with data.open("a", encoding="utf-8") as file:
         file.write(json.dumps(long) + "\n")
     config = SFTStageConfig(model=f"hf:{tiny_model_dir}", sft_data=str(data), out=str(tmp_path / "out"), max_length=512)
-    trainer = build_sft_trainer(config)
-    assert len(trainer.train_dataset) == 3 and trainer.long_rows_dropped == 1
+    prepared = build_sft_trainer(config)
+    assert len(prepared.trainer.train_dataset) == 3 and prepared.long_rows_dropped == 1
 
 
 def test_a_trl_only_field_reaches_the_sft_trainer(tmp_path, tiny_model_dir):
@@ -243,7 +243,7 @@ def test_a_trl_only_field_reaches_the_sft_trainer(tmp_path, tiny_model_dir):
         "out": str(tmp_path / "out"),
     }
     config = train_settings(settings={"sft": {**section, **own}})["sft"]
-    trainer = build_sft_trainer(config)
+    trainer = build_sft_trainer(config).trainer
     assert (trainer.args.max_grad_norm, trainer.args.lr_scheduler_type, trainer.args.weight_decay) == (
         0.25,
         "constant",
@@ -286,12 +286,12 @@ def test_the_default_max_length_covers_the_longest_row_and_is_reported(tmp_path,
     data = _set_with_one_long_row(tmp_path)
     events = []
     with listening(events.append):
-        trainer = build_sft_trainer(
+        prepared = build_sft_trainer(
             SFTStageConfig(model=f"hf:{tiny_model_dir}", sft_data=str(data), out=str(tmp_path / "o"))
         )
-    longest = _longest(tokenizer, data)
+    trainer, longest = prepared.trainer, _longest(tokenizer, data)
     assert 512 < longest < 4096 and trainer.args.max_length == longest
-    assert len(trainer.train_dataset) == 4 and trainer.long_rows_dropped == 0  # the long answer is kept whole
+    assert len(trainer.train_dataset) == 4 and prepared.long_rows_dropped == 0  # the long answer is kept whole
     assert max(len(ids) for ids in trainer.train_dataset["input_ids"]) == longest
     assert any(
         f"max_length {longest} tokens (unset: the longest of 4 conversations)" in event.message for event in events
@@ -312,7 +312,7 @@ def test_long_rows_truncate_cuts_them_with_a_warning_that_counts_them(tmp_path, 
     data = _set_with_one_long_row(tmp_path)
     events = []
     with listening(events.append):
-        trainer = build_sft_trainer(
+        prepared = build_sft_trainer(
             SFTStageConfig(
                 model=f"hf:{tiny_model_dir}",
                 sft_data=str(data),
@@ -321,7 +321,8 @@ def test_long_rows_truncate_cuts_them_with_a_warning_that_counts_them(tmp_path, 
                 long_rows="truncate",
             )
         )
-    assert len(trainer.train_dataset) == 4 and trainer.long_rows_truncated == 1 and trainer.long_rows_dropped == 0
+    trainer = prepared.trainer
+    assert len(trainer.train_dataset) == 4 and prepared.long_rows_truncated == 1 and prepared.long_rows_dropped == 0
     assert max(len(ids) for ids in trainer.train_dataset["input_ids"]) == 512  # cut at max_length
     assert any("warning: 1 of 4 conversations are longer than max_length 512" in event.message for event in events)
 

@@ -42,6 +42,16 @@ class SFTResult:
     max_length: int = 0  # the max_length trained with (the set's longest row, capped, when unset)
 
 
+@dataclass
+class PreparedSFT:
+    """TRL's trainer, ready to train, and what preparing its rows found (kept here, not on TRL's object)."""
+
+    trainer: Any  # trl.SFTTrainer
+    taught: Any  # sft.prompt.SetPrompt: the protocol and system prompt the set teaches
+    long_rows_dropped: int = 0
+    long_rows_truncated: int = 0
+
+
 def trl_sft_config(config: SFTStageConfig, out_dir: Path) -> Any:
     """TRL's SFTConfig: what the stage's settings give, with the `trl` fields the user set on top."""
     from trl import SFTConfig
@@ -74,7 +84,7 @@ def sft_arguments(config: SFTStageConfig, out_dir: Path) -> dict[str, Any]:
     )
 
 
-def build_sft_trainer(config: SFTStageConfig, sft_set: SFTSet | None = None) -> Any:
+def build_sft_trainer(config: SFTStageConfig, sft_set: SFTSet | None = None) -> PreparedSFT:
     """An SFTTrainer ready to train: model, masked data, LoRA when asked, metrics callbacks. `sft_set`: the
     set as `train` read it while planning (read with the config's protocol and limit), else read here, once."""
     import datasets
@@ -86,24 +96,25 @@ def build_sft_trainer(config: SFTStageConfig, sft_set: SFTSet | None = None) -> 
     sft_set = sft_set or read_sft_set(config.sft_data, config.protocol, config.limit)
     rows = tokenized_rows(sft_set.rows, tokenizer, sft_set.path)
     config, rows, long_rows = fit_rows(config, rows)
-    dataset = datasets.Dataset.from_list(rows)
     trainer = SFTTrainer(
         model=load_model(model_dir, bf16=config.bf16),
         args=trl_sft_config(config, out_dir),
-        train_dataset=dataset,
+        train_dataset=datasets.Dataset.from_list(rows),
         processing_class=tokenizer,
         peft_config=config.optimiser.peft_config(),
         callbacks=[MetricsFileCallback(out_dir / "metrics.jsonl", "SFT"), ProgressCallback("SFT")],
     )
     trainer.remove_callback(PrinterCallback)  # our callback prints one line per step instead
-    # Counted for the result: rows longer than max_length, left out or cut.
-    trainer.long_rows_dropped = long_rows if config.long_rows == "drop" else 0
-    trainer.long_rows_truncated = long_rows if config.long_rows == "truncate" else 0
-    trainer.taught = prompt_of(sft_set.rows)  # the protocol and prompt taught
-    validation = validation_callback(config, trainer, trainer.taught)
+    prepared = PreparedSFT(
+        trainer,
+        taught=prompt_of(sft_set.rows),
+        long_rows_dropped=long_rows if config.long_rows == "drop" else 0,
+        long_rows_truncated=long_rows if config.long_rows == "truncate" else 0,
+    )
+    validation = validation_callback(config, trainer, prepared.taught)
     if validation is not None:  # after the last step (and every eval_every steps); saves a checkpoint each time
         trainer.add_callback(validation)
-    return trainer
+    return prepared
 
 
 def fit_rows(config: SFTStageConfig, rows: list[dict[str, Any]]) -> tuple[SFTStageConfig, list[dict[str, Any]], int]:
@@ -141,12 +152,13 @@ def run_sft(config: SFTStageConfig, sft_set: SFTSet | None = None) -> SFTResult:
     `sft_set` as build_sft_trainer takes it."""
     out_dir = Path(config.out)
     started = time.perf_counter()
-    trainer = build_sft_trainer(config, sft_set)
+    prepared = build_sft_trainer(config, sft_set)
+    trainer = prepared.trainer
     write_trl_settings(trainer.args, out_dir)  # what TRL actually ran with, after its own defaults
     resume = resume_path(config.resume_from_checkpoint, out_dir / "checkpoints")
     trainer.train(resume_from_checkpoint=resume)
     save_trained(trainer.model, trainer.processing_class, out_dir)
-    taught = trainer.taught  # what later runs of the model default to (engines/trained.py)
+    taught = prepared.taught  # what later runs of the model default to (engines/trained.py)
     write_trained_prompt(out_dir, TrainedPrompt(taught.protocol, taught.system_prompt, "sft"))
     history = read_metrics(out_dir / "metrics.jsonl")
     losses = [entry["loss"] for entry in history if isinstance(entry.get("loss"), float)]
@@ -160,7 +172,7 @@ def run_sft(config: SFTStageConfig, sft_set: SFTSet | None = None) -> SFTResult:
         seconds=time.perf_counter() - started,
         metrics_file=out_dir / "metrics.jsonl",
         history=history,
-        long_rows_dropped=trainer.long_rows_dropped,
-        long_rows_truncated=trainer.long_rows_truncated,
+        long_rows_dropped=prepared.long_rows_dropped,
+        long_rows_truncated=prepared.long_rows_truncated,
         max_length=trainer.args.max_length,
     )
