@@ -211,7 +211,7 @@ def test_every_built_in_recipe_plans_its_arms_and_holds_out_200_responses_each(t
     recipe = load_recipe(name)
     files = write_problem_files(recipe, tmp_path / "problems")  # no overlap between training and held-out
     plans = plan_all(recipe, files, tmp_path)
-    assert len(plans) == len(recipe.arms) >= 2
+    assert len(plans) == len(recipe.arms) * recipe.seeds and len(recipe.arms) >= 2
     held_out = sum(1 for _ in files.held_out.open())
     assert all(held_out * plan.eval_k >= 200 for plan in plans.values())
     # The ladder's split: held-out problems always from seed 1, never used to tune a recipe; training

@@ -113,3 +113,14 @@ def test_the_tool_calls_arms_score_the_same_rollouts_apart_by_their_calls(recipe
     ]
     right_once, right_thrice = scores("deliberative", True)
     assert right_once == 1.0 and right_thrice < right_once
+
+
+def test_pool_trains_every_arm_on_three_seeds_by_default_and_one_seed_when_asked(tmp_path, monkeypatch, capsys):
+    """Issue 40: the band's effect is judged over training seeds unless a user asks for less."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    for args, seeds in (([], 3), (["--seeds", "1"], 1)):
+        assert run_cli(["experiment", "pool", "--dry-run", "--json", *args]) == 0
+        found = json.loads(capsys.readouterr().out)
+        assert (found["seeds"], sorted({plan["seed"] for plan in found["plans"]})) == (seeds, list(range(seeds)))
