@@ -149,7 +149,7 @@ def run_our_sft(
     values = dict(sft_data=str(sft_set), out=str(out), max_steps=steps, batch_size=batch, max_length=max_length)
     values |= {"model": f"hf:{model_dir}", "learning_rate": 1e-5, "save_steps": 10**6, "protocol": protocol}
     config = build(SFTStageConfig, values)
-    trainer = build_sft_trainer(config)
+    trainer = build_sft_trainer(config).trainer
     trainer.args.save_strategy = "no"
     prepared = time.perf_counter()
     trainer.train()
