@@ -90,8 +90,8 @@ def test_sft_data_with_two_seeds_collects_the_teacher_twice_with_different_sampl
 @pytest.mark.parametrize("recipe", ["tool-calls", str(TWINS / "tool-calls-gpu.yaml")])
 def test_the_tool_calls_arms_score_the_same_rollouts_apart_by_their_calls(recipe, tmp_path):
     """The recipe's question needs arms that train calls per response apart: on the same wrong rollouts, the
-    frequent arm pays for more calls, the deliberative arm charges for them, correctness is indifferent;
-    on right ones the deliberative arm still charges for calls beyond the first."""
+    frequent arm pays for more calls, the deliberative arm charges for them (two extra calls), correctness
+    (the GPU twin's third arm) is indifferent; on right ones the deliberative arm still charges."""
     from agentdata.experiment import load_recipe
     from agentdata.experiment.plan import ProblemFiles
     from agentdata.experiment.runner import plan_all
@@ -106,11 +106,14 @@ def test_the_tool_calls_arms_score_the_same_rollouts_apart_by_their_calls(recipe
         correctness = next(f for f in reward_functions(plans[(arm, 0)].rl) if f.__name__ == "correctness")
         return correctness([None] * 2, [[], []], correct=[correct] * 2, num_tool_calls=[1, 3])
 
-    assert [scores(arm, False) for arm in ("correctness", "frequent", "deliberative")] == [
-        [-1.0, -1.0],  # calls earn nothing
-        [pytest.approx(-0.9), pytest.approx(-0.7)],  # Open-AgentRL: calling on a wrong answer pays
-        [-1.0, pytest.approx(-1.0 - 2 * plans[("deliberative", 0)].rl.extra_call_penalty)],  # two extra calls cost
-    ]
+    expected = {
+        "correctness": [-1.0, -1.0],  # calls earn nothing
+        "frequent": [pytest.approx(-0.9), pytest.approx(-0.7)],  # Open-AgentRL: calling on a wrong answer pays
+        "deliberative": [-1.0, pytest.approx(-1.0 - 2 * plans[("deliberative", 0)].rl.extra_call_penalty)],
+    }
+    arms = {arm for arm, _ in plans}
+    assert {"frequent", "deliberative"} <= arms <= set(expected)
+    assert {arm: scores(arm, False) for arm in arms} == {arm: expected[arm] for arm in arms}
     right_once, right_thrice = scores("deliberative", True)
     assert right_once == 1.0 and right_thrice < right_once
 
