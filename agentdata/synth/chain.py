@@ -16,11 +16,7 @@ from __future__ import annotations
 
 import random
 
-Drafted = tuple[str, int, dict]
-
-
-def _digit_sum(value: int) -> int:
-    return sum(int(digit) for digit in str(value))
+from agentdata.synth.ladder import Drafted, count_divisible, digit_sum
 
 
 def _product_then_remainder(rng: random.Random) -> Drafted:
@@ -38,7 +34,7 @@ def _sum_then_square(rng: random.Random) -> Drafted:
 def _digit_sum_then_power(rng: random.Random) -> Drafted:
     base, exponent, power = rng.randint(2, 9), rng.randint(20, 60), rng.randint(3, 5)
     question = f"Let s be the sum of the digits of {base}^{exponent}. What is s^{power}?"
-    return question, _digit_sum(base**exponent) ** power, {"base": base, "exponent": exponent, "power": power}
+    return question, digit_sum(base**exponent) ** power, {"base": base, "exponent": exponent, "power": power}
 
 
 def _remainder_then_product(rng: random.Random) -> Drafted:
@@ -51,12 +47,12 @@ def _count_then_digit_sum(rng: random.Random) -> Drafted:
     n = rng.randint(1_000, 9_999)
     a, b = rng.sample([3, 4, 5, 6, 7, 9, 11, 13], 2)
     c = rng.randint(1_000, 9_999)
-    count = sum(1 for k in range(1, n + 1) if k % a == 0 or k % b == 0)
+    count = count_divisible(n, a, b)
     question = (
         f"Let c be the number of integers from 1 to {n} divisible by {a} or by {b}. "
         f"What is the sum of the digits of c * {c}?"
     )
-    return question, _digit_sum(count * c), {"n": n, "a": a, "b": b, "c": c}
+    return question, digit_sum(count * c), {"n": n, "a": a, "b": b, "c": c}
 
 
 def _sum_of_squares_then_remainder(rng: random.Random) -> Drafted:

@@ -18,6 +18,15 @@ import random
 Drafted = tuple[str, int, dict]
 
 
+def digit_sum(value: int) -> int:
+    return sum(int(digit) for digit in str(value))
+
+
+def count_divisible(n: int, a: int, b: int) -> int:
+    """How many of 1..n are divisible by a or by b, by enumeration (as code would)."""
+    return sum(1 for k in range(1, n + 1) if k % a == 0 or k % b == 0)
+
+
 def _big_product(rng: random.Random) -> Drafted:
     a, b = rng.randint(10_000, 99_999), rng.randint(1_000, 99_999)
     return f"What is {a} * {b}?", a * b, {"a": a, "b": b}
@@ -36,7 +45,7 @@ def _power(rng: random.Random) -> Drafted:
 def _digit_sum_of_power(rng: random.Random) -> Drafted:
     base, exponent = rng.randint(2, 9), rng.randint(20, 60)
     question = f"What is the sum of the digits of {base}^{exponent}?"
-    return question, sum(int(digit) for digit in str(base**exponent)), {"base": base, "exponent": exponent}
+    return question, digit_sum(base**exponent), {"base": base, "exponent": exponent}
 
 
 def _remainder(rng: random.Random) -> Drafted:
@@ -48,8 +57,7 @@ def _count_multiples(rng: random.Random) -> Drafted:
     n = rng.randint(1_000, 9_999)
     a, b = rng.sample([3, 4, 5, 6, 7, 9, 11, 13], 2)
     question = f"How many integers from 1 to {n} are divisible by {a} or by {b}?"
-    count = sum(1 for k in range(1, n + 1) if k % a == 0 or k % b == 0)
-    return question, count, {"n": n, "a": a, "b": b}
+    return question, count_divisible(n, a, b), {"n": n, "a": a, "b": b}
 
 
 def _sum_of_squares(rng: random.Random) -> Drafted:
