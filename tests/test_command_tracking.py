@@ -194,6 +194,9 @@ def test_a_tracker_that_cannot_be_logged_to_is_one_line_before_any_work(setup, c
     code = run_cli(["collect", str(problems), "--teacher", engine, "--out", str(out), "--report-to", "mlflow"])
     error = capsys.readouterr().err
     assert code == 2 and "collect --report-to mlflow" in error and "train's only" in error and not out.exists()
+    code = run_cli(["filter", str(problems), "--student", engine, "--out", str(out / "pool"), "report_to=mlflow"])
+    error = capsys.readouterr().err
+    assert code == 2 and "filter report_to=mlflow: " in error and "--report-to" not in error and not out.exists()
     import importlib.util
 
     real_find_spec = importlib.util.find_spec

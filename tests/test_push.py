@@ -3,6 +3,7 @@ and the one-line failures before any work: offline, no token, an unreachable Hub
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import huggingface_hub
@@ -101,6 +102,12 @@ def test_offline_the_push_fails_in_one_line_before_any_work(tmp_path, monkeypatc
     error = capsys.readouterr().err.strip()
     assert "HF_HUB_OFFLINE is set" in error and len(error.splitlines()) == 1
     assert not Path("sft").exists() and not Path("sft.report.json").exists()  # nothing was done
+    # filter takes the push as a key, and its error names the key the user wrote, not a flag it has not got
+    Path("problems.jsonl").write_text(json.dumps({"question": "1+1?", "answer": "2"}) + "\n")
+    assert run_cli(["filter", "problems.jsonl", "--out", "pool.parquet", "push_to_hub=me/pool"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("push_to_hub=me/pool: ") == 1 and "--push-to-hub" not in error and "HF_HUB_OFFLINE" in error
+    assert not Path("pool.parquet").exists()
 
 
 def test_an_unreachable_hub_and_a_missing_token_are_one_line_each(online, monkeypatch):

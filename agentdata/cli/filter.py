@@ -82,7 +82,7 @@ def command(
     from agentdata.filter.run import profile_student, run_filter
     from agentdata.training.trackers import check_trackers, report_to_trackers
 
-    check_trackers(tracking, "filter")
+    check_trackers(tracking, "filter", flag="report_to=")
     inputs = [problems_file, *pool.dedup.decontam_files]
     if profile_dir is not None:
         output_dir(profile_dir, "--profile-dir", inputs)

@@ -171,7 +171,7 @@ def run_filter(
     out = Path(out)
     layout = set_layout(out)
     if config.publish.push_to_hub:  # before any work: a push that cannot happen is known now
-        check_hub(config.publish.push_to_hub)
+        check_hub(config.publish.push_to_hub, flag="push_to_hub=")
     # Before any work too: a step that does not exist, or one this command cannot run (judge_low and prm_low read
     # curate's scoring settings), is known now, not after the student's rollouts.
     steps = pool_steps(config)

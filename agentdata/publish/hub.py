@@ -29,9 +29,10 @@ class Pushed:
         return {"repo": self.repo, "private": self.private, "files": list(self.files), "url": self.url}
 
 
-def check_hub(repo: str, flag: str = "--push-to-hub") -> str:
+def check_hub(repo: str, flag: str = "--push-to-hub ") -> str:
     """Check, before any work, that `repo` can be pushed to: a valid id, online, a token the Hub accepts;
-    returns the user's name. Every failure is one UserError naming `flag`."""
+    returns the user's name. Every failure is one UserError naming `flag` as the command spells it
+    (filter's is the key `push_to_hub=`)."""
     from huggingface_hub import HfApi, constants
     from huggingface_hub.errors import HFValidationError, LocalTokenNotFoundError
     from huggingface_hub.utils import validate_repo_id
@@ -39,19 +40,19 @@ def check_hub(repo: str, flag: str = "--push-to-hub") -> str:
     try:
         validate_repo_id(repo)
     except HFValidationError as error:
-        raise UserError(f"{flag} {repo}: not a Hub repo id ({str(error).splitlines()[0]})") from None
+        raise UserError(f"{flag}{repo}: not a Hub repo id ({str(error).splitlines()[0]})") from None
     if "/" not in repo:
-        raise UserError(f"{flag} {repo}: give the repo as OWNER/NAME (your user or organisation, then the name)")
+        raise UserError(f"{flag}{repo}: give the repo as OWNER/NAME (your user or organisation, then the name)")
     if constants.is_offline_mode():
-        raise UserError(f"{flag} {repo}: the Hub is switched off here (HF_HUB_OFFLINE is set); unset it to push")
+        raise UserError(f"{flag}{repo}: the Hub is switched off here (HF_HUB_OFFLINE is set); unset it to push")
     try:
         return HfApi().whoami()["name"]
     except LocalTokenNotFoundError:
-        raise UserError(f"{flag} {repo}: no Hugging Face token; log in with `hf auth login` or set HF_TOKEN") from None
+        raise UserError(f"{flag}{repo}: no Hugging Face token; log in with `hf auth login` or set HF_TOKEN") from None
     except Exception as error:  # noqa: BLE001 - the one request failed (httpx's transport errors, the Hub's HTTP
         # errors, a proxy's): whatever it was, the push cannot happen, and that is the user's to know now
         reason = f"{type(error).__name__}: " + " ".join(str(error).split())[:200]
-        raise UserError(f"{flag} {repo}: cannot reach the Hub at {constants.ENDPOINT} ({reason})") from None
+        raise UserError(f"{flag}{repo}: cannot reach the Hub at {constants.ENDPOINT} ({reason})") from None
 
 
 def upload_plan(layout: SetLayout) -> list[tuple[Path, str]]:

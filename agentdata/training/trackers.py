@@ -43,23 +43,26 @@ PACKAGES = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"
 TRAIN_PACKAGES = {**PACKAGES, "mlflow": "mlflow"}
 
 
-def check_trackers(tracking: TrackingConfig, command: str) -> None:
-    """Before any work: every tracker named can be logged to here, else one line saying what to install."""
+def check_trackers(tracking: TrackingConfig, command: str, flag: str = "--report-to ") -> None:
+    """Before any work: every tracker named can be logged to here, else one line saying what to install.
+    `flag` is how the command spells the setting (filter's is the key `report_to=`)."""
     for name in tracking.report_to:
         if name not in PACKAGES:
             supported = ", ".join(PACKAGES)
-            raise UserError(f"{command} --report-to {name}: {command} logs to {supported}; {name} is train's only")
-    check_installed(tracking, command, PACKAGES)
+            raise UserError(f"{command} {flag}{name}: {command} logs to {supported}; {name} is train's only")
+    check_installed(tracking, command, PACKAGES, flag)
 
 
-def check_installed(tracking: TrackingConfig, command: str, packages: dict[str, str] = TRAIN_PACKAGES) -> None:
+def check_installed(
+    tracking: TrackingConfig, command: str, packages: dict[str, str] = TRAIN_PACKAGES, flag: str = "--report-to "
+) -> None:
     """Every tracker's package can be imported: else one line before any work (train's would crash inside
     TRL once the model has loaded)."""
     for name in tracking.report_to:
         package = packages.get(name)
         if package is not None and importlib.util.find_spec(package) is None:
             extra = "pip install mlflow" if name == "mlflow" else "pip install 'agentdata[trackers]'"
-            raise UserError(f"{command} --report-to {name}: the {package} package is not installed ({extra})")
+            raise UserError(f"{command} {flag}{name}: the {package} package is not installed ({extra})")
 
 
 def report_to_trackers(
