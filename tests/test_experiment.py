@@ -150,6 +150,8 @@ def test_grpo_arms_draw_curves_and_a_failing_arm_leaves_the_others_running(tmp_p
         ({"a": {"rl.band": "0.9,0.1"}, "b": {}}, {}, "arm a: rl.band=0.9,0.1: needs LO < HI"),
         ({"a": {"rl.profile_k": 0}, "b": {}}, {}, "arm a: rl.profile_k=0: must be at least 1"),
         ({"only": {}}, {}, "at least two arms"),
+        ({"a": {"stitch.target": "openai"}, "b": {}}, {}, "stitch.target is set by the experiment"),
+        ({"a": {"sft.data": "real"}, "b": {}}, {"curate": {"target": "trl"}}, "curate.target is set by the experiment"),
         # issue 41: a generator's count or seed of the wrong type was a traceback
         ({"a": {"sft.data": "real"}, "b": {}}, {"held_out": {"n": "lots", "seed": 1}}, "n lots: expected an integer"),
         ({"a": {"sft.data": "real"}, "b": {}}, {"problems": {"n": 8, "seed": [1]}}, "seed [1]: expected an integer"),

@@ -47,3 +47,26 @@ def test_stitch_command_reports_mistakes_in_one_line(tmp_path, capsys, args, mes
     code = run_cli(["synth", "stitch", str(solutions), "--out", str(tmp_path / "o.parquet"), *args])
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+def test_stitch_writes_the_exports_curate_writes(tmp_path, capsys, monkeypatch):
+    """`--for` as curate's: OpenAI's fine-tuning JSONL (the default name follows), the hf Parquet TRL and verl read."""
+    from agentdata.formats.forms import FORM_KEY
+
+    monkeypatch.chdir(tmp_path)
+    solutions = tmp_path / "gsm.jsonl"
+    solutions.write_text(json.dumps({"question": "Q?", "answer": "3*4 = <<3*4=12>>12 apples.\n#### 12"}) + "\n")
+    stitch = ["synth", "stitch", str(solutions), "--solution-field", "answer", "--protocol", "hermes"]
+    assert run_cli([*stitch, "--for", "openai"]) == 0
+    assert "(for openai)" in capsys.readouterr().out
+    (line,) = (tmp_path / "stitched_sft.jsonl").read_text().splitlines()
+    row = json.loads(line)
+    assert set(row) == {"messages", "tools"}
+    (call,) = [m for m in row["messages"] if m.get("tool_calls")][0]["tool_calls"]
+    assert json.loads(call["function"]["arguments"]) == {"code": "print(3*4)"}
+    assert [m["content"] for m in row["messages"] if m["role"] == "tool"] == ["12"]
+
+    assert run_cli([*stitch, "--for", "trl", "--out", "trl.parquet"]) == 0
+    assert pq.read_metadata("trl.parquet").metadata[FORM_KEY.encode()] == b"hf"
+    assert run_cli([*stitch, "--for", "openai", "--out", "wrong.parquet"]) == 2
+    assert "--out" in capsys.readouterr().err and not (tmp_path / "wrong.parquet").exists()

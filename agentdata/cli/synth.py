@@ -45,9 +45,15 @@ def stitch(
             help="Text solutions: question, worked solution, answer (JSONL, JSON, Parquet, CSV, dataset dir)."
         ),
     ],
-    out: Annotated[Path, typer.Option("--out", "-o", help="SFT set to write (Parquet, curate's schema).")] = Path(
-        "stitched_sft.parquet"
-    ),
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="SFT set to write: Parquet in curate's schema (default stitched_sft.parquet; "
+            "stitched_sft.jsonl --for openai).",
+        ),
+    ] = None,
     trajectories: Annotated[
         Path | None,
         typer.Option(
@@ -80,11 +86,14 @@ def stitch(
     from agentdata.cli.views import stitch_views
     from agentdata.synth.stitch import stitch_file
 
-    output_file(out, "--out", (".parquet",), "the SFT set", [solutions])
+    suffix = ".jsonl" if config.target == "openai" else ".parquet"  # OpenAI fine-tuning takes JSONL, others Parquet
+    out = out or Path(f"stitched_sft{suffix}")
+    output_file(out, "--out", (suffix,), f"the SFT set for {config.target}", [solutions])
     if trajectories is not None:
         output_dir(trajectories, "--trajectories", [solutions, out])
     if not as_json:
-        print_line(f"[bold]synth stitch[/] {solutions} · protocol {config.protocol} · sandbox {config.sandbox} → {out}")
+        settings = f"protocol {config.protocol} · sandbox {config.sandbox}"
+        print_line(f"[bold]synth stitch[/] {solutions} · {settings} → {out} (for {config.target})")
     summary = stitch_file(
         solutions,
         out,

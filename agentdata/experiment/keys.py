@@ -45,6 +45,9 @@ RESERVED = {
     "rl.out": "every stage writes under the experiment's --out",
     "rl.eval_problems": "the curves use the first rl.curve_problems of `held_out`",
     "collect.limit": "the teacher runs on every training problem",
+    # the SFT stage trains on the canonical sets; `agentdata curate --for` / `synth stitch --for` export them
+    "curate.target": "the arms train on the canonical SFT set; export it with `agentdata curate --for`",
+    "stitch.target": "the stitched trajectories are curated as the real ones are, to the canonical set",
 }
 
 

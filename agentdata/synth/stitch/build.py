@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentdata.engines.defaults import DEFAULT_PROTOCOL
+from agentdata.formats.forms import SFT_TARGETS
 from agentdata.pacing import check_sandbox_max_rps, sandbox_max_rps_field
 from agentdata.records import CODE_TOOL, Problem, ToolCall, Trajectory, assistant_message, tool_message
 from agentdata.sandbox.base import new_session_id
@@ -43,6 +44,15 @@ class StitchConfig:
     sandbox_max_rps: float | None = sandbox_max_rps_field()
     keep_without_calculations: bool = field(
         default=False, metadata={"help": "Keep solutions with no calculation found (as trajectories with no call)."}
+    )
+    target: str = field(
+        default="canonical",
+        metadata={
+            "help": "The form to write, as curate's --for: canonical (what `train` reads), trl or verl (Parquet "
+            "their SFT loaders read; hf names the same file), openai (OpenAI fine-tuning JSONL).",
+            "flag": "--for",
+            "choices": SFT_TARGETS,
+        },
     )
 
     def __post_init__(self) -> None:

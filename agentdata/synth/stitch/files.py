@@ -78,10 +78,11 @@ def _final_answer(raw: str, solution: str) -> str | None:
     return raw or solution_answer(solution)
 
 
-def write_sft(trajectories: list[Trajectory], out: str | os.PathLike) -> Path:
+def write_sft(trajectories: list[Trajectory], out: str | os.PathLike, target: str = "canonical") -> Path:
     """The SFT set in curate's form (`messages` + `tools` as chat templates read them, and the same
-    provenance columns), written by the writer curate uses (formats.sft_set) so the two sets load together;
-    every secret in it redacted, as in curate's (a solution can paste a key as well as a trajectory)."""
+    provenance columns), written by the writer curate uses (formats.sft_set) so the two sets load together,
+    or exported for `target` as curate's `--for` does; every secret in it redacted, as in curate's (a solution
+    can paste a key as well as a trajectory)."""
     import tempfile
 
     import pyarrow as pa
@@ -96,7 +97,7 @@ def write_sft(trajectories: list[Trajectory], out: str | os.PathLike) -> Path:
     with tempfile.TemporaryDirectory() as staging:
         canonical = Path(staging) / "canonical.parquet"
         pq.write_table(table, canonical)
-        return write_sft_form(canonical, Path(out))
+        return write_sft_form(canonical, Path(out), target)
 
 
 @dataclass
@@ -151,7 +152,7 @@ def stitch_file(
             f"{path}: no solution had a calculation to cut into code ({no_calculation} without one, "
             f"{no_answer} without an answer)"
         )
-    write_sft(trajectories, out)
+    write_sft(trajectories, out, config.target)
     if trajectories_dir is not None:
         from agentdata.agent.rundir import RunDir
 
