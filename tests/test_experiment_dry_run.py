@@ -62,16 +62,16 @@ def test_a_typo_in_a_twin_fails_the_dry_run_in_one_line(section, key, value, mes
     assert message in capsys.readouterr().err
 
 
-def test_sft_data_with_two_seeds_collects_the_teacher_twice_with_different_sampling_seeds():
-    """Issue 40: `sft-data --seeds 2` (or `seeds: 2` in the recipe) is a second draw of the teacher's
-    trajectories, hence of the SFT rows, not the first collect reused: the collect's stage key holds its seed."""
+def test_sft_data_collects_the_teacher_twice_with_different_sampling_seeds_by_default():
+    """Issue 40: `sft-data` (`seeds: 2` in the recipe) makes a second draw of the teacher's trajectories, hence
+    of the SFT rows, not the first collect reused: the collect's stage key holds its seed."""
     from agentdata.experiment import load_recipe
     from agentdata.experiment.arm import collect_key
     from agentdata.experiment.dry_run import dry_run
     from agentdata.experiment.plan import ProblemFiles
     from agentdata.experiment.runner import plan_all
 
-    recipe = load_recipe("sft-data", seeds=2)
+    recipe = load_recipe("sft-data")
     found = dry_run(recipe)
     collects = {
         (plan["arm"], plan["seed"]): stage["settings"]["seed"]
