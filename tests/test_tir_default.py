@@ -184,7 +184,7 @@ def test_every_stage_defaults_to_the_tool_using_model_and_its_protocol():
     assert StitchConfig().protocol == DEFAULT_PROTOCOL
     sft = SFTStageConfig()  # a row without a `format` column is trained in the default
     assert (sft.model, row_format({}, sft.protocol, Path("set"), 1)) == (DEFAULT_ENGINE, DEFAULT_PROTOCOL)
-    assert (GRPOStageConfig().model, GRPOStageConfig().loop.protocol) == (DEFAULT_ENGINE, DEFAULT_PROTOCOL)
+    assert (GRPOStageConfig().model, GRPOStageConfig().for_run().loop.protocol) == (DEFAULT_ENGINE, DEFAULT_PROTOCOL)
     assert load_pool(GRPOStageConfig()) == default_problems()  # GRPO with no pool: the default problems
 
 

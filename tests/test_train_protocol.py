@@ -114,6 +114,20 @@ def test_eval_filter_and_collect_default_to_the_trained_models_protocol_and_prom
     assert CollectConfig(model="smollm2").for_run().loop.protocol == "codeblock"  # no record: the default
 
 
+def test_grpo_settings_read_no_file_when_built_and_the_stage_takes_the_start_models_protocol(trained_dir):
+    """GRPO's settings, like collect's, are built without reading the model dir (a plan may be built before the
+    model it names exists, or on another machine); the stage reads the record where it starts (for_run)."""
+    from agentdata.rl.config import GRPOStageConfig
+
+    spec = f"hf:{trained_dir}"
+    assert GRPOStageConfig(model=spec).loop.protocol is None
+    loop = GRPOStageConfig(model=spec).for_run().loop
+    assert (loop.protocol, loop.system_prompt) == ("hermes", CUSTOM_PROMPT)
+    told = GRPOStageConfig(model=spec, loop=LoopConfig(protocol="codeblock")).for_run().loop
+    assert (told.protocol, told.system_prompt) == ("codeblock", None)  # a prompt written for hermes is not kept
+    assert GRPOStageConfig(model="smollm2").for_run().loop.protocol == "codeblock"  # no record: the default
+
+
 def test_filter_profiles_a_trained_student_in_its_protocol(trained_dir, tmp_path, monkeypatch):
     import agentdata.filter.run as filter_run
     from agentdata.errors import UserError

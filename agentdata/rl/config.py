@@ -7,7 +7,7 @@ temperature 1.0 (the findings' RL setting: exploration needs the full distributi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentdata.agent.config import LoopConfig, rollout_loop
@@ -269,7 +269,6 @@ class GRPOStageConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        self.loop = self.loop.for_model(self.model)  # an unset protocol: the start model's (engines/trained.py)
         self._scale_unset()
         check_trl_overrides(self, TRL_COMPUTED)
         check_prompt_template(self.prompt_template)
@@ -291,7 +290,18 @@ class GRPOStageConfig:
             raise ValueError("tool_call_reward is defined on correct/wrong answers: use code_reward binary with it")
         if self.vllm_server and self.use_vllm == "no":
             raise ValueError("vllm_server generates the rollouts with vLLM: it needs use_vllm auto or yes")
-        check_rollout_protocol(self.loop.protocol)
+        if self.loop.protocol is not None:  # unset: the start model's, resolved where the stage runs (for_run)
+            check_rollout_protocol(self.loop.protocol)
+
+    def for_run(self) -> GRPOStageConfig:
+        """These settings as the stage runs them: an unset protocol and system prompt are the ones the start
+        model was trained with (its dir's agentdata.json, engines/trained.py), else the default. Reads the
+        model's dir, so it is called where the stage starts, not when the settings are built."""
+        loop = self.loop.for_model(self.model)
+        if loop is self.loop:
+            return self
+        check_rollout_protocol(loop.protocol)
+        return replace(self, loop=loop)
 
     def _scale_unset(self) -> None:
         """Settings that depend on another follow it unless set (then they are checked against it)."""

@@ -151,6 +151,7 @@ class StepTimeCallback(TrainerCallback):
 def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any, plan: RolloutPlan | None = None):
     """The trainer, its rollout and step timer; `plan` (default: plan_rollouts of the settings) says where
     rollouts come from, and a `file-push` plan must carry its server's URL (run_grpo starts one)."""
+    config = config.for_run()
     out_dir = Path(config.out)
     rewards = reward_functions(config)  # a broken reward plug-in is named before the model loads
     config_tools(config.loop)  # and so is a broken tool
@@ -211,6 +212,7 @@ def run_grpo(config: GRPOStageConfig) -> GRPOResult:
     from agentdata.sandbox import open_sandbox
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL; we pin the version
+    config = config.for_run()  # the start model's protocol and prompt where none is set
     out_dir = Path(config.out)
     started = time.perf_counter()
     plan = plan_rollouts(config.use_vllm, config.vllm_server)

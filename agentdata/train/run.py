@@ -114,6 +114,8 @@ def plan_train(request: TrainRequest) -> TrainPlan:
     built = TRAIN_SETTINGS.build([defaults, *user, fixed])
     plan.sft = built["sft"] if taught is not None else None
     plan.rl = built["rl"] if request.stage in ("rl", "all") else None
+    if plan.rl is not None and taught is None:  # GRPO from a model that exists now: the plan shows its protocol
+        plan.rl = plan.rl.for_run()  # (after SFT, the SFT model's record is read where GRPO starts)
     plan.closed_loop = built["closed_loop"]
     return plan
 
