@@ -454,3 +454,26 @@ def test_an_hf_recipe_keeps_the_transformers_engine_for_every_model(monkeypatch)
     monkeypatch.setenv(SWITCH_ENV, "on")
     keep_recorded_engine({"hf"})
     assert os.environ[SWITCH_ENV] == "on"
+
+
+def test_work_generated_on_one_engine_is_not_reused_on_the_other(tmp_path):
+    """A folder run on transformers and resumed where vLLM is installed redoes what a model generated (vLLM samples
+    other tokens from the same seed), and the report's engine is the one that did the work; training on a set,
+    and transformers' keys from before vLLM, are reused as they were."""
+    from agentdata.experiment.arm import with_engine
+    from agentdata.experiment.work import Workshop
+
+    workshop, made = Workshop(tmp_path / "work"), []
+
+    def action(folder: Path) -> dict:
+        made.append(folder.name)
+        return {"done": True}
+
+    for stage in ("eval", "sft"):
+        settings = {"model": {"student": "smollm2"}, "k": 3}
+        assert with_engine(stage, settings, "hf") == settings  # the keys folders written before vLLM have
+        workshop.run(stage, with_engine(stage, settings, "hf"), action)
+        assert workshop.done(stage, with_engine(stage, settings, "hf")) is not None
+        on_vllm = workshop.done(stage, with_engine(stage, settings, "vllm"))
+        assert (on_vllm is None) == (stage == "eval"), stage
+    assert len(made) == 2

@@ -100,6 +100,7 @@ class ArmChain:
 
     def stage(self, name: str, depends_on: dict[str, Any], action: Any) -> StageRun:
         label = f"arm {self.plan.arm} · seed {self.plan.repetition} · {name}"
+        depends_on = with_engine(name, depends_on, self.plan.engine)
         finished = self.workshop.done(name, depends_on)
         _note(f"{label}: {'reused' if finished else 'running'}")
         self.outcome.running_stage = name
@@ -234,6 +235,19 @@ class ArmChain:
         )
         self.outcome.grpo_metrics = run.result["metrics_file"]
         return self.trained(run)
+
+
+# The stages whose outputs a model's generations make: their work depends on the engine that generated them.
+GENERATING = ("collect", "profile", "grpo", "eval")
+
+
+def with_engine(stage: str, depends_on: dict[str, Any], engine: str) -> dict[str, Any]:
+    """A generating stage's key with the engine that runs it (the same seed samples other tokens on vLLM than on
+    transformers), so a folder first run on one engine and resumed on the other does not reuse, and report as the
+    other's, work it did not do. Transformers' keys stay as they were before vLLM came, so those folders resume."""
+    if stage not in GENERATING or engine == "hf":
+        return depends_on
+    return {**depends_on, "engine": engine}
 
 
 # Where a stage is reported changes nothing it makes: left out of its key, so turning a tracker on reuses the work.
