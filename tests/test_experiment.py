@@ -81,10 +81,19 @@ def test_a_recipe_runs_end_to_end_shares_its_collect_and_resumes_after_a_kill(
     tmp_path,
     teacher,
     tiny_model_dir,  # noqa: F811
+    monkeypatch,
 ):
+    import tempfile
+
+    from agentdata.events import listening
+    from agentdata.experiment.neighbours import registry
+
     arms = {"real": {"sft.data": "real"}, "real_fast": {"sft.data": "real", "sft.learning_rate": 1e-3}, "none": {}}
     path = write_recipe(tmp_path, teacher.url, tiny_model_dir, arms)
     out = tmp_path / "exp"
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # this test's own record of running experiments
+    monkeypatch.setattr(tempfile, "tempdir", None)
     process = start_killable(path, out)  # killed (SIGKILL) as soon as the teacher's collect is done
     deadline = time.monotonic() + 240
     while not list((out / "work").glob("collect-*/result.json")) and process.poll() is None:
@@ -94,8 +103,21 @@ def test_a_recipe_runs_end_to_end_shares_its_collect_and_resumes_after_a_kill(
     process.wait()
     requests_before = len(teacher.requests)
     assert requests_before > 0 and not (out / "experiment.json").exists()
+    killed = registry() / f"{process.pid}.json"
+    assert killed.is_file()  # a killed experiment cannot remove its record
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # another experiment, running
+    (registry() / f"{other.pid}.json").write_text(json.dumps({"pid": other.pid, "out": "/runs/other"}))
 
-    report = run_experiment(load_recipe(path), out)  # the same experiment again: it resumes
+    notes = []
+    try:
+        with listening(lambda event: notes.append(event.message or "")):
+            report = run_experiment(load_recipe(path), out)  # the same experiment again: it resumes
+    finally:
+        other.kill()
+        other.wait()
+    [warning] = [note for note in notes if "another experiment is running" in note]
+    assert f"/runs/other (pid {other.pid})" in warning and str(process.pid) not in warning  # the killed one is gone
+    assert sorted(p.name for p in registry().iterdir()) == [f"{other.pid}.json"]  # its own record removed at the end
     assert len(teacher.requests) == requests_before  # the finished collect was not run again
     rows = {row["arm"]: row for row in report.arms}
     assert all(row["status"] == "done" for row in rows.values())

@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from agentdata.errors import UserError
+from agentdata.events import note
 from agentdata.experiment.arm import run_arm
+from agentdata.experiment.neighbours import registered
 from agentdata.experiment.plan import ArmPlan, ProblemFiles, plan_arm
 from agentdata.experiment.recipe import Recipe
 from agentdata.experiment.work import Workshop
@@ -59,11 +61,18 @@ def run_experiment(recipe: Recipe, out: str | Path, jobs: int | None = 1) -> Any
         units.extend((plan, set_kinds) for plan in arms)
     engines = {plan.engine for plan in plans.values()}
     keep_recorded_engine(engines)
-    jobs = jobs or default_jobs(len(units), engines)
-    if jobs == 1 or len(units) == 1:
-        outcomes = [run_arm(plan, kinds, files, workshop, out / ARMS_DIR) for plan, kinds in units]
-    else:
-        outcomes = run_arms_in_workers(_jobs(units, files, workshop, out / ARMS_DIR, jobs), jobs)
+    with registered(out) as others:
+        if others:
+            note(
+                "experiment",
+                f"warning: another experiment is running on this machine: {', '.join(others)}. Two at once can run "
+                "it out of memory (each chose its arms at once from the memory free when it started)",
+            )
+        jobs = jobs or default_jobs(len(units), engines)
+        if jobs == 1 or len(units) == 1:
+            outcomes = [run_arm(plan, kinds, files, workshop, out / ARMS_DIR) for plan, kinds in units]
+        else:
+            outcomes = run_arms_in_workers(_jobs(units, files, workshop, out / ARMS_DIR, jobs), jobs)
     return build_report(recipe, outcomes, files, out, engines)
 
 
