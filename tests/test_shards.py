@@ -292,7 +292,8 @@ def test_a_shard_copied_into_a_second_part_is_read_once(tmp_path):
 
     import polars as pl
 
-    from agentdata.agent.rundir import scan_shards, shard_paths
+    from agentdata.agent.rundir import shard_paths
+    from agentdata.agent.shard_files import scan_shards
     from agentdata.curate import CurateConfig, curate
     from agentdata.view.catalog import open_artifacts
 

@@ -28,15 +28,15 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from agentdata.agent.journal import JOURNAL_NAME, KEPT, read_journal
 from agentdata.agent.shard_copies import without_copies
+from agentdata.agent.shard_files import check_schema
 from agentdata.agent.shards import Shard, tag_of, tags_in
 from agentdata.errors import InputFileError, UserError
 from agentdata.inputs import check_input, check_regular_file, read_text
-from agentdata.records import Trajectory, arrow_schema, atomic_write, read_records, rows_to_table, to_row, write_json
+from agentdata.records import Trajectory, atomic_write, read_records, rows_to_table, to_row, write_json
 
 SHARD_PATTERN = re.compile(r"part-(\d{5,})\.parquet$")
 SETTINGS_KEY = b"agentdata.settings"
@@ -354,18 +354,13 @@ def _refuse_irregular(path: Path, remedy: str) -> None:
 
 def _check_shard(shard: Path) -> None:
     try:
-        _check_schema(shard)
+        check_schema(shard)
         pq.read_metadata(shard)
     except InputFileError as error:
         raise UserError(f"{' '.join(str(error).split())}; {MOVE_ASIDE}") from None  # one line, whatever pyarrow said
 
 
 # ------------------------------------------------------------------ reading many run dirs at once
-ROW_ID = "_row"
-TRAJECTORY_SCHEMA = arrow_schema(Trajectory)  # built once: each shard's schema is checked against it
-REQUIRED_COLUMNS = tuple(TRAJECTORY_SCHEMA.names)
-
-
 def trajectory_files(path: str | os.PathLike) -> list[Path]:
     """The trajectory shards of a run dir (a copy of another shard left out), or the file itself."""
     path = Path(path)
@@ -385,66 +380,4 @@ def shard_rows(run_dirs: Sequence[str | os.PathLike]) -> dict[Path, int]:
         if not shards:
             raise InputFileError(run_dir, "no trajectory shards (expected trajectories/part-*.parquet)")
         paths.extend(shards)
-    return {path: _check_schema(path) for path in paths}
-
-
-def check_shards(paths: Sequence[Path]) -> None:
-    """Each file is a readable trajectory shard: an `InputFileError` naming the first that is not."""
-    for path in paths:
-        _check_schema(path)
-
-
-def scan_shards(paths: Sequence[Path]) -> pl.LazyFrame:
-    """All shards as one lazy frame with a global row number, stable across scans of the same list."""
-    return pl.scan_parquet([str(path) for path in paths], row_index_name=ROW_ID)
-
-
-def damaged_shard(paths: Sequence[Path], error: Exception) -> Exception:
-    """After a scan of many shards failed: the error naming the first shard that cannot be read whole,
-    or `error` itself when each reads alone (then the fault is not in the files)."""
-    for path in paths:
-        try:
-            pq.read_table(path)
-        except Exception as damage:  # pyarrow raises several types for a broken file
-            return InputFileError(
-                path,
-                f"damaged Parquet data ({' '.join(str(damage).split())[:200]}); move this shard aside or restore it",
-            )
-    return error
-
-
-def _check_schema(path: Path) -> int:  # the shard's row count: its footer is read once, for both
-    try:
-        footer = pq.read_metadata(path)
-        schema = footer.schema.to_arrow_schema()
-    except Exception as error:  # pyarrow raises several types for a broken file
-        raise InputFileError(path, f"not a readable Parquet file ({' '.join(str(error).split())[:200]})") from None
-    missing = [name for name in REQUIRED_COLUMNS if name not in schema.names]
-    if missing:
-        raise InputFileError(path, f"not a trajectory shard: missing columns {missing}")
-    for expected in TRAJECTORY_SCHEMA:
-        actual = schema.field(expected.name).type if schema.get_field_index(expected.name) >= 0 else None
-        if actual is None or not _same_shape(actual, expected.type):
-            raise InputFileError(
-                path, f"not a trajectory shard: column {expected.name!r} is {actual}, expected {expected.type}"
-            )
-    return footer.num_rows
-
-
-def _same_shape(actual: pa.DataType, expected: pa.DataType) -> bool:
-    """Types that read the same: large and small strings/lists alike, struct fields matched by name (a field
-    added to the schema later, such as a message's `reasoning_content`, may be missing from older shards)."""
-    if pa.types.is_string(expected):
-        return pa.types.is_string(actual) or pa.types.is_large_string(actual) or pa.types.is_string_view(actual)
-    if pa.types.is_integer(expected):
-        return pa.types.is_integer(actual)
-    if pa.types.is_list(expected):
-        return (pa.types.is_list(actual) or pa.types.is_large_list(actual)) and _same_shape(
-            actual.value_type, expected.value_type
-        )
-    if pa.types.is_struct(expected):
-        if not pa.types.is_struct(actual):
-            return False
-        fields = {actual.field(index).name: actual.field(index).type for index in range(actual.num_fields)}
-        return all(_same_shape(fields[field.name], field.type) for field in expected if field.name in fields)
-    return actual == expected
+    return {path: check_schema(path) for path in paths}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from agentdata.agent.rundir import ROW_ID
+from agentdata.agent.shard_files import ROW_ID
 from agentdata.curate.messages import trajectory_batches
 from agentdata.curate.shards import Shards
 from agentdata.formats.health import HEALTH_KEY, HEALTH_VERSION, MEASURE_NAMES, measure_health

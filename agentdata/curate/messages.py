@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from agentdata.agent.rundir import ROW_ID
+from agentdata.agent.shard_files import ROW_ID
 from agentdata.curate.shards import Shards
 from agentdata.records import strip_none
 

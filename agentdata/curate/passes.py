@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
-from agentdata.agent.rundir import ROW_ID
+from agentdata.agent.shard_files import ROW_ID
 from agentdata.curate.config import CurateConfig
 from agentdata.curate.health import stored_health_columns, with_health
 from agentdata.curate.messages import trajectory_batches

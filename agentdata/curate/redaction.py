@@ -12,7 +12,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from agentdata.agent.rundir import ROW_ID
+from agentdata.agent.shard_files import ROW_ID
 from agentdata.curate.messages import trajectory_batches
 from agentdata.curate.shards import Shards
 from agentdata.publish.secrets import SecretCounts, SecretScanner, message_text, redact_messages

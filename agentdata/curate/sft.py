@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 
-from agentdata.agent.rundir import ROW_ID, damaged_shard
+from agentdata.agent.shard_files import ROW_ID, damaged_shard
 from agentdata.agent.shard_status import incomplete_note
 from agentdata.agent.tool_use import ToolUse
 from agentdata.curate.config import CurateConfig

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import polars as pl
 
-from agentdata.agent.rundir import scan_shards, shard_rows
+from agentdata.agent.rundir import shard_rows
+from agentdata.agent.shard_files import scan_shards
 
 
 class Shards:

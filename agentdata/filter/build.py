@@ -14,7 +14,8 @@ from pathlib import Path
 
 import polars as pl
 
-from agentdata.agent.rundir import scan_shards, shard_paths
+from agentdata.agent.rundir import shard_paths
+from agentdata.agent.shard_files import scan_shards
 from agentdata.errors import UserError
 from agentdata.filter.confidence import with_intervals
 from agentdata.filter.config import PoolConfig

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from agentdata.agent.rundir import ROW_ID
+from agentdata.agent.shard_files import ROW_ID
 from agentdata.records import atomic_write
 from agentdata.view.table import needle_forms
 

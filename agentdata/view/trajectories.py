@@ -22,7 +22,8 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from agentdata.agent.inspection import read_trajectories, trajectory_from_row
-from agentdata.agent.rundir import ROW_ID, check_shards, damaged_shard, scan_shards, shard_paths, trajectory_files
+from agentdata.agent.rundir import shard_paths, trajectory_files
+from agentdata.agent.shard_files import ROW_ID, check_shards, damaged_shard, scan_shards
 from agentdata.records import Trajectory, records_to_table
 from agentdata.view.index_cache import IndexCache
 from agentdata.view.search_index import SearchIndex
