@@ -499,3 +499,13 @@ def test_work_generated_on_one_engine_is_not_reused_on_the_other(tmp_path):
         on_vllm = workshop.done(stage, with_engine(stage, settings, "vllm"))
         assert (on_vllm is None) == (stage == "eval"), stage
     assert len(made) == 2
+
+
+def test_a_temp_folder_that_cannot_be_written_costs_only_the_warning(tmp_path, monkeypatch):
+    from agentdata.experiment import neighbours
+
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the records' folder would go")
+    monkeypatch.setattr(neighbours, "registry", lambda: blocked)
+    with neighbours.registered(tmp_path / "exp") as others:
+        assert others == []

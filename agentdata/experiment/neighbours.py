@@ -25,10 +25,14 @@ def registry() -> Path:
 def registered(out: Path) -> Iterator[list[str]]:
     """Record this experiment as running for the block; yields the others running now ("OUT (pid N)")."""
     folder = registry()
-    folder.mkdir(exist_ok=True)
-    others = list(running(folder))
     mine = folder / f"{os.getpid()}.json"
-    mine.write_text(json.dumps({"pid": os.getpid(), "out": str(Path(out).resolve())}), encoding="utf-8")
+    try:
+        folder.mkdir(exist_ok=True)
+        others = list(running(folder))
+        mine.write_text(json.dumps({"pid": os.getpid(), "out": str(Path(out).resolve())}), encoding="utf-8")
+    except OSError:  # a temp folder this user cannot write: the warning is a courtesy, the experiment runs without it
+        yield []
+        return
     try:
         yield others
     finally:
