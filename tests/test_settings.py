@@ -143,7 +143,7 @@ def test_loop_config_is_composed_with_one_set_of_defaults():
         own = {f.name for f in dataclasses.fields(config_type)}
         assert not own & loop_fields, f"{config_type.__name__} copies loop fields {own & loop_fields}"
         assert {f.name: f.type for f in dataclasses.fields(config_type)}["loop"] in (LoopConfig, "LoopConfig")
-    grpo = GRPOStageConfig().loop  # its protocol is set: the start model's, else codeblock (LoopConfig.for_model)
+    grpo = GRPOStageConfig().for_run().loop  # as it runs: the start model's protocol, else codeblock (for_model)
     assert dataclasses.replace(grpo, temperature=LoopConfig().temperature) == LoopConfig().for_model(None)  # only T
 
 

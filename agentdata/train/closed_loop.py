@@ -147,7 +147,8 @@ def pool_warnings(rl_config: GRPOStageConfig) -> list[str]:
     if not recorded:
         return []
     warnings = []
-    differences = loop_differences(recorded.get("loop") or {}, loop_settings(rl_config.loop))
+    running = rl_config.for_run().loop  # the rollouts' loop as GRPO will run it (the start model's protocol)
+    differences = loop_differences(recorded.get("loop") or {}, loop_settings(running))
     if differences:
         warnings.append(
             f"{rl_config.rl_pool} was profiled with {differences_text(differences)}: its band was "
