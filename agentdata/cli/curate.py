@@ -36,11 +36,12 @@ def command(
     """Write an SFT set (`messages` + `tools`) from trajectories, through named filter steps."""
     from agentdata.cli.views import curate_views
     from agentdata.curate import curate
+    from agentdata.formats.forms import target_suffix
 
-    openai = config.target == "openai"  # OpenAI fine-tuning takes JSONL; every other reader Parquet
-    out = out or Path("sft.jsonl" if openai else "sft.parquet")
+    suffix = target_suffix(config.target)
+    out = out or Path(f"sft{suffix}")
     inputs = [*run_dirs, *config.dedup.decontam_files]
-    output_set(out, "--out", (".jsonl",) if openai else (".parquet",), f"the SFT set for {config.target}", inputs)
+    output_set(out, "--out", (suffix,), f"the SFT set for {config.target}", inputs)
     if rejects is not None:
         output_file(rejects, "--rejects", (".parquet",), "the rejects", inputs)
         if rejects.resolve() == out.resolve():

@@ -84,9 +84,10 @@ def stitch(
 ) -> None:
     """Turn text solutions into "stitched" tool-use trajectories: calculations cut into code cells, run for real."""
     from agentdata.cli.views import stitch_views
+    from agentdata.formats.forms import target_suffix
     from agentdata.synth.stitch import stitch_file
 
-    suffix = ".jsonl" if config.target == "openai" else ".parquet"  # OpenAI fine-tuning takes JSONL, others Parquet
+    suffix = target_suffix(config.target)
     out = out or Path(f"stitched_sft{suffix}")
     output_file(out, "--out", (suffix,), f"the SFT set for {config.target}", [solutions])
     if trajectories is not None:

@@ -26,7 +26,7 @@ from agentdata.curate.provenance import kept_counts, source_runs
 from agentdata.curate.redaction import find_secrets, redact_file, secret_counts
 from agentdata.curate.shards import Shards
 from agentdata.errors import OutputWriteError, UserError
-from agentdata.formats.forms import form_metadata, target_form
+from agentdata.formats.forms import form_metadata, target_form, target_suffix
 from agentdata.formats.sft_set.writer import write_sft_form
 from agentdata.outputs import companion
 from agentdata.publish.card import write_card
@@ -95,7 +95,7 @@ def curate(
     config = config or CurateConfig()
     out = Path(out)
     check_suffix(out, config.target)
-    layout = set_layout(out, ".jsonl" if target_form(config.target) == "openai" else ".parquet")
+    layout = set_layout(out, target_suffix(config.target))
     shards = Shards.of(run_dirs)
     warnings = [note for note in map(incomplete_note, run_dirs) if note]
     if config.publish.push_to_hub:  # before any work: a push that cannot happen is known now

@@ -48,6 +48,11 @@ def target_form(target: str) -> str:
     return "hf" if target in ("trl", "verl") else target
 
 
+def target_suffix(target: str) -> str:
+    """The file suffix `--for target` writes: OpenAI fine-tuning takes JSONL, every other reader Parquet."""
+    return ".jsonl" if target_form(target) == "openai" else ".parquet"
+
+
 def form_metadata(form: str) -> dict[str, str]:
     """The Parquet metadata that says which form a file is in."""
     return {FORM_KEY: form}
