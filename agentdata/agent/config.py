@@ -289,7 +289,8 @@ class CollectConfig:
         metadata={
             "help": "An agent harness as the teacher: COMMAND (with its arguments) run once per trajectory against "
             "a recording gateway in front of the teacher engine (OPENAI_BASE_URL, OPENAI_API_KEY; the question on "
-            "stdin, in AGENTDATA_QUESTION and for {question}); docs/harnesses.md. Unset: the built-in agent loop."
+            "stdin, in the file AGENTDATA_QUESTION_FILE, in AGENTDATA_QUESTION and for {question}), which fills what "
+            "its requests leave unset with the run's sampling; docs/harnesses.md. Unset: the built-in agent loop."
         },
     )
     harness_timeout: float = field(
