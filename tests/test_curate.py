@@ -52,6 +52,14 @@ def test_each_rule_drop_reason(tmp_path, bad, reason):
     assert result.counts == {reason: 1} and result.kept_rows == 1
 
 
+def test_a_trajectory_the_model_wrote_nothing_of_is_never_an_sft_row(tmp_path):
+    # a harness that printed its own answer without asking its model (recorded so before that run was an error)
+    user_only = trajectory("user_only", problem_id="p2", question=OTHER_QUESTION, code=[])
+    user_only.messages = user_only.messages[:1]
+    result, rejects = run_curate(tmp_path, [trajectory("good"), user_only], tool_calls="0,8")
+    assert rejects == {"user_only": "no_model_turn"} and result.kept_rows == 1
+
+
 def test_keep_incorrect(tmp_path):
     wrong = trajectory("wrong", correct=False)
     result, rejects = run_curate(tmp_path, [wrong], keep_incorrect=True)

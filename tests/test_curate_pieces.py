@@ -96,7 +96,7 @@ def test_the_whole_curate_writes_the_same_files_piece_by_piece(tmp_path, monkeyp
 def test_only_the_leading_row_local_steps_run_piece_by_piece():
     _, feature_steps = curate_steps(CurateConfig(max_per_problem=2))
     local, whole_run = split_row_local(feature_steps)
-    assert [step.reason for step in local] == ["malformed_tool_call", "health"]
+    assert [step.reason for step in local] == ["no_model_turn", "malformed_tool_call", "health"]
     assert [step.reason for step in whole_run] == ["duplicate", "near_duplicate", "max_per_problem"]
     scalar_steps, _ = curate_steps(CurateConfig())
     assert all(step.row_local for step in scalar_steps)

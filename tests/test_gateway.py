@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 
 from agentdata.engines.base import Engine, Generation, GenerationRequest
+from agentdata.engines.sampling import Sampling
 from agentdata.gateway import Gateway
 from tests.fakes import TOOL_CALL
 
@@ -44,12 +45,19 @@ def text(content: str, **fields) -> Generation:
     return Generation(content, None, "stop", 11, 5, **fields)
 
 
-def exchange_with(engine: Engine, *bodies: dict, close_first: bool = False, session_id: str | None = None):
-    """POST each body to a fresh session of a gateway in front of `engine`: (responses, the session)."""
+def exchange_with(
+    engine: Engine,
+    *bodies: dict,
+    close_first: bool = False,
+    session_id: str | None = None,
+    sampling: Sampling | None = None,
+):
+    """POST each body to a fresh session of a gateway in front of `engine` (the run's `sampling` given to the
+    session): (responses, the session, the models listing)."""
 
     async def run():
         async with Gateway(engine) as gateway:
-            session = gateway.open("problem-1")
+            session = gateway.open("problem-1", sampling)
             url = gateway.url(session)
             if session_id is not None:
                 url = url.replace(session.id, session_id)
@@ -161,6 +169,55 @@ def test_a_bad_request_names_its_field():
     assert engine.requests == [] and session.exchanges[0].status == 400
     (several,), _, _ = exchange_with(engine, {"messages": [{"role": "user", "content": "q"}], "n": 3})
     assert several.status_code == 400 and several.json()["error"]["message"].startswith("n: ")
+
+
+def test_the_runs_sampling_fills_what_a_request_leaves_unset_and_caps_its_budget():
+    run = Sampling(temperature=0.2, top_p=0.8, max_new_tokens=64, seed=9)
+    engine = Answers(text("a"), text("b"), text("c"))
+    question = [{"role": "user", "content": "q"}]
+    bodies = [
+        {"messages": question},  # nothing set: all the run's
+        {"messages": question, "temperature": 0.9, "max_tokens": 32, "seed": 1, "stop": ["END"]},  # its own
+        {"messages": question, "max_completion_tokens": 4096},  # more than the run allows: the run's cap
+    ]
+    responses, session, _ = exchange_with(engine, *bodies, sampling=run)
+    assert [response.status_code for response in responses] == [200, 200, 200]
+    assert [request.sampling for request in engine.requests] == [
+        run,
+        Sampling(temperature=0.9, top_p=0.8, max_new_tokens=32, seed=1, stop=("END",)),
+        run,
+    ]
+    used = [exchange.used for exchange in session.exchanges]  # what the engine was asked, recorded per exchange
+    assert used[0] == {"temperature": 0.2, "top_p": 0.8, "max_new_tokens": 64, "seed": 9, "stop": []}
+    assert used[1]["temperature"] == 0.9 and used[2]["max_new_tokens"] == 64
+
+
+def test_a_malformed_sampling_field_or_deeply_nested_body_is_a_400_naming_it():
+    engine = Answers()
+    question = [{"role": "user", "content": "q"}]
+    bad = [
+        ({"messages": question, "stop": 5}, "stop:"),
+        ({"messages": question, "stop": ["a", 5]}, "stop:"),
+        ({"messages": question, "seed": 1.5}, "seed:"),
+        ({"messages": question, "max_tokens": 0}, "max_tokens:"),
+        ({"messages": question, "temperature": -1}, "temperature:"),
+        ({"messages": question, "temperature": 10**400}, "temperature:"),
+    ]
+    responses, session, _ = exchange_with(engine, *(body for body, _ in bad))
+    for response, (_, field) in zip(responses, bad):
+        assert response.status_code == 400 and response.json()["error"]["message"].startswith(field)
+    assert engine.requests == [] and all(exchange.status == 400 for exchange in session.exchanges)
+
+    async def post_raw(raw: bytes) -> httpx.Response:
+        async with Gateway(engine) as gateway:
+            url = gateway.url(gateway.open("problem-1"))
+            async with httpx.AsyncClient(timeout=30) as client:
+                return await client.post(f"{url}/chat/completions", content=raw)
+
+    for depth in (100, 100_000):  # past the gateway's limit, and past the parser's own stack
+        deep = b'{"messages": [{"role": "user", "content": "q"}], "x": ' + b"[" * depth + b"]" * depth + b"}"
+        response = asyncio.run(post_raw(deep))
+        assert response.status_code == 400 and response.json()["error"]["message"].startswith("body: ")
 
 
 def test_a_closed_or_unknown_session_is_refused():

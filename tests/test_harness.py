@@ -21,6 +21,7 @@ from agentdata.records import Problem, Trajectory
 from tests.calculating_engine import SUM, Calculating
 from tests.cli_helpers import run_cli
 from tests.fakes import InProcessSandbox
+from tests.reply_server import ReplyServer, chat_completion
 
 HARNESS = f"{sys.executable} {Path(__file__).with_name('toy_harness.py')}"
 
@@ -60,7 +61,7 @@ def test_a_harness_run_becomes_an_ordinary_graded_trajectory(tmp_path):
     assert (trajectory.prompt_tokens, trajectory.completion_tokens) == (20, 16)
     log = trajectory.metadata["gateway"]
     assert [entry["status"] for entry in log] == [200, 200]
-    assert log[0]["sampling"] == {"model": "any", "temperature": 0.0, "seed": trajectory.sampling["seed"]}
+    assert log[0]["sampling"] == {"model": "any", "seed": trajectory.sampling["seed"]}  # the request as sent
     assert all("exchange" not in entry for entry in log)  # both are the start of the conversation kept
     assert trajectory.metadata["harness"]["attempts"] == 1 and trajectory.metadata["harness"]["exit_code"] == 0
 
@@ -206,3 +207,70 @@ def test_regrade_grades_what_the_harness_run_was_graded_on(tmp_path, capsys):
     assert run_cli(["regrade", str(tmp_path / "run"), "--out", str(tmp_path / "again"), "--json"]) == 0
     (regraded,) = read_trajectories(tmp_path / "again")
     assert regraded.correct and regraded.final_answer == "5"  # no flip
+
+
+def test_a_harness_that_never_asks_its_model_is_an_error_not_a_correct_answer(tmp_path):
+    trajectory, fine = run(tmp_path, ["NO_MODEL: what is 6*7?", "What is 1+2?"])  # prints \boxed{42} on its own
+    assert fine.correct
+    assert trajectory.finish_reason == "error" and not trajectory.correct and trajectory.final_answer is None
+    assert trajectory.num_turns == 0 and "without its model answering once" in trajectory.error
+    assert trajectory.metadata["harness"]["attempts"] == 1  # it ran fine: not tried again in this run
+
+
+def test_a_question_too_long_for_the_environment_still_reaches_the_harness(tmp_path):
+    long_question = "What is 6*7? " + "Think it over. " * 10_000  # about 150 KiB: over Linux's 128 KiB a string
+    (trajectory,) = run(tmp_path, [long_question])  # on stdin and in AGENTDATA_QUESTION_FILE, not in the env
+    assert trajectory.correct and trajectory.final_answer == "42"
+    as_argument, _ = run(tmp_path / "argument", [long_question, "What is 1+2?"], command=HARNESS + " '{question}'")
+    assert as_argument.finish_reason == "error" and "AGENTDATA_QUESTION_FILE" in as_argument.error
+
+
+def test_the_runs_sampling_reaches_every_request_and_the_trajectory_records_what_was_used(tmp_path, capsys):
+    """The done-when of issue 46: an `openai:` stand-in server sees the run's temperature and token cap on every
+    request a harness leaves them unset in; a harness that sets its own is recorded as having done so."""
+    received = []
+
+    def answer(body: dict) -> str:
+        received.append(body)
+        return chat_completion("It is \\boxed{42}.")
+
+    problems = tmp_path / "problems.jsonl"
+    rows = [{"question": "What is 6*7?", "answer": "42"}, {"question": "SAMPLING: what is 6*7?", "answer": "42"}]
+    problems.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with ReplyServer(answer) as server:
+        args = ["collect", str(problems), "--teacher", f"openai:{server.url}", "--harness", HARNESS]
+        args += ["--temperature", "0.2", "--max-new-tokens", "64", "--out", str(tmp_path / "run"), "--json"]
+        assert run_cli(args) == 0
+    assert json.loads(capsys.readouterr().out)["correct"] == 2
+    own = [body for body in received if "SAMPLING" in body["messages"][-1]["content"]]
+    left_unset = [body for body in received if body not in own]
+    assert len(own) == len(left_unset) == 1
+    assert left_unset[0]["temperature"] == 0.2 and left_unset[0]["max_tokens"] <= 64
+    assert own[0]["temperature"] == 0.9 and own[0]["max_tokens"] == 32
+    by_question = {t.question: t for t in read_trajectories(tmp_path / "run")}
+    run_sampled, harness_sampled = by_question["What is 6*7?"].sampling, by_question["SAMPLING: what is 6*7?"].sampling
+    assert (run_sampled["temperature"], run_sampled["max_new_tokens"], run_sampled["set_by_harness"]) == (0.2, 64, [])
+    assert (harness_sampled["temperature"], harness_sampled["max_new_tokens"]) == (0.9, 32)
+    assert harness_sampled["set_by_harness"] == ["temperature", "max_new_tokens"]
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [["--protocol", "hermes"], ["--max-tool-calls", "2"], ["max_turns=3"], ["--tool", "tests/user_tools.py:add"]],
+)
+def test_a_setting_the_harness_cannot_honour_is_one_line_before_any_run_dir(tmp_path, capsys, setting):
+    out = tmp_path / "run"
+    assert run_cli(["collect", "--harness", HARNESS, *setting, "--out", str(out)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and "--harness" in error and not out.exists()
+
+
+def test_a_harness_command_that_cannot_be_split_is_refused_before_the_run_dir_so_the_fix_runs_there(tmp_path, capsys):
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text(json.dumps({"question": "What is 6*7?", "answer": "42"}) + "\n")
+    teacher = f"{Path(__file__).with_name('calculating_engine.py')}:Calculating"
+    args = ["collect", str(problems), "--teacher", teacher, "--out", str(tmp_path / "run"), "--json", "--harness"]
+    assert run_cli([*args, "python 'unclosed"]) == 2
+    assert "No closing quotation" in capsys.readouterr().err and not (tmp_path / "run").exists()
+    assert run_cli([*args, HARNESS]) == 0
+    assert json.loads(capsys.readouterr().out)["correct"] == 1

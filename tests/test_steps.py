@@ -193,6 +193,7 @@ def test_curate_settings_produce_its_named_steps_in_order(tmp_path):
     scalar, feature = curate_steps(CurateConfig(keep_incorrect=True, max_per_problem=0, extra_steps=["no_answer"]))
     assert "incorrect" not in [step.reason for step in scalar]
     assert [step.reason for step in feature] == [
+        "no_model_turn",
         "malformed_tool_call",
         "health",
         "duplicate",

@@ -5,7 +5,9 @@ Its behaviour for a test is chosen by the question: FAIL_ONCE (fail before any m
 then work: a marker file beside the question's own), CRASH (die by SIGKILL after the first answer), HANG
 (start a child that sleeps and hang; both their pids are written to $TOY_PIDS), QUIET (print nothing),
 LAST_LINE (print the bare answer last), REWRITE (keep its calls in its history as text),
-BLOCK (wait until the file $TOY_RELEASE exists), TOOL_RESULT (print the last tool result as its answer).
+BLOCK (wait until the file $TOY_RELEASE exists), TOOL_RESULT (print the last tool result as its answer),
+NO_MODEL (print an answer without asking the model), SAMPLING (send its own temperature 0.9 and 32 tokens;
+without it the requests leave every sampling field but the seed unset).
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ TOOL = {
 
 def chat(messages: list[dict]) -> dict:
     seed = int(os.environ["AGENTDATA_SEED"])  # the trajectory's seed, sent on as a harness's sampling seed
-    body = {"model": "any", "messages": messages, "tools": [TOOL], "temperature": 0.0, "seed": seed}
+    body = {"model": "any", "messages": messages, "tools": [TOOL], "seed": seed}
+    if "SAMPLING" in messages[-1]["content"] or "SAMPLING" in messages[1]["content"]:
+        body.update(temperature=0.9, max_tokens=32)
     body = json.dumps(body).encode()
     request = urllib.request.Request(
         os.environ["OPENAI_BASE_URL"] + "/chat/completions",
@@ -43,7 +47,15 @@ def chat(messages: list[dict]) -> dict:
 
 def main() -> None:
     question = sys.stdin.read()
-    assert question == os.environ["AGENTDATA_QUESTION"], "the question comes on stdin and in the environment"
+    with open(os.environ["AGENTDATA_QUESTION_FILE"], encoding="utf-8") as file:
+        assert question == file.read(), "the question comes on stdin and in the file AGENTDATA_QUESTION_FILE names"
+    if len(question.encode()) <= 64 * 1024:  # and in the environment when Linux takes it there
+        assert question == os.environ["AGENTDATA_QUESTION"], "a short question is in the environment too"
+    else:
+        assert "AGENTDATA_QUESTION" not in os.environ, "a long question is left out of the environment"
+    if "NO_MODEL" in question:  # answers on its own, never asking the model
+        print("\\boxed{42}")
+        return
     if "FAIL_ONCE" in question:
         marker = os.environ["TOY_MARKER"]
         if not os.path.exists(marker):

@@ -12,6 +12,13 @@ from typing import Any
 
 from agentdata.agent.shards import MAX_SHARDS, Shard
 from agentdata.engines.defaults import DEFAULT_ENGINE, DEFAULT_PROTOCOL
+from agentdata.engines.sampling import (
+    DEFAULT_MAX_NEW_TOKENS,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TOP_P,
+    ROLLOUT_TEMPERATURE,
+    Sampling,
+)
 from agentdata.errors import UserError
 from agentdata.formats import get_protocol
 from agentdata.formats.tool_output import DEFAULT_TOOL_OUTPUT_CHARS
@@ -48,11 +55,15 @@ class LoopConfig:
         metadata={"override_only": True, "help": "Model turns (generate calls) per trajectory.", "range": "[1, 1000]"},
     )
     max_new_tokens: int = field(
-        default=512, metadata={"help": "Model tokens per trajectory, all turns together.", "range": "[1, 10000000]"}
+        default=DEFAULT_MAX_NEW_TOKENS,
+        metadata={"help": "Model tokens per trajectory, all turns together.", "range": "[1, 10000000]"},
     )
-    temperature: float = field(default=0.7, metadata={"help": "Sampling temperature (0 = greedy).", "range": "[0, 10]"})
+    temperature: float = field(
+        default=DEFAULT_TEMPERATURE, metadata={"help": "Sampling temperature (0 = greedy).", "range": "[0, 10]"}
+    )
     top_p: float = field(
-        default=1.0, metadata={"help": "Nucleus sampling threshold.", "range": "(0, 1]", "override_only": True}
+        default=DEFAULT_TOP_P,
+        metadata={"help": "Nucleus sampling threshold.", "range": "(0, 1]", "override_only": True},
     )
     tool_output_chars: int = field(
         default=DEFAULT_TOOL_OUTPUT_CHARS,
@@ -113,7 +124,12 @@ class LoopConfig:
             return self
         return replace(self, protocol=protocol, system_prompt=system_prompt)
 
+    def rollout_sampling(self, seed: int | None = None) -> Sampling:
+        """How this loop's rollouts sample, as one value (the stop strings are the protocol's, added per request)."""
+        return Sampling(self.temperature, self.top_p, self.max_new_tokens, seed)
+
     def sampling(self) -> dict[str, Any]:
+        """What a trajectory records of how it was sampled and bounded."""
         return {
             "temperature": self.temperature,
             "top_p": self.top_p,
@@ -193,13 +209,40 @@ class ShardingConfig:
             raise SettingError("shards", self.shards, "splits a run for --executor ray; run one part with --shard I/N")
 
 
-# RL rollouts sample the full distribution (the findings' setting: exploration needs it). GRPO's rollouts
-# run this loop, and filter profiles the student with it so the pass rates are the ones GRPO will see.
-ROLLOUT_TEMPERATURE = 1.0
+# The agent-loop settings a --harness run cannot honour: the harness has its own protocol, prompt, tools and
+# turns. What reaches it is the sampling (the gateway fills its requests' unset fields) and the sandbox.
+HARNESS_UNHONOURED = (
+    "protocol",
+    "max_tool_calls",
+    "max_turns",
+    "tools",
+    "system_prompt",
+    "tool_output_chars",
+    "tool_timeout",
+)
+
+
+def check_harness_settings(command: str, loop: LoopConfig) -> None:
+    """A --harness command that can be run, with no loop setting it would silently ignore: refused when the
+    settings are built, before any run dir is made (so the corrected command works on the same --out)."""
+    from agentdata.agent.harness_command import harness_argv
+
+    harness_argv(command)
+    defaults = LoopConfig()
+    for name in HARNESS_UNHONOURED:
+        value = getattr(loop, name)
+        if value != getattr(defaults, name):
+            raise SettingError(
+                name,
+                value,
+                "a --harness run cannot honour it: the harness has its own protocol, prompt, tools and turns "
+                "(only temperature, top_p, max_new_tokens, the seed and the sandbox reach it); leave it unset",
+            )
 
 
 def rollout_loop() -> LoopConfig:
-    """The loop of RL rollouts: the shared defaults at temperature 1.0."""
+    """The loop of RL rollouts: the shared defaults at ROLLOUT_TEMPERATURE (engines/sampling.py). GRPO's rollouts
+    run this loop, and filter profiles the student with it so the pass rates are the ones GRPO will see."""
     return LoopConfig(temperature=ROLLOUT_TEMPERATURE)
 
 
@@ -246,7 +289,8 @@ class CollectConfig:
         metadata={
             "help": "An agent harness as the teacher: COMMAND (with its arguments) run once per trajectory against "
             "a recording gateway in front of the teacher engine (OPENAI_BASE_URL, OPENAI_API_KEY; the question on "
-            "stdin, in AGENTDATA_QUESTION and for {question}); docs/harnesses.md. Unset: the built-in agent loop."
+            "stdin, in the file AGENTDATA_QUESTION_FILE, in AGENTDATA_QUESTION and for {question}), which fills what "
+            "its requests leave unset with the run's sampling; docs/harnesses.md. Unset: the built-in agent loop."
         },
     )
     harness_timeout: float = field(
@@ -273,11 +317,15 @@ class CollectConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.harness is not None:
+            check_harness_settings(self.harness, self.loop)
 
     def for_run(self) -> CollectConfig:
         """These settings as a run uses them: an unset protocol and system prompt are the ones the model was
         trained with (its dir's agentdata.json, engines/trained.py). Reads the model's dir, so it is called
-        where a run starts, not when the settings are built."""
+        where a run starts, not when the settings are built. A harness speaks its own protocol: none is set."""
+        if self.harness is not None:
+            return self
         loop = self.loop.for_model(self.model)
         return self if loop is self.loop else replace(self, loop=loop)
 

@@ -1,12 +1,15 @@
 """`collect --harness 'COMMAND ...'`: an agent harness as the teacher, one run of COMMAND per problem.
 
 Each run gets a fresh session of the recording gateway (agentdata/gateway/) in front of the teacher engine:
-its base URL as OPENAI_BASE_URL (and OPENAI_API_KEY set), the question on stdin, in AGENTDATA_QUESTION and
-in place of `{question}` in COMMAND's arguments. The command runs in a process group of its own, so a run
-past harness_timeout is killed whole. What the gateway recorded becomes the trajectory
-(agent/harness_record.py), graded with the same `grade()` as the agent loop's; a run that exited non-zero
-or was killed is an error, never trusted, and one that failed before its model answered once (the harness
-could not start, a missing library) is tried again up to harness_retries times.
+its base URL as OPENAI_BASE_URL (and OPENAI_API_KEY set), the question on stdin, in the file
+AGENTDATA_QUESTION_FILE names, in AGENTDATA_QUESTION (up to 64 KiB) and in place of `{question}` in COMMAND's
+arguments. The gateway fills what the harness's requests leave unset from the run's sampling (temperature,
+top_p, the seed; max_new_tokens caps each request) and the trajectory's `sampling` records what was used.
+The command runs in a process group of its own, so a run past harness_timeout is killed whole. What the
+gateway recorded becomes the trajectory (agent/harness_record.py), graded with the same `grade()` as the
+agent loop's; a run that exited non-zero or was killed is an error, never trusted, and so is one whose
+model never answered (its output is not the model's work); one that failed before its model answered once
+(the harness could not start, a missing library) is tried again up to harness_retries times.
 """
 
 from __future__ import annotations
@@ -14,16 +17,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shlex
 import signal
+import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from agentdata.agent.config import CollectConfig
+from agentdata.agent.harness_command import harness_argv
 from agentdata.agent.harness_record import answer_text, conversation, exchange_log, token_counts, tool_schemas
-from agentdata.errors import UserError
+from agentdata.engines.sampling import Sampling
 from agentdata.gateway import Gateway, Session
 from agentdata.records import Problem, Trajectory
 from agentdata.verify.grade import GRADED_TEXT_KEY, grade, quick_grade
@@ -31,19 +35,17 @@ from agentdata.verify.grade import GRADED_TEXT_KEY, grade, quick_grade
 OUTPUT_KEPT_CHARS = 4000  # the tail of a run's stdout and stderr kept on its trajectory
 API_KEY = "agentdata"  # any key: the gateway checks none, but clients refuse to start without one
 QUESTION_FIELD = "{question}"
+TOO_LONG_EXIT = 126  # as a shell answers a command it cannot run
+TOO_LONG = (
+    "the question ({size:,} bytes) is too long for a command's argument (Linux takes 128 KiB): read it from stdin "
+    "or the file $AGENTDATA_QUESTION_FILE names instead of {{question}}"
+)
+NEVER_ASKED = (
+    "the harness exited 0 without its model answering once through the gateway (does it send its requests to "
+    "$OPENAI_BASE_URL?): what it printed is not the model's work, so it is not graded"
+)
 
 Solver = Callable[[Problem, int, int], Awaitable[Trajectory]]
-
-
-def harness_argv(command: str) -> list[str]:
-    """COMMAND split as a shell would split it (no shell runs it: `{question}` is one argument, never code)."""
-    try:
-        argv = shlex.split(command)
-    except ValueError as error:
-        raise UserError(f"--harness {command!r}: {error}") from None
-    if not argv:
-        raise UserError("--harness: give the command to run, e.g. --harness 'python my_agent.py'")
-    return argv
 
 
 @dataclass
@@ -95,20 +97,53 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def harness_env(base_url: str, problem: Problem, seed: int, sandbox_url: str | None) -> dict[str, str]:
+# Linux refuses one environment string or argument over 128 KiB (MAX_ARG_STRLEN) and starts nothing: a longer
+# question is left out of AGENTDATA_QUESTION (stdin and AGENTDATA_QUESTION_FILE still hold it) and cannot
+# stand in for {question}. Half of it, so the rest of the environment has room too.
+MAX_QUESTION_ENV_BYTES = 64 * 1024
+
+
+def harness_env(
+    base_url: str, problem: Problem, seed: int, sandbox_url: str | None, question_file: str | None = None
+) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         AGENTDATA_SEED=str(seed),  # the trajectory's own seed, for a harness that samples with one
         OPENAI_BASE_URL=base_url,
         OPENAI_API_BASE=base_url,  # older clients' name for it
         OPENAI_API_KEY=API_KEY,
-        AGENTDATA_QUESTION=problem.question,
         AGENTDATA_PROBLEM_ID=problem.id,
         AGENTDATA_MODEL="agentdata",
     )
+    env.pop("AGENTDATA_QUESTION", None)  # never one of agentdata's own environment, passed on
+    if len(problem.question.encode()) <= MAX_QUESTION_ENV_BYTES:
+        env["AGENTDATA_QUESTION"] = problem.question
+    if question_file:  # every question, whatever its length
+        env["AGENTDATA_QUESTION_FILE"] = question_file
     if sandbox_url:  # a harness can run its code in the same sandbox service the run uses
         env["AGENTDATA_SANDBOX_URL"] = sandbox_url
     return env
+
+
+def question_argv(argv: list[str], question: str) -> list[str] | None:
+    """The command with `{question}` filled in; None when an argument would be longer than Linux takes."""
+    filled = [arg.replace(QUESTION_FIELD, question) for arg in argv]
+    if any(len(arg.encode()) > MAX_QUESTION_ENV_BYTES for arg, given in zip(filled, argv) if arg != given):
+        return None
+    return filled
+
+
+@contextlib.contextmanager
+def question_file(question: str) -> Iterator[str]:
+    """The question in a file of its own for the length of one run (AGENTDATA_QUESTION_FILE)."""
+    handle, path = tempfile.mkstemp(prefix="agentdata-question-", suffix=".txt")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(question)
+        yield path
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 class HarnessSolver:
@@ -131,11 +166,15 @@ class HarnessSolver:
         return await self._trajectory(problem, index, seed, session, run, len(attempts))
 
     async def _attempt(self, problem: Problem, seed: int) -> tuple[Session, HarnessRun]:
-        session = self.gateway.open(problem.id)
-        argv = [arg.replace(QUESTION_FIELD, problem.question) for arg in self.argv]
-        env = harness_env(self.gateway.url(session), problem, seed, self.sandbox_url)
+        session = self.gateway.open(problem.id, self.config.loop.rollout_sampling(seed))
+        argv = question_argv(self.argv, problem.question)
+        if argv is None:
+            self.gateway.close(session)
+            return session, HarnessRun(TOO_LONG_EXIT, "", TOO_LONG.format(size=len(problem.question.encode())), 0.0)
         try:
-            run = await run_harness(argv, problem.question, env, self.config.harness_timeout)
+            with question_file(problem.question) as path:
+                env = harness_env(self.gateway.url(session), problem, seed, self.sandbox_url, path)
+                run = await run_harness(argv, problem.question, env, self.config.harness_timeout)
         finally:
             self.gateway.close(session)  # a request still in flight from a killed run records nothing more
         return session, run
@@ -146,6 +185,8 @@ class HarnessSolver:
         messages = conversation(session) or [{"role": "user", "content": problem.question}]
         prompt_tokens, completion_tokens = token_counts(session)
         error = None if run.ok else _failure(run, session)
+        if error is None and not session.answered():  # its output is its own, not the model's: nothing to learn
+            error = NEVER_ASKED
         verdict, text = None, None
         if error is None:
             text = answer_text(run.stdout, messages, problem.domain)
@@ -165,7 +206,7 @@ class HarnessSolver:
             completion_tokens=completion_tokens,
             teacher=self.gateway.engine.spec,
             format="native",  # canonical messages, calls as the model made them: the chat template renders them
-            sampling={"seed": seed, "sample_index": index},
+            sampling={**used_sampling(session, self.config.loop.rollout_sampling(seed)), "sample_index": index},
             timings={"total_s": round(run.seconds, 4)},
             error=error,
             metadata={
@@ -180,6 +221,22 @@ class HarnessSolver:
                 **({GRADED_TEXT_KEY: text} if text is not None else {}),  # regrade grades what was graded
             },
         )
+
+
+def used_sampling(session: Session, run: Sampling) -> dict[str, Any]:
+    """How the trajectory was sampled: each field as its requests were answered (one value, or each request's
+    when they differ), the run's where no request was answered; `set_by_harness` names the fields a request
+    set away from the run's, so a reader knows the run's settings were not what made those turns."""
+    record, used = run.as_dict(), [exchange.used for exchange in session.answered() if exchange.used]
+    set_by_harness = []
+    for name, run_value in run.as_dict().items():
+        values = [request[name] for request in used]
+        distinct = [value for index, value in enumerate(values) if value not in values[:index]]
+        if distinct:
+            record[name] = distinct[0] if len(distinct) == 1 else values
+        if any(value != run_value for value in distinct):
+            set_by_harness.append(name)
+    return {**record, "set_by_harness": set_by_harness}
 
 
 def _failure(run: HarnessRun, session: Session) -> str:

@@ -210,6 +210,7 @@ async def _generate(
 ) -> Generation:
     plain = protocol.to_plain_messages(state.messages)
     continue_final = plain[-1]["role"] == "assistant"
+    sampling = config.rollout_sampling(None if seed is None else seed + state.turns)  # each turn its own seed
     request = GenerationRequest(
         messages=_request_messages(plain),
         continue_final=continue_final,
@@ -218,12 +219,8 @@ async def _generate(
         if continue_final
         else None,
         tools=[tool.schema for tool in config_tools(config)] if protocol.native_tools else None,
-        max_new_tokens=budget,
-        temperature=config.temperature,
-        top_p=config.top_p,
-        stop=_stop_strings(protocol, engine),
-        seed=None if seed is None else seed + state.turns,
         session=session,
+        **sampling.with_(max_new_tokens=budget, stop=_stop_strings(protocol, engine)).request_fields(),
     )
     started = time.perf_counter()
     generation = await engine.generate(request)

@@ -86,7 +86,9 @@ def settings_differences(old: dict[str, Any], new: dict[str, Any]) -> dict[str, 
 
 
 def _served(settings: dict[str, Any]) -> bool:
-    return str(settings.get("teacher")).startswith("openai:") and bool(settings.get("model"))
+    from agentdata.engines.spec import ModelSpec
+
+    return ModelSpec.parse(str(settings.get("teacher"))).served and bool(settings.get("model"))
 
 
 def _same_value(a: Any, b: Any) -> bool:

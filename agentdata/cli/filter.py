@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from agentdata.agent.config import ROLLOUT_TEMPERATURE, CollectConfig
+from agentdata.agent.config import CollectConfig
 from agentdata.cli.common import (
     AnswerField,
     ModelName,
@@ -23,7 +23,7 @@ from agentdata.cli.common import (
 from agentdata.cli.console import print_line
 from agentdata.cli.options import settings_command
 from agentdata.cli.render import show
-from agentdata.filter.config import PoolConfig
+from agentdata.filter.config import PoolConfig, ProfileConfig
 from agentdata.settings import Section, Sections
 from agentdata.training.config import TrackingConfig
 
@@ -45,13 +45,13 @@ FILTER_OVERRIDES = (
 )
 
 
-# Profiled as GRPO samples (temperature 1.0, agentdata.agent.config.rollout_loop): the pass rates training will see.
+# Profiled as GRPO samples (ProfileConfig: temperature 1.0, k=4, as run_filter from Python): the pass rates
+# training will see.
 # Two sections: `--seed` sets both seeds (the rollouts' and the clustering's), `profile.seed=N` / `pool.seed=N` one.
 @settings_command(
     flags=PROFILE_FLAGS,
     overrides=FILTER_OVERRIDES,
-    defaults={"samples": 4, "temperature": ROLLOUT_TEMPERATURE},
-    sections=Sections(Section("profile", {"profiling": CollectConfig}), tracked("pool", {"pool": PoolConfig})),
+    sections=Sections(Section("profile", {"profiling": ProfileConfig}), tracked("pool", {"pool": PoolConfig})),
 )
 def command(
     problems_file: ProblemsFile = None,

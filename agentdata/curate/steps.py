@@ -26,9 +26,10 @@ from agentdata.steps import (
 from agentdata.steps.diversity import MaxPerProblemFilter, SourceShareFilter
 from agentdata.steps.health import HealthFilter
 
-# no_answer, malformed_tool_call, prm_low and judge_low come from the shared registry as they are.
+# no_answer, no_model_turn, malformed_tool_call, prm_low and judge_low come from the shared registry as they are.
 SCALAR_STEPS = ("no_answer", "incorrect", "tool_error_ratio", "tool_call_band", "too_long")
 FEATURE_STEPS = (
+    "no_model_turn",
     "malformed_tool_call",
     "health",
     "contaminated",

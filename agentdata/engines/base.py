@@ -10,6 +10,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from agentdata.engines.sampling import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, Sampling
+
 # "context": the prompt does not fit the model's context, so nothing was generated.
 FINISH_REASONS = ("stop", "length", "context", "error")
 
@@ -24,14 +26,19 @@ class GenerationRequest:
     # for servers that refuse to continue a message; None: send `messages` as a new turn.
     turn_messages: list[dict] | None = None
     tools: list[dict] | None = None  # JSON schemas for the server's / chat template's native tool calling
-    max_new_tokens: int = 512
-    temperature: float = 0.7
-    top_p: float = 1.0
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    temperature: float = DEFAULT_TEMPERATURE
+    top_p: float = DEFAULT_TOP_P
     stop: tuple[str, ...] = ()
     seed: int | None = None
     # The conversation (trajectory) this request is a turn of: a fleet keeps its turns on one replica,
     # whose prefix cache then holds the conversation so far (engines/fleet.py). None: no conversation.
     session: str | None = None
+
+    @property
+    def sampling(self) -> Sampling:
+        """How this request samples, as one value (what a recorder keeps)."""
+        return Sampling(self.temperature, self.top_p, self.max_new_tokens, self.seed, tuple(self.stop))
 
 
 @dataclass

@@ -138,9 +138,9 @@ def with_examples(spec: str) -> str:
 
 def _shows_examples(spec: str) -> bool:
     """Whether `spec`'s engine already shows the worked examples (smollm2-tir, or tir:...)."""
-    from agentdata.engines.spec import parse_spec
+    from agentdata.engines.spec import ModelSpec
 
-    return parse_spec(spec)[0] in (TIR_KIND, SMOLLM2_TIR_SPEC)
+    return ModelSpec.parse(spec).shows_examples
 
 
 def rollouts_show_examples(spec: str) -> bool:

@@ -19,6 +19,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from agentdata.engines.spec import ModelSpec
+
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".model", ".tiktoken")
 MODEL_FILE_NAMES = frozenset(
     {
@@ -38,17 +40,12 @@ MODEL_FILE_NAMES = frozenset(
 )
 # Saved beside a model by trainers; they change with every run and say nothing of what it generates.
 TRAINING_FILES = frozenset({"training_args.bin", "optimizer.pt", "scheduler.pt", "rng_state.pth", "scaler.pt"})
-LOCAL_KINDS = ("hf", "vllm", "auto")
 CHUNK = 1 << 20
 
 
-def local_model_dir(spec: str | None) -> Path | None:
-    """The local model dir an `hf:` / `vllm:` spec (or a bare path) names; None for servers, hub ids and the rest."""
-    if not spec:
-        return None
-    kind, _, target = spec.partition(":")
-    path = Path(target if kind in LOCAL_KINDS and target else spec).expanduser()
-    return path if (path / "config.json").is_file() else None
+def local_model_dir(spec: str | ModelSpec | None) -> Path | None:
+    """The local model dir a spec names (`ModelSpec.local_dir`); None for no spec, servers, hub ids and the rest."""
+    return ModelSpec.parse(spec).local_dir if spec else None
 
 
 def model_files(directory: Path) -> list[Path]:
@@ -61,7 +58,7 @@ def model_files(directory: Path) -> list[Path]:
     )
 
 
-def model_fingerprint(spec: str, memo: Path | None = None) -> str | None:
+def model_fingerprint(spec: str | ModelSpec, memo: Path | None = None) -> str | None:
     """A digest of the model files of the local dir `spec` names; None when it names no local dir."""
     directory = local_model_dir(spec)
     if directory is None:

@@ -4,12 +4,18 @@ A spec is `KIND:TARGET` with KIND a registered engine (`hf:/models/qwen`, `opena
 bare `smollm2`, or a plug-in `module:Factory[:TARGET]` / `path/to/file.py:Factory[:TARGET]`.
 An engine factory is called as `factory(target, spec=spec, **options)` and returns an
 `Engine`; an engine class with that constructor is its own factory.
+
+`ModelSpec.parse(text)` is the one reading of a spec: its kind and target, and what the rest of agentdata asks
+of a model spec (the local dir its weights are in, whether it is served or shown worked examples). The text
+stays what the user gave: manifests record it and caches key on it.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agentdata.engines.base import Engine
@@ -40,7 +46,8 @@ SPEC_HELP = (
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
-    """(kind, target): the kind is a registry name or a plug-in path (`module:attr`)."""
+    """(kind, target): the kind is a registry name or a plug-in path (`module:attr`). The one reading of a spec
+    string's parts: `ModelSpec.parse` for engines, `judge.prm.load_prm` for process reward models."""
     if is_plugin_path(spec):
         location, _, rest = spec.partition(":")
         attr, _, target = rest.partition(":")
@@ -49,10 +56,95 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return kind, target
 
 
-def check_engine_spec(spec: str) -> tuple[str, str]:
+# Kinds whose target is a local model dir, and the embedded model's kinds (its weights are one packaged dir).
+LOCAL_KINDS = ("hf", "vllm", "auto")
+EMBEDDED_KINDS = TARGETLESS_KINDS
+TIR_KIND = "tir"
+SERVED_KIND = "openai"
+BLANK_SPEC = "smollm2"  # what an empty spec names
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """An engine spec, read once: `text` as given (what manifests record and caches key on: `str(spec)` is
+    it), its `kind` (a registered engine or a plug-in path) and `target` (a dir, URLs, or the inner spec of
+    `tir:`). Every question about a spec (which dir holds its weights, is it served, is it shown worked
+    examples) is a property here, so no other module splits a spec string."""
+
+    text: str
+    kind: str
+    target: str
+
+    @classmethod
+    def parse(cls, spec: str | ModelSpec | None) -> ModelSpec:
+        """The spec `spec` names; a ModelSpec as it is, None or blank the plain embedded model (as `load_engine`
+        has always read them)."""
+        if isinstance(spec, ModelSpec):
+            return spec
+        text = (spec or "").strip() or BLANK_SPEC
+        return cls(text, *parse_spec(text))
+
+    def __str__(self) -> str:
+        return self.text
+
+    @property
+    def plugin(self) -> bool:
+        return is_plugin_path(self.kind)
+
+    @property
+    def served(self) -> bool:
+        """An OpenAI-compatible server's model: no weights here."""
+        return self.kind == SERVED_KIND
+
+    @property
+    def shows_examples(self) -> bool:
+        """The engine is shown smollm2-tir's worked examples (`smollm2-tir`, `tir:SPEC`)."""
+        from agentdata.engines.smollm2 import SMOLLM2_TIR_SPEC
+
+        return self.kind in (TIR_KIND, SMOLLM2_TIR_SPEC)
+
+    @property
+    def path(self) -> Path:
+        """The path a local kind's target names, or the whole text read as a path (a bare model dir)."""
+        return Path(self.target if self.kind in LOCAL_KINDS and self.target else self.text).expanduser()
+
+    @property
+    def local_dir(self) -> Path | None:
+        """The local model dir an `hf:` / `vllm:` / `auto:` spec (or a bare path) names, when it holds a model
+        (config.json); None for servers, hub ids, the embedded model and the rest. What a model's fingerprint and
+        its trained prompt (agentdata.json) are read from."""
+        return self.path if (self.path / "config.json").is_file() else None
+
+    @property
+    def named_dir(self) -> str | None:
+        """The model dir this spec names, as written, whether it exists or not: a local kind's target, the inner
+        spec's of `tir:`, or a bare path; None for the embedded model, a server, a plug-in."""
+        if self.kind == TIR_KIND:
+            return ModelSpec.parse(self.target).named_dir if self.target else None
+        if self.kind in LOCAL_KINDS:
+            return self.target or None
+        bare_path = not self.plugin and not self.target and self.text.startswith(("/", ".", "~"))
+        return self.text if bare_path else None
+
+    def weights_dir(self, flag: str = "--model") -> Path:
+        """The local transformers dir of this spec's weights (what training loads); a spec with none is a
+        UserError naming `flag`, the option it came from. The embedded model's is its packaged dir."""
+        if self.kind in EMBEDDED_KINDS:  # smollm2-tir is the same weights, shown an example
+            from agentdata.engines import smollm2_model_dir  # looked up where tests and callers may replace it
+
+            return smollm2_model_dir()
+        if self.served:
+            raise UserError(f"{flag} {self}: a served model has no weights here to load; give its weights as hf:DIR")
+        if not (self.path / "config.json").is_file():
+            raise UserError(f"{flag} {self}: {self.path} is not a transformers model dir (no config.json)")
+        return self.path
+
+
+def check_engine_spec(spec: str | ModelSpec) -> tuple[str, str]:
     """(kind, target) of a spec, checked, a plug-in imported, nothing built (a built-in's module stays
     unimported): what can be known of a teacher before a model loads."""
-    kind, target = parse_spec(spec)
+    model = ModelSpec.parse(spec)
+    spec, kind, target = model.text, model.kind, model.target
     if kind not in ENGINES and not is_plugin_path(kind):
         raise UserError(f"unknown engine {spec!r}: {SPEC_HELP}")
     if kind in TARGETLESS_KINDS and target:
@@ -68,7 +160,7 @@ def check_engine(spec: str, options: dict[str, Any], flag: str = "--engine-optio
     """A spec and the types of its options (given by `flag`) checked, the engine's module imported, its target
     checked where a built-in engine can do that cheaply (`check_target`: a model dir that is not one, a URL that
     is not http), nothing built: what a command checks before it writes anything (collect before its run dir)."""
-    spec = (spec or "smollm2").strip()
+    spec = ModelSpec.parse(spec).text
     kind, target = check_engine_spec(spec)
     factory = ENGINES.get(kind)
     check_option_types(factory, options, spec, flag)
@@ -80,7 +172,7 @@ def check_engine(spec: str, options: dict[str, Any], flag: str = "--engine-optio
 
 def load_engine(spec: str, **options: Any) -> Engine:
     """Build the engine a spec names; `options` go to that engine (e.g. model=, device=, concurrency=)."""
-    spec = (spec or "smollm2").strip()
+    spec = ModelSpec.parse(spec).text
     kind, target = check_engine_spec(spec)
     factory = ENGINES.get(kind)
     check_option_types(factory, options, spec)

@@ -27,6 +27,7 @@ from agentdata.agent.config import CollectConfig
 from agentdata.agent.resume import unique_problems
 from agentdata.agent.rundir import RunDir, settings_digest
 from agentdata.agent.runner import CollectSummary, collect
+from agentdata.engines.spec import ModelSpec
 from agentdata.errors import UserError
 from agentdata.evaluation.compare import compare_to_baseline
 from agentdata.evaluation.config import EvalConfig
@@ -42,17 +43,19 @@ LABELLED_SPEC = re.compile(r"^(?P<label>[A-Za-z0-9_.-]+)=(?P<spec>.+)$")
 
 
 @dataclass(frozen=True)
-class ModelSpec:
+class LabelledModel:
     label: str
     spec: str
 
 
-def parse_model_specs(specs: list[str]) -> list[ModelSpec]:
+def parse_model_specs(specs: list[str]) -> list[LabelledModel]:
     """`LABEL=SPEC` names a model for tables and plots; a bare SPEC gets a short label of its own."""
     models = []
     for text in specs:
         match = LABELLED_SPEC.match(text)
-        models.append(ModelSpec(match["label"], match["spec"]) if match else ModelSpec(default_label(text), text))
+        models.append(
+            LabelledModel(match["label"], match["spec"]) if match else LabelledModel(default_label(text), text)
+        )
     labels = [m.label for m in models]
     duplicates = sorted({label for label in labels if labels.count(label) > 1})
     if duplicates:
@@ -60,14 +63,15 @@ def parse_model_specs(specs: list[str]) -> list[ModelSpec]:
     return models
 
 
-def default_label(spec: str) -> str:
-    kind, _, rest = spec.partition(":")
+def default_label(text: str) -> str:
+    spec = ModelSpec.parse(text)
+    rest = spec.target or (spec.kind.rpartition(":")[2] if spec.plugin else "")  # a plug-in: its target or name
     if not rest:
-        return spec
-    if kind == "openai":
+        return spec.text
+    if spec.served:
         # the host and port, never a `user:PASSWORD@` before them: the label names folders, plots and reports
         return "openai-" + (urlparse(rest.split(",")[0]).netloc.rpartition("@")[2] or rest)
-    return Path(rest.rstrip("/")).name or spec
+    return Path(rest.rstrip("/")).name or spec.text
 
 
 def benchmark_names(paths: list[Path]) -> list[str]:
@@ -95,7 +99,7 @@ RUNS_DIR = "runs"  # out_dir/runs/<model>/<benchmark>/<budget>: one collect run 
 OUT_NAMES = (RUNS_DIR, REPORT_FILE, ACCURACY_PLOT, SWEEP_PLOT)
 
 
-def benchmark_run_dir(out_dir: Path, model: ModelSpec, bench_name: str, config: CollectConfig) -> Path:
+def benchmark_run_dir(out_dir: Path, model: LabelledModel, bench_name: str, config: CollectConfig) -> Path:
     """Where one (model, benchmark, budget) run lives: other settings never reuse its responses."""
     budget_dir = f"tools-{config.loop.max_tool_calls}-{settings_digest(config.settings())}"
     return out_dir / RUNS_DIR / _slug(model.label) / _slug(bench_name) / budget_dir
@@ -175,7 +179,7 @@ def write_plots(report: EvalReport, out_dir: Path) -> list[Path]:
     return plots
 
 
-def _settings(config: EvalConfig, models: list[ModelSpec], paths: list[Path]) -> dict[str, Any]:
+def _settings(config: EvalConfig, models: list[LabelledModel], paths: list[Path]) -> dict[str, Any]:
     settings = {
         name: value for name, value in flatten(config).items() if name not in ("max_tool_calls", "engine_options")
     }

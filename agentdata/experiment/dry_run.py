@@ -140,10 +140,7 @@ def inputs(recipe: Recipe) -> list[dict[str, Any]]:
 
 
 def spec_path(spec: str) -> str | None:
-    """The model dir an engine spec names (`hf:/models/X`, `vllm:./ckpt`), or None (an embedded name, a URL)."""
-    if "://" in spec:
-        return None
-    rest = spec
-    while ":" in rest and not rest.startswith(("/", ".", "~")):  # the engine, and wrappers such as tir:hf:DIR
-        rest = rest.partition(":")[2]
-    return rest if rest.startswith(("/", ".", "~")) else None
+    """The model dir an engine spec names (`hf:/models/X`, `tir:vllm:./ckpt`), or None (an embedded name, a URL)."""
+    from agentdata.engines.spec import ModelSpec
+
+    return ModelSpec.parse(spec).named_dir

@@ -144,12 +144,13 @@ def profile_student(
     start: str, problems_file: Path, loop: LoopConfig, k: int, seed: int, band: tuple[float, float], folder: Path
 ) -> dict[str, Any]:
     """`filter` on the model GRPO starts from, with GRPO's loop: the band pool, and every problem's pass rate."""
+    from agentdata.engines.spec import ModelSpec
     from agentdata.filter.build import PoolConfig
     from agentdata.filter.run import run_filter
     from agentdata.train.closed_loop import profile_spec
 
     problems = load_problems(problems_file)
-    student = start if start.startswith("vllm:") else profile_spec(start)  # vLLM runs it as it is
+    student = start if ModelSpec.parse(start).kind == "vllm" else profile_spec(start)  # vLLM runs it as it is
     profiling = CollectConfig(
         model=student, samples=k, loop=loop, seed=seed, concurrency=all_in_flight(len(problems) * k)
     )

@@ -1,13 +1,16 @@
-"""filter's pool settings: the pass-rate band, dedup, decontamination and the diverse selection.
+"""filter's settings: the profile of the student (`ProfileConfig`) and the pool's (`PoolConfig`: the pass-rate
+band, dedup, decontamination and the diverse selection).
 
-The profiling side (which student, k rollouts, the agent loop) is a collect run: its settings
-are `agentdata.agent.config.CollectConfig`.
+The profiling side (which student, k rollouts, the agent loop) is a collect run with defaults of its own:
+k rollouts per problem in GRPO's rollout loop, so `run_filter` called from Python and `agentdata filter`
+profile alike.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agentdata.agent.config import CollectConfig, LoopConfig, rollout_loop
 from agentdata.publish.config import PublishConfig
 from agentdata.settings import Band, check_fields
 from agentdata.steps.config import DedupConfig
@@ -18,6 +21,16 @@ DEFAULT_BAND = Band(0.0, 1.0)
 POOL_FORMATS = ("agentdata", "verl")
 DEFAULT_K = 4  # student rollouts per problem when none are given
 EMBEDDINGS = ("auto", "sentence-transformers", "tfidf")
+_COLLECT_FIELDS = CollectConfig.__dataclass_fields__
+
+
+@dataclass
+class ProfileConfig(CollectConfig):
+    """The student's profile: a collect run of DEFAULT_K rollouts per problem in the loop GRPO's rollouts run
+    (`rollout_loop`, temperature 1.0), the pool's consumer, so the pass rates are the ones training sees."""
+
+    samples: int = field(default=DEFAULT_K, metadata=_COLLECT_FIELDS["samples"].metadata)
+    loop: LoopConfig = field(default_factory=rollout_loop, metadata=_COLLECT_FIELDS["loop"].metadata)
 
 
 @dataclass

@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from agentdata.agent.config import CollectConfig, rollout_loop
+from agentdata.agent.config import CollectConfig
 from agentdata.errors import UserError
 from agentdata.filter.build import (
     EmptyPoolError,
@@ -23,7 +23,7 @@ from agentdata.filter.build import (
     write_rejects,
 )
 from agentdata.filter.confidence import straddling
-from agentdata.filter.config import DEFAULT_K
+from agentdata.filter.config import ProfileConfig
 from agentdata.filter.loop_match import (
     POOL_METADATA_KEY,
     differences_text,
@@ -49,7 +49,7 @@ from agentdata.versions import stamped
 
 def default_profiling() -> CollectConfig:
     """k rollouts per problem with the loop GRPO's rollouts use (temperature 1.0), the pool's consumer."""
-    return CollectConfig(samples=DEFAULT_K, loop=rollout_loop())
+    return ProfileConfig()
 
 
 @dataclass

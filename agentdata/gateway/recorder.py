@@ -12,6 +12,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentdata.engines.sampling import Sampling
+
 # Request fields kept as the sampling settings of an exchange (the messages and tools are kept whole).
 SAMPLING_FIELDS = (
     "model",
@@ -43,12 +45,16 @@ class Exchange:
     status: int = 200
     response: dict[str, Any] | None = None
     error: str | None = None
+    # How the engine was asked to sample: the request's fields, the session's where it left them unset
+    # (gateway/wire.py); None for a request that was refused before it reached the engine.
+    used: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "messages": self.messages,
             "tools": self.tools,
             "sampling": self.sampling,
+            "used": self.used,
             "response": self.response,
             "status": self.status,
             "error": self.error,
@@ -69,6 +75,7 @@ def new_exchange(body: dict[str, Any]) -> Exchange:
 @dataclass
 class Session:
     id: str
+    sampling: Sampling = field(default_factory=Sampling)  # what fills the fields a request leaves unset
     exchanges: list[Exchange] = field(default_factory=list)
     in_flight: int = 0  # requests the engine has not answered yet
 
@@ -83,9 +90,11 @@ class Recorder:
     def __init__(self) -> None:
         self._sessions: dict[str, Session] = {}
 
-    def open(self, label: str = "") -> Session:
+    def open(self, label: str = "", sampling: Sampling | None = None) -> Session:
         safe = "".join(char if char.isalnum() or char in "-_." else "_" for char in label)[:80]
         session = Session(id=f"{safe}-{uuid.uuid4().hex[:12]}" if safe else uuid.uuid4().hex)
+        if sampling is not None:
+            session.sampling = sampling
         self._sessions[session.id] = session
         return session
 

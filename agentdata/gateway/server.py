@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import socket
 import time
 import uuid
@@ -24,9 +23,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from agentdata.engines.base import Engine
+from agentdata.engines.sampling import Sampling
 from agentdata.errors import UserError
 from agentdata.gateway.recorder import Exchange, Recorder, Session, new_exchange
-from agentdata.gateway.wire import BadRequest, ChatRequest, completion_body, read_request, stream_events
+from agentdata.gateway.wire import BadRequest, ChatRequest, completion_body, read_body, read_request, stream_events
 
 # The model name /v1/models lists (harnesses ask for it, some check it): requests may name any model.
 MODEL_ID = "agentdata"
@@ -43,15 +43,16 @@ def build_app(engine: Engine, recorder: Recorder) -> Starlette:
         if session is None:
             return _error(404, "no such gateway session (it ended, or was never opened)", "invalid_request_error")
         try:
-            body = json.loads(await request.body())
-        except ValueError as error:
-            return _error(400, f"body: not valid JSON ({error})", "invalid_request_error")
+            body = read_body(await request.body())
+        except BadRequest as error:
+            return _error(400, str(error), "invalid_request_error")
         exchange = new_exchange(body if isinstance(body, dict) else {})
         session.exchanges.append(exchange)
         try:
-            chat = read_request(body, session.id)
+            chat = read_request(body, session.id, session.sampling)
         except BadRequest as error:
             return _refused(exchange, 400, str(error), "invalid_request_error")
+        exchange.used = chat.generation.sampling.as_dict()
         return await _answer(engine, session, exchange, chat)
 
     async def models(request: Request) -> JSONResponse:
@@ -136,8 +137,9 @@ class Gateway:
         if self._task is not None:
             await self._task
 
-    def open(self, label: str = "") -> Session:
-        return self.recorder.open(label)
+    def open(self, label: str = "", sampling: Sampling | None = None) -> Session:
+        """A new session; `sampling` fills what its requests leave unset (default: `Sampling()`'s defaults)."""
+        return self.recorder.open(label, sampling)
 
     def url(self, session: Session) -> str:
         return f"http://{self.host}:{self.port}/s/{session.id}/v1"

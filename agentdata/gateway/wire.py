@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentdata.engines.base import Generation, GenerationRequest
+from agentdata.engines.sampling import Sampling
 from agentdata.formats.native import NativeProtocol
 
-# What a request that names no budget gets: enough for a tool call or an answer, not a runaway.
-DEFAULT_MAX_TOKENS = 1024
+# Deeper JSON than any chat request holds: refused before it is read (Python's parser would overflow its stack).
+MAX_JSON_DEPTH = 64
+LARGEST = 2**63  # a number the engines take (a seed is an int64 to vLLM and torch)
 MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 ROLES = ("system", "developer", "user", "assistant", "tool")
 
@@ -38,8 +40,36 @@ class ChatRequest:
     model: str
 
 
-def read_request(body: Any, session: str) -> ChatRequest:
-    """The body of POST /v1/chat/completions, checked field by field."""
+def read_body(raw: bytes) -> Any:
+    """A request's JSON body; BadRequest for one that is not JSON or nests deeper than MAX_JSON_DEPTH (which
+    the parser, or a later writer of the record, would overflow its stack on)."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else str(error)
+        raise BadRequest(f"body: not valid JSON ({reason})") from None
+    if _too_deep(body):
+        raise BadRequest(f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    return body
+
+
+def _too_deep(value: Any) -> bool:
+    waiting = [(value, 1)]
+    while waiting:
+        value, depth = waiting.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > MAX_JSON_DEPTH:
+                    return True
+                waiting.append((child, depth + 1))
+    return False
+
+
+def read_request(body: Any, session: str, run: Sampling | None = None) -> ChatRequest:
+    """The body of POST /v1/chat/completions, checked field by field; `run` (the run's sampling) fills the
+    sampling fields it leaves unset, and its max_new_tokens caps the request's budget."""
+    run = run or Sampling()
     if not isinstance(body, dict):
         raise BadRequest("body: a JSON object is expected")
     messages = body.get("messages")
@@ -50,17 +80,20 @@ def read_request(body: Any, session: str) -> ChatRequest:
         raise BadRequest("tools: a list is expected")
     if body.get("n") not in (None, 1):
         raise BadRequest(f"n: the gateway answers one choice per request, got {body.get('n')!r}")
-    stop = body.get("stop") or ()
     stream_options = body.get("stream_options") or {}
+    asked = _number(body, ("max_completion_tokens", "max_tokens"), run.max_new_tokens, int, minimum=1)
+    sampling = Sampling(
+        temperature=_number(body, ("temperature",), run.temperature, float, minimum=0),
+        top_p=_number(body, ("top_p",), run.top_p, float, minimum=0),
+        max_new_tokens=min(asked, run.max_new_tokens),
+        seed=_number(body, ("seed",), run.seed, int),
+        stop=_stop(body.get("stop"), run.stop),
+    )
     generation = GenerationRequest(
         messages=[_engine_message(message, index) for index, message in enumerate(messages)],
         tools=tools,
-        max_new_tokens=_number(body, ("max_completion_tokens", "max_tokens"), DEFAULT_MAX_TOKENS, int),
-        temperature=_number(body, ("temperature",), 1.0, float),
-        top_p=_number(body, ("top_p",), 1.0, float),
-        stop=(stop,) if isinstance(stop, str) else tuple(str(item) for item in stop),
-        seed=body.get("seed") if isinstance(body.get("seed"), int) else None,
         session=session,
+        **sampling.request_fields(),
     )
     return ChatRequest(
         generation=generation,
@@ -70,15 +103,33 @@ def read_request(body: Any, session: str) -> ChatRequest:
     )
 
 
-def _number(body: dict, names: tuple[str, ...], default: Any, kind: type) -> Any:
+def _number(body: dict, names: tuple[str, ...], default: Any, kind: type, minimum: float | None = None) -> Any:
     for name in names:
         value = body.get(name)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise BadRequest(f"{name}: a number is expected, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int | float) or (kind is int and isinstance(value, float)):
+            raise BadRequest(f"{name}: {'an integer' if kind is int else 'a number'} is expected, got {_shown(value)}")
+        if not -LARGEST < value < LARGEST or (minimum is not None and value < minimum):  # NaN fails the first
+            raise BadRequest(f"{name}: {_shown(value)} is out of range")
         return kind(value)
     return default
+
+
+def _stop(stop: Any, default: tuple[str, ...]) -> tuple[str, ...]:
+    """`stop`: a string or a list of strings; unset (or empty), the run's."""
+    if stop is None or stop == [] or stop == "":
+        return default
+    if isinstance(stop, str):
+        return (stop,)
+    if isinstance(stop, list) and all(isinstance(item, str) for item in stop):
+        return tuple(stop)
+    raise BadRequest(f"stop: a string or a list of strings is expected, got {_shown(stop)}")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _engine_message(message: Any, index: int) -> dict[str, Any]:

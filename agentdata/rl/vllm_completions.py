@@ -13,6 +13,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from agentdata.engines.sampling import DEFAULT_TOP_P, ROLLOUT_TEMPERATURE
+
 
 def post_json(url: str, body: dict, timeout: float = 600.0) -> Any:
     """POST `body` as JSON to one of the server's endpoints; its JSON answer, or None for an empty one."""
@@ -44,8 +46,8 @@ class CompletionsClient:
         self,
         prompts: list[list[int]],
         n: int = 1,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
+        temperature: float = ROLLOUT_TEMPERATURE,
+        top_p: float = DEFAULT_TOP_P,
         max_tokens: int = 16,
         logprobs: int | None = None,
         generation_kwargs: dict | None = None,

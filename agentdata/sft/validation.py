@@ -3,17 +3,16 @@
 the set teaches (`sft/prompt.py`).
 
 The loop has its defaults otherwise (the SFT stage has no rollouts to copy settings from), at
-temperature 1.0 as the findings evaluate. With `--stage all`, GRPO's step-0 evaluation is the
-same model under GRPO's own loop settings.
+temperature 1.0 as the findings evaluate (GRPO's rollout loop, `rollout_loop`). With `--stage all`, GRPO's
+step-0 evaluation is the same model under GRPO's own loop settings.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from agentdata.agent.config import LoopConfig
-
-EVAL_TEMPERATURE = 1.0
+from agentdata.agent.config import rollout_loop
 
 
 def validation_callback(config: Any, trainer: Any, taught: Any) -> Any:
@@ -23,7 +22,7 @@ def validation_callback(config: Any, trainer: Any, taught: Any) -> Any:
     from agentdata.evaluation.during_training import ValidationCallback, model_engine
     from agentdata.training.metrics import tracker_callbacks
 
-    loop = LoopConfig(protocol=taught.protocol, system_prompt=taught.system_prompt, temperature=EVAL_TEMPERATURE)
+    loop = replace(rollout_loop(), protocol=taught.protocol, system_prompt=taught.system_prompt)
     return ValidationCallback(
         config.validation,
         loop,

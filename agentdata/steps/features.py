@@ -36,6 +36,11 @@ def malformed_tool_calls() -> pl.Expr:
     return (bad.cast(pl.Int64) + from_parser.fill_null(0)).alias("malformed_tool_calls")
 
 
+def model_turns() -> pl.Expr:
+    """The trajectory's assistant messages: what of it the model wrote."""
+    return pl.col("messages").list.eval(_ASSISTANT).list.sum().cast(pl.Int64).alias("model_turns")
+
+
 def call_code() -> pl.Expr:
     """The arguments of every tool call, joined: what the trajectory computed."""
     return tool_calls().list.eval(pl.element().struct.field("function").struct.field("arguments")).list.join("\n")
@@ -49,7 +54,8 @@ def solution_text() -> pl.Expr:
 
 def trajectory_features(with_text: bool = False) -> list[pl.Expr]:
     """The columns a curate run needs besides the stored scalars."""
-    features = [malformed_tool_calls(), (pl.col("prompt_tokens") + pl.col("completion_tokens")).alias("total_tokens")]
+    total_tokens = (pl.col("prompt_tokens") + pl.col("completion_tokens")).alias("total_tokens")
+    features = [malformed_tool_calls(), model_turns(), total_tokens]
     text = solution_text()
     exact_key = pl.concat_str([normalised(pl.col("question")), text], separator="\n").hash(seed=0)
     features.append(exact_key.alias("text_hash"))

@@ -20,6 +20,7 @@ FILTER_STEPS: Registry[Any] = Registry("filter step")
 FILTER_STEPS.register("no_answer", "agentdata.steps.rules:NoAnswerFilter")
 FILTER_STEPS.register("incorrect", "agentdata.steps.rules:IncorrectFilter")
 FILTER_STEPS.register("malformed_tool_call", "agentdata.steps.rules:MalformedToolCallFilter")
+FILTER_STEPS.register("no_model_turn", "agentdata.steps.rules:NoModelTurnFilter")
 # Scored by a model (judge/steps.py), so named here as strings: nothing of the model is imported until used.
 FILTER_STEPS.register("prm_low", "agentdata.judge.steps:prm_step")
 FILTER_STEPS.register("judge_low", "agentdata.judge.steps:judge_step")

@@ -29,6 +29,17 @@ class IncorrectFilter(ExpressionStep):
         return pl.col("correct").fill_null(False)
 
 
+class NoModelTurnFilter(ExpressionStep):
+    """Drops trajectories holding no assistant message: nothing of the model to train on (a harness that
+    answered without asking its model, recorded before such a run was an error)."""
+
+    reason = "no_model_turn"
+    row_local = True
+
+    def expression(self) -> pl.Expr:
+        return pl.col("model_turns") > 0
+
+
 class MalformedToolCallFilter(ExpressionStep):
     """Drops trajectories with a tool call that could not be run as written."""
 

@@ -129,14 +129,12 @@ def profile_spec(model: str) -> str:
     weights GRPO loads, so the profile cache keys on their files.
     """
     from agentdata.engines.demonstrated import rollouts_show_examples
-    from agentdata.training.model import resolve_model_dir
+    from agentdata.engines.spec import ModelSpec
 
-    if rollouts_show_examples(model):
-        return model
-    kind, _, target = model.partition(":")
-    if kind == "hf" and target:
-        return model
-    return f"hf:{resolve_model_dir(model)}"
+    spec = ModelSpec.parse(model)
+    if rollouts_show_examples(spec.text) or (spec.kind == "hf" and spec.target):
+        return spec.text
+    return f"hf:{spec.weights_dir()}"
 
 
 def pool_warnings(rl_config: GRPOStageConfig) -> list[str]:

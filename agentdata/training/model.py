@@ -12,6 +12,7 @@ from typing import Any
 
 from agentdata.engines.hf_model import load_model as load_pretrained
 from agentdata.engines.hf_model import load_tokenizer
+from agentdata.engines.spec import ModelSpec
 from agentdata.errors import UserError
 
 __all__ = [
@@ -25,21 +26,10 @@ __all__ = [
 ]
 
 
-def resolve_model_dir(spec: str, flag: str = "--model") -> Path:
-    """A local transformers model dir for an engine spec or a path; a mistake names `flag`, the option it came from."""
-    from agentdata.engines.smollm2 import SMOLLM2_SPEC, SMOLLM2_TIR_SPEC
-
-    if spec in (SMOLLM2_SPEC, SMOLLM2_TIR_SPEC):  # smollm2-tir is the same weights, shown an example
-        from agentdata.engines import smollm2_model_dir
-
-        return smollm2_model_dir()
-    if spec.startswith("openai:"):
-        raise UserError(f"{flag} {spec}: a served model has no weights here to load; give its weights as hf:DIR")
-    kind, _, rest = spec.partition(":")
-    path = Path(rest if kind in ("hf", "vllm") and rest else spec).expanduser()
-    if not (path / "config.json").is_file():
-        raise UserError(f"{flag} {spec}: {path} is not a transformers model dir (no config.json)")
-    return path
+def resolve_model_dir(spec: str | ModelSpec, flag: str = "--model") -> Path:
+    """A local transformers model dir for an engine spec or a path (`ModelSpec.weights_dir`); a mistake names
+    `flag`, the option it came from."""
+    return ModelSpec.parse(spec).weights_dir(flag)
 
 
 def load_model(model_dir: Path, bf16: bool = False) -> Any:
