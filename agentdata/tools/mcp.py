@@ -47,8 +47,8 @@ class MCPConnection:
 
     def __init__(self, target: str):
         self.target = target
+        processes.supervise()  # first: the server the SDK starts inherits the mark in os.environ (see _client)
         self._client = _client(target)  # a missing SDK or an empty command is refused before anything starts
-        processes.supervise()  # the server the SDK starts inherits agentdata's mark: it goes when agentdata goes
         self._failure = ""
         self.client: Any = None
         self.listed: list[Any] = []
