@@ -12,14 +12,14 @@ The math-verify pool (`verify/workers.py`) and user tools (`tools/function.py`) 
 from __future__ import annotations
 
 import json
-import os
 import selectors
-import signal
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from agentdata import processes
 
 
 class WorkerGone(RuntimeError):
@@ -37,17 +37,11 @@ class WorkerDidNotStart(RuntimeError):
 class LineWorker:
     """One subprocess speaking one JSON line per request and one per answer."""
 
-    def __init__(self, command: list[str], own_session: bool = False):
-        """`own_session`: the worker and what it starts are a process group of their own, killed together
-        (Ctrl-C reaches us, and we end it)."""
-        self.own_session = own_session
-        self.process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            close_fds=True,
-            start_new_session=own_session,
+    def __init__(self, command: list[str]):
+        """The worker and what it starts are a session of their own (agentdata/processes.py), killed together;
+        a Ctrl-C reaches agentdata, which ends them."""
+        self.process = processes.popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True
         )
 
     def exchange(self, message: dict[str, Any], timeout: float) -> Any:
@@ -73,13 +67,7 @@ class LineWorker:
         return json.loads(line)
 
     def kill(self) -> None:
-        if self.process.poll() is None:
-            try:
-                if not self.own_session:
-                    raise OSError
-                os.killpg(self.process.pid, signal.SIGKILL)  # the worker and anything it started
-            except OSError:
-                self.process.kill()
+        processes.kill(self.process.pid)  # the worker and anything it started
         self.process.wait()
         self.close_pipes()
 

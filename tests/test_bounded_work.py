@@ -28,6 +28,10 @@ from agentdata.settings import build
 from tests.fakes import InProcessSandbox
 
 ROOT = Path(__file__).resolve().parents[1]
+# Generous for a loaded machine: at load 11 collect was gone 6 s after the signal, half of it the interpreter's
+# last garbage collection (torch's objects); the generation the signal interrupts would run for minutes, and what
+# the run dir keeps (below) shows it was interrupted, not finished.
+STOP_WITHIN_S = 60.0
 HUGE_QUESTION = "What is 2+2? " * 80_000  # about 1 MB, as in the report: far beyond any context here
 
 
@@ -118,7 +122,7 @@ def test_sigterm_mid_generation_stops_collect_within_seconds_and_keeps_finished_
         assert process.poll() is None
         children = psutil.Process(process.pid).children(recursive=True)  # the sandbox's template
         process.send_signal(signal.SIGTERM)
-        process.wait(timeout=10)  # raises if the run is still going 10 s later
+        process.wait(timeout=STOP_WITHIN_S)  # raises if the run is still going then
     finally:
         if process.poll() is None:
             process.kill()

@@ -101,11 +101,37 @@ def test_the_experiment_validates_no_value_by_hand():
 
 def test_one_pool_of_worker_processes():
     def starts_a_piped_worker(node: ast.AST) -> bool:
-        return is_call_to(node, "Popen") and any(
+        return is_call_to(node, "Popen", "popen") and any(
             keyword.arg == "stdout" and ast.unparse(keyword.value) == "subprocess.PIPE" for keyword in node.keywords
         )
 
     assert modules_where(starts_a_piped_worker) == ["agentdata/worker_pool.py"]
+
+
+# Code that runs outside agentdata's own process: inside the sandbox's template (which agentdata starts through
+# processes.popen, and whose executors die with it) or as a sandboxed program's harness.
+RUNS_IN_THE_SANDBOX = {
+    "agentdata/sandbox/worker.py",
+    "agentdata/sandbox/worker_killer.py",
+    "agentdata/sandbox/worker_executor.py",
+    "agentdata/verify/bench_harness.py",
+    "agentdata/verify/bench_environments.py",
+}
+
+
+def test_one_place_starts_child_processes():
+    """Every process agentdata starts goes through agentdata/processes.py (its own session, the watcher), and
+    none is started with a preexec_fn (unsafe while threads run)."""
+
+    def starts_a_process(node: ast.AST) -> bool:
+        return is_call_to(node, "Popen", "create_subprocess_exec", "create_subprocess_shell", "fork", "setsid")
+
+    def preexec(node: ast.AST) -> bool:
+        return isinstance(node, ast.keyword) and node.arg == "preexec_fn"
+
+    starting = set(modules_where(starts_a_process)) - RUNS_IN_THE_SANDBOX
+    assert starting == {"agentdata/processes.py"}
+    assert set(modules_where(preexec)) - RUNS_IN_THE_SANDBOX == set()
 
 
 def test_one_http_client_of_sandbox_services():

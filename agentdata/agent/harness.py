@@ -17,13 +17,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from agentdata import processes
 from agentdata.agent.config import CollectConfig
 from agentdata.agent.harness_command import harness_argv
 from agentdata.agent.harness_record import answer_text, conversation, exchange_log, token_counts, tool_schemas
@@ -63,17 +63,12 @@ class HarnessRun:
 
 
 async def run_harness(argv: list[str], question: str, env: dict[str, str], timeout_s: float) -> HarnessRun:
-    """Run `argv` with the question on stdin in its own process group; past `timeout_s` (or when the run is
-    cancelled) the whole group is killed, so no child of the harness outlives its run."""
+    """Run `argv` with the question on stdin in a session of its own (agentdata/processes.py); past `timeout_s`
+    (or when the run is cancelled) the whole session is killed, so no child of the harness outlives its run."""
     started = time.perf_counter()
     try:
-        process = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=env,
-            start_new_session=True,
+        process = await processes.open_process(
+            argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env
         )
     except OSError as error:
         return HarnessRun(127, "", f"cannot start {argv[0]!r}: {error.strerror or error}", 0.0)
@@ -83,18 +78,13 @@ async def run_harness(argv: list[str], question: str, env: dict[str, str], timeo
     except TimeoutError:
         stdout, stderr, exit_code = b"", f"killed after {timeout_s:g} s".encode(), None
     finally:
-        _kill_group(process.pid)  # what the harness started and left behind goes with it
+        processes.kill(process.pid)  # what the harness started and left behind goes with it
         if process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
             await process.wait()
     text = [part.decode("utf-8", "replace") for part in (stdout, stderr)]
     return HarnessRun(exit_code, text[0], text[1], time.perf_counter() - started)
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 # Linux refuses one environment string or argument over 128 KiB (MAX_ARG_STRLEN) and starts nothing: a longer

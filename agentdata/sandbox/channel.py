@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentdata import processes
 from agentdata.sandbox.base import SandboxUnavailable
 from agentdata.sandbox.config import SandboxConfig
 
@@ -88,7 +89,7 @@ class TemplateChannel:
     async def start(self) -> None:
         host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         settings = json.dumps(self.config.worker_settings())
-        self.process = subprocess.Popen(
+        self.process = processes.popen(  # supervised: it and its killer go with agentdata, even on kill -9
             [sys.executable, "-I", str(WORKER_SCRIPT), str(child_end.fileno()), settings],
             pass_fds=[child_end.fileno()],
             env=_template_environment(),
@@ -183,6 +184,7 @@ class TemplateChannel:
             except asyncio.TimeoutError:
                 self.process.kill()
                 await asyncio.to_thread(self.process.wait)
+            processes.kill(self.process.pid)  # what is left of its session (executors die with it)
         if not self.dead:
             self._die("closed")
         self.ctrl.close()

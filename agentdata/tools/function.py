@@ -119,7 +119,7 @@ def function_spec(function: Callable[..., Any]) -> str:
 
 def _start_worker(spec: str) -> LineWorker:
     """A worker process for one tool (`tools/_function_worker.py`), the tool loaded in it."""
-    worker = LineWorker([sys.executable, "-m", "agentdata.tools._function_worker"], own_session=True)
+    worker = LineWorker([sys.executable, "-m", "agentdata.tools._function_worker"])
     try:
         started = worker.exchange({"spec": spec, "path": sys.path}, STARTUP_TIMEOUT_S)
     except WorkerGone as error:

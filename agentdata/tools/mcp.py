@@ -5,26 +5,36 @@ when the loop's tools are loaded, so a server that cannot start stops a run befo
 schemas are the ones it lists; a call goes to it with the model's arguments and its text comes back as the
 tool's output, cut like any tool's, a result it marks as an error counted as a tool error.
 
-The connection lives on a thread of its own with its own event loop: the loop's tools are loaded once and
-shared by every run of the process, each with its own event loop. One connection is one MCP session, so a
-server that keeps state keeps it across the trajectories of a run (agentdata's sandbox has its own
-per-trajectory sessions: its `code_interpreter` is the built-in tool, not an MCP one).
+The connection lives in an anyio blocking portal (an event loop on a thread of its own): the loop's tools are
+loaded once and shared by every run of the process, each with its own event loop. Every connection is closed
+when the process exits (`close_all`), and a server the SDK started carries agentdata's mark
+(agentdata/processes.py), so it is killed with its children even when agentdata is killed with -9.
+
+One connection is one MCP session, so a server that keeps state keeps it across the trajectories of a run
+(agentdata's sandbox has its own per-trajectory sessions: its `code_interpreter` is the built-in tool, not an
+MCP one).
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import shlex
 import threading
 from typing import Any
 
+import anyio
+import anyio.from_thread
+
+from agentdata import processes
 from agentdata.errors import MissingDependencyError, UserError
 from agentdata.formats.tool_output import truncate_middle
 from agentdata.tools.base import ToolContext, ToolResult, error_result
 
 PREFIX = "mcp:"
 CONNECT_TIMEOUT_S = 60.0  # starting a server (its imports) on a loaded machine
+CLOSE_TIMEOUT_S = 10.0  # the SDK's own shutdown: stdin closed, 2 s to exit, then its process tree killed
 
 
 def is_mcp_spec(name: str) -> bool:
@@ -32,49 +42,66 @@ def is_mcp_spec(name: str) -> bool:
 
 
 class MCPConnection:
-    """A client session with one MCP server, held open by a task on this connection's own thread."""
+    """A client session with one MCP server, held open by one task in an anyio blocking portal (an event loop on
+    a thread of its own), until `close`."""
 
     def __init__(self, target: str):
         self.target = target
+        processes.supervise()  # first: the server the SDK starts inherits the mark in os.environ (see _client)
         self._client = _client(target)  # a missing SDK or an empty command is refused before anything starts
         self._failure = ""
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, name="agentdata-mcp", daemon=True).start()
         self.client: Any = None
         self.listed: list[Any] = []
-        self._stop: asyncio.Event | None = None
-        ready = asyncio.run_coroutine_threadsafe(self._ready_signal(), self.loop).result()
-        asyncio.run_coroutine_threadsafe(self._hold(ready), self.loop)
-        try:
-            asyncio.run_coroutine_threadsafe(asyncio.wait_for(ready.wait(), CONNECT_TIMEOUT_S), self.loop).result()
-        except TimeoutError:
-            raise UserError(f"--tool mcp:{target}: the server did not answer in {CONNECT_TIMEOUT_S:g} s") from None
+        self._ready = threading.Event()
+        self._portal_context = anyio.from_thread.start_blocking_portal(name="agentdata-mcp")
+        self.portal = self._portal_context.__enter__()
+        self._closing = self.portal.call(anyio.Event)
+        self._held = self.portal.start_task_soon(self._hold)
+        if not self._ready.wait(CONNECT_TIMEOUT_S):
+            self.close()
+            raise UserError(f"--tool mcp:{target}: the server did not answer in {CONNECT_TIMEOUT_S:g} s")
         if self.client is None:
+            self.close()
             raise UserError(f"--tool mcp:{target}: {self._failure}")
 
-    async def _ready_signal(self) -> asyncio.Event:
-        self._stop = asyncio.Event()
-        return asyncio.Event()
-
-    async def _hold(self, ready: asyncio.Event) -> None:
+    async def _hold(self) -> None:
         """Enter the client, list its tools, signal, and stay inside until `close` (one task: anyio's rule)."""
         try:
             async with self._client as client:
                 self.listed = list((await client.list_tools()).tools)
                 self.client = client
-                ready.set()
-                await self._stop.wait()
+                self._ready.set()
+                await self._closing.wait()
         except Exception as error:  # a command that cannot start, a URL that does not answer
             self._failure = f"cannot connect: {type(error).__name__}: {error}"
-            ready.set()
+        finally:
+            self._ready.set()
 
     async def call(self, name: str, arguments: dict[str, Any], timeout: float) -> Any:
         """The server's result for one call, awaited from any event loop."""
-        future = asyncio.run_coroutine_threadsafe(self.client.call_tool(name, arguments), self.loop)
+        future = self.portal.start_task_soon(self.client.call_tool, name, arguments)
         try:
             return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
         finally:
             future.cancel()  # a call past its time is not left running on the server's connection
+
+    def close(self) -> None:
+        """Leave the session (the SDK stops a server it started, its process tree included) and the portal;
+        bounded: what is still running after CLOSE_TIMEOUT_S is cancelled (the server is then swept by
+        agentdata/processes.py when agentdata exits)."""
+        if self._portal_context is None:
+            return
+        try:
+            self.portal.call(self._closing.set)
+            self._held.result(timeout=CLOSE_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - a session that failed or would not end: cancelled below
+            pass
+        try:
+            self.portal.call(self.portal.stop, True)  # cancel what is left (a call still in flight)
+        except RuntimeError:  # the portal already stopped
+            pass
+        context, self._portal_context = self._portal_context, None
+        context.__exit__(None, None, None)
 
 
 def _client(target: str) -> Any:
@@ -118,6 +145,13 @@ class MCPTool:
 
 
 _CONNECTIONS: dict[str, MCPConnection] = {}
+
+
+@atexit.register
+def close_all() -> None:
+    """Every connection closed when the process ends, so no server outlives a run."""
+    while _CONNECTIONS:
+        _CONNECTIONS.popitem()[1].close()
 
 
 def mcp_tools(spec: str) -> list[MCPTool]:
