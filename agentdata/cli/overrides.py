@@ -89,7 +89,7 @@ def json_or_text(raw: str, where: str) -> Any:
         return raw.lower() == "true"
     try:
         value = json.loads(raw)
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON, or a number of more than 4,300 digits: the text, which the setting's type reads
         return raw
     return value if isinstance(value, (int, float)) or value is None else raw
 
