@@ -74,3 +74,12 @@ def test_evals_name_equals_spec_models_stay_models(capsys):
     assert json.loads(capsys.readouterr().out)["max_turns"]["value"] == 3
     assert run_cli(args) == 2  # a dotted key is always an override: this one is told as unknown
     assert "rl.x=1: unknown setting 'rl.x'" in capsys.readouterr().err
+
+
+def test_did_you_mean_is_written_once():
+    """A file, an override and a recipe name an unknown key with the one helper (settings.unknown_setting)."""
+    import agentdata
+
+    root = Path(agentdata.__file__).parent
+    users = [path.relative_to(root).as_posix() for path in root.rglob("*.py") if "close_matches" in path.read_text()]
+    assert users == ["settings/fields.py"]

@@ -15,7 +15,6 @@ flag), and runs nothing.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -25,7 +24,7 @@ import typer
 from typer.core import TyperCommand
 
 from agentdata.errors import UserError
-from agentdata.settings import Given, Layer, Sections, flatten
+from agentdata.settings import Given, Layer, Sections, flatten, unknown_setting
 
 OVERRIDE = re.compile(r"[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*)*=")
 META_KEY = "agentdata.overrides"
@@ -108,11 +107,8 @@ def check_key(key: str, sections: Sections, text: str) -> None:
     """`key` names a setting (`rl.max_steps`, or `max_steps` for every section having it); else one line
     naming the closest real key."""
     known = known_keys(sections)
-    if key in known:
-        return
-    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.5)
-    hint = f"; did you mean {close[0]}=...?" if close else "; see --print-config for every key"
-    raise UserError(f"{text}: unknown setting {key!r}{hint}")
+    if key not in known:
+        raise unknown_setting(key, known, text, written="=...", otherwise="see --print-config for every key")
 
 
 def known_keys(sections: Sections) -> set[str]:

@@ -19,13 +19,12 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from functools import cache
 from typing import Any
 
 from agentdata.errors import UserError
 from agentdata.experiment.choices import ARM_SETTINGS
-from agentdata.settings import gone
+from agentdata.settings import gone, unknown_setting
 
 SECTIONS = ("collect", "curate", "stitch", "sft", "rl", "loop", "eval")
 TOP_LEVEL = (*ARM_SETTINGS.sections["arm"].fields, "problems", "held_out")
@@ -120,9 +119,8 @@ def check_key(key: str, where: str) -> None:
         renamed = renamed_keys(section)
         if name in renamed:  # a name of an older release (`collect.teacher`): one line naming the new one
             raise gone(key, f"{section}.{renamed[name]}", where)
-    close = difflib.get_close_matches(key, all_keys(), n=3, cutoff=0.6)
-    hint = f"; did you mean {', '.join(close)}?" if close else f"; the sections are {', '.join(SECTIONS)}"
-    raise UserError(f"{where}: unknown setting {key!r}{hint} (docs/experiments.md lists them)")
+    otherwise = f"the sections are {', '.join(SECTIONS)} (docs/experiments.md lists them)"
+    raise unknown_setting(key, all_keys(), where, otherwise=otherwise)
 
 
 def flat_settings(data: Any, where: str) -> dict[str, Any]:

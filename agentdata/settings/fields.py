@@ -9,13 +9,14 @@ it parses its own text form and records itself as plain JSON.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import json
 import math
 import re
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import MISSING, Field
 from typing import Any
 
@@ -183,6 +184,16 @@ def gone(old: str, new: str, where: str = "") -> UserError:
     """The one line an old name gets: no alias (a 0.x package keeps none), its new spelling; `where` names the
     file that used it."""
     return UserError(f"{where + ': ' if where else ''}{old} is gone: write {new} (see CHANGELOG.md)")
+
+
+def unknown_setting(
+    key: str, known: Iterable[str], where: str = "", written: str = "", otherwise: str = "see docs/settings.md"
+) -> UserError:
+    """The one line a name no setting has gets, everywhere (a file, an override, a recipe): the closest real
+    names (`written` after each: `=...` on the command line), else where to look."""
+    close = difflib.get_close_matches(key, sorted(set(known)), n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(name + written for name in close)}?" if close else otherwise
+    return UserError(f"{where + ': ' if where else ''}unknown setting {key!r}; {hint}")
 
 
 def check_fields(config: Any) -> None:
