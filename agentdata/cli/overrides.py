@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -117,16 +117,30 @@ def json_or_text(raw: str, where: str) -> Any:
 
 def override_values(overrides: Sequence[str], sections: Sections) -> dict[str, Given]:
     """The overrides as a config file's keys, each a `Given` naming it; an unknown key is one UserError."""
-    values: dict[str, Given] = {}
+    return {
+        key: Given(value, key + OVERRIDE_MARK, flag=True)
+        for key, value in override_pairs(overrides, lambda key, text: check_key(key, sections, text)).items()
+    }
+
+
+def override_pairs(overrides: Sequence[str], check: Callable[[str, str], None]) -> dict[str, Any]:
+    """`KEY=VALUE` words as {key: value} (`-` in a key read as `_`), each key passed to `check(key, text)`; a
+    key given twice is refused, as a file's is (which one was meant?)."""
+    values: dict[str, Any] = {}
     said: dict[str, str] = {}
     for text in overrides:
         key, raw = _override_key(text), text.partition("=")[2]
-        check_key(key, sections, text)
-        if key in said:  # as a file with a key twice is refused: which one was meant?
+        check(key, text)
+        if key in said:
             raise UserError(f"{key} is given twice on the command line ({cut(said[key])}, {cut(text)}); keep one")
         said[key] = text
-        values[key] = Given(json_or_text(raw.strip(), text), key + OVERRIDE_MARK, flag=True)
+        values[key] = json_or_text(raw.strip(), text)
     return values
+
+
+def given_overrides(context: Any) -> list[str]:
+    """The `KEY=VALUE` words SettingsCommand took out of the command's arguments."""
+    return list(context.meta.get(META_KEY, []))
 
 
 def check_key(key: str, sections: Sections, text: str) -> None:
