@@ -163,7 +163,7 @@ def test_grpo_arms_draw_curves_and_a_failing_arm_leaves_the_others_running(tmp_p
     "arms,base,message",
     [
         ({"a": {"sft.dta": "real"}, "b": {}}, {}, "unknown setting 'sft.dta'; did you mean sft.data"),
-        ({"a": {"rl.max_tool_calls": 1}, "b": {}}, {}, "the agent loop is `loop.max_tool_calls`"),
+        ({"a": {"rl.max_tool_calls": -1}, "b": {}}, {}, "arm a: max_tool_calls -1"),
         ({"a": {"sft.data": "real"}, "b": {"sft": {"data": "real"}}}, {}, "arms a and b differ in nothing"),
         ({"a": {"sft.data": "genuine"}, "b": {}}, {}, "arm a: sft.data=genuine: must be one of real, stitched"),
         ({"a": {"loop.temperature": -1}, "b": {}}, {}, "arm a: temperature -1"),

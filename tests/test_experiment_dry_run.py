@@ -127,3 +127,57 @@ def test_pool_trains_every_arm_on_three_seeds_by_default_and_one_seed_when_asked
         assert run_cli(["experiment", "pool", "--dry-run", "--json", *args]) == 0
         found = json.loads(capsys.readouterr().out)
         assert (found["seeds"], sorted({plan["seed"] for plan in found["plans"]})) == (seeds, list(range(seeds)))
+
+
+def plans_of(recipe, tmp_path):
+    from agentdata.experiment.plan import ProblemFiles
+    from agentdata.experiment.runner import plan_all
+
+    files = [tmp_path / f"{name}.jsonl" for name in ("train", "held_out", "curve")]
+    for path in files:
+        path.write_text('{"question": "What is 6 * 7?", "answer": "42"}\n', encoding="utf-8")
+    return plan_all(recipe, ProblemFiles(*files, {}), tmp_path, check_paths=False)
+
+
+def test_a_recipes_rl_loop_key_is_grpos_as_on_train(tmp_path):
+    """One key space: `rl.temperature` is GRPO's rollouts' temperature in a recipe as on `train`; `loop.*` stays
+    the student's loop everywhere and `eval.*` the evaluation's."""
+    from agentdata.experiment import load_recipe
+    from agentdata.train.settings import train_settings
+
+    recipe = load_recipe("pool", {"rl.temperature": 0.5, "loop.top_p": 0.9, "eval.max_turns": 2}, seeds=1)
+    plan = plans_of(recipe, tmp_path)[("band", 0)]
+    assert plan.rl.loop.temperature == plan.loop.temperature == 0.5  # GRPO's rollouts and their profile
+    assert plan.eval_loop.temperature == 1.0 and plan.eval_loop.max_turns == 2 != plan.rl.loop.max_turns
+    assert plan.rl.loop.top_p == plan.eval_loop.top_p == 0.9
+    assert train_settings(settings={"rl.temperature": 0.5})["rl"].loop.temperature == 0.5
+
+
+def test_overrides_are_positional_key_values_as_on_every_command(tmp_path, monkeypatch, capsys):
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    assert run_cli(["experiment", "pool", "eval.k=8", "rl.temperature=0.5", "--seeds", "1", "--dry-run"]) == 0
+    assert "To run it: agentdata experiment pool eval.k=8 rl.temperature=0.5 --seeds 1" in capsys.readouterr().out
+    assert run_cli(["experiment", "pool", "eval.k=8", "--print-config", "--json"]) == 0
+    tree = json.loads(capsys.readouterr().out)
+    assert tree["base"]["eval.k"] == {"value": 8, "source": "override eval.k"}
+    assert tree["base"]["student"]["source"] == "recipe pool" and tree["arms"]["band"]["rl.pool"]["value"] == "band"
+    assert run_cli(["experiment", "pool", "rl.temperature=0.5", "--print-config"]) == 0
+    assert "  rl.temperature: 0.5  # override rl.temperature" in capsys.readouterr().out.splitlines()
+    assert list(tmp_path.iterdir()) == []  # --print-config runs and writes nothing
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["eval.kk=8"], "eval.kk=8: unknown setting 'eval.kk'; did you mean eval.k"),
+        (["eval.k=8", "eval.k=3"], "eval.k is given twice on the command line (eval.k=8, eval.k=3)"),
+        (["eval.k=0"], "eval.k=0: must be at least 1"),
+    ],
+)
+def test_a_bad_override_is_one_line(args, says, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert run_cli(["experiment", "pool", *args, "--dry-run"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and says in error, error

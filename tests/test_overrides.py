@@ -74,3 +74,65 @@ def test_evals_name_equals_spec_models_stay_models(capsys):
     assert json.loads(capsys.readouterr().out)["max_turns"]["value"] == 3
     assert run_cli(args) == 2  # a dotted key is always an override: this one is told as unknown
     assert "rl.x=1: unknown setting 'rl.x'" in capsys.readouterr().err
+
+
+def test_did_you_mean_is_written_once():
+    """A file, an override and a recipe name an unknown key with the one helper (settings.unknown_setting)."""
+    import agentdata
+
+    root = Path(agentdata.__file__).parent
+    users = [path.relative_to(root).as_posix() for path in root.rglob("*.py") if "close_matches" in path.read_text()]
+    assert users == ["settings/fields.py"]
+
+
+@pytest.mark.parametrize(
+    "args, typo, closest",
+    [
+        (["curate", "runs/x", "keep_incorect=true"], "keep_incorect", "keep_incorrect=..."),
+        (["eval", "smollm2", "bench.jsonl", "max_turn=3"], "max_turn", "max_turns=..."),
+        (["import", "sts", "a.jsonl", "concurency=3"], "concurency", "concurrency=..."),
+        (["view", "runs/x", "hots=1"], "hots", "host=..."),
+    ],
+)
+@pytest.mark.parametrize("print_config", [False, True])
+def test_an_unknown_key_after_the_paths_is_named_as_a_key_not_read_as_a_path(capsys, args, typo, closest, print_config):
+    assert run_cli(args + ["--print-config"] * print_config) == 2  # --print-config never shows the defaults instead
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and f"unknown setting {typo!r}; did you mean {closest}" in error, error
+
+
+def test_a_path_that_looks_like_a_key_stays_a_path(tmp_path, monkeypatch):
+    import typer
+
+    from agentdata.cli.app import app
+    from agentdata.cli.overrides import split_overrides
+
+    monkeypatch.chdir(tmp_path)
+    Path("keep=x.parquet").touch()
+    curate = typer.main.get_command(app).commands["curate"]
+    rest, overrides = split_overrides(["keep=x.parquet", "run", "max_per_problem=2", "a=b"], curate.params)
+    assert rest == ["keep=x.parquet", "run"] and overrides == ["max_per_problem=2", "a=b"]
+
+
+def test_import_applies_its_overrides(tmp_path, capsys):
+    trace = tmp_path / "a.jsonl"
+    trace.write_text("")
+    tree = printed(capsys, ["import", "sts", str(trace), "concurrency=3"])
+    assert tree["concurrency"] == {"value": 3, "source": "override concurrency"}
+    assert run_cli(["import", "sts", str(trace), "shard_size=0", "--out", str(tmp_path / "run")]) == 2
+    assert "shard_size=0: must be in [1, 1000000]" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "args, key",
+    [
+        (["train", "rl.max_steps=3", "rl.max_steps=4"], "rl.max_steps"),
+        (["train", "rl.max-steps=3", "rl.max_steps=4"], "rl.max_steps"),
+        (["curate", "runs/x", "keep_incorrect=true", "keep_incorrect=false"], "keep_incorrect"),
+    ],
+)
+def test_a_key_given_twice_on_the_command_line_is_refused_as_in_a_file(capsys, args, key):
+    assert run_cli([*args, "--print-config"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and f"{key} is given twice" in error, error

@@ -55,7 +55,7 @@ def test_an_end_of_a_band_in_a_file_names_the_band(tmp_path, capsys):
         (["collect", "teacher=hf:m"], "teacher is gone: write model"),
         (["filter", "profile.teacher=hf:m"], "profile: teacher is gone: write model"),
         (
-            ["experiment", "sft-data", "--dry-run", "--set", "collect.teacher=hf:m"],
+            ["experiment", "sft-data", "--dry-run", "collect.teacher=hf:m"],
             "collect.teacher is gone: write collect.model",
         ),
     ],
@@ -64,6 +64,12 @@ def test_the_rollouts_model_of_0_4_named_teacher_is_one_line_naming_model(capsys
     assert run_cli(args) == 2
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and said in error
+
+
+def test_experiments_set_of_0_4_is_one_line_naming_the_positional_overrides(capsys):
+    assert run_cli(["experiment", "sft-data", "--dry-run", "--set", "eval.k=8", "--set", "loop.top_p=0.9"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "--set is gone: write eval.k=8 loop.top_p=0.9" in error
 
 
 def test_a_teacher_key_in_a_file_or_in_code_names_model(tmp_path, capsys):

@@ -369,3 +369,22 @@ def test_only_cli_imports_rich():
         if "cli" not in path.parts and ("import rich" in path.read_text() or "from rich" in path.read_text())
     ]
     assert offenders == []
+
+
+@pytest.mark.parametrize("path", [path for path, _ in COMMANDS], ids=" ".join)
+def test_every_settings_command_takes_key_value_overrides(path):
+    """One key space: every command with settings takes `KEY=VALUE` (import took --config only)."""
+    from agentdata.cli.overrides import SettingsCommand
+
+    command = typer.main.get_command(app)
+    for name in path:
+        command = command.commands[name]
+    assert isinstance(command, SettingsCommand)
+
+
+def test_the_docs_show_every_command_in_the_one_key_space():
+    text = (REPO / "docs" / "settings.md").read_text(encoding="utf-8")
+    key_space = text.split("## One key space", 1)[1].split("\n## ", 1)[0]
+    for path, _ in COMMANDS:
+        assert f"| `agentdata {' '.join(path)}` |" in key_space
+    assert "`rl.NAME` | `agentdata train rl.NAME=...`" in key_space and "| `agentdata experiment` |" in key_space

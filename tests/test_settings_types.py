@@ -135,3 +135,50 @@ def test_a_mapping_setting_takes_its_values_typed():
     built = callback.sections.build([layer])
     assert built["pool"].domain_mix == {"math": 1.0, "code": 0.5}
     assert json.dumps(built["pool"].domain_mix)
+
+
+NUMBER_CASES = [
+    case
+    for case in CASES
+    if value_type(case[1].sections.sections[case[2]].fields[case[3]][1])[0] in (int, float, Band, CountBand)
+]
+
+
+@pytest.mark.parametrize(
+    ("command", "callback", "section", "name"), NUMBER_CASES, ids=[f"{c[0]}-{c[2]}.{c[3]}" for c in NUMBER_CASES]
+)
+def test_a_whole_number_no_float_holds_is_refused_naming_it(command, callback, section, name):
+    """10**400 is checked against the range as the int it is (float(10**400) is an OverflowError), and a whole
+    number past int64 is too large wherever the range would let it in."""
+    sections = callback.sections
+    kind, _ = value_type(sections.sections[section].fields[name][1])
+    for huge in (10**400, -(10**400), "9" * 5000):
+        value = [huge, 1] if kind in (Band, CountBand) else huge
+        written = {name: value} if sections.single else {section: {name: value}}
+        layer, _ = sections.layer(written, "c.json")
+        with pytest.raises(UserError) as caught:
+            sections.build([layer])
+        assert name in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_number_cases_reach_the_commands():
+    assert {case[0] for case in NUMBER_CASES} >= {"collect", "curate", "filter", "train", "eval", "view", "regrade"}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["train", f"rl.max_steps={10**400}"],
+        ["train", f"rl.learning_rate={10**400}"],
+        ["collect", f"max_turns={'9' * 5000}"],
+        ["curate", "runs/x", f"max_per_problem={10**400}"],
+    ],
+)
+def test_a_huge_override_is_one_line_and_writes_nothing(args, tmp_path):
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = run_cli([*args, "--out", str(tmp_path / "out")])
+    lines = [line for line in err.getvalue().splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "unexpected" not in lines[0], lines
+    assert "too large" in lines[0] or "must be" in lines[0]
+    assert not (tmp_path / "out").exists()

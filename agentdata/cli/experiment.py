@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,8 +15,15 @@ from rich.table import Table
 from agentdata.cli import render
 from agentdata.cli.common import output_dir
 from agentdata.cli.console import console, print_line
-from agentdata.cli.options import JSON_HELP, parse_key_values
+from agentdata.cli.options import JSON_HELP
+from agentdata.cli.overrides import given_overrides, override_pairs
 from agentdata.cli.progress import rendering
+from agentdata.errors import UserError
+
+RECIPE_CONFIG_HELP = (
+    "Print the recipe's base and arms after the KEY=VALUE overrides, each value with where it came from; run "
+    "nothing (--dry-run builds every arm's stage settings)."
+)
 
 
 def command(
@@ -28,17 +37,14 @@ def command(
     seeds: Annotated[
         int | None, typer.Option("--seeds", help="Repeat every arm N times (seeds 0..N-1 added) and report the spread.")
     ] = None,
-    settings: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="KEY=VALUE changing the recipe's base, e.g. eval.k=8 (repeatable)."),
-    ] = None,
+    removed_set: Annotated[list[str] | None, typer.Option("--set", hidden=True)] = None,  # 0.5: KEY=VALUE
     report_to: Annotated[
         list[str] | None,
         typer.Option(
             "--report-to",
             help="Experiment trackers every arm's SFT and GRPO log to (train's --report-to: tensorboard, trackio, "
             "wandb, mlflow; repeatable or comma separated), each run named ARM-sft / ARM-grpo; the same as "
-            "--set sft.report_to=... --set rl.report_to=....",
+            "sft.report_to=... rl.report_to=....",
         ),
     ] = None,
     jobs: Annotated[
@@ -60,14 +66,25 @@ def command(
             "run and write nothing (a GPU twin checked where its data and models are not).",
         ),
     ] = False,
+    print_config: Annotated[bool, typer.Option("--print-config", help=RECIPE_CONFIG_HELP)] = False,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    *,
+    context: typer.Context,
 ) -> None:
-    """Run a recipe's arms through collect, curate, SFT, filter, GRPO and eval; report paired differences."""
+    """Run a recipe's arms through collect, curate, SFT, filter, GRPO and eval; report paired differences.
+
+    KEY=VALUE words change the recipe's base, with the keys a recipe takes (eval.k=8 rl.temperature=0.9).
+    """
     from agentdata.experiment import builtin_recipes, load_recipe, run_experiment
+    from agentdata.experiment.keys import check_key
     from agentdata.experiment.recipe import recipe_path
     from agentdata.inputs import read_text
     from agentdata.settings.files import MAX_SETTINGS_BYTES
 
+    if removed_set:  # 0.4's spelling: no alias, one line naming the new one
+        raise UserError(f"--set is gone: write {' '.join(map(shlex.quote, removed_set))} (see CHANGELOG.md)")
+    words = given_overrides(context)
+    overrides = override_pairs(words, check_key)
     if recipe is None:
         console.print(builtin_table(builtin_recipes()))
         console.print("Run one: [bold]agentdata experiment NAME[/] (docs/experiments.md)")
@@ -75,12 +92,14 @@ def command(
     if show:
         console.out(read_text(recipe_path(recipe), MAX_SETTINGS_BYTES), highlight=False)
         return
-    overrides = parse_key_values(settings or [], "--set") | trackers(report_to)
-    loaded = load_recipe(recipe, overrides, seeds)
+    tracked = trackers(report_to)
+    loaded = load_recipe(recipe, overrides | tracked, seeds)
+    if print_config:
+        return show_recipe_config(loaded, set(overrides), set(tracked), seeds is not None, as_json)
     if dry_run:
         from agentdata.experiment.dry_run import dry_run as plan_only
 
-        command = run_command(recipe, out, seeds, settings, report_to, jobs)
+        command = run_command(recipe, out, seeds, words, report_to, jobs)
         render.show(plan_only(loaded), as_json, lambda result: dry_run_views(result, command))
         return
     out = out or Path("runs/experiment") / loaded.name
@@ -110,17 +129,55 @@ def trackers(report_to: list[str] | None) -> dict[str, list[str]]:
     return {"sft.report_to": names, "rl.report_to": names} if names else {}
 
 
-def run_command(recipe: str, out: Path | None, seeds: int | None, settings: Any, report_to: Any, jobs: Any) -> str:
-    """The command a dry run stands for, without --dry-run: what to run where the data and models are."""
-    import shlex
+def show_recipe_config(recipe: Any, overridden: set[str], tracked: set[str], seeds_flag: bool, as_json: bool) -> None:
+    """The recipe's base and arms after the overrides, each value with where it came from; runs nothing (the
+    stages' own defaults and every arm's built settings are what --dry-run shows)."""
 
-    words = ["agentdata", "experiment", recipe]
-    words += ["--out", str(out)] if out else []
-    words += ["--seeds", str(seeds)] if seeds else []
-    words += [word for value in settings or [] for word in ("--set", value)]
-    words += [word for value in report_to or [] for word in ("--report-to", value)]
-    words += ["--jobs", str(jobs)] if jobs else []
-    return shlex.join(words)
+    def source(key: str, arm: str | None = None) -> str:
+        if arm is None and key in tracked:
+            return "flag --report-to"
+        if arm is None and key in overridden:
+            return f"override {key}"
+        return f"recipe {recipe.source}" + (f" arm {arm}" if arm else "")
+
+    tree = {
+        "seeds": (recipe.seeds, "flag --seeds" if seeds_flag else f"recipe {recipe.source}"),
+        "base": {key: (value, source(key)) for key, value in recipe.base.items()},
+        "arms": {
+            arm: {key: (value, source(key, arm)) for key, value in changes.items()}
+            for arm, changes in recipe.arms.items()
+        },
+    }
+    if as_json:
+        typer.echo(json.dumps(_as_json(tree), indent=2, default=str))
+        return
+    for line in _as_yaml(tree):
+        typer.echo(line)
+
+
+def _as_json(node: Any) -> Any:
+    if isinstance(node, tuple):
+        return {"value": node[0], "source": node[1]}
+    return {key: _as_json(value) for key, value in node.items()}
+
+
+def _as_yaml(node: dict[str, Any], indent: str = "") -> Iterator[str]:
+    for key, value in node.items():
+        if isinstance(value, tuple):
+            yield f"{indent}{key}: {json.dumps(value[0], default=str)}  # {value[1]}"
+        else:
+            yield f"{indent}{key}:" + ("" if value else " {}")
+            yield from _as_yaml(value, indent + "  ")
+
+
+def run_command(recipe: str, out: Path | None, seeds: int | None, words: list[str], report_to: Any, jobs: Any) -> str:
+    """The command a dry run stands for, without --dry-run: what to run where the data and models are."""
+    command = ["agentdata", "experiment", recipe, *words]
+    command += ["--out", str(out)] if out else []
+    command += ["--seeds", str(seeds)] if seeds else []
+    command += [word for value in report_to or [] for word in ("--report-to", value)]
+    command += ["--jobs", str(jobs)] if jobs else []
+    return shlex.join(command)
 
 
 def dry_run_views(result: Any, command: str) -> Iterator[Any]:

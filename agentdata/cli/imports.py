@@ -13,6 +13,7 @@ from rich.table import Table
 from agentdata.cli.common import AnswerField, QuestionField, output_dir
 from agentdata.cli.console import print_line
 from agentdata.cli.options import settings_command
+from agentdata.cli.overrides import SettingsCommand
 from agentdata.cli.render import show
 from agentdata.inputs import check_input
 from agentdata.traces.config import ImportConfig
@@ -71,7 +72,7 @@ def _command(kind: str) -> Callable[..., None]:
 
 
 for _kind in WHAT:
-    app.command(_kind)(_command(_kind))
+    app.command(_kind, cls=SettingsCommand)(_command(_kind))
 
 
 def import_views(result: Any) -> Iterator[Any]:

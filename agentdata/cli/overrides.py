@@ -15,17 +15,17 @@ flag), and runs nothing.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import typer
 from typer.core import TyperCommand
 
 from agentdata.errors import UserError
-from agentdata.settings import Given, Layer, Sections, flatten
+from agentdata.settings import Given, Layer, Sections, cut, flatten, unknown_setting
 
 OVERRIDE = re.compile(r"[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*)*=")
 META_KEY = "agentdata.overrides"
@@ -49,17 +49,21 @@ class SettingsCommand(TyperCommand):
 def split_overrides(
     args: Sequence[str], params: Sequence[Any], known: set[str] = frozenset()
 ) -> tuple[list[str], list[str]]:
-    """(the arguments click parses, the `KEY=VALUE` overrides): an option's value is never an override. Where
-    the command's own arguments may be `NAME=VALUE` too (eval's `base=smollm2` models), only a key it knows,
-    or a dotted one, is an override; elsewhere every `KEY=VALUE` is (a typo is then told as one)."""
-    variadic = any(param.param_type_name == "argument" and param.nargs == -1 for param in params)
+    """(the arguments click parses, the `KEY=VALUE` overrides): an option's value is never an override.
+
+    A `KEY=VALUE` is an override, except in the place of a single argument of a command that also takes a
+    variadic one (eval's `base=smollm2` model): there only a key it knows, or a dotted one, is. Where the
+    variadic argument's paths go, it is an override unless such a path exists, so a mistyped key is told as
+    an unknown key, not as a missing input file."""
+    arguments = [param for param in params if param.param_type_name == "argument"]
+    variadic = any(param.nargs == -1 for param in arguments)
     takes_value = {
         name
         for param in params
         if param.param_type_name == "option" and not getattr(param, "is_flag", False) and not getattr(param, "count", 0)
         for name in param.opts
     }
-    rest, overrides, value_next = [], [], False
+    rest, overrides, value_next, positionals = [], [], False, 0
     for index, arg in enumerate(args):
         if arg == "--":
             rest += args[index:]
@@ -67,11 +71,28 @@ def split_overrides(
         if value_next or arg.startswith("-"):
             value_next = not value_next and arg in takes_value
             rest.append(arg)
-        elif OVERRIDE.match(arg) and (not variadic or _override_key(arg) in known or "." in arg.split("=")[0]):
+        elif OVERRIDE.match(arg) and _is_override(arg, known, variadic, _slot(arguments, positionals)):
             overrides.append(arg)
         else:
             rest.append(arg)
+            positionals += 1
     return rest, overrides
+
+
+def _slot(arguments: Sequence[Any], taken: int) -> Any:
+    """The argument the next positional word fills (None: every one is filled)."""
+    for param in arguments:
+        if param.nargs == -1 or taken < param.nargs:
+            return param
+        taken -= param.nargs
+    return None
+
+
+def _is_override(arg: str, known: set[str], variadic: bool, slot: Any) -> bool:
+    key = _override_key(arg)
+    if key in known or "." in key or not variadic or slot is None:
+        return True
+    return slot.nargs == -1 and not Path(arg).exists()  # a file named `a=b.jsonl` stays a path
 
 
 def _override_key(text: str) -> str:
@@ -89,30 +110,45 @@ def json_or_text(raw: str, where: str) -> Any:
         return raw.lower() == "true"
     try:
         value = json.loads(raw)
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON, or a number of more than 4,300 digits: the text, which the setting's type reads
         return raw
     return value if isinstance(value, (int, float)) or value is None else raw
 
 
 def override_values(overrides: Sequence[str], sections: Sections) -> dict[str, Given]:
     """The overrides as a config file's keys, each a `Given` naming it; an unknown key is one UserError."""
-    values = {}
+    return {
+        key: Given(value, key + OVERRIDE_MARK, flag=True)
+        for key, value in override_pairs(overrides, lambda key, text: check_key(key, sections, text)).items()
+    }
+
+
+def override_pairs(overrides: Sequence[str], check: Callable[[str, str], None]) -> dict[str, Any]:
+    """`KEY=VALUE` words as {key: value} (`-` in a key read as `_`), each key passed to `check(key, text)`; a
+    key given twice is refused, as a file's is (which one was meant?)."""
+    values: dict[str, Any] = {}
+    said: dict[str, str] = {}
     for text in overrides:
         key, raw = _override_key(text), text.partition("=")[2]
-        check_key(key, sections, text)
-        values[key] = Given(json_or_text(raw.strip(), text), key + OVERRIDE_MARK, flag=True)
+        check(key, text)
+        if key in said:
+            raise UserError(f"{key} is given twice on the command line ({cut(said[key])}, {cut(text)}); keep one")
+        said[key] = text
+        values[key] = json_or_text(raw.strip(), text)
     return values
+
+
+def given_overrides(context: Any) -> list[str]:
+    """The `KEY=VALUE` words SettingsCommand took out of the command's arguments."""
+    return list(context.meta.get(META_KEY, []))
 
 
 def check_key(key: str, sections: Sections, text: str) -> None:
     """`key` names a setting (`rl.max_steps`, or `max_steps` for every section having it); else one line
     naming the closest real key."""
     known = known_keys(sections)
-    if key in known:
-        return
-    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.5)
-    hint = f"; did you mean {close[0]}=...?" if close else "; see --print-config for every key"
-    raise UserError(f"{text}: unknown setting {key!r}{hint}")
+    if key not in known:
+        raise unknown_setting(key, known, text, written="=...", otherwise="see --print-config for every key")
 
 
 def known_keys(sections: Sections) -> set[str]:

@@ -113,7 +113,9 @@ In a file the same goes: `max_steps:` at the top sets both, under `rl:` only GRP
 torchtune's Hydra-style overrides are typed: `agentdata train rl.max_steps=3 sft.learning_rate=2e-5`
 (a dotted key sets one section, a bare name every section having it; VALUE is JSON or text). Values
 come from: the defaults < the file < overrides < flags. `--print-config` prints the resolved settings,
-each with where it came from, and runs nothing; a key nobody knows is one line naming the closest key:
+each with where it came from, and runs nothing. A key nobody knows is one line naming the closest keys,
+also where a command's paths go (`curate RUN... keep_incorect=true` names the key, it is no input file);
+a key given twice, in a file's mapping or on the command line, is one line naming it:
 
 ```yaml
 # train.yaml
@@ -144,13 +146,67 @@ the command line; its help says what off means. Older spellings keep working: `0
 band has both ends exclusive (`LO < rate < HI`), a count band (curate's `tool_calls`) both inclusive.
 
 A value outside its range stops the command with one line naming the flag (exit code 2); NaN and
-infinity are never accepted. Every run dir, report and output records the settings it ran with
-(`manifest.json` "settings", `report.json` "settings", `*.report.json` "config").
+infinity are never accepted, and a whole number is checked as the whole number it is, never made a
+float (a 400-digit `max_steps=` is one line: at most 2**63 - 1, what Arrow and torch hold). Every run
+dir, report and output records the settings it ran with (`manifest.json` "settings", `report.json`
+"settings", `*.report.json` "config").
 """
 
 
+KEY_SPACE = """
+## One key space
+
+A setting has one key, the same in a `--config` file, a `KEY=VALUE` override and an experiment recipe
+(`agentdata experiment RECIPE KEY=VALUE` changes the recipe's base; docs/experiments.md). A recipe
+names each stage's settings under the stage's section, with the keys the stage's own command takes:
+
+| recipe key | the same setting on the command line |
+|---|---|
+| `collect.NAME` | `agentdata collect NAME=...` (the teacher's run) |
+| `curate.NAME` | `agentdata curate NAME=...` |
+| `stitch.NAME` | `agentdata synth stitch NAME=...` |
+| `sft.NAME` | `agentdata train sft.NAME=...` (and any TRL `SFTConfig` field) |
+| `rl.NAME` | `agentdata train rl.NAME=...` (and any TRL `GRPOConfig` field); `rl.temperature` is GRPO's rollouts' |
+| `loop.NAME` | the student's agent loop wherever the experiment runs it: profile, GRPO, evaluation |
+| `eval.NAME` | the evaluation's loop fields, and the experiment's `eval.k`, `eval.seed`, `eval.concurrency` |
+
+Each command's sections, the dotted prefixes its overrides and its file's sections take (a bare name
+sets every section having it):
+
+| command | sections: keys |
+|---|---|
+"""
+
+
+def key_space_markdown() -> str:
+    """The command table of the key space, from every settings command's own sections."""
+    from agentdata.cli.app import app
+
+    rows = []
+    for path, callback in settings_commands(app):
+        sections = callback.sections
+        cells = []
+        for section in sections.sections.values():
+            types = ", ".join(config.__name__ for config in section.configs.values())
+            extra = section.fields[section.extra()[0]][0].metadata["extra"] if section.extra() else ""
+            types += f", any {extra.rpartition(':')[2]} field" if extra else ""  # TRL's, in the stage's `trl`
+            cells.append(f"`NAME` ({types})" if sections.single else f"`{section.name}.NAME` ({types})")
+        rows.append(f"| `agentdata {' '.join(path)}` | {'; '.join(cells) or '(none)'} |\n")
+    rows.append("| `agentdata experiment` | the recipe keys above (`KEY=VALUE` changes the recipe's `base:`) |\n")
+    return KEY_SPACE + "".join(rows)
+
+
+def settings_commands(typer_app: typing.Any, prefix: tuple[str, ...] = ()) -> typing.Iterator[tuple[tuple, typing.Any]]:
+    """(command path, the function behind it) of every command with generated settings options."""
+    for info in typer_app.registered_commands:
+        if hasattr(info.callback, "sections"):
+            yield (*prefix, info.name), info.callback
+    for group in typer_app.registered_groups:
+        yield from settings_commands(group.typer_instance, (*prefix, group.name))
+
+
 def settings_markdown() -> str:
-    parts = [HEADER]
+    parts = [HEADER, key_space_markdown()]
     for config_type, used_by in DOCUMENTED:
         parts.append(
             f"\n## {config_type.__name__}\n\nUsed by {used_by}.\n\n"

@@ -9,7 +9,8 @@
 - `stitch.*`: the stitched baseline (`StitchConfig`), `stitch.solutions` a file of worked solutions;
 - `sft.data` (real | stitched | none | mixed), `sft.rows`, and `SFTStageConfig` / TRL `SFTConfig` fields;
 - `rl.pool` (none | band | random | all | easy | hard), `rl.band`, `rl.size`, `rl.profile_k`,
-  `rl.curve_problems`, and `GRPOStageConfig` / TRL `GRPOConfig` fields;
+  `rl.curve_problems`, and `GRPOStageConfig` / TRL `GRPOConfig` fields, its loop fields included: `rl.temperature`
+  is GRPO's rollouts' (and their profile's), as on `train`;
 - `loop.*`: the student's agent loop (`LoopConfig`) wherever the student runs: profile, GRPO, evaluation;
 - `eval.k`, `eval.seed`, `eval.concurrency`, `eval.worked_examples` (the evaluated model is shown
   smollm2-tir's worked examples, as GRPO's rollouts from smollm2-tir were) and loop fields for the
@@ -19,13 +20,12 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from functools import cache
 from typing import Any
 
 from agentdata.errors import UserError
 from agentdata.experiment.choices import ARM_SETTINGS
-from agentdata.settings import gone
+from agentdata.settings import gone, unknown_setting
 
 SECTIONS = ("collect", "curate", "stitch", "sft", "rl", "loop", "eval")
 TOP_LEVEL = (*ARM_SETTINGS.sections["arm"].fields, "problems", "held_out")
@@ -67,7 +67,7 @@ def own_fields(section: str) -> frozenset[str]:
         "curate": set(flat_names(CurateConfig)),
         "stitch": {item.name for item in dataclasses.fields(StitchConfig)},
         "sft": set(flat_names(SFTStageConfig)),
-        "rl": set(flat_names(GRPOStageConfig)) - loop,
+        "rl": set(flat_names(GRPOStageConfig)),  # its loop fields too: GRPO's own, over `loop.*` (train's rl.)
         "loop": loop,
         "eval": loop,
     }[section]
@@ -101,7 +101,7 @@ def renamed_keys(section: str) -> dict[str, str]:
 
 
 def check_key(key: str, where: str) -> None:
-    """A UserError for a name no section knows, naming the closest keys; loop fields under rl are redirected."""
+    """A UserError for a name no section knows, naming the closest keys."""
     if key in TOP_LEVEL:
         return
     section, _, name = key.partition(".")
@@ -110,19 +110,13 @@ def check_key(key: str, where: str) -> None:
     if section in SECTIONS and name:
         if name in own_fields(section):
             return
-        if section == "rl" and name in own_fields("loop"):
-            raise UserError(
-                f"{where}: {key}: the agent loop is `loop.{name}` (it holds for the profile, GRPO's rollouts and "
-                "the evaluation alike)"
-            )
         if name in trl_fields(section):
             return
         renamed = renamed_keys(section)
         if name in renamed:  # a name of an older release (`collect.teacher`): one line naming the new one
             raise gone(key, f"{section}.{renamed[name]}", where)
-    close = difflib.get_close_matches(key, all_keys(), n=3, cutoff=0.6)
-    hint = f"; did you mean {', '.join(close)}?" if close else f"; the sections are {', '.join(SECTIONS)}"
-    raise UserError(f"{where}: unknown setting {key!r}{hint} (docs/experiments.md lists them)")
+    otherwise = f"the sections are {', '.join(SECTIONS)} (docs/experiments.md lists them)"
+    raise unknown_setting(key, all_keys(), where, otherwise=otherwise)
 
 
 def flat_settings(data: Any, where: str) -> dict[str, Any]:

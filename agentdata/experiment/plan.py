@@ -8,7 +8,8 @@ the teacher's, SFT's, GRPO's (and the profile's) and the evaluation's.
 
 The student's loop (`loop.*`) is one for every place the student runs (the profile, GRPO's
 rollouts and the evaluation), starting from GRPO's rollout defaults (temperature 1.0, as the
-findings evaluate); `eval.*` loop fields change it for the evaluation only. The protocol is one
+findings evaluate); `rl.*` loop fields change it for GRPO's rollouts and their profile only (as
+`train rl.temperature=0.9` does), `eval.*` loop fields for the evaluation only. The protocol is one
 for the whole arm, `loop.protocol` (default codeblock): the teacher, the stitched set and SFT
 follow it unless set.
 """
@@ -25,10 +26,10 @@ from agentdata.curate.config import CurateConfig
 from agentdata.engines.defaults import DEFAULT_PROTOCOL
 from agentdata.errors import UserError
 from agentdata.experiment.choices import arm_choices
-from agentdata.experiment.keys import EXPERIMENT_FIELDS, own_fields
+from agentdata.experiment.keys import EXPERIMENT_FIELDS
 from agentdata.experiment.recipe import Recipe, section_of
 from agentdata.rl.config import GRPOStageConfig
-from agentdata.settings import Band
+from agentdata.settings import Band, flat_names
 from agentdata.sft.config import SFTStageConfig
 from agentdata.synth.stitch import StitchConfig
 
@@ -63,7 +64,7 @@ class ArmPlan:
     profile_k: int
     rl: GRPOStageConfig | None  # None: no GRPO (rl.pool none); built now to check the values
     rl_values: dict[str, Any]  # the arm's rl and loop settings: train's `rl:` section
-    loop: LoopConfig  # the student's loop: profile and GRPO
+    loop: LoopConfig  # the student's loop with the rl section's loop fields: profile and GRPO
     eval_loop: LoopConfig
     eval_k: int
     eval_seed: int
@@ -107,9 +108,9 @@ def plan_arm(
     # One protocol for the whole arm, set here (the loop's own default defers to the model's).
     loop_values = {**flatten(rollout_loop()), "protocol": DEFAULT_PROTOCOL, **section_of(settings, "loop")}
     loop = _build(LoopConfig, loop_values, where)
-    eval_section = section_of(settings, "eval")
-    eval_loop_fields = {key: value for key, value in eval_section.items() if key in own_fields("loop")}
-    eval_loop = _build(LoopConfig, {**flatten(loop), **eval_loop_fields}, where)
+    eval_loop = _build(LoopConfig, {**flatten(loop), **_loop_fields(section_of(settings, "eval"))}, where)
+    rl_section = section_of(settings, "rl")
+    rl_loop = _build(LoopConfig, {**flatten(loop), **_loop_fields(rl_section)}, where)
 
     collect_values = {"protocol": loop.protocol, "seed": 0, **section_of(settings, "collect")}
     collect_values["seed"] += repetition
@@ -128,10 +129,9 @@ def plan_arm(
     student = choices["model"].student
     sft = training.check("sft", {**sft_values, "model": student}, where) if sft_data != "none" else None
 
-    rl_section = section_of(settings, "rl")
     rl_pool = own_rl.pool
     rl_values = {key: value for key, value in rl_section.items() if key not in EXPERIMENT_FIELDS["rl"]}
-    rl_values = {**rl_values, **flatten(loop), "seed": rl_values.get("seed", 0) + repetition}
+    rl_values = {**rl_values, **flatten(rl_loop), "seed": rl_values.get("seed", 0) + repetition}
     rl = None
     if rl_pool != "none":
         rl = training.check("rl", {**rl_values, "model": student, "eval_problems": str(files.curve)}, where)
@@ -154,13 +154,18 @@ def plan_arm(
         profile_k=own_rl.profile_k,
         rl=rl,
         rl_values=rl_values,
-        loop=loop,
+        loop=rl_loop,
         eval_loop=eval_loop,
         eval_k=own_eval.k,
         eval_seed=own_eval.seed + repetition,
         eval_concurrency=own_eval.concurrency,
         eval_examples=own_eval.worked_examples,
     )
+
+
+def _loop_fields(section: dict[str, Any]) -> dict[str, Any]:
+    """A section's agent-loop fields (`rl.temperature`, `eval.max_turns`): the student's loop, changed there."""
+    return {key: value for key, value in section.items() if key in flat_names(LoopConfig)}
 
 
 def with_model(config: Any, **changes: Any) -> Any:

@@ -100,7 +100,7 @@ def recipe_path(name_or_path: str | Path) -> Path:
 
 
 def load_recipe(name_or_path: str | Path, overrides: dict[str, Any] | None = None, seeds: int | None = None) -> Recipe:
-    """Read and check a recipe (file or built-in name); `overrides` change the base (`--set KEY=VALUE`)."""
+    """Read and check a recipe (file or built-in name); `overrides` change the base (`KEY=VALUE` words)."""
     from agentdata.settings import read_settings_file
 
     path = recipe_path(name_or_path)
@@ -129,7 +129,7 @@ def parse_recipe(
         )
     base = flat_settings(data.get("base") or {}, f"{source} base")
     for key, value in (overrides or {}).items():
-        check_key(key, "--set")
+        check_key(key, f"{key}=")
         base[key] = value
     arms_data = data.get("arms")
     if not isinstance(arms_data, dict) or len(arms_data) < 2:

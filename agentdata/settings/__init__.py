@@ -51,6 +51,7 @@ from agentdata.settings.fields import (
     is_value_type,
     leaf_fields,
     renamed_names,
+    unknown_setting,
     value_type,
 )
 from agentdata.settings.files import MAX_SETTINGS_BYTES, MAX_SETTINGS_VALUES, read_settings_file
@@ -88,6 +89,7 @@ __all__ = [
     "leaf_fields",
     "read_settings_file",
     "renamed_names",
+    "unknown_setting",
     "unnest",
     "value_type",
 ]

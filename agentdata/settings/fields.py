@@ -9,13 +9,14 @@ it parses its own text form and records itself as plain JSON.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import json
 import math
 import re
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import MISSING, Field
 from typing import Any
 
@@ -74,15 +75,16 @@ class Range:
         return cls(float(low), float(high), opening == "(", closing == ")", text.strip())
 
     def contains(self, value: float) -> bool:
-        if math.isnan(value):
+        """Whether `value` is inside; an int is compared as it is (never made a float: 10**400 has none)."""
+        if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
             return False
         above = value > self.low if self.low_open else value >= self.low
         below = value < self.high if self.high_open else value <= self.high
-        return above and below and not math.isinf(value)
+        return above and below
 
     def describe(self, value: float | None = None) -> str:
         """What a value must be; for an infinite `value`, that it is finite first (it may be above the low end)."""
-        if value is not None and math.isinf(value):
+        if isinstance(value, float) and math.isinf(value):
             return f"must be a finite number ({self.describe().removeprefix('must be ')})"
         if self.high == math.inf and not self.low_open:
             return f"must be at least {_number(self.low)}"
@@ -184,6 +186,16 @@ def gone(old: str, new: str, where: str = "") -> UserError:
     return UserError(f"{where + ': ' if where else ''}{old} is gone: write {new} (see CHANGELOG.md)")
 
 
+def unknown_setting(
+    key: str, known: Iterable[str], where: str = "", written: str = "", otherwise: str = "see docs/settings.md"
+) -> UserError:
+    """The one line a name no setting has gets, everywhere (a file, an override, a recipe): the closest real
+    names (`written` after each: `=...` on the command line), else where to look."""
+    close = difflib.get_close_matches(key, sorted(set(known)), n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(name + written for name in close)}?" if close else otherwise
+    return UserError(f"{where + ': ' if where else ''}unknown setting {key!r}; {hint}")
+
+
 def check_fields(config: Any) -> None:
     """Read old spellings of "off" as None and a value type's text as that type (a band given as "0.05,0.8"),
     then refuse NaN anywhere and numbers outside their field's `range`; call from `__post_init__`."""
@@ -220,6 +232,15 @@ def _check_number(item: Field, value: Any) -> None:
     bounds = field_range(item)
     if bounds is not None and not bounds.contains(value):
         raise SettingError(item.name, value, bounds.describe(value))
+    if isinstance(value, int) and abs(value) > MAX_WHOLE:
+        raise SettingError(item.name, value, TOO_LARGE)
+
+
+# The largest whole number a setting holds: what int64 holds (Arrow, NumPy, torch, a record's JSON reader), so
+# 10**400 is one line here, not an OverflowError where a float or an array first meets it.
+MAX_WHOLE = 2**63 - 1
+TOO_LARGE = f"too large (at most {MAX_WHOLE:,})"
+_WHOLE = re.compile(r"\s*[+-]?\d[\d_]*\s*")
 
 
 # ------------------------------------------------------------------ a given value as the field's type
@@ -292,10 +313,14 @@ def _coerce_number(name: str, kind: type, value: Any) -> Any:
         raise SettingError(name, value, expected)
     try:
         number = kind(value) if isinstance(value, str) else value
-    except ValueError:
-        raise SettingError(name, value, expected) from None
+    except ValueError:  # int() of more than 4,300 digits is refused too: a number, but too large
+        raise SettingError(name, value, TOO_LARGE if _WHOLE.fullmatch(value) else expected) from None
     if not isinstance(number, (int, float)):
         raise SettingError(name, value, expected)
     if kind is int and not (isinstance(number, int) or (isinstance(number, float) and number.is_integer())):
         raise SettingError(name, value, "expected an integer")
-    return kind(number) if not (isinstance(number, float) and math.isnan(number)) else number
+    if isinstance(number, float) and not math.isfinite(number):  # told by the range check, as written
+        return number
+    if isinstance(number, int) and abs(number) > MAX_WHOLE:  # kept whole: its range is checked on the int itself
+        return number
+    return kind(number)

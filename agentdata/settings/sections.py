@@ -26,7 +26,6 @@ remembers where it came from (`Given.where`), so a bad one is told as the user w
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,7 +35,16 @@ from typing import Any
 from agentdata.errors import UserError
 from agentdata.registry import load_object
 from agentdata.settings.build import _build, composed_names, unnest
-from agentdata.settings.fields import SettingError, coerce, default_of, field_types, gone, leaf_fields, renamed_names
+from agentdata.settings.fields import (
+    SettingError,
+    coerce,
+    default_of,
+    field_types,
+    gone,
+    leaf_fields,
+    renamed_names,
+    unknown_setting,
+)
 
 
 class Append(list):
@@ -234,9 +242,8 @@ class Sections:
         return [*self._owner[section.name], *section.band_ends, *(extra[1] if extra else ())]
 
     def _unknown(self, key: str, where: str, names: Sequence[str], plain: Iterable[str]) -> None:
-        close = difflib.get_close_matches(key, sorted({*names, *plain, *self.sections}), n=3, cutoff=0.6)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; see `--help` or docs/settings.md"
-        raise UserError(f"{where + ': ' if where else ''}unknown setting {key!r}{hint}")
+        known = [*names, *plain, *self.sections]
+        raise unknown_setting(key, known, where, otherwise="see `--help` or docs/settings.md")
 
     # ------------------------------------------------------------------ layers -> settings
     def given(self, layers: Sequence[Layer]) -> Layer:

@@ -53,7 +53,7 @@ class Band(tuple, SettingValue):
             if isinstance(part, bool):
                 raise TypeError(part)
             number = float(part.strip()) if isinstance(part, str) else float(part)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: a whole number no float holds (10**400)
             raise ValueError(f"expected two numbers as LO,HI (e.g. {cls.example})") from None
         if math.isnan(number) or math.isinf(number):
             raise ValueError(f"expected two finite numbers as LO,HI (e.g. {cls.example})")
