@@ -432,6 +432,50 @@ def test_a_broken_eval_zip_is_one_line(tmp_path, capsys):
         assert len(error.splitlines()) == 1 and f"{name}: {message}" in error, error
 
 
+def _zip_with_method(path: Path, members: dict[str, bytes], method: int | None = None) -> None:
+    """A zip of `members`, the last one's compression method number then set to `method` (in both headers)."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data, compress_type=zipfile.ZIP_STORED if method else zipfile.ZIP_DEFLATED)
+    if method is not None:
+        data = bytearray(path.read_bytes())
+        local, central = data.rindex(b"PK\x03\x04"), data.rindex(b"PK\x01\x02")
+        data[local + 8 : local + 10] = data[central + 10 : central + 12] = method.to_bytes(2, "little")
+        path.write_bytes(bytes(data))
+
+
+def test_an_eval_member_that_inflates_past_the_bound_is_refused_without_inflating_it_whole(
+    tmp_path, monkeypatch, capsys
+):
+    # a few hundred KB of zip holding a member of 64 MiB of spaces (a zip bomb in small): read a chunk at a time
+    # and refused once past the bound, never held whole; a zstd member whose header understates its size too
+    import tracemalloc
+
+    import pyarrow as pa
+
+    from agentdata.traces import inspect_log
+
+    monkeypatch.setattr(inspect_log, "MAX_MEMBER_BYTES", 2**20, raising=False)
+    header = json.dumps({"version": 2, "eval": {"task": "t", "model": "m"}}).encode()
+    bomb = b"[" + b" " * 64 * 2**20 + b"]"
+    _zip_with_method(tmp_path / "deflate.eval", {"header.json": header, "samples/1_epoch_1.json": bomb})
+    zstd = pa.Codec("zstd").compress(bomb, asbytes=True)
+    _zip_with_method(tmp_path / "zstd.eval", {"header.json": header, "samples/1_epoch_1.json": zstd}, method=93)
+    for name in ("deflate.eval", "zstd.eval"):
+        tracemalloc.start()
+        try:
+            assert run_cli(["import", "inspect", str(tmp_path / name), "--out", str(tmp_path / "run")]) == 2
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        error = capsys.readouterr().err.strip()
+        assert len(error.splitlines()) == 1 and "samples/1_epoch_1.json in the zip inflates to more than" in error
+        assert peak < 32 * 2**20, f"{name}: {peak / 2**20:.0f} MiB held to refuse it"
+        assert not (tmp_path / "run").exists()
+
+
 def test_files_of_one_name_in_two_folders_are_two_trajectories(tmp_path):
     # Harbor writes every trial's trajectory as agent/trajectory.json; these carry no trajectory_id
     steps = [{"step_id": 1, "source": "user", "message": "Q?"}, {"step_id": 2, "source": "agent", "message": "A"}]
