@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -509,3 +511,48 @@ def test_a_temp_folder_that_cannot_be_written_costs_only_the_warning(tmp_path, m
     monkeypatch.setattr(neighbours, "registry", lambda: blocked)
     with neighbours.registered(tmp_path / "exp") as others:
         assert others == []
+
+
+def test_a_fifo_in_the_shared_records_folder_is_never_opened(tmp_path, monkeypatch):
+    # the folder is the machine's, writable by anyone: a FIFO named like a record waited for a writer for ever,
+    # and every later experiment with it
+    import threading
+
+    from agentdata.experiment import neighbours
+
+    folder = tmp_path / "agentdata-experiments"
+    folder.mkdir()
+    monkeypatch.setattr(neighbours, "registry", lambda: folder)
+    fifo = folder / "1.json"
+    os.mkfifo(fifo)
+    outcome: dict = {}
+
+    def start() -> None:
+        with neighbours.registered(tmp_path / "exp") as others:
+            outcome["others"] = others
+            outcome["mine"] = json.loads((folder / f"{os.getpid()}.json").read_text())
+
+    thread = threading.Thread(target=start, daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    if thread.is_alive():  # let the blocked open go before failing, so the thread ends
+        os.close(os.open(fifo, os.O_RDWR | os.O_NONBLOCK))
+    assert not thread.is_alive(), "an experiment waited on a FIFO in the records' folder"
+    assert outcome["others"] == [] and outcome["mine"]["pid"] == os.getpid()
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)  # not ours to remove
+    assert not (folder / f"{os.getpid()}.json").exists()  # removed when the experiment ended
+
+
+def test_this_experiments_record_replaces_whatever_had_its_name(tmp_path, monkeypatch):
+    from agentdata.experiment import neighbours
+
+    folder = tmp_path / "agentdata-experiments"
+    folder.mkdir()
+    monkeypatch.setattr(neighbours, "registry", lambda: folder)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not yours")
+    (folder / f"{os.getpid()}.json").symlink_to(victim)
+    with neighbours.registered(tmp_path / "exp"):
+        mine = folder / f"{os.getpid()}.json"
+        assert not mine.is_symlink() and json.loads(mine.read_text())["pid"] == os.getpid()
+    assert victim.read_text() == "not yours"

@@ -45,8 +45,10 @@ KINDS = [
 
 
 def leaky_trajectories() -> list:
-    """One trajectory per kind and place in the messages, then each kind in the fields outside them."""
-    rows = [leaky(f"m{i}-{where}", where, text) for i, text in enumerate(KINDS) for where in ("user", "tool")]
+    """One trajectory per kind and place in the messages (the code a model ran too: the viewer highlights it in
+    pieces), then each kind in the fields outside them."""
+    places = ("user", "tool", "code")
+    rows = [leaky(f"m{i}-{where}", where, text) for i, text in enumerate(KINDS) for where in places]
     fields = [
         {"id": f"run-{GITHUB}"},  # an id names the session's file in --sts
         {"id": f"run-{GITHUB[:-1]}X"},  # the same id once the token is cut: its file must not replace the other's

@@ -307,3 +307,26 @@ def test_a_shard_copied_into_a_second_part_is_read_once(tmp_path):
     assert len(next(iter(open_artifacts([out]))).rows) == 12
     shutil.copy(second, out / "trajectories" / "shard-00000-of-00002.part-00001.parquet")  # and back, sorted first
     assert scan_shards(shard_paths([out])).select(pl.len()).collect().item() == 12
+
+
+def test_two_parts_merged_into_one_file_count_each_trajectory_once(tmp_path):
+    """A part's file that holds some of another part's rows beside its own (overlapping shards merged into one
+    file) is no whole copy: it was read in full (17 trajectories for 12). Every reader counts each id once."""
+    import pyarrow as pa
+
+    from agentdata.agent.inspection import inspect_path
+    from agentdata.curate import CurateConfig, curate
+    from agentdata.regrade import regrade
+    from agentdata.view.catalog import open_artifacts
+
+    out = tmp_path / "run"
+    for index in range(2):
+        run_part(out, f"{index}/2", samples=1, shard_size=100)
+    first, second = sorted((out / "trajectories").glob("shard-*"))
+    own, other = pq.read_table(second), pq.read_table(first)
+    merged = pa.concat_tables([own.slice(0, 1), other.slice(0, 5)])  # one of its own, five of part 0's
+    pq.write_table(merged, out / "trajectories" / "shard-00001-of-00002.part-00001.parquet")
+    assert inspect_path(out).as_dict()["trajectories"] == 12
+    assert regrade(out, tmp_path / "regraded").trajectories == 12
+    assert len(next(iter(open_artifacts([out]))).rows) == 12
+    assert curate([out], tmp_path / "sft.parquet", CurateConfig()).kept_rows == 12

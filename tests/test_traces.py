@@ -147,7 +147,7 @@ def test_the_atif_export_redacts_secrets_as_the_sts_export_does(run, tmp_path):
 
 
 def test_an_imported_run_is_read_by_curate_view_regrade_and_inspect(tmp_path, capsys):
-    # the code tool only: curate counts a call of any other tool as malformed (steps/features.py)
+    # the code tool only, as a collected run has it
     run = write_run(tmp_path / "run", search=False)
     write_sts(viewer(run), tmp_path / "sts", limit=100, secrets="keep")
     imported = tmp_path / "imported"
@@ -432,6 +432,50 @@ def test_a_broken_eval_zip_is_one_line(tmp_path, capsys):
         assert len(error.splitlines()) == 1 and f"{name}: {message}" in error, error
 
 
+def _zip_with_method(path: Path, members: dict[str, bytes], method: int | None = None) -> None:
+    """A zip of `members`, the last one's compression method number then set to `method` (in both headers)."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data, compress_type=zipfile.ZIP_STORED if method else zipfile.ZIP_DEFLATED)
+    if method is not None:
+        data = bytearray(path.read_bytes())
+        local, central = data.rindex(b"PK\x03\x04"), data.rindex(b"PK\x01\x02")
+        data[local + 8 : local + 10] = data[central + 10 : central + 12] = method.to_bytes(2, "little")
+        path.write_bytes(bytes(data))
+
+
+def test_an_eval_member_that_inflates_past_the_bound_is_refused_without_inflating_it_whole(
+    tmp_path, monkeypatch, capsys
+):
+    # a few hundred KB of zip holding a member of 64 MiB of spaces (a zip bomb in small): read a chunk at a time
+    # and refused once past the bound, never held whole; a zstd member whose header understates its size too
+    import tracemalloc
+
+    import pyarrow as pa
+
+    from agentdata.traces import inspect_log
+
+    monkeypatch.setattr(inspect_log, "MAX_MEMBER_BYTES", 2**20, raising=False)
+    header = json.dumps({"version": 2, "eval": {"task": "t", "model": "m"}}).encode()
+    bomb = b"[" + b" " * 64 * 2**20 + b"]"
+    _zip_with_method(tmp_path / "deflate.eval", {"header.json": header, "samples/1_epoch_1.json": bomb})
+    zstd = pa.Codec("zstd").compress(bomb, asbytes=True)
+    _zip_with_method(tmp_path / "zstd.eval", {"header.json": header, "samples/1_epoch_1.json": zstd}, method=93)
+    for name in ("deflate.eval", "zstd.eval"):
+        tracemalloc.start()
+        try:
+            assert run_cli(["import", "inspect", str(tmp_path / name), "--out", str(tmp_path / "run")]) == 2
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        error = capsys.readouterr().err.strip()
+        assert len(error.splitlines()) == 1 and "samples/1_epoch_1.json in the zip inflates to more than" in error
+        assert peak < 32 * 2**20, f"{name}: {peak / 2**20:.0f} MiB held to refuse it"
+        assert not (tmp_path / "run").exists()
+
+
 def test_files_of_one_name_in_two_folders_are_two_trajectories(tmp_path):
     # Harbor writes every trial's trajectory as agent/trajectory.json; these carry no trajectory_id
     steps = [{"step_id": 1, "source": "user", "message": "Q?"}, {"step_id": 2, "source": "agent", "message": "A"}]
@@ -511,3 +555,43 @@ def test_a_code_problems_trace_runs_its_tests_in_the_sandbox_the_import_opens(tm
     result = import_traces("sts", [tmp_path / "s"], tmp_path / "run", [problem])
     (row,) = RunDir(tmp_path / "run").trajectories()
     assert result.correct == 1 and row.correct and row.domain == "code" and row.metadata["tests"]["passed"] == 2
+
+
+def inspect_log_with_tool(tool: str, called: str) -> dict:
+    """An Inspect log of two samples whose model was offered `tool` and called `called` once, then answered."""
+    info = {"name": tool, "description": "Run Python.", "parameters": {"type": "object", "properties": {}}}
+    samples = [
+        {
+            "id": f"s{n}",
+            "epoch": 1,
+            "target": "42",
+            "events": [{"event": "model", "tools": [info]}],
+            "messages": [
+                {"role": "user", "content": f"What is 6 times 7? (variant {n})"},
+                {
+                    "role": "assistant",
+                    "content": "Let me compute.",
+                    "tool_calls": [{"id": "c1", "function": called, "arguments": {"code": "print(6*7)"}}],
+                },
+                {"role": "tool", "content": "42\n", "tool_call_id": "c1", "function": called},
+                {"role": "assistant", "content": "The answer is \\boxed{42}."},
+            ],
+        }
+        for n in range(2)
+    ]
+    return {"version": 2, "eval": {"task": "t", "model": "m"}, "samples": samples}
+
+
+def test_curate_keeps_the_calls_of_the_tool_an_imported_trace_declared(tmp_path, capsys):
+    # Inspect's tool was named python_exec: every call of it was `malformed_tool_call` (only agentdata's
+    # code_interpreter counted), 0 rows kept, and the advice named --tool-calls / --keep-incorrect
+    (tmp_path / "declared.json").write_text(json.dumps(inspect_log_with_tool("python_exec", "python_exec")))
+    import_traces("inspect", [tmp_path / "declared.json"], tmp_path / "declared")
+    assert curate([tmp_path / "declared"], tmp_path / "sft.parquet", CurateConfig()).kept_rows == 2
+    # a call of a tool the trace never declared still cannot be trained on, and the advice says why
+    (tmp_path / "undeclared.json").write_text(json.dumps(inspect_log_with_tool("python_exec", "bash")))
+    import_traces("inspect", [tmp_path / "undeclared.json"], tmp_path / "undeclared")
+    assert run_cli(["curate", str(tmp_path / "undeclared"), "--out", str(tmp_path / "none.parquet")]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert "none of 2 trajectories kept" in said and "malformed_tool_call" in said, said
+    assert "--tool-calls" not in said and "--keep-incorrect" not in said, said

@@ -126,6 +126,45 @@ def test_a_trajectory_made_with_the_atif_models_is_imported_and_graded(tmp_path)
     assert row.metadata["imported"]["made_by"] == "terminus 2.0"
 
 
+CONTINUED = r"""
+import json, sys
+from atif import Agent, FinalMetrics, Metrics, Step, Trajectory
+copied = {"is_copied_context": True, "timestamp": "2026-01-02T10:00:00Z"}
+trajectory = Trajectory(
+    schema_version="ATIF-v1.8",
+    trajectory_id="continued-1",
+    agent=Agent(name="terminus", version="2.0", model_name="qwen3-coder"),
+    steps=[
+        Step(step_id=1, source="system", message="An earlier system prompt.", **copied),
+        Step(step_id=2, source="user", message="An earlier question: what is 2 + 2?", **copied),
+        Step(step_id=3, source="agent", message="\\boxed{4}", **copied),
+        Step(step_id=4, source="user", message="What is 6 * 7?", timestamp="2026-01-02T10:01:00Z"),
+        Step(step_id=5, source="agent", message="\\boxed{42}", timestamp="2026-01-02T10:01:30Z",
+             metrics=Metrics(prompt_tokens=20, completion_tokens=5, cost_usd=0.002)),
+    ],
+    final_metrics=FinalMetrics(total_prompt_tokens=20, total_completion_tokens=5, total_cost_usd=0.002, total_steps=5),
+    extra={"harbor_job": "job-7", "dataset": "compute"},
+)
+open(sys.argv[1], "w").write(json.dumps(trajectory.to_json_dict()))
+"""
+
+
+def test_copied_context_steps_are_left_out_and_the_documents_own_record_kept(tmp_path, capsys):
+    # a continued trajectory carries the steps of the one before (`is_copied_context`): they were kept, and
+    # the copied question was taken as this one's, so it matched no problem and could not be graded
+    run_peer("atif", CONTINUED, str(tmp_path / "continued.json"), cwd=tmp_path)
+    (tmp_path / "problems.jsonl").write_text(json.dumps({"id": "mul", "question": "What is 6 * 7?", "answer": "42"}))
+    command = ["import", "atif", str(tmp_path / "continued.json"), "--problems", str(tmp_path / "problems.jsonl")]
+    assert run_cli([*command, "--out", str(tmp_path / "run")]) == 0, capsys.readouterr().err
+    (row,) = RunDir(tmp_path / "run").trajectories()
+    assert [m["content"] for m in row.messages] == ["What is 6 * 7?", "\\boxed{42}"]
+    assert row.question == "What is 6 * 7?" and row.problem_id == "mul" and row.correct
+    kept = row.metadata["imported"]["extra"]
+    assert kept["extra"] == {"harbor_job": "job-7", "dataset": "compute"} and kept["cost_usd"] == 0.002
+    assert (kept["started_at"], kept["ended_at"]) == ("2026-01-02T10:01:00Z", "2026-01-02T10:01:30Z")
+    assert kept["final_metrics"]["total_steps"] == 5 and kept["copied_context_steps"] == 3
+
+
 # --------------------------------------------------------------------------- Inspect AI
 
 EVAL = r"""

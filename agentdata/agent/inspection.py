@@ -92,14 +92,15 @@ def trajectory_stats(trajectories: Iterable[Trajectory]) -> dict[str, Any]:
 
 
 def read_trajectories(path: str | Path) -> list[Trajectory]:
-    """Every trajectory of a run dir or a trajectory file, each row checked (InputFileError names the field).
-    A run dir's include those a stopped (killed) run left only in its journal."""
+    """Every trajectory of a run dir or a trajectory file, each row checked (InputFileError names the field),
+    once: the last written row of an id (a redone rollout, or a row two merged parts' files both hold). A run
+    dir's include those a stopped (killed) run left only in its journal."""
     shards = [
         trajectory_from_row(file, number, row)
         for file in trajectory_files(path)
         for number, row in enumerate(read_rows(file), start=1)
     ]
-    return shards + journal_only(path)
+    return list({trajectory.id: trajectory for trajectory in shards}.values()) + journal_only(path)
 
 
 def journal_only(path: str | Path) -> list[Trajectory]:

@@ -5,6 +5,10 @@ parts; a shard whose ids were all read in another part's shards is a copy (a fil
 second part, or back), and reading it would count every row twice (17 rows for 12). It is left out,
 with a warning. Within one part (or an unsharded run) a later shard may hold ids of an earlier one
 on purpose: a redone rollout replaces the earlier (the readers keep the last written of an id).
+
+A file that holds some rows of another part beside its own (two parts' shards merged into one file) is no
+copy and stays; its rows are read as one trajectory each all the same, since every reader keeps the last
+written row of an id (`superseded` names the rows a later one replaces, for readers that go row by row).
 """
 
 from __future__ import annotations
@@ -41,6 +45,14 @@ def without_copies(shards: Sequence[Path]) -> list[Path]:
             read_in.setdefault(row_id, part)
         kept.append(shard)
     return kept
+
+
+def superseded(shards: Sequence[Path]) -> dict[Path, set[int]]:
+    """Per shard (in read order), the numbers of its rows whose trajectory id a later row writes again."""
+    ids = {shard: _ids(shard) or [] for shard in shards}
+    last = {row_id: (shard, number) for shard in shards for number, row_id in enumerate(ids[shard])}
+    kept = {(shard, number) for shard, number in last.values()}
+    return {shard: {n for n in range(len(ids[shard])) if (shard, n) not in kept} for shard in shards}
 
 
 def _ids(shard: Path) -> list[str] | None:

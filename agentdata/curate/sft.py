@@ -123,7 +123,7 @@ def curate(
         else:
             empty = (
                 f"{out}: the SFT set is empty (none of {input_rows} trajectories kept), so nothing was written: "
-                "see the drop reasons, or loosen --tool-calls / --keep-incorrect"
+                + empty_advice(result.counts)
             )
             empty += removed_note(remove_earlier_set(layout))
         rejects_path = None
@@ -155,6 +155,29 @@ def curate(
         curated.pushed = push_set(layout, config.publish.push_to_hub, not config.publish.public).as_dict()
     _write_report(curated, config, shards.paths)
     return curated
+
+
+# What keeps the rows a reason dropped: the setting that applies, or why none does.
+ADVICE = {
+    "incorrect": "--keep-incorrect keeps wrong answers",
+    "no_tool_call": "--tool-calls 0,MAX keeps trajectories without a call",
+    "too_many_tool_calls": "--tool-calls MIN,MAX with a larger MAX keeps more calls",
+    "malformed_tool_call": "a call named a tool its trajectory does not declare in `tools`, or its arguments were "
+    "not a JSON object (a code call's without `code`): no setting trains on such calls",
+    "no_answer": "a trajectory without a final answer is never kept",
+    "tool_error_ratio": "max_tool_error_ratio= allows more failing calls",
+    "too_long": "max_tokens= allows longer trajectories",
+    "max_per_problem": "--max-per-problem 0 lifts the cap per problem",
+    "source_share": "balance_sources= allows a larger share per source",
+}
+
+
+def empty_advice(dropped: Counter | dict[str, int]) -> str:
+    """Why nothing was kept, by drop reason (the largest first), each with the setting that would keep them."""
+    reasons = sorted(((count, reason) for reason, count in dropped.items() if count), reverse=True)
+    said = "dropped " + ", ".join(f"{reason} {count}" for count, reason in reasons) if reasons else "no rows"
+    advice = [f"{reason}: {ADVICE[reason]}" for _, reason in reasons if reason in ADVICE]
+    return "; ".join([said, *advice]) if advice else f"{said}; see the drop reasons in the report"
 
 
 def check_suffix(out: Path, target: str) -> None:

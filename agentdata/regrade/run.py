@@ -30,6 +30,7 @@ from agentdata.agent.journal import read_journal
 from agentdata.agent.resume import HASH_KEY, problem_hash
 from agentdata.agent.rundir import RunDir, shard_paths, trajectory_files
 from agentdata.agent.runner import summarise
+from agentdata.agent.shard_copies import superseded
 from agentdata.agent.shard_status import incomplete_note
 from agentdata.events import task
 from agentdata.formats import protocol_of
@@ -172,10 +173,11 @@ def _regrade_batches(
     settings; returns the last settings."""
     owns_sandbox, settings = sandbox is None, None
     before = after = 0
-    total = sum(pq.read_metadata(shard).num_rows for shard in shards) + len(journaled)
+    replaced = superseded(shards)
+    total = sum(pq.read_metadata(shard).num_rows - len(replaced[shard]) for shard in shards) + len(journaled)
     with task("regrade", total) as advance, ThreadPoolExecutor(config.concurrency) as pool:
         try:
-            for trajectories, shard_settings in _batches(shards, journaled, source):
+            for trajectories, shard_settings in _batches(shards, replaced, journaled, source):
                 if sandbox is None and any(t.domain == "code" for t in trajectories):
                     from agentdata.sandbox import open_sandbox
 
@@ -197,10 +199,14 @@ def _regrade_batches(
     return settings
 
 
-def _batches(shards: list[Path], journaled: list[Trajectory], source: RunDir | None) -> Iterator[tuple[list, Any]]:
-    """Each shard's trajectories and settings, read one at a time; then the journal's."""
+def _batches(
+    shards: list[Path], replaced: dict[Path, set[int]], journaled: list[Trajectory], source: RunDir | None
+) -> Iterator[tuple[list, Any]]:
+    """Each shard's trajectories and settings, read one at a time, less its `replaced` rows (a later row writes
+    their id again: each trajectory is graded once); then the journal's."""
     for shard in shards:
-        yield read_records(shard, Trajectory), source.shard_settings(shard) if source else None
+        rows = [t for number, t in enumerate(read_records(shard, Trajectory)) if number not in replaced[shard]]
+        yield rows, source.shard_settings(shard) if source else None
     if journaled:
         yield journaled, _journal_settings(source)
 

@@ -12,6 +12,8 @@ from agentdata.records import TOOL_NAME
 from agentdata.steps.text import normalised
 
 _ASSISTANT = pl.element().struct.field("role") == "assistant"
+# A tool's name in the `tools` JSON text: `"name": "..."` (a parameter's schema is an object, never a string).
+DECLARED_NAME = r'"name":\s*"((?:[^"\\]|\\.)*)"'
 
 
 def tool_calls() -> pl.Expr:
@@ -21,19 +23,34 @@ def tool_calls() -> pl.Expr:
 
 
 def malformed_tool_calls() -> pl.Expr:
-    """Calls that name another tool or whose arguments are not JSON holding a `code` string.
+    """Calls that could not run as written: a call of the code tool whose arguments are not JSON holding a
+    `code` string, a call of another tool whose arguments are not a JSON object, and each tool named in a
+    call that the trajectory does not declare in its `tools` (an imported trace's own tools, `python_exec`
+    say, are declared there and are its tools as much as the code interpreter is agentdata's).
 
     A trajectory may also carry the protocol parser's own count in
     `metadata.malformed_tool_calls` (markup the parser could not turn into a call);
     both are added.
     """
     functions = tool_calls().list.eval(pl.element().struct.field("function"))
-    bad = functions.list.eval(
-        pl.element().struct.field("arguments").str.json_path_match("$.code").is_null()
-        | (pl.element().struct.field("name") != TOOL_NAME)
+    arguments, name = pl.element().struct.field("arguments"), pl.element().struct.field("name")
+    json_object = arguments.str.json_path_match("$").is_not_null() & arguments.str.strip_chars().str.starts_with("{")
+    bad_arguments = functions.list.eval(
+        pl.when(name == TOOL_NAME).then(arguments.str.json_path_match("$.code").is_null()).otherwise(~json_object)
     ).list.sum()
+    named = functions.list.eval(name.fill_null(""))
+    undeclared = named.list.set_difference(declared_tools()).list.len()
     from_parser = pl.col("metadata").str.json_path_match("$.malformed_tool_calls").cast(pl.Int64, strict=False)
-    return (bad.cast(pl.Int64) + from_parser.fill_null(0)).alias("malformed_tool_calls")
+    total = bad_arguments.cast(pl.Int64).fill_null(0) + undeclared.cast(pl.Int64).fill_null(0)
+    return (total + from_parser.fill_null(0)).alias("malformed_tool_calls")
+
+
+def declared_tools() -> pl.Expr:
+    """The names of the tools a trajectory declares, and the code tool (rows written before `tools` was kept
+    declare none). Read from the JSON text as patterns: a `tools` list of another shape must not stop a scan."""
+    names = pl.col("tools").fill_null("").str.extract_all(DECLARED_NAME)
+    names = names.list.eval(pl.element().str.extract(DECLARED_NAME, 1))
+    return pl.concat_list([names, pl.lit([TOOL_NAME])])
 
 
 def model_turns() -> pl.Expr:

@@ -11,9 +11,11 @@ step is a system prompt, a user message or one agent turn:
 An agent turn's observation holds the results of its calls, so one step is an assistant message and
 the tool messages that answer it. A result that names no call is the outcome of an action written in
 the text (a terminal agent's command): the next user message, as such harnesses send it. Steps copied
-from an earlier trajectory for context (`is_copied_context`) are left out of the agent's turns, as the
-format asks of SFT data; subagent trajectories are not read (each is a trajectory of its own).
-agentdata's own verdict and provenance travel in the root `extra.agentdata`.
+from an earlier trajectory for context (`is_copied_context`: a system prompt, a question or a turn) are left
+out, as the format asks of SFT data: the question is this trajectory's own first user step. Subagent
+trajectories are not read (each is a trajectory of its own). agentdata's own verdict and provenance travel
+in the root `extra.agentdata`; what else a document says of itself (its root `extra`, the steps' first and
+last timestamps, the cost, `final_metrics`) is kept as the row's provenance.
 """
 
 from __future__ import annotations
@@ -128,6 +130,7 @@ def read_atif(path: Path, document: Any | None = None) -> list[Session]:
     own = (document.get("extra") or {}).get(EXTRA_KEY) if isinstance(document.get("extra"), dict) else None
     own = own if isinstance(own, dict) else {}
     metrics = document.get("final_metrics") if isinstance(document.get("final_metrics"), dict) else {}
+    provenance = _provenance(document, steps, metrics)
     made_by = " ".join(str(agent.get(key) or "") for key in ("name", "version")).strip()
     return [
         Session(
@@ -140,9 +143,32 @@ def read_atif(path: Path, document: Any | None = None) -> list[Session]:
             prompt_tokens=count(metrics.get("total_prompt_tokens")),
             completion_tokens=count(metrics.get("total_completion_tokens")),
             **agentdata_fields(own),
-            extra={"session_id": document.get("session_id"), "notes": document.get("notes"), **own},
+            extra={"session_id": document.get("session_id"), "notes": document.get("notes"), **provenance, **own},
         )
     ]
+
+
+def _provenance(document: dict[str, Any], steps: list[Any], metrics: dict[str, Any]) -> dict[str, Any]:
+    """What an ATIF document records of itself beyond its messages: its root `extra` (but agentdata's own key),
+    when its own steps began and ended, what it cost, its final metrics, how many copied steps were left out."""
+    extra = document.get("extra") if isinstance(document.get("extra"), dict) else {}
+    own = [step for step in steps if isinstance(step, dict) and not step.get("is_copied_context")]
+    stamps = [step["timestamp"] for step in own if isinstance(step.get("timestamp"), str)]
+    step_costs = [
+        step["metrics"]["cost_usd"]
+        for step in own
+        if isinstance(step.get("metrics"), dict) and isinstance(step["metrics"].get("cost_usd"), (int, float))
+    ]
+    cost = metrics.get("total_cost_usd") if isinstance(metrics.get("total_cost_usd"), (int, float)) else None
+    kept = {
+        "extra": {key: value for key, value in extra.items() if key != EXTRA_KEY} or None,
+        "started_at": stamps[0] if stamps else None,
+        "ended_at": stamps[-1] if stamps else None,
+        "cost_usd": cost if cost is not None else (sum(step_costs) if step_costs else None),
+        "final_metrics": metrics or None,
+        "copied_context_steps": sum(isinstance(step, dict) for step in steps) - len(own),
+    }
+    return {key: value for key, value in kept.items() if value is not None}
 
 
 def load_json(path: Path) -> Any:
@@ -160,8 +186,8 @@ def _messages(step: dict[str, Any], path: Path, index: int) -> list[dict[str, An
     role = ROLE_OF_SOURCE.get(step.get("source"))
     if role is None:
         raise InputFileError(path, f"{where}: source must be system, user or agent, got {step.get('source')!r}")
-    if role == "assistant" and step.get("is_copied_context"):
-        return []  # context copied from another trajectory: not this agent's turn to learn from
+    if step.get("is_copied_context"):
+        return []  # copied from another trajectory for context: not this trajectory's question or turn
     message: dict[str, Any] = {"role": role, "content": text_of(step.get("message"), path, where)}
     if role != "assistant":
         return [message]

@@ -26,6 +26,10 @@ from agentdata.traces.session import Session, Unsupported, checked, count, text_
 ATTACHMENT = "attachment://"
 ZSTD = 93  # the zip compression method number of zstd (APPNOTE 4.4.5)
 LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")  # a zip member's local file header
+# The most one member of an .eval zip may inflate to: far above a real sample (a few MB with its events),
+# far below a machine's memory. A member is inflated a chunk at a time and refused once past it.
+MAX_MEMBER_BYTES = 512 * 2**20
+CHUNK_BYTES = 2**20
 STOP_REASONS = {"max_tokens": "max_tokens", "model_length": "context"}
 LIMITS = {"token": "max_tokens", "message": "max_turns", "context": "context"}
 
@@ -205,17 +209,36 @@ def _is_sample(name: str) -> bool:
 
 
 def _member_json(archive: zipfile.ZipFile, raw: Any, name: str) -> Any:
-    info = archive.getinfo(name)
-    data = _zstd_member(raw, info) if info.compress_type == ZSTD else archive.read(name)
+    data = _member_bytes(archive, raw, archive.getinfo(name))
     try:
         return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise InputFileError(archive.filename, f"{name} in the zip is not JSON ({error})") from None
+    except RecursionError:
+        raise InputFileError(archive.filename, f"{name} in the zip is JSON nested too deeply to read") from None
 
 
-def _zstd_member(raw: Any, info: zipfile.ZipInfo) -> bytes:
-    """A zstd-compressed member, which Python's zipfile cannot inflate before 3.14: its bytes read from after
-    its local header and decompressed with Arrow's zstd codec (pyarrow is already a dependency)."""
+def _member_bytes(archive: zipfile.ZipFile, raw: Any, info: zipfile.ZipInfo) -> bytearray:
+    """A member inflated a chunk at a time and refused once it passes MAX_MEMBER_BYTES, whatever size its
+    header claims: a small zip can hold gigabytes of zeros, so neither the member nor its header is trusted."""
+    too_big = f"{info.filename} in the zip inflates to more than the {MAX_MEMBER_BYTES // 2**20} MiB a member may be"
+    if info.file_size > MAX_MEMBER_BYTES:
+        raise InputFileError(archive.filename, too_big)
+    data = bytearray()
+    try:
+        with _zstd_stream(raw, info) if info.compress_type == ZSTD else archive.open(info) as stream:
+            while chunk := stream.read(CHUNK_BYTES):
+                data += chunk
+                if len(data) > MAX_MEMBER_BYTES:
+                    raise InputFileError(archive.filename, too_big)
+    except ValueError as error:  # Arrow's zstd stream on corrupt data (ArrowInvalid)
+        raise InputFileError(archive.filename, f"{info.filename} in the zip cannot be decompressed ({error})") from None
+    return data
+
+
+def _zstd_stream(raw: Any, info: zipfile.ZipInfo) -> Any:
+    """A zstd-compressed member, which Python's zipfile cannot inflate before 3.14, as a stream: its compressed
+    bytes read from after its local header, inflated by Arrow's zstd stream (pyarrow is already a dependency)."""
     import pyarrow as pa
 
     raw.seek(info.header_offset)
@@ -223,7 +246,4 @@ def _zstd_member(raw: Any, info: zipfile.ZipInfo) -> bytes:
     name_length, extra_length = fields[-2], fields[-1]
     raw.seek(info.header_offset + LOCAL_HEADER.size + name_length + extra_length)
     compressed = raw.read(info.compress_size)
-    try:
-        return pa.Codec("zstd").decompress(compressed, decompressed_size=info.file_size, asbytes=True)
-    except (OSError, ValueError, pa.ArrowException) as error:
-        raise InputFileError(raw.name, f"{info.filename} in the zip cannot be decompressed ({error})") from None
+    return pa.CompressedInputStream(pa.BufferReader(compressed), "zstd")

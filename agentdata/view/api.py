@@ -6,7 +6,7 @@ request names a path, so nothing outside the artifacts given can be reached.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,10 @@ from agentdata.view.catalog import Catalog
 from agentdata.view.mask import Tokenizers, masked_tokens
 from agentdata.view.query import Query, QueryError
 from agentdata.view.render import sft_row_view, trajectory_view
+
+# What a caller does to a row's source before any view of it is drawn: the static export redacts secrets there,
+# since a view splits text (highlighted code, a mask's tokens) into pieces no secret pattern can match.
+SourceFilter = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class NotFound(KeyError):
@@ -79,24 +83,17 @@ class ViewerData:
         artifact = self.artifact(key)
         return artifact.table().page(Query.parse(params))
 
-    def record(self, key: str, row: int) -> dict[str, Any]:
-        artifact = self.artifact(key)
-        try:
-            record = artifact.table().record(row)
-        except KeyError:
-            raise NotFound(f"{key}/{row}") from None
+    def record(self, key: str, row: int, source_filter: SourceFilter | None = None) -> dict[str, Any]:
+        record = self._source(key, row, source_filter)
         if "trajectory" in record:
             return trajectory_view(record["trajectory"], row)
         if "sft_row" in record:
             return sft_row_view(record["sft_row"], row)
         return {"row": row, "problem": record["problem"]}
 
-    def mask(self, key: str, row: int) -> dict[str, Any]:
+    def mask(self, key: str, row: int, source_filter: SourceFilter | None = None) -> dict[str, Any]:
         artifact = self.artifact(key)
-        try:
-            record = artifact.table().record(row)
-        except KeyError:
-            raise NotFound(f"{key}/{row}") from None
+        record = self._source(key, row, source_filter)
         if "trajectory" in record:
             trajectory = record["trajectory"]
             values = {"messages": trajectory.messages, "tools": trajectory.tools, "format": trajectory.format}
@@ -105,6 +102,14 @@ class ViewerData:
         else:
             raise QueryError(f"{artifact.label}: a problem has no conversation to train on")
         return masked_tokens(self.tokenizers.get(), values, artifact.path, row + 1)
+
+    def _source(self, key: str, row: int, source_filter: SourceFilter | None) -> dict[str, Any]:
+        """The row as its table holds it ({"trajectory"}, {"sft_row"} or {"problem"}), through `source_filter`."""
+        try:
+            record = self.artifact(key).table().record(row)
+        except KeyError:
+            raise NotFound(f"{key}/{row}") from None
+        return source_filter(record) if source_filter else record
 
     # ---------------------------------------------------------------- pages
     def problem(self, key: str, problem_id: str) -> dict[str, Any]:

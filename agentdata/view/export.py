@@ -10,6 +10,7 @@ Every value written is scanned for secrets first (publish/secrets.py) and each i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections import Counter
@@ -151,18 +152,18 @@ def _records(writer, data, artifact, rows, summary, advance) -> dict[int, str]:
     for row in rows:
         number = row[ROW]
         try:
-            record = data.record(artifact.key, number)
+            record = data.record(artifact.key, number, writer.redacted_source)
         except UserError as error:
             summary.problems_lines.append(" ".join(str(error).split()))
             writer.put(f"{artifact.key}/r/{number}", {"__error": " ".join(str(error).split())})
             advance()
             continue
-        record = writer.redacted(record)  # before the search text is lower-cased, which hides a key from its pattern
+        record = writer.redacted(record)  # its fields outside the source too, before the search text is lower-cased
         writer.put(f"{artifact.key}/r/{number}", record)
         texts[number] = _searchable(record)
         if record.get("maskable"):
             try:
-                writer.put(f"{artifact.key}/m/{number}", data.mask(artifact.key, number))
+                writer.put(f"{artifact.key}/m/{number}", data.mask(artifact.key, number, writer.redacted_source))
                 summary.masks += 1
             except UserError as error:
                 writer.put(f"{artifact.key}/m/{number}", {"__error": " ".join(str(error).split())})
@@ -210,6 +211,17 @@ class _Writer:
         """`value` as JSON would carry it, with its secrets redacted (counted) unless the export keeps them."""
         value = json.loads(json.dumps(plain(value), ensure_ascii=False, default=str, allow_nan=False))
         return redact_tree(value, self.found) if self.redact else value
+
+    def redacted_source(self, record: dict[str, Any]) -> dict[str, Any]:
+        """A row's source (a Trajectory, an SFT row, a problem) with its secrets redacted before a view is drawn
+        from it: highlighted code and a mask's tokens split the text into pieces no pattern finds a key in."""
+        return {key: self._redacted_value(value) for key, value in record.items()} if self.redact else record
+
+    def _redacted_value(self, value: Any) -> Any:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            fields = {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
+            return dataclasses.replace(value, **redact_tree(fields, self.found))
+        return redact_tree(value, self.found)
 
     def put(self, name: str, value: Any) -> None:
         """`data/NAME.js`: the value as a script that stores it under NAME (JSON is a JavaScript literal), every
