@@ -1,4 +1,4 @@
-"""Run the four built-in experiment recipes one after another and record what came out, with load and time.
+"""Run the built-in experiment recipes one after another and record what came out, with load and time.
 
     python bench/bench_findings.py --out /tmp/findings [--recipes sft-data pool tool-calls zero-tir] [--threads 1]
     python bench/bench_findings.py --out /tmp/findings-seeds --recipes pool --seeds 3
@@ -11,7 +11,8 @@ each paired comparison's sentence, for bench/RESULTS_findings.md. An existing OU
 
 `--seeds N` is the experiment's own (every arm N times, every seed offset): then each arm's avg@k per
 seed and each comparison's difference per seed are printed too, its interval over seeds and problems.
-Every GRPO arm's trend verdicts (tool calls, response length, accuracy against steps) are printed.
+Every GRPO arm's trend verdicts (tool calls, response length, accuracy against steps) are printed, and what
+the pool changes: each GRPO arm's flat-group share and samples with a gradient per step, arm against arm.
 
 `--threads N` sets OMP_NUM_THREADS for the recipes (torch's threads per process). On a machine
 other work keeps busy, one thread does more per CPU second and per wall second than two, which
@@ -31,7 +32,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-RECIPES = ("sft-data", "pool", "tool-calls", "zero-tir")
+RECIPES = ("sft-data", "pool", "tool-calls", "zero-tir", "zero-tir-arithmetic")
 TARGET_S = 60 * 60  # each recipe, on the embedded default, on two CPU cores
 
 
@@ -111,6 +112,11 @@ def describe(result: dict) -> str:
         f"- trend {t['arm']} {t['series']} ({t['source']}, {t['points']} points): {t['verdict']}, "
         f"slope {t['slope']:+.4f} [{t['low']:+.4f}, {t['high']:+.4f}] per step"
         for t in report.get("trends", [])
+    ]
+    lines += [
+        f"- mechanism {m['arm']} − {m['vs']} {m['series']}: {m['mean']:+.3f} [{m['low']:+.3f}, {m['high']:+.3f}], "
+        f"{m['verdict']} ({m['steps']} steps x {m['seeds']} seeds)"
+        for m in (report.get("mechanism") or {}).get("differences", [])
     ]
     return "\n".join(lines)
 

@@ -229,7 +229,7 @@ def test_a_held_out_set_overlapping_the_training_problems_is_refused(tmp_path, c
     assert not (tmp_path / "exp" / "work").exists()
 
 
-@pytest.mark.parametrize("name", ["sft-data", "pool", "tool-calls", "zero-tir"])
+@pytest.mark.parametrize("name", ["sft-data", "pool", "tool-calls", "zero-tir", "zero-tir-arithmetic"])
 def test_every_built_in_recipe_plans_its_arms_and_holds_out_200_responses_each(tmp_path, name):
     from agentdata.experiment.problem_sets import write_problem_files
     from agentdata.experiment.runner import plan_all
@@ -354,6 +354,80 @@ def test_the_report_shows_each_arms_flat_group_share_step_by_step(tmp_path):
     many = {"band": [{FLAT_GROUPS: [[step, step % 2] for step in range(1, 101)]}]}  # 100 steps: ranges of 4
     text = "\n".join(grpo_section(SimpleNamespace(arms=arms[:1], curves=many, totals={"seeds": 1})))
     assert "| 1-4 | 50.0% |" in text and "| 97-100 | 50.0% |" in text and "| 5 |" not in text
+
+
+def test_the_report_says_whether_the_band_cut_flat_groups_and_raised_samples_with_a_gradient(tmp_path):
+    """Issue 49: beside accuracy, the mechanism per arm with intervals over seeds and steps, band against random.
+    Constructed: over three seeds of 6 steps, band's groups are flat a quarter of the time and random's three
+    quarters (samples with a gradient 6 against 2 of 8); `all` is random's twin, so it differs in nothing."""
+    from types import SimpleNamespace
+
+    from agentdata.experiment.arm import ArmOutcome
+    from agentdata.experiment.markdown import mechanism_section
+    from agentdata.experiment.mechanism import mechanism
+    from agentdata.experiment.report import FLAT_GROUPS, GRADIENT_SAMPLES, runs_by_seed
+
+    def run(arm: str, seed: int, flat: list[float]) -> ArmOutcome:
+        records = [{"step": 0, "eval/avg@2": 0.1}]
+        records += [{"step": s + 1, FLAT_GROUPS: f, GRADIENT_SAMPLES: 8 * (1 - f)} for s, f in enumerate(flat)]
+        path = write_grpo_metrics(tmp_path / f"{arm}-{seed}.jsonl", records)
+        return ArmOutcome(arm, seed, "done", grpo_metrics=path)
+
+    band = [[0.0, 0.5, 0.25, 0.5, 0.0, 0.25]] * 3
+    rest = [[0.5, 1.0, 0.75, 1.0, 0.5, 0.75], [0.75, 0.75, 0.75, 0.75, 0.75, 0.75], [1.0, 0.5, 0.75, 0.5, 1.0, 0.75]]
+    outcomes = [run("band", r, band[r]) for r in range(3)]
+    outcomes += [run(arm, r, rest[r]) for arm in ("random", "all") for r in range(3)]
+    outcomes.append(ArmOutcome("start", 0, "done"))  # no GRPO: no row
+    found = mechanism(runs_by_seed(outcomes), ["band", "random", "all", "start"])
+    arms = {(row["arm"], row["series"]): row for row in found["arms"]}
+    assert {arm for arm, _ in arms} == {"band", "random", "all"}
+    flat = arms[("band", "flat groups (share)")]
+    assert flat["mean"] == pytest.approx(0.25) and flat["low"] < 0.25 < flat["high"]
+    assert (flat["steps"], flat["seeds"]) == (6, 3)
+    assert arms[("random", "samples with a gradient per step")]["mean"] == pytest.approx(2.0)
+    differences = {(row["arm"], row["vs"], row["series"]): row for row in found["differences"]}
+    cut = differences[("band", "random", "flat groups (share)")]
+    assert cut["mean"] == pytest.approx(-0.5) and cut["high"] < 0 and cut["verdict"] == "lower"
+    assert cut["per_seed"] == pytest.approx([-0.5, -0.5, -0.5])
+    more = differences[("band", "random", "samples with a gradient per step")]
+    assert more["mean"] == pytest.approx(4.0) and more["low"] > 0 and more["verdict"] == "higher"
+    same = differences[("random", "all", "flat groups (share)")]
+    assert (same["mean"], same["low"], same["high"]) == (0.0, 0.0, 0.0)
+    assert same["verdict"] == "no difference detectable"
+    text = "\n".join(mechanism_section(SimpleNamespace(mechanism=found)))
+    assert "| band | flat groups (share) | 25.0% [" in text and "| 6 x 3 |" in text
+    assert "| band − random | flat groups (share) | -50.0 pts [" in text and "| **lower** |" in text
+    assert "| band − random | samples with a gradient per step | +4.00 [" in text and "+4.00, +4.00, +4.00" in text
+
+
+def test_the_mechanism_pairs_seeds_and_steps_both_arms_logged():
+    """A seed one arm lacks (its GRPO failed) and steps a run did not reach are left out, not misaligned."""
+    from agentdata.experiment.mechanism import mechanism
+
+    runs = {
+        "band": {
+            0: {"groups/flat_share": [[1, 0.0], [2, 0.5], [3, 0.5]]},
+            1: {"groups/flat_share": [[1, 0.5], [2, 0.5]]},
+        },
+        "random": {1: {"groups/flat_share": [[1, 1.0], [2, 1.0], [3, 1.0]]}},
+    }
+    found = mechanism(runs, ["band", "random"])
+    (difference,) = found["differences"]
+    assert (difference["seeds"], difference["steps"]) == (1, 2) and difference["mean"] == pytest.approx(-0.5)
+    assert [row["steps"] for row in found["arms"]] == [2, 3]  # band: steps both its seeds reached; random: its own
+    assert not any(row["series"].startswith("samples") for row in found["arms"])  # not logged (an older run): no row
+
+
+def test_zero_tir_trains_from_weights_never_tool_tuned_where_code_helps_and_its_counterpart_where_it_does_not():
+    """Issue 49: `zero-tir` is GRPO from smollm2-tir (the plain weights shown how to run code: no SFT) on the
+    compute ladder, over three seeds; `zero-tir-arithmetic` keeps session 12's run on two-digit arithmetic."""
+    where_needed, arithmetic = load_recipe("zero-tir"), load_recipe("zero-tir-arithmetic")
+    assert where_needed.base["student"] == "smollm2-tir" and where_needed.base["problems"]["kinds"] == ["compute"]
+    assert where_needed.seeds >= 3 and not any(key.startswith("sft.") for key in where_needed.base)
+    assert {arm: where_needed.changed(arm) for arm in where_needed.arms} == {"grpo": {"rl.pool": "all"}, "start": {}}
+    assert arithmetic.base["student"] == "smollm2" and arithmetic.base["problems"]["kinds"] == ["arithmetic"]
+    temperatures = [value for key, value in arithmetic.base.items() if key.endswith(".temperature")]
+    assert temperatures == [0.7] and arithmetic.seeds == 1
 
 
 def test_zero_tirs_three_series_get_a_trend_test_and_a_flat_one_says_no_trend(tmp_path):

@@ -13,7 +13,7 @@ from agentdata.records import Trajectory
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.rl.rewards import reward_functions
 from agentdata.rl.rollout import trajectory_tokens
-from agentdata.rl.trainer import FLAT_GROUPS_KEY, drop_flat_groups, flat_group_share
+from agentdata.rl.trainer import FLAT_GROUPS_KEY, GRADIENT_SAMPLES_KEY, drop_flat_groups, flat_group_share
 from agentdata.settings import build
 from agentdata.sft.config import SFTStageConfig
 from agentdata.verify import CorrectnessReward, OverlongReward
@@ -173,7 +173,7 @@ def test_a_group_is_flat_when_its_scorable_rewards_are_all_equal():
     assert math.isnan(flat_group_share(torch.ones(3), group_size=2))  # groups split across processes
 
 
-def test_every_grpo_step_logs_its_flat_group_share_without_dynamic_sampling(tmp_path, tiny_model_dir):
+def test_every_grpo_step_logs_its_flat_groups_and_gradient_samples_without_dynamic_sampling(tmp_path, tiny_model_dir):
     """The pool recipe's mechanism: a flat group (all rewards equal) gives no gradient. Logged every step
     whether or not dynamic sampling drops such groups; a failed rollout is no reward of its group."""
     from dataclasses import replace
@@ -203,6 +203,7 @@ def test_every_grpo_step_logs_its_flat_group_share_without_dynamic_sampling(tmp_
     trainer.model.train()
     trainer._generate_and_score_completions([dict(trainer.train_dataset[index]) for index in (0, 0, 0, 1, 1, 1)])
     assert trainer._metrics["train"][FLAT_GROUPS_KEY] == [0.5]
+    assert trainer._metrics["train"][GRADIENT_SAMPLES_KEY] == [3.0]  # the second group's three: advantage not 0
 
 
 def test_config_reads_the_online_band_from_text_or_a_list():

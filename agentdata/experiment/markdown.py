@@ -152,6 +152,52 @@ def flat_groups_table(report: Any) -> list[str]:
     ]
 
 
+def _mechanism_number(series: str, value: float, signed: bool = False) -> str:
+    """A share of groups in percent (points for a difference); a count of samples with two decimals."""
+    sign = "+" if signed else ""
+    return f"{100 * value:{sign}.1f}" if series.startswith("flat") else f"{value:{sign}.2f}"
+
+
+def _mechanism_cell(row: dict[str, Any], signed: bool = False) -> str:
+    unit = "" if not row["series"].startswith("flat") else " pts" if signed else "%"
+    low, high = (_mechanism_number(row["series"], row[end]) for end in ("low", "high"))
+    return f"{_mechanism_number(row['series'], row['mean'], signed)}{unit} [{low}, {high}]"
+
+
+def mechanism_section(report: Any) -> list[str]:
+    """The pool's mechanism beside its accuracy (experiment/mechanism.py): flat groups and samples that carry a
+    gradient per step, per GRPO arm and arm against arm, with intervals over seeds and steps."""
+    found = getattr(report, "mechanism", None) or {}
+    if not found.get("arms"):
+        return []
+    rows = [
+        [row["arm"], row["series"], _mechanism_cell(row), f"{row['steps']} x {row['seeds']}"] for row in found["arms"]
+    ]
+    lines = [
+        "## What the pool changes (flat groups, samples with a gradient)",
+        "",
+        "Per training step: the share of groups whose rollouts all scored the same (no advantage, so no gradient) and "
+        "the samples whose advantage is not zero. Mean over steps and seeds, 95% interval from the bootstrap over "
+        "seeds, then steps; arms paired by seed and step.",
+        "",
+        *_table(["arm", "series", "mean [95%]", "steps x seeds"], rows, text_columns=2),
+        "",
+    ]
+    if found.get("differences"):
+        rows = [
+            [
+                f"{row['arm']} − {row['vs']}",
+                row["series"],
+                _mechanism_cell(row, signed=True),
+                ", ".join(_mechanism_number(row["series"], value, signed=True) for value in row["per_seed"]),
+                row["verdict"] if row["verdict"].startswith("no") else f"**{row['verdict']}**",
+            ]
+            for row in found["differences"]
+        ]
+        lines += [*_table(["arms", "series", "difference [95%]", "per seed", "verdict"], rows, text_columns=2), ""]
+    return lines
+
+
 # How each trend series reads: (scale, unit, decimals) of its change over the run.
 TREND_UNITS = {"accuracy": (100, " pts", 1), "tool calls per response": (1, "", 2)}
 
@@ -275,6 +321,7 @@ def report_markdown(report: Any) -> str:
         *arms_section(report),
         *comparisons_section(report),
         *grpo_section(report),
+        *mechanism_section(report),
         *trends_section(report),
         *seeds_section(report),
         *work_section(report),

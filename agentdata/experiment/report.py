@@ -27,8 +27,9 @@ import numpy as np
 
 from agentdata.evaluation.metrics import ProblemScores
 from agentdata.evaluation.stats import PairedComparison, mean_interval, paired_comparison, seed_problem_interval, trend
+from agentdata.experiment.mechanism import Runs, mechanism
 from agentdata.experiment.recipe import Recipe
-from agentdata.experiment.series import CURVE_KEYS, FLAT_GROUPS, TREND_SERIES
+from agentdata.experiment.series import CURVE_KEYS, FLAT_GROUPS, GRADIENT_SAMPLES, TREND_SERIES
 from agentdata.publish.secrets import shared_scanner, write_shared_json
 from agentdata.versions import stamped
 
@@ -49,6 +50,7 @@ class ExperimentReport:
     outcomes: list[dict[str, Any]] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
     trends: list[dict[str, Any]] = field(default_factory=list)
+    mechanism: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +59,7 @@ class ExperimentReport:
             "comparisons": self.comparisons,
             "curves": self.curves,
             "trends": self.trends,
+            "mechanism": self.mechanism,
             "shared_work": self.shared,
             "totals": self.totals,
             "outcomes": self.outcomes,
@@ -163,10 +166,15 @@ def seeded(comparison: PairedComparison, first: list[Any], second: list[Any], me
 
 def curves(outcomes: list[Any]) -> dict[str, list[dict[str, list[list[float]]]]]:
     """Per GRPO arm, per repetition: each curve key as [[step, value], ...] from its metrics.jsonl."""
+    return {arm: list(runs.values()) for arm, runs in runs_by_seed(outcomes).items()}
+
+
+def runs_by_seed(outcomes: list[Any]) -> dict[str, Runs]:
+    """Per GRPO arm, per repetition number: each curve key as [[step, value], ...] from its metrics.jsonl."""
     from agentdata.evaluation.validation import avg_key
     from agentdata.training.metrics import read_metrics
 
-    found: dict[str, list[dict[str, list[list[float]]]]] = {}
+    found: dict[str, Runs] = {}
     for outcome in outcomes:
         if not outcome.grpo_metrics or not Path(outcome.grpo_metrics).exists():
             continue
@@ -174,13 +182,13 @@ def curves(outcomes: list[Any]) -> dict[str, list[dict[str, list[list[float]]]]]
         accuracy = next((key for key in map(avg_key, history) if key), None)
         series = {}
         names = {accuracy: "eval/avg@k", f"{accuracy}/low": "eval/avg@k/low", f"{accuracy}/high": "eval/avg@k/high"}
-        for key in (*CURVE_KEYS, FLAT_GROUPS, *names):
+        for key in (*CURVE_KEYS, FLAT_GROUPS, GRADIENT_SAMPLES, *names):
             points = [[entry["step"], entry[key]] for entry in history if accuracy and _number(entry.get(key))]
             if points:
                 series[names.get(key, key)] = sorted(points)
         if FLAT_GROUPS not in series and "frac_reward_zero_std" in series:
             series[FLAT_GROUPS] = series["frac_reward_zero_std"]
-        found.setdefault(outcome.arm, []).append(series)
+        found.setdefault(outcome.arm, {})[outcome.repetition] = series
     return found
 
 
@@ -250,7 +258,8 @@ def build_report(
     shared = shared_work(outcomes)
     summary = totals(recipe, outcomes, shared, files, engines)
     k = summary["k"] or 1
-    found_curves = curves(outcomes)
+    found_runs = runs_by_seed(outcomes)
+    found_curves = {arm: list(runs.values()) for arm, runs in found_runs.items()}
     report = ExperimentReport(
         recipe=recipe.as_dict(),
         arms=[arm_row(arm, recipe, by_arm[arm], k) for arm in recipe.arms],
@@ -261,6 +270,7 @@ def build_report(
         outcomes=[o.as_dict() | {"scores": None} for o in outcomes],
         files={"json": str(out / REPORT_JSON), "markdown": str(out / REPORT_MD), "png": str(out / REPORT_PNG)},
         trends=trends(found_curves),
+        mechanism=mechanism(found_runs, list(recipe.arms)),
     )
     report_figure(report, out / REPORT_PNG)
     # what people share of an experiment: a teacher's or student's spec with `user:PASSWORD@` is cut from both

@@ -15,6 +15,9 @@ CURVE_KEYS = (
 # The share of a step's groups whose rewards are all equal (rl/trainer.py's FLAT_GROUPS_KEY, logged every
 # step since issue 40); a run logged before it has only TRL's frac_reward_zero_std, which stands in for it.
 FLAT_GROUPS = "groups/flat_share"
+# The samples of a step whose advantage is not zero, so that carry a gradient (rl/trainer.py's
+# GRADIENT_SAMPLES_KEY, logged every step since issue 49): what a pool's band is meant to raise.
+GRADIENT_SAMPLES = "groups/gradient_samples"
 # ZeroTIR's three series, each tested for a trend against steps: (name, training rollouts' key, held-out key).
 TREND_SERIES = (
     ("tool calls per response", "tools/call_frequency", "eval/tools/call_frequency"),

@@ -1,6 +1,7 @@
 """GRPOTrainer, configured for agentic RL, with two behaviours TRL lacks: dynamic sampling and
 failed rollouts masked out of their group; and every step logs its share of flat groups
-(`groups/flat_share`: every scorable reward of the group equal, so no gradient).
+(`groups/flat_share`: every scorable reward of the group equal, so no gradient) and its samples that carry
+a gradient (`groups/gradient_samples`: advantage not zero).
 
 Pinned to TRL 1.16 (`trl==1.16.*` in pyproject): `_generate_and_score_completions` and
 `_calculate_rewards` are private methods. This code relies on: the output dict
@@ -21,6 +22,8 @@ FAILED_FIELD = "rollout_failed"  # set by AgentRollout: True where the engine or
 # Logged every step, whatever dynamic sampling and scale_rewards are: TRL's frac_reward_zero_std is
 # the batch's std under scale_rewards=batch, and misses a group with one scorable rollout.
 FLAT_GROUPS_KEY = "groups/flat_share"
+# The samples of the step (all processes) whose advantage is not zero: what a pool's band is meant to raise.
+GRADIENT_SAMPLES_KEY = "groups/gradient_samples"
 
 
 class AgentGRPOTrainer(GRPOTrainer):
@@ -53,6 +56,8 @@ class AgentGRPOTrainer(GRPOTrainer):
         output = super()._generate_and_score_completions(inputs)
         mode = "train" if self.model.training else "eval"
         failed = failed_rows(inputs, output["completion_mask"].device)  # inputs now hold the rollout's extra fields
+        carrying = (output["advantages"].abs() >= ZERO_ADVANTAGE) & ~failed
+        self._metrics[mode][GRADIENT_SAMPLES_KEY].append(float(self.accelerator.gather(carrying.sum()).sum().item()))
         masked = bool(failed.any())
         if masked:  # their tokens would still count in the token-level loss's normaliser
             output["completion_mask"] = output["completion_mask"] * (~failed).to(
