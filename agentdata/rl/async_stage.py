@@ -55,7 +55,8 @@ def async_grpo_arguments(config: GRPOStageConfig, out_dir: Path) -> Any:
 
 def start_engine(config: GRPOStageConfig, tokenizer: Any, model_dir: Path) -> tuple[Any, Any, Any, Any, str]:
     """The rollout engine, what scores its tokens, the weight transfer, the server agentdata started (or None), and
-    the plan's name."""
+    the plan's name: a copy of the policy where the synchronous stage would roll out from the policy itself, else
+    a vLLM server fed by files (`vllm_server`, a dev-mode server on this machine, or one agentdata starts)."""
     from agentdata.rl.rollout_engines import plan_rollouts
 
     plan = plan_rollouts(config.use_vllm, config.vllm_server)
@@ -79,8 +80,10 @@ def start_engine(config: GRPOStageConfig, tokenizer: Any, model_dir: Path) -> tu
     from agentdata.rl.vllm_server_policy import ServerVLLMEngine
     from agentdata.rl.weight_transfer import FileWeightTransfer
 
-    server = None if plan.server_url else start_rollout_server(config)
-    url = plan.server_url or server.base_url
+    # On a GPU with vLLM installed the synchronous plan is TRL's own vLLM ("trl"); here it is a server all the same.
+    given = config.vllm_server.rstrip("/")
+    server = None if given else start_rollout_server(config)
+    url = given or server.base_url
     check_file_push_server(url)
     client = CompletionsClient(url)
     engine = ServerVLLMEngine(client, tokenizer, spec="policy-vllm-file-push")
