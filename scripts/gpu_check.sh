@@ -8,6 +8,9 @@
 #                    (needs 2 GPUs: NCCL, which pushes the weights, cannot pair two processes on one GPU)
 #   4. ddp, zero2    SFT, 2 steps, on every GPU with multi_gpu.yaml and zero2.yaml (needs 2 GPUs; zero2
 #                    needs deepspeed)
+#   5. async         GRPO, 2 steps, mode async (TRL's AsyncGRPOTrainer, max_staleness 1): a dev-mode vLLM
+#                    server on GPU 1 (on GPU 0 beside training, at 30% of its memory, with one GPU) takes the
+#                    weights as files; TRL's tree attention needs the `kernels` package (flash-attention 3)
 # A check that cannot run here says why and is skipped; the script fails if one that ran failed.
 #
 #   bash scripts/gpu_check.sh              # all checks
@@ -23,6 +26,7 @@ cd "$ROOT"
 PY=${PYTHON:-python}
 OUT=${GPU_CHECK_OUT:-$(mktemp -d /tmp/agentdata-gpu-check.XXXXXX)}
 PORT=${GPU_CHECK_PORT:-8765}
+ASYNC_PORT=${GPU_CHECK_ASYNC_PORT:-8766}
 DRY_RUN=false
 [ "${1:-}" = "--dry-run" ] && DRY_RUN=true
 FAILED=() PASSED=() SKIPPED=()
@@ -70,6 +74,9 @@ EOF
 }
 write_rl_config "$OUT/colocated.yaml"
 write_rl_config "$OUT/server.yaml" "  vllm_server: http://127.0.0.1:$PORT"
+write_rl_config "$OUT/async.yaml" "  mode: async
+  max_staleness: 1
+  vllm_server: http://127.0.0.1:$ASYNC_PORT"
 train_rl() {  # train_rl NAME CONFIG [env...]: GRPO through accelerate, one process
   local name=$1 config=$2; shift 2
   env "$@" accelerate launch --config_file examples/accelerate/single_gpu.yaml -m agentdata.cli.app train \
@@ -117,6 +124,30 @@ if [ "$GPUS" -ge 2 ]; then
 else
   skip ddp "needs 2 GPUs (found $GPUS)"; skip zero2 "needs 2 GPUs (found $GPUS)"
 fi
+
+# 5. GRPO's asynchronous mode against a dev-mode vLLM server (the file push, rl/weight_transfer.py).
+async_check() {
+  local gpu=0 share=0.3
+  [ "$GPUS" -ge 2 ] && gpu=1 share=0.5
+  CUDA_VISIBLE_DEVICES=$gpu VLLM_SERVER_DEV_MODE=1 "$PY" -m vllm.entrypoints.openai.api_server --model "$MODEL_DIR" \
+    --host 127.0.0.1 --port "$ASYNC_PORT" --gpu-memory-utilization "$share" --max-model-len 4096 --enforce-eager \
+    > "$OUT/vllm-async.log" 2>&1 &
+  local server=$!
+  local waited=0
+  until curl -sf "http://127.0.0.1:$ASYNC_PORT/health" > /dev/null; do
+    sleep 3; waited=$((waited + 3))
+    if ! kill -0 "$server" 2>/dev/null || [ "$waited" -ge 240 ]; then
+      echo "gpu_check: the dev-mode vLLM server did not come up (log: $OUT/vllm-async.log)" >&2
+      tail -20 "$OUT/vllm-async.log" >&2; kill "$server" 2>/dev/null; return 1
+    fi
+  done
+  train_rl async "$OUT/async.yaml" CUDA_VISIBLE_DEVICES=0
+  local status=$?
+  kill "$server" 2>/dev/null; wait "$server" 2>/dev/null
+  return $status
+}
+if $DRY_RUN || "$PY" -c 'import kernels' 2>/dev/null; then check async async_check
+else skip async "TRL's asynchronous trainer needs the kernels package on CUDA (pip install kernels)"; fi
 
 say "summary (outputs in $OUT)"
 for line in "${PASSED[@]}"; do echo "  passed   $line"; done

@@ -32,6 +32,7 @@ SMOKE_RUNS = {
     "bench_train.py": ["--smoke"],
     "bench_memory.py": ["--smoke", "--out", OUT],
     "bench_vllm.py": ["overhead", "--smoke"],  # a vLLM server on a tiny model (.venv-vllm)
+    "bench_async_grpo.py": ["--smoke"],  # GRPO sync against async on a vLLM server (.venv-vllm)
     "bench_validation.py": ["--smoke", "--out", OUT],
     "bench_quickstart.py": ["--smoke", "--out", OUT],
     "bench_fleet.py": [

@@ -28,7 +28,7 @@ def test_the_dry_run_prints_every_check_and_runs_nothing(tmp_path):
         env={**os.environ, "GPU_CHECK_OUT": str(tmp_path / "out")},
     )
     assert result.returncode == 0, result.stderr
-    for name in ("vllm-engine", "colocated", "server", "ddp", "zero2"):
+    for name in ("vllm-engine", "colocated", "server", "ddp", "zero2", "async"):
         assert f"check {name}" in result.stdout
     assert "tests/test_engines_vllm.py" in result.stdout and "train_rl colocated" in result.stdout
     assert "vllm_server: http://127.0.0.1:" in (tmp_path / "out" / "server.yaml").read_text()
@@ -39,6 +39,9 @@ def test_the_dry_run_prints_every_check_and_runs_nothing(tmp_path):
         config = train_settings(path)["rl"]
         assert config.max_steps == 2 and config.use_vllm == "yes"
         assert bool(config.vllm_server) == (name == "server")
+    asynchronous = train_settings(tmp_path / "out" / "async.yaml")["rl"]
+    assert (asynchronous.mode, asynchronous.max_staleness, asynchronous.use_vllm) == ("async", 1, "yes")
+    assert asynchronous.vllm_server.startswith("http://127.0.0.1:")
     assert not any((tmp_path / "out").glob("*/metrics.jsonl")), "a dry run trains nothing"
 
 

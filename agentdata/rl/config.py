@@ -208,6 +208,28 @@ class GRPOStageConfig:
             ),
         },
     )
+    mode: str = field(
+        default="sync",
+        metadata={
+            "override_only": True,
+            "help": (
+                "sync: each step waits for its rollouts; async: the next steps' rollouts run while this one trains, "
+                "on TRL's AsyncGRPOTrainer (samples at most max_staleness policy versions old)."
+            ),
+            "choices": ("sync", "async"),
+        },
+    )
+    max_staleness: int = field(
+        default=1,
+        metadata={
+            "override_only": True,
+            "help": (
+                "mode async: how many optimiser steps a rollout's policy may lag the one it trains (1: the next "
+                "step's rollouts run while this one trains); older samples are dropped and counted."
+            ),
+            "range": "[1, 1000]",
+        },
+    )
     save_steps: int = field(
         default=50, metadata={"override_only": True, "help": "Save a checkpoint every N steps.", "range": "[1, inf)"}
     )
@@ -290,6 +312,8 @@ class GRPOStageConfig:
             raise ValueError("tool_call_reward is defined on correct/wrong answers: use code_reward binary with it")
         if self.vllm_server and self.use_vllm == "no":
             raise ValueError("vllm_server generates the rollouts with vLLM: it needs use_vllm auto or yes")
+        if self.mode == "async":
+            check_async_settings(self)
         if self.loop.protocol is not None:  # unset: the start model's, resolved where the stage runs (for_run)
             check_rollout_protocol(self.loop.protocol)
 
@@ -326,4 +350,15 @@ def check_rollout_protocol(name: str) -> None:
             f"protocol {name} cannot drive GRPO rollouts: its tool calls are the chat template's own, "
             "which the training re-rendering does not reproduce; use one of "
             f"{', '.join(usable)} (or a plug-in protocol that writes calls as text)"
+        )
+
+
+def check_async_settings(config: GRPOStageConfig) -> None:
+    """What TRL's AsyncGRPOTrainer has no place for, refused before any work (rl/async_stage.py)."""
+    if config.beta:
+        raise ValueError("mode async trains without a KL term (TRL's AsyncGRPOTrainer has none): set beta 0")
+    if config.loss_type != "dapo":
+        raise ValueError(
+            f"mode async takes TRL's AsyncGRPOTrainer's token-level loss (dapo); loss_type {config.loss_type} "
+            "is the synchronous trainer's"
         )

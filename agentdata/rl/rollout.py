@@ -231,17 +231,24 @@ def log_rollout_table(trainer: Any, trajectories: list[Trajectory]) -> None:
 
 def log_rollout_metrics(trainer: Any, trajectories: list[Trajectory], tokens: list[RolloutTokens]) -> None:
     """Agentic metrics next to TRL's own, under namespaced keys."""
-    mode = "train" if trainer.model.training else "eval"
-    metrics = trainer._metrics[mode]
-    metrics["rollouts/failed_ratio"].append(sum(map(rollout_failed, trajectories)) / max(1, len(trajectories)))
+    metrics = trainer._metrics["train" if trainer.model.training else "eval"]
+    for key, value in rollout_metrics(trajectories, tokens).items():
+        metrics[key].append(value)
+
+
+def rollout_metrics(trajectories: list[Trajectory], tokens: list[RolloutTokens]) -> dict[str, float]:
+    """A batch's agentic metrics: the failed share, then everything over the valid rollouts only (the asynchronous
+    stage logs the same, rl/async_worker.py)."""
+    metrics = {"rollouts/failed_ratio": sum(map(rollout_failed, trajectories)) / max(1, len(trajectories))}
     # Tokens first (they pair with the trajectories), then everything over the valid rollouts only.
     tokens = [token for token, t in zip(tokens, trajectories) if not rollout_failed(t)]
     trajectories = [t for t in trajectories if not rollout_failed(t)]
     count = max(1, len(trajectories))
     calls = sum(t.num_tool_calls for t in trajectories)
-    metrics["accuracy"].append(sum(t.correct for t in trajectories) / count)
-    metrics["tools/call_frequency"].append(calls / count)
-    metrics["tools/error_rate"].append(sum(t.num_tool_errors for t in trajectories) / calls if calls else 0.0)
-    metrics["tools/responses_with_call"].append(sum(1 for t in trajectories if t.num_tool_calls) / count)
-    metrics["completions/boxed_ratio"].append(sum(1 for t in trajectories if t.final_answer is not None) / count)
-    metrics["completions/model_tokens"].append(sum(sum(t.env_mask) for t in tokens) / count)
+    metrics["accuracy"] = sum(t.correct for t in trajectories) / count
+    metrics["tools/call_frequency"] = calls / count
+    metrics["tools/error_rate"] = sum(t.num_tool_errors for t in trajectories) / calls if calls else 0.0
+    metrics["tools/responses_with_call"] = sum(1 for t in trajectories if t.num_tool_calls) / count
+    metrics["completions/boxed_ratio"] = sum(1 for t in trajectories if t.final_answer is not None) / count
+    metrics["completions/model_tokens"] = sum(sum(t.env_mask) for t in tokens) / count
+    return metrics

@@ -209,6 +209,11 @@ def run_grpo(config: GRPOStageConfig) -> GRPOResult:
     """Train with GRPO, save the model in config.out, plot (progress as `agentdata.events`)."""
     import os
 
+    if config.mode == "async":  # TRL's AsyncGRPOTrainer, rollouts ahead of training (rl/async_stage.py)
+        from agentdata.rl.async_stage import run_async_grpo
+
+        return run_async_grpo(config)
+
     from agentdata.sandbox import open_sandbox
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL; we pin the version

@@ -76,6 +76,18 @@ class FileWeightPush:
         if hasattr(model, "peft_config"):
             raise UserError("LoRA with vLLM rollouts outside CUDA is not supported: train without LoRA or use_vllm no")
         model.save_pretrained(self.staging, safe_serialization=True)
+        self._reload(started)
+
+    def push_tensors(self, tensors: dict[str, Any]) -> None:
+        """Push named tensors (the asynchronous stage's weight transfer, rl/weight_transfer.py): one safetensors
+        file in the staging folder, read by the same `reload_weights`."""
+        from safetensors.torch import save_file
+
+        started = time.perf_counter()
+        save_file(tensors, str(self.staging / "model.safetensors"))
+        self._reload(started)
+
+    def _reload(self, started: float) -> None:
         post_json(
             f"{self.base_url}/collective_rpc",
             {"method": "reload_weights", "kwargs": {"weights_path": str(self.staging)}},
