@@ -465,3 +465,19 @@ def test_above_the_fit_size_embeddings_and_centres_come_from_a_sample(monkeypatc
     assert len(vectors) == len(labels) == 100 * len(TOPICS)
     assert all(len(set(labels[i * 100 : (i + 1) * 100])) == 1 for i in range(len(TOPICS)))
     assert len(set(labels)) == len(TOPICS)
+
+
+def test_the_library_and_the_command_profile_the_student_with_the_same_defaults(tmp_path):
+    """filter's profile defaults (k=4, GRPO's rollout temperature) belong to its settings type, not to the CLI:
+    `run_filter` given a `ProfileConfig` for a student samples as `agentdata filter --student` does."""
+    import yaml
+
+    from agentdata.engines.base import ROLLOUT_TEMPERATURE
+    from agentdata.filter.config import ProfileConfig
+
+    result = CliRunner().invoke(app, ["filter", "--student", "smollm2", "--print-config"])
+    assert result.exit_code == 0, result.output
+    printed = yaml.safe_load(result.output)["profile"]
+    library = ProfileConfig(model="smollm2")
+    assert (printed["temperature"], printed["samples"]) == (library.loop.temperature, library.samples)
+    assert library.loop.temperature == ROLLOUT_TEMPERATURE and library.samples == 4

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from agentdata.engines.base import Engine, Generation, GenerationRequest
-from agentdata.engines.sampling import Sampling
+from agentdata.engines.base import Engine, Generation, GenerationRequest, Sampling
 from agentdata.gateway import Gateway
 from tests.fakes import TOOL_CALL
 

@@ -11,14 +11,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentdata.agent.shards import MAX_SHARDS, Shard
-from agentdata.engines.defaults import DEFAULT_ENGINE, DEFAULT_PROTOCOL
-from agentdata.engines.sampling import (
+from agentdata.engines.base import (
     DEFAULT_MAX_NEW_TOKENS,
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
     ROLLOUT_TEMPERATURE,
     Sampling,
 )
+from agentdata.engines.defaults import DEFAULT_ENGINE, DEFAULT_PROTOCOL
 from agentdata.errors import UserError
 from agentdata.formats import get_protocol
 from agentdata.formats.tool_output import DEFAULT_TOOL_OUTPUT_CHARS
@@ -241,7 +241,7 @@ def check_harness_settings(command: str, loop: LoopConfig) -> None:
 
 
 def rollout_loop() -> LoopConfig:
-    """The loop of RL rollouts: the shared defaults at ROLLOUT_TEMPERATURE (engines/sampling.py). GRPO's rollouts
+    """The loop of RL rollouts: the shared defaults at ROLLOUT_TEMPERATURE (engines/base.py). GRPO's rollouts
     run this loop, and filter profiles the student with it so the pass rates are the ones GRPO will see."""
     return LoopConfig(temperature=ROLLOUT_TEMPERATURE)
 

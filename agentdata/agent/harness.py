@@ -27,7 +27,7 @@ from agentdata import processes
 from agentdata.agent.config import CollectConfig
 from agentdata.agent.harness_command import harness_argv
 from agentdata.agent.harness_record import answer_text, conversation, exchange_log, token_counts, tool_schemas
-from agentdata.engines.sampling import Sampling
+from agentdata.engines.base import Sampling
 from agentdata.gateway import Gateway, Session
 from agentdata.records import Problem, Trajectory
 from agentdata.verify.grade import GRADED_TEXT_KEY, grade, quick_grade

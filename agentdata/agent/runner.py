@@ -31,7 +31,7 @@ from agentdata.agent.rundir import RunDir
 from agentdata.agent.shard_writer import ShardBuffer, Written
 from agentdata.agent.tool_use import ToolUse, tool_use_by
 from agentdata.engines.fingerprint import model_fingerprint
-from agentdata.engines.spec import check_engine
+from agentdata.engines.spec import ModelSpec, check_engine
 from agentdata.errors import OutputWriteError, UserError
 from agentdata.events import task
 from agentdata.formats.health import HEALTH_REASONS, failed_checks, measure_health, stored_health
@@ -114,7 +114,7 @@ def collect(
 MEMO = ".model_fingerprint.json"
 
 
-def run_record(config: CollectConfig, run: RunDir, problems: int) -> dict[str, Any]:
+def run_record(config: CollectConfig, run: RunDir, problems: int, model: ModelSpec | None = None) -> dict[str, Any]:
     """What the manifest records beside the settings: the code and model that made the run (cards cite it)."""
     # A local model dir's weights digest (engines/fingerprint.py; None for the rest), memoised in a run dir
     # that exists already (a fresh one is checked by `prepare` before anything is written in it).
@@ -123,7 +123,7 @@ def run_record(config: CollectConfig, run: RunDir, problems: int) -> dict[str, A
         {
             "problems": problems,
             "versions": package_versions(),
-            "model_fingerprint": model_fingerprint(config.model, memo=memo),
+            "model_fingerprint": model_fingerprint(model or config.model, memo=memo),
         }
     )
 
@@ -135,8 +135,9 @@ async def collect_async(
     if not problems:
         raise UserError("no problems to collect on")
     config_tools(config.loop)  # a tool that cannot be loaded is the user's to fix before anything runs
+    model = ModelSpec.parse(config.model)  # read once: checked, fingerprinted and loaded from here
     if engine is None:
-        check_engine(config.model, config.engine_options)  # and a model spec or option that is wrong
+        check_engine(model, config.engine_options)  # and a model spec or option that is wrong
     if len(problems) * config.samples > MAX_TRAJECTORIES:
         raise UserError(
             f"{len(problems):,} problems × {config.samples:,} samples is more than one run takes "
@@ -147,7 +148,7 @@ async def collect_async(
     if shard is None and run.sharded():
         return _read_sharded(run, problems, config)
     problems = shard.select(problems) if shard is not None else problems
-    extra = run_record(config, run, len(problems))
+    extra = run_record(config, run, len(problems), model)
     if shard is not None:
         extra["shard"] = str(shard)
     run.prepare(config.settings(), extra)
@@ -159,7 +160,7 @@ async def collect_async(
         run.write_manifest({"settings": config.settings(), **extra, "expected": expected})
     run.remove_rows(plan.replaced)  # before the new rows exist: the dir never holds two rows for one id
     started = time.perf_counter()
-    written = await _run_work(plan.work, run, config, engine, sandbox) if plan.work else Written()
+    written = await _run_work(plan.work, run, config, engine, sandbox, model) if plan.work else Written()
     summary = summarise(run, time.perf_counter() - started, written, plan)
     run.write_stats(summary.as_dict())
     return summary
@@ -182,7 +183,12 @@ def _read_sharded(run: RunDir, problems: list[Problem], config: CollectConfig) -
 
 
 async def _run_work(
-    work: list[tuple[Problem, int]], run: RunDir, config: CollectConfig, engine: Any, sandbox: Any
+    work: list[tuple[Problem, int]],
+    run: RunDir,
+    config: CollectConfig,
+    engine: Any,
+    sandbox: Any,
+    model: ModelSpec | None = None,
 ) -> Written:
     owns_engine, owns_sandbox = engine is None, sandbox is None
     if owns_sandbox:  # first: a dead sandbox URL is refused before a model is loaded
@@ -193,7 +199,7 @@ async def _run_work(
         from agentdata.engines import load_engine
 
         try:
-            engine = load_engine(config.model, **config.engine_options)
+            engine = load_engine(model or config.model, **config.engine_options)
         except BaseException:
             if owns_sandbox:
                 sandbox.close()  # its worker processes must not outlive a refused engine

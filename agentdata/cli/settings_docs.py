@@ -106,8 +106,9 @@ with one line naming it and the closest keys.
 of TRL's SFTConfig / GRPOConfig. A name only one stage has is one flag (`--num-generations`); a name both
 have is one flag that sets both (`--max-steps`); one stage's is an override (`sft.max_steps=2`, `rl.max_steps=20`).
 In a file the same goes: `max_steps:` at the top sets both, under `rl:` only GRPO's (a dotted key
-`rl.max_steps:` too). `filter`'s sections are `profile` (CollectConfig) and `pool` (PoolConfig):
-`--seed` sets both seeds, `profile.seed=N` / `pool.seed=N` one.
+`rl.max_steps:` too). `filter`'s sections are `profile` (ProfileConfig: CollectConfig at k=4 in GRPO's
+rollout loop, temperature 1.0, from Python as from the command) and `pool` (PoolConfig): `--seed` sets both
+seeds, `profile.seed=N` / `pool.seed=N` one.
 
 **Overrides.** Any key of the file is also a `KEY=VALUE` argument of the command, as verl's and
 torchtune's Hydra-style overrides are typed: `agentdata train rl.max_steps=3 sft.learning_rate=2e-5`

@@ -7,13 +7,49 @@ the message, so one bad request cannot take down a collect run of thousands.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
-
-from agentdata.engines.sampling import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, Sampling
 
 # "context": the prompt does not fit the model's context, so nothing was generated.
 FINISH_REASONS = ("stop", "length", "context", "error")
+
+# How a rollout samples is one value, `Sampling`, with every default written here once. The agent loop builds
+# its requests from its loop's (`LoopConfig.rollout_sampling`), the recording gateway fills what a harness's
+# request leaves unset from the run's, GRPO's rollouts, filter's profile and validation during training sample
+# at ROLLOUT_TEMPERATURE; what the user types (`--temperature`, `temperature=`, `loop.temperature=`) lands in a
+# `LoopConfig`, which hands its `Sampling` on.
+
+# collect's and eval's teacher: a little below the model's full distribution.
+DEFAULT_TEMPERATURE = 0.7
+# RL rollouts sample the full distribution (the findings' setting: exploration needs it). GRPO's rollouts run at
+# it, filter profiles the student at it so the pass rates are the ones GRPO will see, and validation during
+# training evaluates at it.
+ROLLOUT_TEMPERATURE = 1.0
+DEFAULT_TOP_P = 1.0
+DEFAULT_MAX_NEW_TOKENS = 512  # the agent loop: every turn of a trajectory together; the gateway: each request's cap
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """One rollout's sampling settings. `max_new_tokens` is a budget: the agent loop spends it over a
+    trajectory's turns, the gateway caps each request of a harness at it. `seed` None: unseeded."""
+
+    temperature: float = DEFAULT_TEMPERATURE
+    top_p: float = DEFAULT_TOP_P
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+    def request_fields(self) -> dict[str, Any]:
+        """The keywords of a `GenerationRequest` that samples so."""
+        return asdict(self)
+
+    def with_(self, **changes: Any) -> Sampling:
+        return replace(self, **changes)
+
+    def as_dict(self) -> dict[str, Any]:
+        """As a trajectory records it: the stop strings as a list."""
+        return {**asdict(self), "stop": list(self.stop)}
 
 
 @dataclass

@@ -156,12 +156,12 @@ def check_engine_spec(spec: str | ModelSpec) -> tuple[str, str]:
     return kind, target
 
 
-def check_engine(spec: str, options: dict[str, Any], flag: str = "--engine-option") -> None:
+def check_engine(spec: str | ModelSpec, options: dict[str, Any], flag: str = "--engine-option") -> None:
     """A spec and the types of its options (given by `flag`) checked, the engine's module imported, its target
     checked where a built-in engine can do that cheaply (`check_target`: a model dir that is not one, a URL that
     is not http), nothing built: what a command checks before it writes anything (collect before its run dir)."""
-    spec = ModelSpec.parse(spec).text
-    kind, target = check_engine_spec(spec)
+    model = ModelSpec.parse(spec)
+    spec, (kind, target) = model.text, check_engine_spec(model)
     factory = ENGINES.get(kind)
     check_option_types(factory, options, spec, flag)
     if is_plugin_path(kind):  # a plug-in class whose constructor does not take the call, named now
@@ -170,10 +170,10 @@ def check_engine(spec: str, options: dict[str, Any], flag: str = "--engine-optio
         check_target(target)
 
 
-def load_engine(spec: str, **options: Any) -> Engine:
+def load_engine(spec: str | ModelSpec, **options: Any) -> Engine:
     """Build the engine a spec names; `options` go to that engine (e.g. model=, device=, concurrency=)."""
-    spec = ModelSpec.parse(spec).text
-    kind, target = check_engine_spec(spec)
+    model = ModelSpec.parse(spec)
+    spec, (kind, target) = model.text, check_engine_spec(model)
     factory = ENGINES.get(kind)
     check_option_types(factory, options, spec)
     if is_plugin_path(kind):

@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentdata.engines.sampling import Sampling
+from agentdata.engines.base import Sampling
 
 # Request fields kept as the sampling settings of an exchange (the messages and tools are kept whole).
 SAMPLING_FIELDS = (

@@ -22,8 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from agentdata.engines.base import Engine
-from agentdata.engines.sampling import Sampling
+from agentdata.engines.base import Engine, Sampling
 from agentdata.errors import UserError
 from agentdata.gateway.recorder import Exchange, Recorder, Session, new_exchange
 from agentdata.gateway.wire import BadRequest, ChatRequest, completion_body, read_body, read_request, stream_events

@@ -15,8 +15,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from agentdata.engines.base import Generation, GenerationRequest
-from agentdata.engines.sampling import Sampling
+from agentdata.engines.base import Generation, GenerationRequest, Sampling
 from agentdata.formats.native import NativeProtocol
 
 # Deeper JSON than any chat request holds: refused before it is read (Python's parser would overflow its stack).

@@ -91,6 +91,7 @@ def trl_grpo_config(config: GRPOStageConfig, out_dir: Path, use_vllm: bool) -> A
 
 
 def grpo_arguments(config: GRPOStageConfig, out_dir: Path, use_vllm: bool) -> dict[str, Any]:
+    sampling = config.loop.rollout_sampling()  # TRL's own generation samples as the agent loop's rollouts do
     return dict(
         output_dir=str(out_dir / "checkpoints"),
         max_steps=config.max_steps,
@@ -99,9 +100,9 @@ def grpo_arguments(config: GRPOStageConfig, out_dir: Path, use_vllm: bool) -> di
         per_device_train_batch_size=config.num_generations,
         gradient_accumulation_steps=config.prompts_per_step,
         num_generations=config.num_generations,
-        max_completion_length=config.loop.max_new_tokens,
-        temperature=config.loop.temperature,
-        top_p=config.loop.top_p,
+        max_completion_length=sampling.max_new_tokens,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
         epsilon=config.epsilon,
         epsilon_high=config.epsilon_high,
         beta=config.beta,

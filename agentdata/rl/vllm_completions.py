@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from agentdata.engines.sampling import DEFAULT_TOP_P, ROLLOUT_TEMPERATURE
+from agentdata.engines.base import DEFAULT_TOP_P, ROLLOUT_TEMPERATURE
 
 
 def post_json(url: str, body: dict, timeout: float = 600.0) -> Any:
