@@ -1,5 +1,6 @@
 """A cap on requests per second to one endpoint, shared by the engine fleet (engines/fleet.py) and the
-sandbox spread (sandbox/spread.py).
+sandbox spread (sandbox/spread.py); and the one backoff before a retry (`backoff_delay`), the engines' and the
+sandbox client's.
 
 Requests to one endpoint are spaced at least `1 / max_rps` apart: each caller books the next free
 moment and waits for it, so a burst of N callers goes out over (N - 1) / max_rps seconds instead of all
@@ -10,6 +11,7 @@ validate); the async callers share one event loop and never wait on it for long.
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 import time
 from dataclasses import field
@@ -17,6 +19,12 @@ from typing import Any
 
 from agentdata.errors import UserError
 from agentdata.settings import SettingError
+
+
+def backoff_delay(retry: int, base_s: float, cap_s: float) -> float:
+    """Seconds to wait before retry number `retry` (0 for the first): exponential, capped at `cap_s`, with jitter
+    (half to all of it) so many clients that failed together do not retry in lockstep."""
+    return min(cap_s, base_s * 2**retry) * random.uniform(0.5, 1.0)
 
 
 def check_max_rps(max_rps: float | None, what: str) -> float | None:

@@ -49,7 +49,7 @@ FOUNDATION_IMPORTS = {
     "settings": {"errors", "inputs", "registry"},
     "events": set(),  # progress events: how library code reports without drawing
     "versions": {"agentdata"},  # the versions a run, card or record cites (its own: the package's __version__)
-    "pacing": {"errors", "settings"},  # the per-endpoint requests/s cap the engine fleet and sandbox spread share
+    "pacing": {"errors", "settings"},  # the per-endpoint requests/s cap and the one backoff, engines' and sandbox's
     "worker_pool": {"processes"},  # the one pool of killable worker processes (verify's checks, user tools)
     "processes": {"process_watcher"},  # every child process agentdata starts, supervised
     "process_watcher": set(),  # the watcher's script: stdlib only, it runs apart from agentdata

@@ -140,3 +140,27 @@ def test_one_http_client_of_sandbox_services():
 
     in_sandbox = [name for name in modules_where(makes_a_client) if name.startswith("agentdata/sandbox/")]
     assert in_sandbox == ["agentdata/sandbox/http_client.py"]
+
+
+def test_one_backoff_formula():
+    """Retries wait `pacing.backoff_delay`: no second exponential backoff of its own anywhere."""
+
+    def doubles_per_attempt(node: ast.AST) -> bool:
+        return (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Pow)
+            and ast.unparse(node.left) == "2"
+            and any(name in ast.unparse(node.right) for name in ("attempt", "retry", "try"))
+        )
+
+    assert modules_where(doubles_per_attempt) == ["agentdata/pacing.py"]
+
+
+@pytest.mark.parametrize("retry", range(8))
+def test_the_backoff_doubles_up_to_its_cap_with_jitter(retry):
+    from agentdata.pacing import backoff_delay
+
+    full = min(5.0, 0.1 * 2**retry)
+    delays = [backoff_delay(retry, 0.1, 5.0) for _ in range(200)]
+    assert all(full / 2 <= delay <= full for delay in delays)
+    assert len(set(delays)) > 1  # jittered: clients that failed together do not retry together

@@ -22,7 +22,6 @@ import dataclasses
 import json
 import logging
 import os
-import random
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -32,7 +31,7 @@ from agentdata.engines.fleet import Fleet, Replica
 from agentdata.engines.openai_wire import TOKEN_FIELDS, WireSettings, parse_completion, refused_fields, request_body
 from agentdata.engines.overflow import context_overflow
 from agentdata.errors import UserError
-from agentdata.pacing import check_max_rps
+from agentdata.pacing import backoff_delay, check_max_rps
 
 logger = logging.getLogger(__name__)
 
@@ -303,11 +302,8 @@ class OpenAIEngine(Engine):
         return json.loads(text)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        """Exponential backoff with jitter, so many clients do not retry in lockstep.
-
-        A server's Retry-After is honoured, up to `max_backoff_s`.
-        """
-        delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+        """The one backoff (pacing.backoff_delay); a server's Retry-After is honoured, up to `max_backoff_s`."""
+        delay = backoff_delay(attempt - 1, self.backoff_s, self.max_backoff_s)
         if retry_after is not None:
             delay = max(delay, min(retry_after, self.max_backoff_s))
         return delay

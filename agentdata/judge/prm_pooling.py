@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
 from typing import Any
 
 import aiohttp
@@ -27,6 +26,7 @@ import aiohttp
 from agentdata.engines.openai_compat import RETRYABLE_STATUS
 from agentdata.errors import UserError
 from agentdata.judge.prm import DEFAULT_SYSTEM, ProcessRewardModel, ScoreFailure, StepsInput
+from agentdata.pacing import backoff_delay
 
 REQUEST_FORMS = ("chat", "text")
 
@@ -140,7 +140,7 @@ class PoolingRewardModel(ProcessRewardModel):
         last = "no attempt made"
         for attempt in range(self.max_retries + 1):
             if attempt:
-                await asyncio.sleep(min(30.0, self.backoff_s * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0))
+                await asyncio.sleep(backoff_delay(attempt - 1, self.backoff_s, 30.0))
             self.attempts += 1
             try:
                 async with self._session.post(self.url, json=body, headers=self._headers()) as response:

@@ -2,9 +2,9 @@
 
 Both kinds of service use it: `agentdata sandbox serve` (`remote.py`) and a stock SandboxFusion
 (`fusion.py`); they differ only in what they retry, which each says in a `RetryRule`. A failed try
-waits with exponential backoff and jitter. A request that may have reached the server is repeated
-only when the rule allows it (`stateful`: a session cell may already have run, so only a request that
-never left this machine is sent again, and no cell runs twice).
+waits with the one backoff (`pacing.backoff_delay`: exponential, jittered). A request that may have
+reached the server is repeated only when the rule allows it (`stateful`: a session cell may already have
+run, so only a request that never left this machine is sent again, and no cell runs twice).
 
 The async side uses aiohttp, whose client costs a fraction of httpx's CPU per request (measured for the
 OpenAI engine: 290 against 130-180 requests/s on the same run); an aiohttp session belongs to the event
@@ -14,7 +14,6 @@ loop it was made on, so there is one per loop, and `arelease` closes the running
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,9 +22,11 @@ from typing import Any, TypeVar
 import aiohttp
 import httpx
 
+from agentdata.pacing import backoff_delay
 from agentdata.sandbox.base import RemoteSandboxError
 
 T = TypeVar("T")
+MAX_BACKOFF_S = 30.0  # the longest wait between two tries
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class SandboxHttpClient:
         return max(self.request_timeout_s, (run_timeout or 0) + 30)
 
     def _delay(self, attempt: int) -> float:
-        return self.backoff_s * (2**attempt) * (0.5 + random.random())
+        return backoff_delay(attempt, self.backoff_s, MAX_BACKOFF_S)
 
     def post(
         self, path: str, payload: dict[str, Any], run_timeout: float | None, rule: RetryRule, read: Callable[[str], T]
