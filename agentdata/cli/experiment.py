@@ -73,7 +73,7 @@ def command(
 ) -> None:
     """Run a recipe's arms through collect, curate, SFT, filter, GRPO and eval; report paired differences.
 
-    KEY=VALUE words change the recipe's base, with the keys a recipe takes (eval.k=8 rl.temperature=0.9).
+    KEY=VALUE words change the recipe's base, with the keys a recipe takes (eval.samples=8 rl.temperature=0.9).
     """
     from agentdata.experiment import builtin_recipes, load_recipe, run_experiment
     from agentdata.experiment.keys import check_key

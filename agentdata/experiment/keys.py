@@ -12,7 +12,7 @@
   `rl.curve_problems`, and `GRPOStageConfig` / TRL `GRPOConfig` fields, its loop fields included: `rl.temperature`
   is GRPO's rollouts' (and their profile's), as on `train`;
 - `loop.*`: the student's agent loop (`LoopConfig`) wherever the student runs: profile, GRPO, evaluation;
-- `eval.k`, `eval.seed`, `eval.concurrency`, `eval.worked_examples` (the evaluated model is shown
+- `eval.samples`, `eval.seed`, `eval.concurrency` (as `eval`'s), `eval.worked_examples` (the evaluated model is shown
   smollm2-tir's worked examples, as GRPO's rollouts from smollm2-tir were) and loop fields for the
   evaluation only (base only).
 """
@@ -93,11 +93,14 @@ def all_keys() -> list[str]:
 
 @cache
 def renamed_keys(section: str) -> dict[str, str]:
-    """The section's names of older releases -> their names now (`collect.teacher` is `collect.model`)."""
+    """The section's names of older releases -> their names now (`collect.teacher` is `collect.model`, `eval.k`
+    is `eval.samples` as `eval` names it)."""
     from agentdata.agent.config import CollectConfig
     from agentdata.settings import renamed_names
 
-    return renamed_names(CollectConfig) if section == "collect" else {}
+    types = {name: list(owner.configs.values()) for name, owner in ARM_SETTINGS.sections.items()}
+    types["collect"] = [CollectConfig]
+    return {old: new for kind in types.get(section, []) for old, new in renamed_names(kind).items()}
 
 
 def check_key(key: str, where: str) -> None:

@@ -11,7 +11,7 @@
       sft: {data: none, max_steps: 20}
       rl: {pool: none}
       loop: {max_new_tokens: 192}                    # the student's agent loop: profile, GRPO, evaluation
-      eval: {k: 2}
+      eval: {samples: 2}
     arms:
       real: {sft.data: real}
       stitched: {sft: {data: stitched}}
