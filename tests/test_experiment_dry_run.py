@@ -175,6 +175,8 @@ def test_overrides_are_positional_key_values_as_on_every_command(tmp_path, monke
         (["eval.seed=8", "eval.seed=3"], "eval.seed is given twice on the command line (eval.seed=8, eval.seed=3)"),
         (["eval.samples=0"], "eval.samples=0: must be at least 1"),
         (["eval.k=8"], "eval.k is gone: write eval.samples"),  # 0.4's name: `eval`'s own is samples
+        ([f"rl.temperature={10**400}"], "characters): must be in [0, 10]"),  # never made a float
+        ([f"eval.samples={10**400}"], "characters): too large"),
     ],
 )
 def test_a_bad_override_is_one_line(args, says, tmp_path, monkeypatch, capsys):
