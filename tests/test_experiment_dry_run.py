@@ -184,3 +184,13 @@ def test_a_bad_override_is_one_line(args, says, tmp_path, monkeypatch, capsys):
     assert run_cli(["experiment", "pool", *args, "--dry-run"]) == 2
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and says in error, error
+
+
+def test_a_recipe_section_takes_a_composed_fields_mapping_as_a_config_file_does():
+    """`rl: {loop: {temperature: 0.5}}` is `rl.temperature`, as train's --config file reads it."""
+    from agentdata.experiment.recipe import parse_recipe
+
+    arms = {"a": {}, "b": {"rl": {"optimiser": {"learning_rate": 1e-5}}}}
+    recipe = parse_recipe({"base": {"rl": {"pool": "band", "loop": {"temperature": 0.5}}}, "arms": arms}, "r.yaml")
+    assert recipe.base == {"rl.pool": "band", "rl.temperature": 0.5}
+    assert recipe.arms["b"] == {"rl.learning_rate": 1e-5}

@@ -123,7 +123,9 @@ def check_key(key: str, where: str) -> None:
 
 
 def flat_settings(data: Any, where: str) -> dict[str, Any]:
-    """A base or an arm as flat `section.field` names (a nested `sft: {data: real}` is `sft.data`); checked."""
+    """A base or an arm as flat `section.field` names (a nested `sft: {data: real}` is `sft.data`, and a composed
+    field's mapping stays flat as in a --config file: `rl: {loop: {temperature: 0.9}}` is `rl.temperature`);
+    checked."""
     if not isinstance(data, dict):
         raise UserError(f"{where}: expected a mapping of settings, got {type(data).__name__}")
     flat: dict[str, Any] = {}
@@ -132,12 +134,39 @@ def flat_settings(data: Any, where: str) -> dict[str, Any]:
         if key in SECTIONS:
             if not isinstance(value, dict):
                 raise UserError(f"{where}: `{key}:` must be a mapping of {key} settings")
-            items = {f"{key}.{name}": inner for name, inner in value.items()}
+            items = _section_items(key, value)
         else:
-            items = {key: value}
-        for name, inner in items.items():
+            section, _, name = key.partition(".")
+            items = _section_items(section, {name: value}) if section in SECTIONS else [(key, value)]
+        for name, inner in items:
             check_key(name, where)
             if name in flat:
                 raise UserError(f"{where}: {name} is given twice")
             flat[name] = inner
     return flat
+
+
+def _section_items(section: str, mapping: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A section's mapping as dotted names, a composed field's own mapping (`loop:`) inlined."""
+    items = []
+    for name, value in mapping.items():
+        if str(name) in composed_fields(section) and isinstance(value, dict):
+            items += _section_items(section, value)
+        else:
+            items.append((f"{section}.{name}", value))
+    return items
+
+
+@cache
+def composed_fields(section: str) -> frozenset[str]:
+    """The composed settings of a section's stage config (`loop`, `validation`, `optimiser`, ...)."""
+    from agentdata.agent.config import CollectConfig, LoopConfig
+    from agentdata.curate.config import CurateConfig
+    from agentdata.rl.config import GRPOStageConfig
+    from agentdata.settings import composed_names
+    from agentdata.sft.config import SFTStageConfig
+    from agentdata.synth.stitch import StitchConfig
+
+    stage = {"collect": CollectConfig, "curate": CurateConfig, "stitch": StitchConfig, "sft": SFTStageConfig}
+    stage |= {"rl": GRPOStageConfig, "loop": LoopConfig, "eval": LoopConfig}
+    return frozenset(composed_names(stage[section]))
