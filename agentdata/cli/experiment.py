@@ -84,7 +84,7 @@ def command(
     if removed_set:  # 0.4's spelling: no alias, one line naming the new one
         raise UserError(f"--set is gone: write {' '.join(map(shlex.quote, removed_set))} (see CHANGELOG.md)")
     words = given_overrides(context)
-    overrides = override_pairs(words, check_key)
+    overrides = override_pairs(words, lambda key, text: check_key(key, text, written="=..."))
     if recipe is None:
         console.print(builtin_table(builtin_recipes()))
         console.print("Run one: [bold]agentdata experiment NAME[/] (docs/experiments.md)")

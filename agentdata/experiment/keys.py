@@ -103,8 +103,9 @@ def renamed_keys(section: str) -> dict[str, str]:
     return {old: new for kind in types.get(section, []) for old, new in renamed_names(kind).items()}
 
 
-def check_key(key: str, where: str) -> None:
-    """A UserError for a name no section knows, naming the closest keys."""
+def check_key(key: str, where: str, written: str = "") -> None:
+    """A UserError for a name no section knows, naming the closest keys (each followed by `written`: `=...` where
+    the key was a KEY=VALUE word)."""
     if key in TOP_LEVEL:
         return
     section, _, name = key.partition(".")
@@ -119,7 +120,7 @@ def check_key(key: str, where: str) -> None:
         if name in renamed:  # a name of an older release (`collect.teacher`): one line naming the new one
             raise gone(key, f"{section}.{renamed[name]}", where)
     otherwise = f"the sections are {', '.join(SECTIONS)} (docs/experiments.md lists them)"
-    raise unknown_setting(key, all_keys(), where, otherwise=otherwise)
+    raise unknown_setting(key, all_keys(), where, written, otherwise)
 
 
 def flat_settings(data: Any, where: str) -> dict[str, Any]:
