@@ -157,11 +157,11 @@ def test_overrides_are_positional_key_values_as_on_every_command(tmp_path, monke
     import json
 
     monkeypatch.chdir(tmp_path)
-    assert run_cli(["experiment", "pool", "eval.k=8", "rl.temperature=0.5", "--seeds", "1", "--dry-run"]) == 0
-    assert "To run it: agentdata experiment pool eval.k=8 rl.temperature=0.5 --seeds 1" in capsys.readouterr().out
-    assert run_cli(["experiment", "pool", "eval.k=8", "--print-config", "--json"]) == 0
+    assert run_cli(["experiment", "pool", "eval.samples=8", "rl.temperature=0.5", "--seeds", "1", "--dry-run"]) == 0
+    assert "To run it: agentdata experiment pool eval.samples=8 rl.temperature=0.5 --seeds 1" in capsys.readouterr().out
+    assert run_cli(["experiment", "pool", "eval.samples=8", "--print-config", "--json"]) == 0
     tree = json.loads(capsys.readouterr().out)
-    assert tree["base"]["eval.k"] == {"value": 8, "source": "override eval.k"}
+    assert tree["base"]["eval.samples"] == {"value": 8, "source": "override eval.samples"}
     assert tree["base"]["student"]["source"] == "recipe pool" and tree["arms"]["band"]["rl.pool"]["value"] == "band"
     assert run_cli(["experiment", "pool", "rl.temperature=0.5", "--print-config"]) == 0
     assert "  rl.temperature: 0.5  # override rl.temperature" in capsys.readouterr().out.splitlines()
@@ -171,9 +171,12 @@ def test_overrides_are_positional_key_values_as_on_every_command(tmp_path, monke
 @pytest.mark.parametrize(
     "args, says",
     [
-        (["eval.kk=8"], "eval.kk=8: unknown setting 'eval.kk'; did you mean eval.k"),
-        (["eval.k=8", "eval.k=3"], "eval.k is given twice on the command line (eval.k=8, eval.k=3)"),
-        (["eval.k=0"], "eval.k=0: must be at least 1"),
+        (["eval.sampels=8"], "eval.sampels=8: unknown setting 'eval.sampels'; did you mean eval.samples"),
+        (["eval.seed=8", "eval.seed=3"], "eval.seed is given twice on the command line (eval.seed=8, eval.seed=3)"),
+        (["eval.samples=0"], "eval.samples=0: must be at least 1"),
+        (["eval.k=8"], "eval.k is gone: write eval.samples"),  # 0.4's name: `eval`'s own is samples
+        ([f"rl.temperature={10**400}"], "characters): must be in [0, 10]"),  # never made a float
+        ([f"eval.samples={10**400}"], "characters): too large"),
     ],
 )
 def test_a_bad_override_is_one_line(args, says, tmp_path, monkeypatch, capsys):
@@ -181,3 +184,13 @@ def test_a_bad_override_is_one_line(args, says, tmp_path, monkeypatch, capsys):
     assert run_cli(["experiment", "pool", *args, "--dry-run"]) == 2
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and says in error, error
+
+
+def test_a_recipe_section_takes_a_composed_fields_mapping_as_a_config_file_does():
+    """`rl: {loop: {temperature: 0.5}}` is `rl.temperature`, as train's --config file reads it."""
+    from agentdata.experiment.recipe import parse_recipe
+
+    arms = {"a": {}, "b": {"rl": {"optimiser": {"learning_rate": 1e-5}}}}
+    recipe = parse_recipe({"base": {"rl": {"pool": "band", "loop": {"temperature": 0.5}}}, "arms": arms}, "r.yaml")
+    assert recipe.base == {"rl.pool": "band", "rl.temperature": 0.5}
+    assert recipe.arms["b"] == {"rl.learning_rate": 1e-5}

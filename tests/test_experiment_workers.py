@@ -189,7 +189,7 @@ def test_a_worker_killed_fails_its_arm_alone_and_the_same_command_completes_it(
 def test_killing_the_experiment_stops_its_workers(tmp_path, tiny_model_dir):  # noqa: F811
     """SIGKILL leaves the parent no time to stop them: the workers notice it is gone and stop themselves."""
     arms = {"a": {}, "b": {"loop.temperature": 0.7}}
-    path = write_recipe(tmp_path, "http://127.0.0.1:9/v1", tiny_model_dir, arms, eval={"k": 64, "concurrency": 2})
+    path = write_recipe(tmp_path, "http://127.0.0.1:9/v1", tiny_model_dir, arms, eval={"samples": 64, "concurrency": 2})
     parent = start_cli(path, tmp_path / "exp")
     pids = worker_pids(tmp_path / "exp", arms, parent)
     parent.kill()

@@ -67,9 +67,9 @@ def test_the_rollouts_model_of_0_4_named_teacher_is_one_line_naming_model(capsys
 
 
 def test_experiments_set_of_0_4_is_one_line_naming_the_positional_overrides(capsys):
-    assert run_cli(["experiment", "sft-data", "--dry-run", "--set", "eval.k=8", "--set", "loop.top_p=0.9"]) == 2
+    assert run_cli(["experiment", "sft-data", "--dry-run", "--set", "eval.samples=8", "--set", "loop.top_p=0.9"]) == 2
     error = capsys.readouterr().err.strip()
-    assert error.count("\n") == 0 and "--set is gone: write eval.k=8 loop.top_p=0.9" in error
+    assert error.count("\n") == 0 and "--set is gone: write eval.samples=8 loop.top_p=0.9" in error
 
 
 def test_a_teacher_key_in_a_file_or_in_code_names_model(tmp_path, capsys):

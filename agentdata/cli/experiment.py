@@ -73,7 +73,7 @@ def command(
 ) -> None:
     """Run a recipe's arms through collect, curate, SFT, filter, GRPO and eval; report paired differences.
 
-    KEY=VALUE words change the recipe's base, with the keys a recipe takes (eval.k=8 rl.temperature=0.9).
+    KEY=VALUE words change the recipe's base, with the keys a recipe takes (eval.samples=8 rl.temperature=0.9).
     """
     from agentdata.experiment import builtin_recipes, load_recipe, run_experiment
     from agentdata.experiment.keys import check_key
@@ -84,7 +84,7 @@ def command(
     if removed_set:  # 0.4's spelling: no alias, one line naming the new one
         raise UserError(f"--set is gone: write {' '.join(map(shlex.quote, removed_set))} (see CHANGELOG.md)")
     words = given_overrides(context)
-    overrides = override_pairs(words, check_key)
+    overrides = override_pairs(words, lambda key, text: check_key(key, text, written="=..."))
     if recipe is None:
         console.print(builtin_table(builtin_recipes()))
         console.print("Run one: [bold]agentdata experiment NAME[/] (docs/experiments.md)")

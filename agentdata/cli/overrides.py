@@ -6,8 +6,10 @@ A positional `KEY=VALUE` sets a setting the way a `--config` file does (`rl.max_
 `rl:` section's `max_steps: 3`; a name without a section sets every section having it), as verl's and
 torchtune's Hydra-style overrides are typed. VALUE is JSON (`3`, `true`, `[1, 2]`, `null`) or else text. The
 command class (`SettingsCommand`) takes them out of the arguments before click parses the rest, so a value
-of an option (`--engine-option a=1`) is never one. Values come from: the defaults < the file < overrides <
-flags. A key no section knows is one line naming the closest real key.
+of an option (`--engine-option a=1`) is never one, and a mistyped key where a command's input paths go is
+told as a key, not as a missing file. Values come from: the defaults < the file < overrides < flags. A key
+no section knows is one line naming the closest real keys; a key given twice is one line, as in a file.
+`experiment` takes the same words over its recipe's base (with a recipe's keys).
 
 `--print-config` prints the resolved tree, each value with where it came from (default, file, override or
 flag), and runs nothing.

@@ -169,7 +169,7 @@ names each stage's settings under the stage's section, with the keys the stage's
 | `sft.NAME` | `agentdata train sft.NAME=...` (and any TRL `SFTConfig` field) |
 | `rl.NAME` | `agentdata train rl.NAME=...` (and any TRL `GRPOConfig` field); `rl.temperature` is GRPO's rollouts' |
 | `loop.NAME` | the student's agent loop wherever the experiment runs it: profile, GRPO, evaluation |
-| `eval.NAME` | the evaluation's loop fields, and the experiment's `eval.k`, `eval.seed`, `eval.concurrency` |
+| `eval.NAME` | `agentdata eval NAME=...`: `eval.samples`, `eval.seed`, `eval.concurrency`, the loop fields |
 
 Each command's sections, the dotted prefixes its overrides and its file's sections take (a bare name
 sets every section having it):

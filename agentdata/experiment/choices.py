@@ -73,7 +73,10 @@ class ArmRL:
 
 @dataclass
 class ArmEval:
-    k: int = field(default=4, metadata={"help": "Samples per held-out problem.", "range": "[1, inf)"})
+    samples: int = field(
+        default=4,
+        metadata={"help": "Samples per held-out problem (eval's samples).", "range": "[1, inf)", "was": ("k",)},
+    )
     seed: int = field(default=0, metadata={"help": "The evaluation's seed (plus the repetition).", "range": "[0, inf)"})
     concurrency: int = field(default=64, metadata={"help": "Problems evaluated at once.", "range": "[1, inf)"})
     worked_examples: bool = field(

@@ -12,7 +12,7 @@
   `rl.curve_problems`, and `GRPOStageConfig` / TRL `GRPOConfig` fields, its loop fields included: `rl.temperature`
   is GRPO's rollouts' (and their profile's), as on `train`;
 - `loop.*`: the student's agent loop (`LoopConfig`) wherever the student runs: profile, GRPO, evaluation;
-- `eval.k`, `eval.seed`, `eval.concurrency`, `eval.worked_examples` (the evaluated model is shown
+- `eval.samples`, `eval.seed`, `eval.concurrency` (as `eval`'s), `eval.worked_examples` (the evaluated model is shown
   smollm2-tir's worked examples, as GRPO's rollouts from smollm2-tir were) and loop fields for the
   evaluation only (base only).
 """
@@ -93,15 +93,19 @@ def all_keys() -> list[str]:
 
 @cache
 def renamed_keys(section: str) -> dict[str, str]:
-    """The section's names of older releases -> their names now (`collect.teacher` is `collect.model`)."""
+    """The section's names of older releases -> their names now (`collect.teacher` is `collect.model`, `eval.k`
+    is `eval.samples` as `eval` names it)."""
     from agentdata.agent.config import CollectConfig
     from agentdata.settings import renamed_names
 
-    return renamed_names(CollectConfig) if section == "collect" else {}
+    types = {name: list(owner.configs.values()) for name, owner in ARM_SETTINGS.sections.items()}
+    types["collect"] = [CollectConfig]
+    return {old: new for kind in types.get(section, []) for old, new in renamed_names(kind).items()}
 
 
-def check_key(key: str, where: str) -> None:
-    """A UserError for a name no section knows, naming the closest keys."""
+def check_key(key: str, where: str, written: str = "") -> None:
+    """A UserError for a name no section knows, naming the closest keys (each followed by `written`: `=...` where
+    the key was a KEY=VALUE word)."""
     if key in TOP_LEVEL:
         return
     section, _, name = key.partition(".")
@@ -116,11 +120,13 @@ def check_key(key: str, where: str) -> None:
         if name in renamed:  # a name of an older release (`collect.teacher`): one line naming the new one
             raise gone(key, f"{section}.{renamed[name]}", where)
     otherwise = f"the sections are {', '.join(SECTIONS)} (docs/experiments.md lists them)"
-    raise unknown_setting(key, all_keys(), where, otherwise=otherwise)
+    raise unknown_setting(key, all_keys(), where, written, otherwise)
 
 
 def flat_settings(data: Any, where: str) -> dict[str, Any]:
-    """A base or an arm as flat `section.field` names (a nested `sft: {data: real}` is `sft.data`); checked."""
+    """A base or an arm as flat `section.field` names (a nested `sft: {data: real}` is `sft.data`, and a composed
+    field's mapping stays flat as in a --config file: `rl: {loop: {temperature: 0.9}}` is `rl.temperature`);
+    checked."""
     if not isinstance(data, dict):
         raise UserError(f"{where}: expected a mapping of settings, got {type(data).__name__}")
     flat: dict[str, Any] = {}
@@ -129,12 +135,39 @@ def flat_settings(data: Any, where: str) -> dict[str, Any]:
         if key in SECTIONS:
             if not isinstance(value, dict):
                 raise UserError(f"{where}: `{key}:` must be a mapping of {key} settings")
-            items = {f"{key}.{name}": inner for name, inner in value.items()}
+            items = _section_items(key, value)
         else:
-            items = {key: value}
-        for name, inner in items.items():
+            section, _, name = key.partition(".")
+            items = _section_items(section, {name: value}) if section in SECTIONS else [(key, value)]
+        for name, inner in items:
             check_key(name, where)
             if name in flat:
                 raise UserError(f"{where}: {name} is given twice")
             flat[name] = inner
     return flat
+
+
+def _section_items(section: str, mapping: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A section's mapping as dotted names, a composed field's own mapping (`loop:`) inlined."""
+    items = []
+    for name, value in mapping.items():
+        if str(name) in composed_fields(section) and isinstance(value, dict):
+            items += _section_items(section, value)
+        else:
+            items.append((f"{section}.{name}", value))
+    return items
+
+
+@cache
+def composed_fields(section: str) -> frozenset[str]:
+    """The composed settings of a section's stage config (`loop`, `validation`, `optimiser`, ...)."""
+    from agentdata.agent.config import CollectConfig, LoopConfig
+    from agentdata.curate.config import CurateConfig
+    from agentdata.rl.config import GRPOStageConfig
+    from agentdata.settings import composed_names
+    from agentdata.sft.config import SFTStageConfig
+    from agentdata.synth.stitch import StitchConfig
+
+    stage = {"collect": CollectConfig, "curate": CurateConfig, "stitch": StitchConfig, "sft": SFTStageConfig}
+    stage |= {"rl": GRPOStageConfig, "loop": LoopConfig, "eval": LoopConfig}
+    return frozenset(composed_names(stage[section]))

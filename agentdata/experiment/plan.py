@@ -103,7 +103,7 @@ def plan_arm(
 
     where = f"{recipe.source} arm {arm}"
     settings = recipe.arm_settings(arm)
-    choices = arm_choices(settings, where)  # the experiment's own keys: sft.data, rl.pool, eval.k, ...
+    choices = arm_choices(settings, where)  # the experiment's own keys: sft.data, rl.pool, eval.samples, ...
     own_sft, own_rl, own_eval = choices["sft"], choices["rl"], choices["eval"]
     # One protocol for the whole arm, set here (the loop's own default defers to the model's).
     loop_values = {**flatten(rollout_loop()), "protocol": DEFAULT_PROTOCOL, **section_of(settings, "loop")}
@@ -156,7 +156,7 @@ def plan_arm(
         rl_values=rl_values,
         loop=rl_loop,
         eval_loop=eval_loop,
-        eval_k=own_eval.k,
+        eval_k=own_eval.samples,
         eval_seed=own_eval.seed + repetition,
         eval_concurrency=own_eval.concurrency,
         eval_examples=own_eval.worked_examples,

@@ -11,7 +11,7 @@
       sft: {data: none, max_steps: 20}
       rl: {pool: none}
       loop: {max_new_tokens: 192}                    # the student's agent loop: profile, GRPO, evaluation
-      eval: {k: 2}
+      eval: {samples: 2}
     arms:
       real: {sft.data: real}
       stitched: {sft: {data: stitched}}
@@ -179,15 +179,14 @@ def refuse_identical_arms(recipe: Recipe) -> None:
 
 
 def _canonical(settings: dict[str, Any]) -> dict[str, Any]:
-    """Settings compared as values: 1 is 1.0, a tuple is its list."""
+    """Settings compared as values: a tuple is its list; 1 is 1.0 as Python compares them (exactly, never through
+    float(), which 10**400 has none of)."""
 
     def value(item: Any) -> Any:
         if isinstance(item, (list, tuple)):
             return [value(part) for part in item]
         if isinstance(item, dict):
             return {key: value(part) for key, part in sorted(item.items())}
-        if isinstance(item, (int, float)) and not isinstance(item, bool):
-            return float(item)
         return item
 
     return {key: value(item) for key, item in settings.items()}
