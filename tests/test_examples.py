@@ -247,6 +247,21 @@ def test_quickstart_stops_at_the_first_failing_step(tmp_path):
     assert (tmp_path / "qs" / "timings.tsv").read_text().startswith("problems\t")
 
 
+def test_the_quickstarts_last_lines_say_what_to_open_next(tmp_path):
+    """A stand-in `agentdata` for which every step succeeds: the script ends naming the report and the viewer
+    (it ended naming only the folder)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "agentdata").write_text("#!/usr/bin/env bash\nexit 0\n")
+    (bin_dir / "agentdata").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    out = tmp_path / "qs"
+    completed = subprocess.run(["bash", str(QUICKSTART), "--out", str(out)], capture_output=True, text=True, env=env)
+    assert completed.returncode == 0, completed.stderr
+    last = completed.stdout.strip().splitlines()[-2:]
+    assert f"the eval report {out}/eval/report.json" in last[0] and last[1].endswith(f"agentdata view {out}")
+
+
 def test_scripts_quickstart_installs_then_runs_the_example():
     lines = [
         line.strip()
