@@ -129,3 +129,46 @@ def test_an_unknown_transport_or_one_without_mcp_is_refused():
     plain = [arg for arg in CLI if arg != "--mcp"]
     refused = subprocess.run([*plain, "--transport", "http"], capture_output=True, text=True, env=ENV)
     assert refused.returncode == 2 and "--transport is for --mcp" in refused.stderr
+
+
+FORK_BOMB = "import os\nwhile True:\n    os.fork()"  # stopped when a fork fails: its children fork on
+BACKGROUND_BOMB = """
+import os
+ready, told = os.pipe()
+if os.fork() == 0:  # a child forks on behind the call, holding every process slot
+    full = False
+    while True:
+        try:
+            os.fork()
+        except OSError:
+            if not full:
+                full = True
+                os.write(told, b"x")  # every slot is taken: the call may return
+os.read(ready, 1)
+"""
+
+
+def first_line(result) -> str:
+    return text_of(result).split("\n")[0]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: only an executor with its own uid has a process limit")
+def test_the_session_survives_a_contained_fork_bomb_and_says_what_was_stopped():
+    # the bomb's call ended at the process limit, but its children forked on: the executor's next call could
+    # not start its output thread and died ("the session's state is lost"), one or two calls later. A limit
+    # far above what filling the process slots takes on a busy machine: the bombs end by themselves.
+    args = [*CLI[1 : CLI.index("--timeout")], "--timeout", "300", *CLI[CLI.index("--timeout") + 2 :]]
+
+    async def run():
+        async with Client(StdioServerParameters(command=CLI[0], args=args, env=ENV)) as client:
+            return await calls(
+                client, "x = 41", FORK_BOMB, "x += 1\nx", "x += 1\nx", BACKGROUND_BOMB, "x += 1\nx", "x += 1\nx"
+            )
+
+    _, bomb, after, again, _, after_background, last = asyncio.run(run())
+    assert bomb.is_error and "BlockingIOError" in text_of(bomb) and "were all stopped" in text_of(bomb)
+    # the killed processes may hold their slots a moment longer: the next call may find (and say) it again
+    assert [first_line(after), first_line(again)] == ["42", "43"], text_of(after)
+    assert first_line(after_background) == "44", text_of(after_background)
+    assert "were all stopped" in text_of(after_background)  # said on the call that found them
+    assert first_line(last) == "45" and not any("state is lost" in text_of(r) for r in (after, again, last))

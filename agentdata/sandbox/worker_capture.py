@@ -55,7 +55,17 @@ class OutputCapture:
             os.set_blocking(read_end, False)
             self.read_ends[read_end] = target
         self.thread = threading.Thread(target=self._drain, daemon=True)
-        self.thread.start()
+        try:
+            self.thread.start()
+        except RuntimeError:  # no thread to be had (every process slot of the uid is taken): undone, for a retry
+            self._release()
+            raise
+
+    def _release(self) -> None:
+        os.dup2(self.devnull, 1)
+        os.dup2(self.devnull, 2)
+        for fd in (*self.read_ends, self.stop_read, self.stop_write):
+            os.close(fd)
 
     def _read_available(self, read_end: int) -> bool:
         try:
@@ -91,6 +101,5 @@ class OutputCapture:
         os.dup2(self.devnull, 2)
         os.write(self.stop_write, b"x")
         self.thread.join()
-        for fd in (*self.read_ends, self.stop_read, self.stop_write):
-            os.close(fd)
+        self._release()
         return self.buffers[1].text(), self.buffers[2].text()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import base64
 import builtins
+import errno
 import linecache
 import os
 import signal
@@ -28,6 +29,23 @@ else:  # a top-level module of the worker script, which puts this directory on s
     import jail
     from worker_capture import OutputCapture
     from worker_framing import encode_frame, recv_frame
+
+
+# Said on the call that found the session's processes at its limit: what was stopped, and what was kept.
+AT_LIMIT_NOTE = (
+    "[the processes this session's code started reached the sandbox's limit of {limit} (a fork bomb?) and were all "
+    "stopped; the session's variables are kept]\n"
+)
+
+
+SLOTS_FREED_S = 10.0  # how long the slots of killed processes may take to be freed (reaped by their new parent)
+
+
+def at_process_limit(error: BaseException) -> bool:
+    """The error a fork or a new thread meets when every process slot of the uid is taken."""
+    if isinstance(error, OSError) and error.errno == errno.EAGAIN:
+        return True
+    return isinstance(error, RuntimeError) and "can't start new thread" in str(error)
 
 
 class Executor:
@@ -130,9 +148,9 @@ class Executor:
 
     def run_cell(self, request: dict) -> dict:
         started = time.perf_counter()
-        status, exit_code, note = "ok", 0, ""
+        status, exit_code, note, failure = "ok", 0, "", None
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        capture = OutputCapture(int(self.settings["max_output_bytes"]), self.devnull)
+        capture, limit_note = self._capture()
         sys.stdout = open(1, "w", closefd=False, errors="backslashreplace")
         sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")
         try:
@@ -144,7 +162,7 @@ class Executor:
         except BaseException as error:  # noqa: BLE001 -- whatever the code does is a result
             if os.getpid() != self.pid:
                 os._exit(1)  # a child the code forked must never answer for the executor
-            status, exit_code, note = self._classify(error)
+            status, exit_code, note, failure = (*self._classify(error), error)
         if os.getpid() != self.pid:
             os._exit(0)
         for stream in (sys.stdout, sys.stderr):
@@ -156,13 +174,40 @@ class Executor:
         stdout, stderr = capture.finish()
         if status == "timeout":
             self.kill_others()
+        elif failure is not None and at_process_limit(failure):  # the code's processes hold every slot, forking on
+            self.kill_others()
+            limit_note = self._limit_note()
         return {
             "status": status,
             "stdout": stdout,
-            "stderr": stderr + note,
+            "stderr": stderr + note + limit_note,
             "exit_code": exit_code,
             "duration_s": time.perf_counter() - started,
         }
+
+    def _capture(self) -> tuple[OutputCapture, str]:
+        """The call's output capture, and a note when processes an earlier call's code left running (a fork bomb
+        that ran on after its call ended) held every process slot, so its thread could not start: they are
+        stopped, and the session goes on, rather than the executor dying of the failed thread. The killed ones
+        hold their slots until their new parent reaps them, so the thread is tried again for a while."""
+        limit = int(self.settings["max_output_bytes"])
+        try:
+            return OutputCapture(limit, self.devnull), ""
+        except RuntimeError as error:
+            if not at_process_limit(error):
+                raise
+        deadline = time.monotonic() + SLOTS_FREED_S
+        while True:
+            self.kill_others()
+            try:
+                return OutputCapture(limit, self.devnull), self._limit_note()
+            except RuntimeError as error:
+                if not at_process_limit(error) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.01)
+
+    def _limit_note(self) -> str:
+        return AT_LIMIT_NOTE.format(limit=self.settings["max_processes"])
 
     def _classify(self, error: BaseException) -> tuple[str, int, str]:
         if isinstance(error, SystemExit):

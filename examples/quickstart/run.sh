@@ -122,3 +122,6 @@ echo
 echo "quickstart finished: everything is under $OUT"
 echo "step       seconds"
 awk -F'\t' '{ printf "%-10s %7d\n", $1, $2; total += $2 } END { printf "%-10s %7d\n", "total", total }' "$OUT/timings.tsv"
+echo
+echo "Open next: the eval report $OUT/eval/report.json (its plot $OUT/eval/accuracy.png), or browse every"
+echo "step's output: agentdata view $OUT"
