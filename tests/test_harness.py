@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from agentdata.agent.config import CollectConfig
+from agentdata.agent.config import CollectConfig, LoopConfig
 from agentdata.agent.inspection import read_trajectories
 from agentdata.agent.runner import RunBroken, collect
 from agentdata.errors import UserError
@@ -274,3 +274,16 @@ def test_a_harness_command_that_cannot_be_split_is_refused_before_the_run_dir_so
     assert "No closing quotation" in capsys.readouterr().err and not (tmp_path / "run").exists()
     assert run_cli([*args, HARNESS]) == 0
     assert json.loads(capsys.readouterr().out)["correct"] == 1
+
+
+def test_a_harness_run_dir_that_recorded_its_teachers_protocol_resumes(tmp_path):
+    """0.5 recorded the teacher's protocol for a harness run, which no harness used: it is no part of the
+    identity of a harness run, so such a run dir resumes (and a --temperature change still does not)."""
+    run(tmp_path, ["What is 6*7?"])
+    manifest_path = tmp_path / "run" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["settings"]["protocol"] = "codeblock"  # as 0.5 wrote it
+    manifest_path.write_text(json.dumps(manifest))
+    assert run(tmp_path, ["What is 6*7?", "What is 1+2?"])[1].correct  # resumed, the new problem made
+    with pytest.raises(UserError, match="temperature"):
+        run(tmp_path, ["What is 6*7?"], loop=LoopConfig(temperature=0.1))

@@ -65,8 +65,14 @@ SET_IDENTITY_KEYS = ("harness",)
 
 
 def identity(settings: dict[str, Any]) -> dict[str, Any]:
-    """The settings a trajectory depends on, JSON-normalised so that values compare as values (1 == 1.0)."""
+    """The settings a trajectory depends on, JSON-normalised so that values compare as values (1 == 1.0). A harness
+    run's trajectories do not depend on the loop settings a harness cannot honour (its protocol, tools, turns):
+    they are no part of its identity (a run dir of 0.5, which recorded its teacher's protocol, resumes)."""
+    from agentdata.agent.config import HARNESS_UNHONOURED
+
     keys = IDENTITY_KEYS + tuple(key for key in SET_IDENTITY_KEYS if settings.get(key) is not None)
+    if settings.get("harness") is not None:
+        keys = tuple(key for key in keys if key not in HARNESS_UNHONOURED)
     return json.loads(json.dumps({key: settings.get(key) for key in keys}, default=str))
 
 

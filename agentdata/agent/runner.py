@@ -199,7 +199,7 @@ async def _run_work(
         from agentdata.engines import load_engine
 
         try:
-            engine = load_engine(model or config.model, **config.engine_options)
+            engine = load_engine(str(model or config.model), **config.engine_options)  # its text: what engines record
         except BaseException:
             if owns_sandbox:
                 sandbox.close()  # its worker processes must not outlive a refused engine

@@ -60,6 +60,7 @@ def parse_spec(spec: str) -> tuple[str, str]:
 LOCAL_KINDS = ("hf", "vllm", "auto")
 EMBEDDED_KINDS = TARGETLESS_KINDS
 TIR_KIND = "tir"
+SHOWN_EXAMPLES_KINDS = (TIR_KIND, "smollm2-tir")  # engines.demonstrated: shown smollm2-tir's worked examples
 SERVED_KIND = "openai"
 BLANK_SPEC = "smollm2"  # what an empty spec names
 
@@ -99,9 +100,12 @@ class ModelSpec:
     @property
     def shows_examples(self) -> bool:
         """The engine is shown smollm2-tir's worked examples (`smollm2-tir`, `tir:SPEC`)."""
-        from agentdata.engines.smollm2 import SMOLLM2_TIR_SPEC
+        return self.kind in SHOWN_EXAMPLES_KINDS
 
-        return self.kind in (TIR_KIND, SMOLLM2_TIR_SPEC)
+    @property
+    def embedded(self) -> bool:
+        """The packaged SmolLM2 (`smollm2`, `smollm2-tir`): its weights are `engines.smollm2_model_dir()`."""
+        return self.kind in EMBEDDED_KINDS
 
     @property
     def path(self) -> Path:
@@ -128,11 +132,8 @@ class ModelSpec:
 
     def weights_dir(self, flag: str = "--model") -> Path:
         """The local transformers dir of this spec's weights (what training loads); a spec with none is a
-        UserError naming `flag`, the option it came from. The embedded model's is its packaged dir."""
-        if self.kind in EMBEDDED_KINDS:  # smollm2-tir is the same weights, shown an example
-            from agentdata.engines import smollm2_model_dir  # looked up where tests and callers may replace it
-
-            return smollm2_model_dir()
+        UserError naming `flag`, the option it came from. Not for the embedded model, whose weights are
+        converted on first use (`training.model.resolve_model_dir` asks `engines.smollm2_model_dir()`)."""
         if self.served:
             raise UserError(f"{flag} {self}: a served model has no weights here to load; give its weights as hf:DIR")
         if not (self.path / "config.json").is_file():

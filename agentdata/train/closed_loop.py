@@ -130,11 +130,12 @@ def profile_spec(model: str) -> str:
     """
     from agentdata.engines.demonstrated import rollouts_show_examples
     from agentdata.engines.spec import ModelSpec
+    from agentdata.training.model import resolve_model_dir
 
     spec = ModelSpec.parse(model)
     if rollouts_show_examples(spec.text) or (spec.kind == "hf" and spec.target):
         return spec.text
-    return f"hf:{spec.weights_dir()}"
+    return f"hf:{resolve_model_dir(spec)}"
 
 
 def pool_warnings(rl_config: GRPOStageConfig) -> list[str]:

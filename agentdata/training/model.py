@@ -29,7 +29,12 @@ __all__ = [
 def resolve_model_dir(spec: str | ModelSpec, flag: str = "--model") -> Path:
     """A local transformers model dir for an engine spec or a path (`ModelSpec.weights_dir`); a mistake names
     `flag`, the option it came from."""
-    return ModelSpec.parse(spec).weights_dir(flag)
+    model = ModelSpec.parse(spec)
+    if model.embedded:  # smollm2-tir is the same weights, shown an example
+        from agentdata.engines import smollm2_model_dir
+
+        return smollm2_model_dir()
+    return model.weights_dir(flag)
 
 
 def load_model(model_dir: Path, bf16: bool = False) -> Any:
