@@ -364,3 +364,19 @@ def engine_cores_of(pid: int) -> list:
         except psutil.NoSuchProcess:
             pass
     return found
+
+
+def test_a_server_that_died_on_its_own_leaves_no_engine_core_once_stopped(smollm2_dir):
+    """The server process killed alone (a crash): `stop()` still ends its session, so the engine core it left
+    (660 MB with this model, GBs with a real one) does not outlive the run."""
+    from tests.test_processes import running
+
+    server = VLLMServer(ServerSettings(model=smollm2_dir)).start()
+    try:
+        engine_cores = [core.pid for core in engine_cores_of(server.process.pid)]
+        assert engine_cores, "vLLM started no engine core"
+        os.kill(server.process.pid, signal.SIGKILL)
+        server.process.wait()
+    finally:
+        server.stop()
+    assert [pid for pid in engine_cores if running(pid)] == []
