@@ -2,12 +2,16 @@
 
 Run as a script (`python -I -S process_watcher.py FD OWNER_PID MARK`), stdlib only, so it starts in a few
 milliseconds and imports nothing of agentdata's. It reads the pipe FD, whose write end only agentdata holds:
-`+SID` and `-SID` lines register and forget the session of a child agentdata started. The pipe's end (EOF)
-means agentdata is gone or exiting (a normal exit, an exception, a signal, kill -9: the kernel closes the pipe
-in every case), and then the watcher kills, with SIGKILL, every process that:
+`+SID` and `-SID` lines register and forget the session of a child agentdata started. Every SNAPSHOT_S it
+also notes agentdata's descendants (pid and start time). The pipe's end (EOF) means agentdata is gone or
+exiting (a normal exit, an exception, a signal, kill -9: the kernel closes the pipe in every case), and then
+the watcher kills, with SIGKILL, every process that:
 - is in a registered session (a child and whatever it started that stayed in its session),
 - carries MARK in the environment it was started with (what agentdata's children, and the children that
   libraries start for it, such as the mcp SDK's server or a local Ray, inherit from agentdata's environment),
+- was a descendant of agentdata at the last snapshot (the same process: same pid and start time), which
+  catches what lost both (a process that retitles itself, as Ray's agents and vLLM's engine core do, writes
+  over the environment /proc shows; one whose parent died first is no longer anyone's descendant),
 - or descends from one of those (a child that made a session of its own);
 again until none is left, within a bounded time. Then it exits.
 
@@ -17,15 +21,25 @@ agentdata/processes.py imports `doomed` to stop one child's session the same way
 from __future__ import annotations
 
 import os
+import select
 import signal
 import sys
 import time
+from typing import NamedTuple
 
 SWEEP_S = 10.0  # the most a sweep keeps looking for processes forked while it kills
+SNAPSHOT_S = 1.0  # how often agentdata's descendants are noted (a scan of /proc: about a millisecond of CPU)
 
 
-def _processes() -> dict[int, tuple[int, int, str]]:
-    """pid -> (parent pid, session id, state) of every process this one can see."""
+class Proc(NamedTuple):
+    parent: int
+    session: int
+    state: str
+    started: int  # clock ticks after boot: with the pid, names one process (pids are reused)
+
+
+def _processes() -> dict[int, Proc]:
+    """Every process this one can see, by pid."""
     table = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -35,8 +49,28 @@ def _processes() -> dict[int, tuple[int, int, str]]:
                 fields = stat.read().rsplit(b")", 1)[1].split()
         except OSError:
             continue  # gone since the listing
-        table[int(name)] = (int(fields[1]), int(fields[3]), fields[0].decode())
+        table[int(name)] = Proc(int(fields[1]), int(fields[3]), fields[0].decode(), int(fields[19]))
     return table
+
+
+def _descending(roots: set[int], table: dict[int, Proc]) -> set[int]:
+    """`roots` and every process below them."""
+    children: dict[int, list[int]] = {}
+    for pid, proc in table.items():
+        children.setdefault(proc.parent, []).append(pid)
+    found, todo = set(), list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo.extend(children.get(pid, []))
+    return found
+
+
+def descendants(pid: int) -> dict[int, int]:
+    """pid -> start time of every process below `pid`."""
+    table = _processes()
+    return {child: table[child].started for child in _descending({pid}, table) - {pid}}
 
 
 def _carries(pid: int, mark: bytes) -> bool:
@@ -47,29 +81,28 @@ def _carries(pid: int, mark: bytes) -> bool:
         return False
 
 
-def doomed(sessions: set[int], mark: bytes | None = None, spare: frozenset[int] = frozenset()) -> set[int]:
-    """The live (not zombie) processes in `sessions`, carrying `mark`, or descending from either; never `spare`
-    nor this process."""
+def doomed(
+    sessions: set[int],
+    mark: bytes | None = None,
+    spare: frozenset[int] = frozenset(),
+    known: dict[int, int] | None = None,
+) -> set[int]:
+    """The live (not zombie) processes in `sessions`, carrying `mark`, among `known` (pid -> start time), or
+    descending from any of those; never `spare` nor this process."""
     table = _processes()
-    roots = {pid for pid, (_, sid, _) in table.items() if sid in sessions or (mark and _carries(pid, mark))}
-    children: dict[int, list[int]] = {}
-    for pid, (parent, _, _) in table.items():
-        children.setdefault(parent, []).append(pid)
-    found, todo = set(), list(roots)
-    while todo:
-        pid = todo.pop()
-        if pid not in found:
-            found.add(pid)
-            todo.extend(children.get(pid, []))
-    alive = {pid for pid in found if table[pid][2] != "Z"}
+    roots = {pid for pid, proc in table.items() if proc.session in sessions or (mark and _carries(pid, mark))}
+    roots |= {pid for pid, started in (known or {}).items() if pid in table and table[pid].started == started}
+    alive = {pid for pid in _descending(roots, table) if table[pid].state != "Z"}
     return alive - set(spare) - {os.getpid()}
 
 
-def sweep(sessions: set[int], mark: bytes | None, spare: frozenset[int], seconds: float = SWEEP_S) -> None:
+def sweep(
+    sessions: set[int], mark: bytes | None, spare: frozenset[int], known: dict[int, int], seconds: float = SWEEP_S
+) -> None:
     """SIGKILL everything `doomed` names until nothing is left (a process may fork while the others die)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        targets = doomed(sessions, mark, spare)
+        targets = doomed(sessions, mark, spare, known)
         if not targets:
             return
         for pid in targets:
@@ -80,17 +113,21 @@ def sweep(sessions: set[int], mark: bytes | None, spare: frozenset[int], seconds
         time.sleep(0.02)
 
 
-def _read_registrations(fd: int) -> set[int]:
-    """The sessions still registered when the pipe ends."""
+def _watch(fd: int, owner: int) -> tuple[set[int], dict[int, int]]:
+    """Until the pipe ends: the sessions still registered then, and the owner's descendants last noted."""
     sessions: set[int] = set()
+    known: dict[int, int] = {}
     pending = b""
+    next_snapshot = time.monotonic()
     while True:
-        try:
-            chunk = os.read(fd, 4096)
-        except InterruptedError:
+        if time.monotonic() >= next_snapshot:  # on the clock, however busy the pipe is
+            known = descendants(owner)
+            next_snapshot = time.monotonic() + SNAPSHOT_S
+        if not select.select([fd], [], [], max(0.0, next_snapshot - time.monotonic()))[0]:
             continue
+        chunk = os.read(fd, 4096)
         if not chunk:
-            return sessions
+            return sessions, known
         *lines, pending = (pending + chunk).split(b"\n")
         for line in lines:
             if line[:1] == b"+":
@@ -103,8 +140,8 @@ def main() -> None:
     fd, owner, mark = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].encode()
     for number in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(number, signal.SIG_IGN)  # a Ctrl-C meant for agentdata must not end the watch
-    sessions = _read_registrations(fd)
-    sweep(sessions, mark, frozenset({owner}))
+    sessions, known = _watch(fd, owner)
+    sweep(sessions, mark, frozenset({owner}), known)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from agentdata.agent.ray_executor import _Progress
 from agentdata.agent.rundir import RunDir
 from agentdata.agent.shard_status import read_sharded
 from agentdata.events import listening
+from agentdata.process_watcher import SNAPSHOT_S
 from agentdata.records import Problem
 from agentdata.settings import SettingError, build
 
@@ -211,3 +212,49 @@ def test_filter_profiles_the_student_on_ray_then_builds_the_pool(ray_cluster, tm
     assert read_sharded(built.profile_dir).complete and read_sharded(built.profile_dir).count == 2
     rates = dict(built.result.profiled.select("problem_id", "pass_rate").iter_rows())
     assert rates == {p.id: (1.0 if p.answer == "42" else 0.0) for p in problems}
+
+
+def names(pid: int) -> set[str]:
+    import psutil
+
+    found = set()
+    for process in psutil.Process(pid).children(recursive=True):
+        try:
+            found.add(process.name())
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+LOCAL_CLUSTER = """
+import sys, time, ray
+from agentdata.agent.ray_executor import _connect
+_connect(ray, "local")  # what --executor ray does with ray_address=local: ray.init starts a cluster here
+print("up", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_cluster_ray_init_started_here_stops_with_agentdata_killed_with_9():
+    """Without agentdata's supervision Ray's DashboardAgent and RuntimeEnvAgent outlived the driver's kill -9
+    by more than 10 s (measured); supervised, the whole cluster is gone within seconds."""
+    import psutil
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
+    driver = subprocess.Popen([sys.executable, "-c", LOCAL_CLUSTER], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert driver.stdout.readline().strip() == "up"
+        deadline = time.monotonic() + 120
+        while not {"ray::DashboardAgent", "ray::RuntimeEnvAgent"} <= names(driver.pid):
+            assert time.monotonic() < deadline, names(driver.pid)
+            time.sleep(0.1)
+        # The agents retitle themselves (over the environment that carried agentdata's mark) and outlive the raylet
+        # they descend from: the watcher knows them from its note of agentdata's descendants, once a SNAPSHOT_S.
+        time.sleep(3 * SNAPSHOT_S)
+        cluster = psutil.Process(driver.pid).children(recursive=True)
+    finally:
+        driver.kill()
+        driver.wait()
+    assert any(process.name() == "raylet" for process in cluster)
+    _, alive = psutil.wait_procs(cluster, timeout=10)
+    assert [process.name() for process in alive] == []

@@ -324,3 +324,59 @@ def test_grpo_with_vllm_rollouts_on_the_cpu(tiny_vllm_dir, tmp_path, capsys):
     assert [step["step"] for step in evaluations] == [0, 1, 2]
     assert all(step["eval/rollouts/failed"] == 0 for step in evaluations)
     assert any(out.glob("*.safetensors"))
+
+
+def test_kill_9_of_collect_leaves_neither_its_vllm_server_nor_the_engine_core(tmp_path):
+    """agentdata/processes.py: the managed server is a supervised session, so `kill -9` of collect takes the server
+    and its `VLLM::EngineCore` child with it (they held a core and GBs of memory after collect was gone)."""
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from tests.test_processes import ROOT, still_running
+
+    args = [sys.executable, "-m", "agentdata.cli.app", "collect", "--teacher", "vllm:smollm2", "--limit", "4"]
+    args += ["--out", str(tmp_path / "run")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    collecting = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 600  # vLLM's start on two loaded cores
+        while not engine_cores_of(collecting.pid):
+            assert collecting.poll() is None and time.monotonic() < deadline, "no engine core started"
+            time.sleep(0.5)
+        started = {child.pid for child in psutil.Process(collecting.pid).children(recursive=True)}
+    finally:
+        collecting.kill()
+        collecting.wait()
+    assert still_running(started) == set()
+
+
+def engine_cores_of(pid: int) -> list:
+    import psutil
+
+    found = []
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            if "EngineCore" in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+def test_a_server_that_died_on_its_own_leaves_no_engine_core_once_stopped(smollm2_dir):
+    """The server process killed alone (a crash): `stop()` still ends its session, so the engine core it left
+    (660 MB with this model, GBs with a real one) does not outlive the run."""
+    from tests.test_processes import running
+
+    server = VLLMServer(ServerSettings(model=smollm2_dir)).start()
+    try:
+        engine_cores = [core.pid for core in engine_cores_of(server.process.pid)]
+        assert engine_cores, "vLLM started no engine core"
+        os.kill(server.process.pid, signal.SIGKILL)
+        server.process.wait()
+    finally:
+        server.stop()
+    assert [pid for pid in engine_cores if running(pid)] == []

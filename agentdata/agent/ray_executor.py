@@ -15,7 +15,9 @@ that refuses) is not retried; the first such failure stops the run, naming the s
 their progress to one small actor, and the driver turns the sum into the usual "collect" events: one
 progress bar for the whole run. When every task is done, the driver reads the run dir as one run.
 
-Ray is an optional dependency (`pip install "agentdata[ray]"`); it is imported only here.
+Ray is an optional dependency (`pip install "agentdata[ray]"`); it is imported only here. The processes of a
+cluster that `ray.init` starts itself (`ray_address=local`) are agentdata's children and stop with it
+(agentdata/processes.py); a cluster begun with `ray start` is not agentdata's and is left running.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from agentdata import processes
 from agentdata.agent.config import CollectConfig, ShardingConfig
 from agentdata.agent.rundir import RunDir
 from agentdata.agent.shards import MAX_SHARDS, Shard, tags_in
@@ -93,6 +96,7 @@ def _import_ray() -> Any:
 def _connect(ray: Any, address: str) -> None:
     if ray.is_initialized():
         return
+    processes.supervise()  # a cluster ray.init starts here (ray_address=local) carries the mark: it dies with us
     try:
         ray.init(address=address, log_to_driver=False, logging_level="ERROR")
     except ConnectionError as error:
