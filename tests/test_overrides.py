@@ -136,3 +136,22 @@ def test_a_key_given_twice_on_the_command_line_is_refused_as_in_a_file(capsys, a
     assert run_cli([*args, "--print-config"]) == 2
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and f"{key} is given twice" in error, error
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["train", "--max-steps", "3", "--max-steps", "4"], "--max-steps is given twice on the command line"),
+        (["train", "--lora", "--no-lora"], "--lora and --no-lora set one setting"),
+        (["curate", "runs/x", "--out=a.parquet", "-o", "b.parquet"], "--out and -o set one setting"),
+    ],
+)
+def test_a_flag_given_twice_is_refused_as_a_key_is(capsys, args, says):
+    assert run_cli([*args, "--print-config"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and says in error, error
+
+
+def test_a_repeatable_flag_still_repeats(capsys):
+    tree = printed(capsys, ["eval", "smollm2", "bench.jsonl", "--compare", "a=hf:x", "--compare", "b=hf:y"])
+    assert tree["max_turns"]["source"] == "default"  # both --compare taken, nothing refused

@@ -102,3 +102,18 @@ def test_a_setting_without_a_flag_is_an_override(capsys):
     assert run_cli(["train", "lora_r=8", "rl.epsilon_high=0.3", "--print-config"]) == 0
     shown = capsys.readouterr().out
     assert "lora_r: 8  # override lora_r" in shown and "epsilon_high: 0.3  # override rl.epsilon_high" in shown
+
+
+def test_a_recipes_eval_k_of_0_4_names_eval_samples_as_eval_takes_it(tmp_path, capsys):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("base:\n  eval: {k: 3}\narms:\n  a: {sft.data: real}\n  b: {}\n")
+    for args in (["experiment", str(recipe), "--dry-run"], ["experiment", "pool", "eval.k=8", "--dry-run"]):
+        assert run_cli(args) == 2
+        error = capsys.readouterr().err.strip()
+        assert error.count("\n") == 0 and "eval.k is gone: write eval.samples" in error, error
+    assert f"{recipe} base: eval.k is gone" in run_and_read(["experiment", str(recipe)], capsys)
+
+
+def run_and_read(args, capsys) -> str:
+    run_cli(args)
+    return capsys.readouterr().err

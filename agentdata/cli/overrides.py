@@ -44,6 +44,7 @@ class SettingsCommand(TyperCommand):
         sections = getattr(self.callback, "sections", None)
         known = known_keys(sections) if sections is not None else set()
         rest, overrides = split_overrides(args, self.params, known)
+        refuse_repeated_options(rest, self.params)
         ctx.meta[META_KEY] = overrides
         return super().parse_args(ctx, rest)
 
@@ -79,6 +80,30 @@ def split_overrides(
             rest.append(arg)
             positionals += 1
     return rest, overrides
+
+
+def refuse_repeated_options(args: Sequence[str], params: Sequence[Any]) -> None:
+    """A setting's flag given twice (`--max-steps 3 --max-steps 4`, `--lora --no-lora`) is refused as a key given
+    twice is: which one was meant? A repeatable option (`--tool`, `--compare`) adds, so it may repeat."""
+    once = {
+        name: param
+        for param in params
+        if param.param_type_name == "option" and not param.multiple and not getattr(param, "count", False)
+        for name in (*param.opts, *param.secondary_opts)
+    }
+    seen: dict[str, str] = {}
+    for word in args:
+        if word == "--":
+            return
+        flag = word.partition("=")[0]
+        param = once.get(flag) if word.startswith("-") else None
+        if param is None:
+            continue
+        if param.name in seen and seen[param.name] == flag:
+            raise UserError(f"{flag} is given twice on the command line; keep one")
+        if param.name in seen:
+            raise UserError(f"{seen[param.name]} and {flag} set one setting; keep one")
+        seen[param.name] = flag
 
 
 def _slot(arguments: Sequence[Any], taken: int) -> Any:

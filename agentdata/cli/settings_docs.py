@@ -116,7 +116,7 @@ torchtune's Hydra-style overrides are typed: `agentdata train rl.max_steps=3 sft
 come from: the defaults < the file < overrides < flags. `--print-config` prints the resolved settings,
 each with where it came from, and runs nothing. A key nobody knows is one line naming the closest keys,
 also where a command's paths go (`curate RUN... keep_incorect=true` names the key, it is no input file);
-a key given twice, in a file's mapping or on the command line, is one line naming it:
+a key given twice, in a file's mapping or on the command line (a flag too), is one line naming it:
 
 ```yaml
 # train.yaml
