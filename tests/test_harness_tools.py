@@ -16,7 +16,7 @@ import pytest
 from agentdata.agent.harness_record import exchange_log, teacher
 from agentdata.engines import smollm2 as smollm2_module
 from agentdata.engines.base import Engine, Generation, GenerationRequest
-from agentdata.engines.demonstrated import DemonstratedEngine, code_tool
+from agentdata.engines.demonstrated import DEMONSTRATION, DemonstratedEngine, code_tool
 from agentdata.engines.hf_generate import render_prompt, template_messages
 from agentdata.engines.openai_wire import parse_completion
 from agentdata.engines.tool_prompt import CHATML_TOOLS_TEMPLATE, ignores_tools
@@ -177,20 +177,39 @@ def test_a_request_cut_by_the_end_of_its_session_is_recorded_as_cut_and_stops_ge
     assert "exchange" in exchange_log(session, [])[0]  # kept whole, as an unanswered exchange is
 
 
-def test_smollm2_tir_shows_its_examples_as_calls_of_the_harness_tool():
-    inner = Answers(text("a"), text("b"))
+def test_smollm2_tir_shows_a_harness_tool_as_its_worked_examples_show_code_and_answers_in_its_tools():
+    # a 135M model copies ```python blocks from two examples, not JSON calls from a schema: smollm2-tir shows
+    # the harness's code tool so, and gives the harness its own calls back
+    inner = Answers(
+        Generation("Let me compute.\n```python\nprint(2**10)", "\n```\n", "stop", 11, 5),
+        text("\nThe answer is \\boxed{1024}."),
+        text("plain"),
+    )
     inner.spec = "smollm2"
     engine = DemonstratedEngine(inner, spec="smollm2-tir")
     question = [{"role": "system", "content": "Solve it."}, {"role": "user", "content": "What is 2**10?"}]
-    shown = asyncio.run(engine.generate(GenerationRequest(messages=question, tools=[*TOOLS, FINAL_ANSWER])))
-    messages = inner.requests[0].messages
-    assert messages[0] == question[0] and messages[-1] == question[1]
-    example_call = messages[2]["tool_calls"][0]["function"]
-    assert example_call["name"] == "code_interpreter" and json.loads(example_call["arguments"])["code"]
-    assert messages[3]["role"] == "tool" and messages[3]["content"] == "8660773\n"
-    final = messages[4]["tool_calls"][0]["function"]  # the harness's own way to answer
-    assert final["name"] == "final_answer" and json.loads(final["arguments"]) == {"answer": "8660773"}
-    assert shown.answered_by is None  # the examples were shown: smollm2-tir answered
+    tools = [*TOOLS, FINAL_ANSWER]
+    first = asyncio.run(engine.generate(GenerationRequest(messages=question, tools=tools, stop=("Observation:",))))
+    shown = inner.requests[0]
+    assert shown.messages == [question[0], *DEMONSTRATION, question[1]] and shown.tools is None
+    assert shown.stop == ("Observation:", "\n```\n") and not shown.continue_final
+    (call,) = first.tool_calls  # the block, as a call of the harness's code tool
+    assert call["function"]["name"] == "code_interpreter" and json.loads(call["function"]["arguments"]) == {
+        "code": "print(2**10)"
+    }
+    assert first.text == "Let me compute." and first.answered_by is None  # the examples were shown
+    ran = [*question, {"role": "assistant", "content": first.text, "tool_calls": first.tool_calls}]
+    ran.append({"role": "tool", "content": "1024\n", "tool_call_id": call["id"]})
+    second = asyncio.run(engine.generate(GenerationRequest(messages=ran, tools=tools)))
+    continued = inner.requests[1]  # the output goes in the same assistant turn, which the model continues
+    assert continued.continue_final and continued.messages[-1] == {
+        "role": "assistant",
+        "content": "Let me compute.\n```python\nprint(2**10)\n```\n```output\n1024\n\n```",
+    }
+    (final,) = second.tool_calls  # a boxed answer, as the harness's final_answer call
+    assert final["function"]["name"] == "final_answer" and json.loads(final["function"]["arguments"]) == {
+        "answer": "1024"
+    }
     plain = asyncio.run(engine.generate(GenerationRequest(messages=question)))  # no code tool: nothing to show
-    assert inner.requests[1].messages == question and plain.answered_by == "smollm2"
+    assert inner.requests[2].messages == question and plain.answered_by == "smollm2"
     assert code_tool([FINAL_ANSWER]) is None and code_tool(TOOLS) == "code_interpreter"

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 
 from agentdata.engines import smollm2
 from agentdata.engines.base import Engine, Generation, GenerationRequest
 from agentdata.engines.smollm2 import SMOLLM2_TIR_SPEC
 from agentdata.errors import UserError
+from agentdata.records import TOOL_NAME
 
 # formats.codeblock's stop string (engines import no protocol): a request that stops there is codeblock.
 CODEBLOCK_STOP = "\n```\n"
@@ -64,28 +66,77 @@ def code_tool(tools: list[dict] | None) -> str | None:
     return None
 
 
-def tool_demonstration(tools: list[dict]) -> list[dict]:
-    """The worked examples as native calls of the request's own code tool: the call, its output as the tool's
-    result, then the answer (a call of the request's `final_answer` tool when it has one)."""
-    name = code_tool(tools)
-    answer_argument = _answer_argument(tools)
-    messages: list[dict] = []
-    for number, (question, code, output, answer) in enumerate(EXAMPLES, 1):
-        call_id = f"call_example_{number}"
-        messages += [
-            {"role": "user", "content": question},
-            {"role": "assistant", "content": "", "tool_calls": [_call(call_id, name, {"code": code})]},
-            {"role": "tool", "content": f"{output}\n", "tool_call_id": call_id, "name": name},
-        ]
-        if answer_argument is None:
-            messages.append({"role": "assistant", "content": f"The answer is \\boxed{{{answer}}}."})
-        else:
-            final = _call(f"call_example_{number}_answer", ANSWER_TOOL, {answer_argument: answer})
-            messages.append({"role": "assistant", "content": "", "tool_calls": [final]})
-    return messages
+def codeblock_request(request: GenerationRequest, name: str, examples: list[dict]) -> GenerationRequest | None:
+    """A request that offers the code tool `name`, as the model is shown its worked examples: the conversation
+    in the codeblock protocol (calls of `name` as ```python blocks, their results as ```output blocks in the same
+    assistant turn, which the model then continues), the examples after the system prompt, and the closing
+    fence as a stop string. None when the conversation cannot be written so (a result with no call before it)."""
+    from agentdata.formats.codeblock import CodeblockProtocol
+
+    try:
+        plain = CodeblockProtocol().to_plain_messages([_code_calls_only(message, name) for message in request.messages])
+    except ValueError:
+        return None
+    plain = [{key: value for key, value in message.items() if key != "env_spans"} for message in plain]
+    return dataclasses.replace(
+        request,
+        messages=_with_examples(plain, examples),
+        turn_messages=None,
+        tools=None,
+        stop=(*request.stop, CODEBLOCK_STOP),
+        continue_final=plain[-1]["role"] == "assistant",  # after an output block the model goes on with its turn
+    )
 
 
-def _call(call_id: str, name: str, arguments: dict) -> dict:
+def _code_calls_only(message: dict, name: str) -> dict:
+    """The message with its calls of the code tool `name` as the codeblock protocol's code calls, and any
+    other call written into its text (hermes JSON), so every call the conversation made is shown."""
+    if not message.get("tool_calls"):
+        return message
+    code, other = [], []
+    for call in message["tool_calls"]:
+        function = call.get("function") or {}
+        (code if function.get("name") == name else other).append(call)
+    text = [message.get("content") or ""] + [
+        f"<tool_call>\n{json.dumps({'name': (c.get('function') or {}).get('name'), 'arguments': _arguments(c)})}"
+        "\n</tool_call>"
+        for c in other
+    ]
+    calls = [{**c, "function": {"name": TOOL_NAME, "arguments": json.dumps(_arguments(c))}} for c in code]
+    return {**message, "content": "\n".join(part for part in text if part), "tool_calls": calls}
+
+
+def _arguments(call: dict) -> dict:
+    arguments = (call.get("function") or {}).get("arguments")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return {"code": arguments}
+    return arguments if isinstance(arguments, dict) else {}
+
+
+def tool_answer(generation: Generation, tools: list[dict]) -> Generation:
+    """A generation for a codeblock request made of a tool request, answered in the request's tools: its
+    ```python block as a call of the code tool; else, where the request has a `final_answer` tool, its
+    \\boxed{} answer as a call of that (the way such a harness ends its run)."""
+    from agentdata.formats.codeblock import CodeblockProtocol
+    from agentdata.verify.extract import last_boxed
+
+    closed = generation.text + ("\n```" if generation.stop_reason == CODEBLOCK_STOP else "")
+    parsed = CodeblockProtocol().parse(closed)
+    if parsed.tool_calls:
+        generation.text = parsed.content
+        generation.tool_calls = [_call(code_tool(tools), {"code": call.code}) for call in parsed.tool_calls[:1]]
+        return generation
+    argument, answer = _answer_argument(tools), last_boxed(generation.text)
+    if argument is not None and answer is not None:
+        generation.tool_calls = [_call(ANSWER_TOOL, {argument: answer})]
+    return generation
+
+
+def _call(name: str, arguments: dict) -> dict:
+    call_id = f"call_{uuid.uuid4().hex[:12]}"
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
 
 
@@ -112,29 +163,32 @@ class DemonstratedEngine(Engine):
         self.tokenizer = getattr(inner, "tokenizer", None)  # a server's engine has none
 
     def demonstrate(self, request: GenerationRequest) -> GenerationRequest:
+        """The request with the examples shown: a codeblock request's after its system prompt, a request with
+        a code tool as a codeblock request (`codeblock_request`); any other as it is."""
         if CODEBLOCK_STOP in request.stop:
-            examples = self.demonstration
-        elif code_tool(request.tools):
-            examples = tool_demonstration(request.tools)
-        else:
-            return request
-        changes = {"messages": _with_examples(request.messages, examples)}
-        if request.turn_messages is not None:
-            changes["turn_messages"] = _with_examples(request.turn_messages, examples)
-        return dataclasses.replace(request, **changes)
+            changes = {"messages": _with_examples(request.messages, self.demonstration)}
+            if request.turn_messages is not None:
+                changes["turn_messages"] = _with_examples(request.turn_messages, self.demonstration)
+            return dataclasses.replace(request, **changes)
+        name = code_tool(request.tools)
+        return (codeblock_request(request, name, self.demonstration) if name else None) or request
 
-    def _answered(self, request: GenerationRequest, generation: Generation) -> Generation:
-        """A request shown no example was answered by the inner engine alone: the generation says so."""
-        if self.demonstrate(request) is request and generation.answered_by is None:
-            generation.answered_by = self.inner.spec
+    def _answered(self, request: GenerationRequest, shown: GenerationRequest, generation: Generation) -> Generation:
+        """A tool request's answer in its tools; one shown no example says it was the inner engine's alone."""
+        if shown is request:
+            generation.answered_by = generation.answered_by or self.inner.spec
+        elif request.tools and shown.tools is None and generation.finish_reason in ("stop", "length"):
+            generation = tool_answer(generation, request.tools)
         return generation
 
     async def generate(self, request: GenerationRequest) -> Generation:
-        return self._answered(request, await self.inner.generate(self.demonstrate(request)))
+        shown = self.demonstrate(request)
+        return self._answered(request, shown, await self.inner.generate(shown))
 
     async def generate_many(self, requests: list[GenerationRequest]) -> list[Generation]:
-        generations = await self.inner.generate_many([self.demonstrate(request) for request in requests])
-        return [self._answered(request, generation) for request, generation in zip(requests, generations)]
+        shown = [self.demonstrate(request) for request in requests]
+        generations = await self.inner.generate_many(shown)
+        return [self._answered(*triple) for triple in zip(requests, shown, generations)]
 
     async def ready(self) -> None:  # a server behind it that cannot be reached stops the run before any work
         await self.inner.ready()
