@@ -26,7 +26,7 @@ from typing import Any
 from agentdata import processes
 from agentdata.agent.config import CollectConfig
 from agentdata.agent.harness_command import harness_argv
-from agentdata.agent.harness_record import answer_text, conversation, exchange_log, token_counts, tool_schemas
+from agentdata.agent.harness_record import answer_text, conversation, exchange_log, teacher, token_counts, tool_schemas
 from agentdata.engines.base import Sampling
 from agentdata.gateway import Gateway, Session
 from agentdata.records import Problem, Trajectory
@@ -194,7 +194,7 @@ class HarnessSolver:
             finish_reason="answer" if error is None else "error",
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
-            teacher=self.gateway.engine.spec,
+            teacher=teacher(session, self.gateway.engine.spec),  # the model that really answered
             format="native",  # canonical messages, calls as the model made them: the chat template renders them
             sampling={**used_sampling(session, self.config.loop.rollout_sampling(seed)), "sample_index": index},
             timings={"total_s": round(run.seconds, 4)},

@@ -94,9 +94,17 @@ def token_counts(session: Session) -> tuple[int, int]:
     return prompt, sum(int(usage.get("completion_tokens") or 0) for usage in usages)
 
 
+def teacher(session: Session, engine_spec: str) -> str:
+    """The model that answered the session: the engine's spec, unless every answer came from another one
+    behind it (smollm2-tir answers a request it shows no worked example as plain smollm2)."""
+    answered_by = {exchange.answered_by or engine_spec for exchange in session.answered()}
+    return answered_by.pop() if len(answered_by) == 1 else engine_spec
+
+
 def exchange_log(session: Session, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every exchange of the session, in order: its settings, status, usage and seconds; one whose messages
-    and answer are not the start of the trajectory's conversation, or was not answered, also whole."""
+    """Every exchange of the session, in order: its settings, status, usage and seconds, and the prompt as
+    the engine rendered it (tools included); one whose messages and answer are not the start of the
+    trajectory's conversation, or was not answered, also whole."""
     log = []
     for exchange in session.exchanges:
         entry = {
@@ -106,6 +114,10 @@ def exchange_log(session: Session, messages: list[dict[str, Any]]) -> list[dict[
             "seconds": exchange.seconds,
             "started_at": exchange.started_at,
         }
+        if exchange.prompt is not None:
+            entry["prompt"] = exchange.prompt
+        if exchange.answered_by:
+            entry["answered_by"] = exchange.answered_by
         if exchange.response:
             entry["usage"] = exchange.response.get("usage")
             entry["finish_reason"] = exchange.response["choices"][0]["finish_reason"]

@@ -49,10 +49,12 @@ def command(
     problems = read_problems(problems_file, question_field, answer_field)
     config = with_model(config, model_name).for_run()  # an unset protocol: the teacher's own, read from its dir
     part = f" · shard {config.sharding.shard} (its share of the problems)" if config.sharding.shard else ""
+    # a harness's rows are native whatever --protocol says: its own tools and calls, as the model made them
+    protocol = f"native · harness {config.harness}" if config.harness else config.loop.protocol
     if not as_json:
         print_line(
             f"[bold]collect[/] {len(problems[: config.limit])} problems from {problems_file or 'built-in problems'} · "
-            f"teacher {config.model} · {config.samples} sample(s) each · protocol {config.loop.protocol}{part} "
+            f"teacher {config.model} · {config.samples} sample(s) each · protocol {protocol}{part} "
             f"→ {out}"
         )
     summary = collect(problems, out, config)

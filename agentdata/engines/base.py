@@ -93,6 +93,12 @@ class Generation:
     tool_calls: list[dict] | None = None  # native tool calls, OpenAI form, arguments as the server sent them
     reasoning: str | None = None  # the server's `reasoning_content` (reasoning parsers, hosted APIs)
     reasoning_tokens: int | None = None  # reasoning tokens, when the server counts them (part of completion_tokens)
+    # The prompt exactly as the model read it (the chat template's text, or the tokens decoded), where the
+    # engine knows it: the recording gateway keeps it beside the request. None: the server did not say.
+    prompt: str | None = None
+    # The engine that answered, where a wrapper answered through another (smollm2-tir without its worked
+    # examples answers as plain smollm2); None: the engine asked.
+    answered_by: str | None = None
 
 
 def error_generation(message: str, prompt_tokens: int = 0) -> Generation:
@@ -145,6 +151,12 @@ class Engine:
         from agentdata.engines.prompt_template import turn_end_stops
 
         return turn_end_stops(self.tokenizer)
+
+    def tools_refusal(self) -> str | None:
+        """Why this engine cannot honour a request's `tools` (the recording gateway then refuses the request
+        with HTTP 400 naming them, rather than answer without them); None when it can: a local engine shows
+        them through its chat template (engines/tool_prompt.py), a server parses calls itself."""
+        return None
 
     async def generate_many(self, requests: list[GenerationRequest]) -> list[Generation]:
         """All requests at once, so local engines can batch them; results in request order."""

@@ -17,35 +17,144 @@ measurements (held-out seeds of the `compute` ladder, never the example's own nu
 from __future__ import annotations
 
 import dataclasses
+import json
+import uuid
 
 from agentdata.engines import smollm2
 from agentdata.engines.base import Engine, Generation, GenerationRequest
 from agentdata.engines.smollm2 import SMOLLM2_TIR_SPEC
 from agentdata.errors import UserError
+from agentdata.records import TOOL_NAME
 
 # formats.codeblock's stop string (engines import no protocol): a request that stops there is codeblock.
 CODEBLOCK_STOP = "\n```\n"
 
-DEMONSTRATION = (
-    {"role": "user", "content": "What is 3817 * 2269? Put the final answer in \\boxed{}."},
-    {
-        "role": "assistant",
-        "content": "```python\nprint(3817 * 2269)\n```\n```output\n8660773\n```\nThe answer is \\boxed{8660773}.",
-    },
-    {
-        "role": "user",
-        "content": "How many integers from 1 to 500 are divisible by 4 or by 6? Put the final answer in \\boxed{}.",
-    },
-    {
-        "role": "assistant",
-        "content": "```python\nprint(sum(1 for k in range(1, 501) if k % 4 == 0 or k % 6 == 0))\n"
-        "```\n```output\n167\n```\nThe answer is \\boxed{167}.",
-    },
+# The worked examples: (question, program, what it prints, the answer).
+EXAMPLES = (
+    ("What is 3817 * 2269? Put the final answer in \\boxed{}.", "print(3817 * 2269)", "8660773", "8660773"),
+    (
+        "How many integers from 1 to 500 are divisible by 4 or by 6? Put the final answer in \\boxed{}.",
+        "print(sum(1 for k in range(1, 501) if k % 4 == 0 or k % 6 == 0))",
+        "167",
+        "167",
+    ),
 )
+# As codeblock turns (ZeroTIR's fences), for the agent loop's codeblock requests.
+DEMONSTRATION = tuple(
+    message
+    for question, code, output, answer in EXAMPLES
+    for message in (
+        {"role": "user", "content": question},
+        {
+            "role": "assistant",
+            "content": f"```python\n{code}\n```\n```output\n{output}\n```\nThe answer is \\boxed{{{answer}}}.",
+        },
+    )
+)
+ANSWER_TOOL = "final_answer"  # a harness's tool that ends the run with the answer (smolagents' ToolCallingAgent)
+
+
+def code_tool(tools: list[dict] | None) -> str | None:
+    """The name of the request's tool that runs a program: a function whose one required argument is a
+    string `code` (qwen-agent's and agentdata's MCP sandbox's `code_interpreter`); None when it has none."""
+    for tool in tools or []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        parameters = (function or {}).get("parameters") or {}
+        code = (parameters.get("properties") or {}).get("code") if isinstance(parameters, dict) else None
+        if isinstance(code, dict) and code.get("type", "string") == "string" and function.get("name"):
+            return str(function["name"])
+    return None
+
+
+def codeblock_request(request: GenerationRequest, name: str, examples: list[dict]) -> GenerationRequest | None:
+    """A request that offers the code tool `name`, as the model is shown its worked examples: the conversation
+    in the codeblock protocol (calls of `name` as ```python blocks, their results as ```output blocks in the same
+    assistant turn, which the model then continues), the examples after the system prompt, and the closing
+    fence as a stop string. None when the conversation cannot be written so (a result with no call before it)."""
+    from agentdata.formats.codeblock import CodeblockProtocol
+
+    try:
+        plain = CodeblockProtocol().to_plain_messages([_code_calls_only(message, name) for message in request.messages])
+    except ValueError:
+        return None
+    plain = [{key: value for key, value in message.items() if key != "env_spans"} for message in plain]
+    return dataclasses.replace(
+        request,
+        messages=_with_examples(plain, examples),
+        turn_messages=None,
+        tools=None,
+        stop=(*request.stop, CODEBLOCK_STOP),
+        continue_final=plain[-1]["role"] == "assistant",  # after an output block the model goes on with its turn
+    )
+
+
+def _code_calls_only(message: dict, name: str) -> dict:
+    """The message with its calls of the code tool `name` as the codeblock protocol's code calls, and any
+    other call written into its text (hermes JSON), so every call the conversation made is shown."""
+    if not message.get("tool_calls"):
+        return message
+    code, other = [], []
+    for call in message["tool_calls"]:
+        function = call.get("function") or {}
+        (code if function.get("name") == name else other).append(call)
+    text = [message.get("content") or ""] + [
+        f"<tool_call>\n{json.dumps({'name': (c.get('function') or {}).get('name'), 'arguments': _arguments(c)})}"
+        "\n</tool_call>"
+        for c in other
+    ]
+    calls = [{**c, "function": {"name": TOOL_NAME, "arguments": json.dumps(_arguments(c))}} for c in code]
+    return {**message, "content": "\n".join(part for part in text if part), "tool_calls": calls}
+
+
+def _arguments(call: dict) -> dict:
+    arguments = (call.get("function") or {}).get("arguments")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return {"code": arguments}
+    return arguments if isinstance(arguments, dict) else {}
+
+
+def tool_answer(generation: Generation, tools: list[dict]) -> Generation:
+    """A generation for a codeblock request made of a tool request, answered in the request's tools: its
+    ```python block as a call of the code tool; else, where the request has a `final_answer` tool, its
+    \\boxed{} answer as a call of that (the way such a harness ends its run)."""
+    from agentdata.formats.codeblock import CodeblockProtocol
+    from agentdata.verify.extract import last_boxed
+
+    closed = generation.text + ("\n```" if generation.stop_reason == CODEBLOCK_STOP else "")
+    parsed = CodeblockProtocol().parse(closed)
+    if parsed.tool_calls:
+        generation.text = parsed.content
+        generation.tool_calls = [_call(code_tool(tools), {"code": call.code}) for call in parsed.tool_calls[:1]]
+        return generation
+    argument, answer = _answer_argument(tools), last_boxed(generation.text)
+    if argument is not None and answer is not None:
+        generation.tool_calls = [_call(ANSWER_TOOL, {argument: answer})]
+    return generation
+
+
+def _call(name: str, arguments: dict) -> dict:
+    call_id = f"call_{uuid.uuid4().hex[:12]}"
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+def _answer_argument(tools: list[dict]) -> str | None:
+    """The argument of the request's `final_answer` tool (its first required one), or None without one."""
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if function and function.get("name") == ANSWER_TOOL:
+            parameters = function.get("parameters") or {}
+            names = list(parameters.get("required") or []) or list(parameters.get("properties") or {})
+            return str(names[0]) if names else None
+    return None
 
 
 class DemonstratedEngine(Engine):
-    """Wraps an engine: codeblock requests get `demonstration` inserted after the system prompt."""
+    """Wraps an engine: codeblock requests get `demonstration` inserted after the system prompt, and requests
+    that offer a code tool (a harness's, through the recording gateway) the same examples as calls of it.
+    Any other request goes to the inner engine as it is, and its answer says so (`answered_by`)."""
 
     def __init__(self, inner: Engine, demonstration: tuple[dict, ...] = DEMONSTRATION, *, spec: str):
         self.inner = inner
@@ -54,28 +163,41 @@ class DemonstratedEngine(Engine):
         self.tokenizer = getattr(inner, "tokenizer", None)  # a server's engine has none
 
     def demonstrate(self, request: GenerationRequest) -> GenerationRequest:
-        if CODEBLOCK_STOP not in request.stop:
-            return request
-        changes = {"messages": self._with_example(request.messages)}
-        if request.turn_messages is not None:
-            changes["turn_messages"] = self._with_example(request.turn_messages)
-        return dataclasses.replace(request, **changes)
+        """The request with the examples shown: a codeblock request's after its system prompt, a request with
+        a code tool as a codeblock request (`codeblock_request`); any other as it is."""
+        if CODEBLOCK_STOP in request.stop:
+            changes = {"messages": _with_examples(request.messages, self.demonstration)}
+            if request.turn_messages is not None:
+                changes["turn_messages"] = _with_examples(request.turn_messages, self.demonstration)
+            return dataclasses.replace(request, **changes)
+        name = code_tool(request.tools)
+        return (codeblock_request(request, name, self.demonstration) if name else None) or request
 
-    def _with_example(self, messages: list[dict]) -> list[dict]:
-        start = 1 if messages and messages[0].get("role") == "system" else 0
-        return [*messages[:start], *self.demonstration, *messages[start:]]
+    def _answered(self, request: GenerationRequest, shown: GenerationRequest, generation: Generation) -> Generation:
+        """A tool request's answer in its tools; one shown no example says it was the inner engine's alone."""
+        if shown is request:
+            generation.answered_by = generation.answered_by or self.inner.spec
+        elif request.tools and shown.tools is None and generation.finish_reason in ("stop", "length"):
+            generation = tool_answer(generation, request.tools)
+        return generation
 
     async def generate(self, request: GenerationRequest) -> Generation:
-        return await self.inner.generate(self.demonstrate(request))
+        shown = self.demonstrate(request)
+        return self._answered(request, shown, await self.inner.generate(shown))
 
     async def generate_many(self, requests: list[GenerationRequest]) -> list[Generation]:
-        return await self.inner.generate_many([self.demonstrate(request) for request in requests])
+        shown = [self.demonstrate(request) for request in requests]
+        generations = await self.inner.generate_many(shown)
+        return [self._answered(*triple) for triple in zip(requests, shown, generations)]
 
     async def ready(self) -> None:  # a server behind it that cannot be reached stops the run before any work
         await self.inner.ready()
 
     def waiting_on(self) -> str | None:
         return self.inner.waiting_on()
+
+    def tools_refusal(self) -> str | None:
+        return self.inner.tools_refusal()
 
     def wait_idle(self) -> None:
         self.inner.wait_idle()
@@ -98,6 +220,11 @@ class DemonstratedEngine(Engine):
     @property
     def generation_s(self) -> float:
         return getattr(self.inner, "generation_s", 0.0)
+
+
+def _with_examples(messages: list[dict], examples: list[dict]) -> list[dict]:
+    start = 1 if messages and messages[0].get("role") == "system" else 0
+    return [*messages[:start], *examples, *messages[start:]]
 
 
 def smollm2_tir_engine(target: str = "", *, spec: str = SMOLLM2_TIR_SPEC, **options) -> DemonstratedEngine:

@@ -97,6 +97,6 @@ def _generate(model, tokenizer, requests, prompt_ids, key: SamplingKey, should_s
     )
     generated = output[:, input_ids.shape[1] :].tolist()
     return [
-        row_generation(tokenizer, generated[row], request, stopping.rows[row], len(prompt_ids[row]))
+        row_generation(tokenizer, generated[row], request, stopping.rows[row], prompt_ids[row])
         for row, request in enumerate(requests)
     ]

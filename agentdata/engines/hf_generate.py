@@ -27,6 +27,7 @@ import torch
 from transformers import DynamicCache, StoppingCriteria
 
 from agentdata.engines.base import Generation, GenerationRequest, cut_at_first_stop
+from agentdata.engines.tool_prompt import ignores_tools, with_tools_in_text
 
 StopCheck = Callable[[], bool]  # called from the generating thread: True means stop now
 # A shorter common start is not worth a separate forward pass.
@@ -53,9 +54,12 @@ def sampling_key(request: GenerationRequest) -> SamplingKey:
 
 
 def render_prompt(tokenizer, request: GenerationRequest) -> str:
-    """The chat template applied to the request's messages (and tools, for native tool calling), as text."""
+    """The chat template applied to the request's messages (and tools, for native tool calling), as text.
+    A template that ignores tools gets them written into the conversation instead (engines/tool_prompt.py)."""
     options = {"tools": request.tools} if request.tools else {}
     messages = template_messages(request.messages)
+    if request.tools and ignores_tools(tokenizer):
+        messages, options = with_tools_in_text(messages, request.tools), {}
     if request.continue_final:
         return tokenizer.apply_chat_template(
             messages, tokenize=False, add_generation_prompt=False, continue_final_message=True, **options
@@ -252,8 +256,9 @@ def stop_between_layers(model, should_stop: StopCheck | None):
             handle.remove()
 
 
-def row_generation(tokenizer, tokens, request: GenerationRequest, stop: RowStop, prompt_tokens: int) -> Generation:
-    """A row's tokens as its generation: cut where it stopped, then at its first stop string."""
+def row_generation(tokenizer, tokens, request: GenerationRequest, stop: RowStop, prompt_ids: list[int]) -> Generation:
+    """A row's tokens as its generation: cut where it stopped, then at its first stop string; the prompt
+    as the model read it (its tokens decoded) goes with it."""
     done_at = stop.done_at if stop.done_at is not None else len(tokens)
     text = tokenizer.decode(tokens[:done_at], skip_special_tokens=True)
     text, matched = cut_at_first_stop(text, tuple(request.stop))
@@ -262,8 +267,9 @@ def row_generation(tokenizer, tokens, request: GenerationRequest, stop: RowStop,
         text=text,
         stop_reason=matched,
         finish_reason=finish_reason,
-        prompt_tokens=int(prompt_tokens),
+        prompt_tokens=len(prompt_ids),
         completion_tokens=int(done_at),
+        prompt=tokenizer.decode(prompt_ids, skip_special_tokens=False),
     )
 
 

@@ -51,7 +51,7 @@ class Row:
 
     def generation(self, tokenizer) -> Generation:
         """What the row generated so far, cut where it stopped."""
-        return row_generation(tokenizer, self.tokens, self.request, self.stop, len(self.prompt_ids))
+        return row_generation(tokenizer, self.tokens, self.request, self.stop, self.prompt_ids)
 
 
 def can_stream(model) -> bool:

@@ -135,6 +135,7 @@ def parse_completion(payload: dict, request: GenerationRequest, stop_sent: bool 
         # vLLM and SGLang's reasoning parsers, DeepSeek: reasoning_content; newer vLLM: reasoning.
         reasoning=message.get("reasoning_content") or message.get("reasoning") or None,
         reasoning_tokens=details.get("reasoning_tokens") if isinstance(details, dict) else None,
+        prompt=payload.get("prompt_text") if isinstance(payload.get("prompt_text"), str) else None,  # vLLM's, asked for
     )
 
 

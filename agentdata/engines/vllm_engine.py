@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import threading
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from agentdata.engines.base import Engine, Generation, GenerationRequest, error_
 from agentdata.engines.hf_generate import render_prompt
 from agentdata.engines.openai_compat import OpenAIEngine
 from agentdata.engines.prompt_template import apply_prompt_template
+from agentdata.engines.tool_prompt import CHATML_TOOLS_TEMPLATE
 from agentdata.engines.vllm_mapping import completion_generation, failed_generation, sampling_params
 from agentdata.engines.vllm_server import ServerSettings, VLLMServer, in_process_vllm
 from agentdata.errors import MissingDependencyError, UserError
@@ -32,6 +34,7 @@ from agentdata.errors import MissingDependencyError, UserError
 SERVER_OPTIONS = (
     "dtype", "max_model_len", "kv_cache_gib", "enforce_eager", "threads", "tool_call_parser",
     "reasoning_parser", "dev_mode", "seed", "startup_timeout_s", "chunked_prefill", "max_num_batched_tokens",
+    "chat_template",
 )  # fmt: skip
 CLIENT_OPTIONS = ("concurrency", "timeout_s", "max_retries", "extra_body", "continue_final_message")
 
@@ -73,10 +76,22 @@ class ManagedVLLMEngine(OpenAIEngine):
     Options: the server's (SERVER_OPTIONS: `tool_call_parser=hermes`, `reasoning_parser=deepseek_r1`,
     `max_model_len`, `kv_cache_gib`, ...), the client's (CLIENT_OPTIONS), `python` (vLLM's python), and any
     other `name=value` passed to vLLM's server as `--name value`.
+
+    Tools: unless `tool_call_parser` is given (`none`: no tool calling), the server is started so that a
+    request with `tools` works (`tool_serving`): auto tool choice with the parser the model's chat template
+    writes calls for, and for a ChatML template that ignores tools (SmolLM2's) agentdata's
+    `chatml_tools.jinja` with the hermes parser. Every response carries the prompt vLLM rendered
+    (`return_prompt_text`), which the recording gateway keeps.
     """
 
     def __init__(self, model: str, *, spec: str | None = None, python: str | None = None, **options):
         server_options = {name: options.pop(name) for name in SERVER_OPTIONS if name in options}
+        if "tool_call_parser" not in server_options:
+            parser, template = tool_serving(model)
+            server_options["tool_call_parser"] = parser
+            server_options.setdefault("chat_template", template)
+        elif str(server_options["tool_call_parser"]).lower() == "none":
+            server_options["tool_call_parser"] = None
         client_options = {name: options.pop(name) for name in CLIENT_OPTIONS if name in options}
         if options.pop("prompt_template", "auto") != "auto":
             raise UserError("vllm: a managed server uses the model's own chat template (prompt_template=auto)")
@@ -85,6 +100,15 @@ class ManagedVLLMEngine(OpenAIEngine):
         self._started = False
         self._start_lock = threading.Lock()  # the first requests arrive together, each wanting the server
         super().__init__("http://127.0.0.1:1/v1", model=model, spec=spec or f"vllm:{model}", **client_options)
+        self.extra_body = {"return_prompt_text": True, **self.extra_body}  # the record keeps what the model read
+
+    def tools_refusal(self) -> str | None:
+        if self.server.settings.tool_call_parser:
+            return None
+        return (
+            f"{self.spec}: its vLLM server was started without tool calling (no tool_call_parser for this model's "
+            "chat template); give the engine option tool_call_parser=NAME (vLLM's parser for the model)"
+        )
 
     def start(self) -> ManagedVLLMEngine:
         """Start the server once and point the client at it; callers that come meanwhile wait for it."""
@@ -107,6 +131,34 @@ class ManagedVLLMEngine(OpenAIEngine):
     async def aclose(self) -> None:
         await super().aclose()
         self.server.stop()
+
+
+def tool_serving(model: str) -> tuple[str | None, str | None]:
+    """(vLLM's tool-call parser, a chat template file or None) for the model dir's own chat template: hermes
+    where it writes `<tool_call>` JSON (Qwen2.5/3, Hermes), qwen3_coder for `<function=...>`, hermes with
+    agentdata's template for a ChatML template that ignores tools (SmolLM2); (None, None) where none fits."""
+    template = _chat_template_text(Path(model))
+    if "<function=" in template:
+        return "qwen3_coder", None
+    if "<tool_call>" in template:
+        return "hermes", None
+    if "<|im_start|>" in template and "tools" not in template:
+        return "hermes", str(CHATML_TOOLS_TEMPLATE)
+    return None, None
+
+
+def _chat_template_text(model_dir: Path) -> str:
+    """The model dir's chat template (chat_template.jinja, else tokenizer_config.json's); "" when none is found."""
+    try:
+        if (model_dir / "chat_template.jinja").is_file():
+            return (model_dir / "chat_template.jinja").read_text(errors="replace")
+        config = json.loads((model_dir / "tokenizer_config.json").read_text(errors="replace"))
+    except (OSError, ValueError):
+        return ""
+    template = config.get("chat_template") if isinstance(config, dict) else None
+    if isinstance(template, list):  # named templates: the default one
+        template = next((t.get("template") for t in template if isinstance(t, dict) and t.get("name") == "default"), "")
+    return template if isinstance(template, str) else ""
 
 
 def import_vllm():
@@ -155,7 +207,8 @@ class VLLMEngine(Engine):
     async def generate(self, request: GenerationRequest) -> Generation:
         prompt_ids: list[int] = []
         try:
-            prompt_ids = self.tokenizer(render_prompt(self.tokenizer, request), add_special_tokens=False)["input_ids"]
+            prompt = render_prompt(self.tokenizer, request)
+            prompt_ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
             engine = self._started_engine()
             final = None
             request_id = f"agentdata-{next(self._request_ids)}"
@@ -164,7 +217,9 @@ class VLLMEngine(Engine):
                 final = output
             if final is None or not final.outputs:
                 return error_generation("vLLM returned no output", prompt_tokens=len(prompt_ids))
-            return completion_generation(final.outputs[0], request, len(prompt_ids))
+            generation = completion_generation(final.outputs[0], request, len(prompt_ids))
+            generation.prompt = prompt
+            return generation
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # never raise for one request; a prompt that fills the context is `context`

@@ -114,6 +114,7 @@ class ServerSettings:
     enforce_eager: bool = True
     threads: int = 1
     tool_call_parser: str | None = None
+    chat_template: str | None = None  # a Jinja file in place of the model's own (`--chat-template`)
     reasoning_parser: str | None = None
     dev_mode: bool = False
     # vLLM 0.32's CPU build crashes its engine ("CPU Generator does not use offset") when a seeded request's
@@ -137,6 +138,8 @@ class ServerSettings:
             args.append("--enforce-eager")
         if self.tool_call_parser:
             args += ["--enable-auto-tool-choice", "--tool-call-parser", self.tool_call_parser]
+        if self.chat_template:
+            args += ["--chat-template", self.chat_template]
         if self.reasoning_parser:
             args += ["--reasoning-parser", self.reasoning_parser]
         return args + list(self.extra_args)

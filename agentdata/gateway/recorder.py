@@ -7,6 +7,7 @@ and started again can never write into the new run's record, nor a stray one int
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -32,10 +33,15 @@ SAMPLING_FIELDS = (
 )
 
 
+CUT = 499  # the status of a request whose session ended before the engine answered (nginx's "client closed")
+
+
 @dataclass
 class Exchange:
     """One request and what was answered: `response` is the body returned (a streamed one too, whole),
-    `status` its HTTP status, `error` what the engine or the request got wrong."""
+    `status` its HTTP status, `error` what the engine or the request got wrong. `prompt` is the prompt as the
+    engine rendered it (the chat template's text with the tools; None where the engine does not say), and
+    `answered_by` the engine that answered where it is not the gateway's own (smollm2-tir without its examples)."""
 
     messages: list[Any]
     tools: list[Any] | None
@@ -48,6 +54,13 @@ class Exchange:
     # How the engine was asked to sample: the request's fields, the session's where it left them unset
     # (gateway/wire.py); None for a request that was refused before it reached the engine.
     used: dict[str, Any] | None = None
+    prompt: str | None = None
+    answered_by: str | None = None
+
+    def cut(self, why: str) -> None:
+        """Recorded as cut: the session ended (its harness exited or was killed) before the engine answered."""
+        self.status, self.error = CUT, f"cut: {why} before the engine answered"
+        self.seconds = round(time.time() - self.started_at, 4)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +91,18 @@ class Session:
     sampling: Sampling = field(default_factory=Sampling)  # what fills the fields a request leaves unset
     exchanges: list[Exchange] = field(default_factory=list)
     in_flight: int = 0  # requests the engine has not answered yet
+    generating: set[asyncio.Future] = field(default_factory=set)  # their generations, cancelled when it closes
+    closed: bool = False
+
+    def end(self) -> None:
+        """Close: the generations still running are cancelled (nobody will read them: a local engine stops
+        spending its cores on them) and their requests recorded as cut."""
+        self.closed = True
+        for exchange in self.exchanges:
+            if exchange.response is None and exchange.error is None:
+                exchange.cut("the session ended")
+        for generation in list(self.generating):
+            generation.cancel()
 
     def answered(self) -> list[Exchange]:
         """The exchanges the model answered (HTTP 200), in the order they were made."""
@@ -98,8 +123,15 @@ class Recorder:
         self._sessions[session.id] = session
         return session
 
+    def close_all(self) -> None:
+        for session_id in list(self._sessions):
+            self.close(session_id)
+
     def get(self, session_id: str) -> Session | None:
         return self._sessions.get(session_id)
 
     def close(self, session_id: str) -> Session | None:
-        return self._sessions.pop(session_id, None)
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            session.end()
+        return session

@@ -24,7 +24,7 @@ from starlette.routing import Route
 
 from agentdata.engines.base import Engine, Sampling
 from agentdata.errors import UserError
-from agentdata.gateway.recorder import Exchange, Recorder, Session, new_exchange
+from agentdata.gateway.recorder import CUT, Exchange, Recorder, Session, new_exchange
 from agentdata.gateway.wire import BadRequest, ChatRequest, completion_body, read_body, read_request, stream_events
 
 # The model name /v1/models lists (harnesses ask for it, some check it): requests may name any model.
@@ -51,6 +51,9 @@ def build_app(engine: Engine, recorder: Recorder) -> Starlette:
             chat = read_request(body, session.id, session.sampling)
         except BadRequest as error:
             return _refused(exchange, 400, str(error), "invalid_request_error")
+        refusal = engine.tools_refusal() if chat.generation.tools else None
+        if refusal:  # an engine that cannot show the tools must not answer as if there were none
+            return _refused(exchange, 400, f"tools: {refusal}", "invalid_request_error")
         exchange.used = chat.generation.sampling.as_dict()
         return await _answer(engine, session, exchange, chat)
 
@@ -80,10 +83,20 @@ def _refused(exchange: Exchange, status: int, message: str, kind: str, code: str
 
 async def _answer(engine: Engine, session: Session, exchange: Exchange, chat: ChatRequest) -> Response:
     session.in_flight += 1
+    generating = asyncio.ensure_future(engine.generate(chat.generation))
+    session.generating.add(generating)
     try:
-        generation = await engine.generate(chat.generation)
+        generation = await generating
+    except asyncio.CancelledError:
+        if not session.closed:
+            raise  # the server is stopping
+        generation = None
     finally:
         session.in_flight -= 1
+        session.generating.discard(generating)
+    if generation is None or session.closed:  # cut when the session ended: recorded as such, nobody reads this
+        return _error(CUT, exchange.error or "cut: the session ended", "invalid_request_error", "cut")
+    exchange.prompt, exchange.answered_by = generation.prompt, generation.answered_by
     if generation.finish_reason == "context":
         message = generation.error or "the prompt is longer than the model's context"
         return _refused(exchange, 400, message, "invalid_request_error", "context_length_exceeded")
@@ -131,6 +144,7 @@ class Gateway:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        self.recorder.close_all()  # a generation still running for a session is cancelled, not waited for
         if self._server is not None:
             self._server.should_exit = True
         if self._task is not None:
