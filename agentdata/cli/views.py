@@ -138,7 +138,8 @@ def collect_table(summary: Any) -> Table:
     table.add_row(
         "trajectories/s · tokens/s (while generating)", f"{summary.trajectories_per_s:.2f} · {summary.tokens_per_s:.1f}"
     )
-    table.add_row("seconds generating · whole run (start-up too)", f"{summary.generating_s:.1f} · {summary.elapsed_s:.1f}")
+    seconds = f"{summary.generating_s:.1f} · {summary.elapsed_s:.1f}"
+    table.add_row("seconds generating · whole run (start-up too)", seconds)
     for reason, count in sorted(summary.finish_reasons.items()):
         table.add_row(f"finish: {reason}", str(count))
     for check, count in summary.health.items():
