@@ -1,3 +1,4 @@
+import asyncio
 import json
 import os
 import signal
@@ -191,3 +192,35 @@ def test_cli_collect_sigterm_keeps_finished_trajectories(tmp_path):
         process.wait(timeout=60)
     done = RunDir(out).done_ids()
     assert process.returncode != 0 and len(done) >= 2  # finished ones were flushed, not lost
+
+
+class _SlowToStart(ScriptedEngine):
+    """Takes a while to be ready, as a model load or a managed server's start does."""
+
+    label = "scripted (test)"
+
+    async def ready(self) -> None:
+        await asyncio.sleep(0.3)
+
+
+def test_the_summary_gives_the_progress_lines_speed_and_names_the_engine(tmp_path, capsys):
+    # the progress line counted from the first rollout, the summary over the whole run (engine start-up
+    # included): one run read 1.89 traj/s live and 0.41 at the end. Both are over the time generating now.
+    from rich.console import Console
+
+    from agentdata.cli.views import collect_table
+    from agentdata.events import listening
+
+    events = []
+    with listening(events.append):
+        summary = run_collect(tmp_path / "run", engine=_SlowToStart())
+    last = [event.stats for event in events if event.task == "collect" and event.kind == "advance"][-1]
+    assert summary.new == 12 and summary.trajectories_per_s == pytest.approx(last["trajectories_per_s"], rel=1e-9)
+    assert summary.tokens_per_s == pytest.approx(last["tokens_per_s"], rel=1e-9)
+    assert 0 < summary.generating_s < summary.elapsed_s  # the start-up is in the whole run's time only
+    assert summary.engine == "scripted (test)" and summary.as_dict()["engine"] == "scripted (test)"
+
+    console = Console(record=True, width=140)
+    console.print(collect_table(summary))
+    text = console.export_text()
+    assert "engine" in text and "scripted (test)" in text and "while generating" in text

@@ -118,6 +118,7 @@ def test_a_second_run_resumes_without_calling_the_model(tmp_path, benchmarks):
     )
     assert engine.requests == []
     assert report.results[0].metrics.num_responses == 6
+    assert report.results[0].engine == ""  # nothing generated: no engine ran (the summary says reused)
 
 
 def test_a_changed_gold_answer_reruns_that_problem_and_says_so(tmp_path, benchmarks):
@@ -257,6 +258,9 @@ def test_eval_command_with_openai_engine_and_local_sandbox(tmp_path, benchmarks,
     assert with_tool["pass@k"] == {"1": pytest.approx(2 / 3), "2": pytest.approx(2 / 3)}
     assert with_tool["finish_reasons"] == {"answer": 6}
     assert "avg@2 66.7% [" in printed.out  # every score is shown with its interval
+    # the engine that ran is named (in the summary, and in the report)
+    assert "engine: served on openai-compatible server" in " ".join(printed.out.split())
+    assert {r["engine"] for r in report["results"]} == {"openai-compatible server"}
 
 
 def test_eval_compare_prints_the_paired_difference_in_a_sentence(tmp_path, benchmarks, capsys):

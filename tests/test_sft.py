@@ -192,13 +192,13 @@ def test_metrics_callback_writes_every_log_but_prints_only_lines_with_numbers(tm
 
     console = Console(record=True, width=200)
     callback = MetricsFileCallback(tmp_path / "metrics.jsonl", "SFT")
-    state = SimpleNamespace(global_step=3, is_world_process_zero=True)
+    state = SimpleNamespace(global_step=3, max_steps=10, is_world_process_zero=True)
     with rendering(console=console):
         callback.on_log(None, state, None, logs={"loss": 0.5})
         callback.on_log(None, state, None, logs={"train_runtime": 12.0})
     lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 2 and '"train_runtime": 12.0' in lines[1]
-    assert console.export_text().splitlines() == ["step 3: loss=0.5"]
+    assert console.export_text().splitlines() == ["SFT step 3/10: loss=0.5"]  # how far, not only the loss
 
 
 def _rows(*lengths):

@@ -329,4 +329,5 @@ def test_two_parts_merged_into_one_file_count_each_trajectory_once(tmp_path):
     assert inspect_path(out).as_dict()["trajectories"] == 12
     assert regrade(out, tmp_path / "regraded").trajectories == 12
     assert len(next(iter(open_artifacts([out]))).rows) == 12
-    assert curate([out], tmp_path / "sft.parquet", CurateConfig()).kept_rows == 12
+    curated = curate([out], tmp_path / "sft.parquet", CurateConfig())
+    assert (curated.input_rows, curated.kept_rows, curated.counts.get("duplicate")) == (12, 12, None)

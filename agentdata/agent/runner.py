@@ -30,6 +30,7 @@ from agentdata.agent.resume import HASH_KEY, ResumePlan, plan_resume, problem_ha
 from agentdata.agent.rundir import RunDir
 from agentdata.agent.shard_writer import ShardBuffer, Written
 from agentdata.agent.tool_use import ToolUse, tool_use_by
+from agentdata.engines.base import engine_label
 from agentdata.engines.fingerprint import model_fingerprint
 from agentdata.engines.spec import ModelSpec, check_engine
 from agentdata.errors import OutputWriteError, UserError
@@ -57,7 +58,9 @@ class CollectSummary:
     tool_errors: int = 0
     completion_tokens: int = 0
     finish_reasons: dict[str, int] = field(default_factory=dict)
-    elapsed_s: float = 0.0
+    elapsed_s: float = 0.0  # the whole run: the engine's and the sandbox's start included
+    generating_s: float = 0.0  # from the first rollout to the last result: what the speeds are over
+    engine: str = ""  # the engine that ran the model ("" when nothing was generated)
     new_completion_tokens: int = 0
     stale: int = 0  # redone this run: their problem changed since they were made
     retried: int = 0  # redone this run: they had ended in an error
@@ -73,11 +76,13 @@ class CollectSummary:
 
     @property
     def trajectories_per_s(self) -> float:
-        return self.new / self.elapsed_s if self.elapsed_s else 0.0
+        """New trajectories per second of generating, the progress line's figure (engine start-up is not in it:
+        over the whole run the same run read 0.41 where the progress line said 1.89)."""
+        return self.new / self.generating_s if self.generating_s else 0.0
 
     @property
     def tokens_per_s(self) -> float:
-        return self.new_completion_tokens / self.elapsed_s if self.elapsed_s else 0.0
+        return self.new_completion_tokens / self.generating_s if self.generating_s else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -210,6 +215,7 @@ async def _run_work(
         if hasattr(engine, "ready"):
             await engine.ready()  # a server that cannot be reached, or never answers, stops the run here
         async with _solver(engine, sandbox, config) as solver:
+            writer.written.engine = engine_label(engine)
             with _LiveProgress(len(work), engine, config.concurrency) as progress:
                 watching = asyncio.ensure_future(progress.watch())
                 try:
@@ -218,6 +224,7 @@ async def _run_work(
                     )
                 finally:
                     watching.cancel()
+                    writer.written.generating_s = progress.generating_s
         stopped = False
     except RunBroken:
         writer.drop_errors()  # nothing but failures so far: keep them out, so the dir stays fresh for a fix
@@ -360,7 +367,7 @@ class _LiveProgress:
         self.tool_calls += trajectory.num_tool_calls
         self.tokens += trajectory.completion_tokens
         self.last_result = time.perf_counter()
-        elapsed = max(self.last_result - self.started, 1e-9)
+        elapsed = max(self.generating_s, 1e-9)
         self.stats = dict(
             accuracy=self.correct / self.done,
             trajectories_per_s=self.done / elapsed,
@@ -368,6 +375,11 @@ class _LiveProgress:
             tool_calls=self.tool_calls,
         )
         self.advance(self.done, **self.stats)
+
+    @property
+    def generating_s(self) -> float:
+        """From the first rollout to the last result: what the live rates, and the summary's, are over."""
+        return self.last_result - self.started
 
     async def watch(self) -> None:
         """Every WAIT_REPORT_S, when nothing finished for that long: say what the run is waiting on."""
@@ -393,6 +405,8 @@ def summarise(
         new=written.count,
         elapsed_s=elapsed_s,
         new_completion_tokens=written.completion_tokens,
+        generating_s=written.generating_s,
+        engine=written.engine,
         stale=len(plan.stale),
         retried=len(plan.retried),
     )

@@ -16,10 +16,13 @@ FLUSH_SECONDS = 30.0
 
 @dataclass
 class Written:
-    """What a run has written so far, in counts: a run of 10^5 trajectories keeps none of them in memory."""
+    """What a run has written so far, in counts: a run of 10^5 trajectories keeps none of them in memory;
+    and how it made them: the engine that ran, and the seconds from the first rollout to the last result."""
 
     count: int = 0
     completion_tokens: int = 0
+    engine: str = ""
+    generating_s: float = 0.0
     error_ids: set[str] = field(default_factory=set)  # what a broken run takes out again (RunBroken)
 
     def add(self, rows: list[dict[str, Any]]) -> None:

@@ -54,10 +54,15 @@ def stats_text(task: str, stats: dict[str, Any]) -> str:
     return " · ".join(f"{key} {value}" for key, value in stats.items())
 
 
-def log_text(stats: dict[str, Any]) -> str | None:
-    """`step N: loss=… accuracy=…` for a training log, None when it has none of the main numbers."""
+def log_text(event: Event) -> str | None:
+    """`SFT step N/M: loss=… accuracy=…` for a training log (how far the training is, whatever the output:
+    a log file shows no bar), None when it has none of the main numbers."""
+    stats = event.stats
     shown = [f"{key}={stats[key]:.4g}" for key in CONSOLE_KEYS if isinstance(stats.get(key), float)]
-    return f"step {stats.get('step')}: " + "  ".join(shown) if shown else None
+    if not shown:
+        return None
+    of = f"/{event.total:,}" if event.total else ""
+    return f"{escape(event.task)} step {stats.get('step')}{of}: " + "  ".join(shown)
 
 
 def _scoped(event: Event, markup: str) -> str:
@@ -80,7 +85,7 @@ class RichRenderer:
         elif event.kind == "advance" and key in self.tasks:
             self.progress.update(self.tasks[key], completed=event.completed, stats=stats_text(event.task, event.stats))
         elif event.kind == "log":
-            line = event.message or log_text(event.stats)
+            line = event.message or log_text(event)
             if line:
                 self.console.print(_scoped(event, line), highlight=False, soft_wrap=True)  # a step stays on one line
         elif event.kind == "end" and key in self.tasks:
@@ -136,7 +141,7 @@ class LogRenderer:
                 state["shown"] = time.monotonic()
                 self._line(self._progress(key, state))
         elif event.kind == "log":
-            line = event.message or log_text(event.stats)
+            line = event.message or log_text(event)
             if line:
                 self._line(_scoped(event, line))
         elif event.kind == "end" and key in self.tasks:

@@ -134,7 +134,12 @@ def collect_table(summary: Any) -> Table:
     table.add_row("tool calls per correct answer", per_correct(summary.tool_use.get("calls_per_correct")))
     table.add_row("tool error rate", f"{data['tool_error_rate']:.1%}")
     table.add_row("completion tokens", f"{summary.completion_tokens:,}")
-    table.add_row("trajectories/s · tokens/s", f"{summary.trajectories_per_s:.2f} · {summary.tokens_per_s:.1f}")
+    table.add_row("engine", escape(summary.engine) if summary.engine else "none (nothing to generate)")
+    table.add_row(
+        "trajectories/s · tokens/s (while generating)", f"{summary.trajectories_per_s:.2f} · {summary.tokens_per_s:.1f}"
+    )
+    seconds = f"{summary.generating_s:.1f} · {summary.elapsed_s:.1f}"
+    table.add_row("seconds generating · whole run (start-up too)", seconds)
     for reason, count in sorted(summary.finish_reasons.items()):
         table.add_row(f"finish: {reason}", str(count))
     for check, count in summary.health.items():

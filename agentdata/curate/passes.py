@@ -50,6 +50,7 @@ INPUT_COLUMNS = ("source", "domain", "problem_id", "correct", "num_tool_calls", 
 def scalar_table(shards: Shards, start: int = 0, rows: int | None = None) -> pl.DataFrame:
     """Pass 1: the stored scalar columns of rows `start`.. (`rows` of them, default all; no message is read)."""
     frame = shards.scan("scalars").slice(start, rows).select(ROW_ID, *SCALAR_COLUMNS)
+    frame = frame.filter(~pl.col(ROW_ID).is_in(shards.replaced.implode())) if len(shards.replaced) else frame
     frame = frame.with_columns((pl.col("prompt_tokens") + pl.col("completion_tokens")).alias("total_tokens"))
     return frame.collect(engine="streaming")
 
@@ -96,7 +97,7 @@ def run_curate_steps(
     last = run_steps(pl.concat(kept), whole_run, on_step=on_step)
     rejected.append(compact(last.rejected, columns))
     result = StepResult(last.kept, pl.concat(rejected, how="diagonal_relaxed"), added(counts, last.counts))
-    return total, result, scorers
+    return shards.trajectories, result, scorers
 
 
 def run_piece(

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 
 import polars as pl
 
 from agentdata.agent.rundir import shard_rows
-from agentdata.agent.shard_files import scan_shards
+from agentdata.agent.shard_files import ROW_ID, scan_shards
 
 
 class Shards:
@@ -34,7 +35,21 @@ class Shards:
 
     @property
     def total(self) -> int:
+        """Rows on disk, a row that a later one of the same id replaced included (what a scan numbers)."""
         return sum(self.rows.values())
+
+    @cached_property
+    def replaced(self) -> pl.Series:
+        """The global row numbers of rows a later row of the same trajectory id replaces (a redone rollout, or
+        a row two merged parts' files both hold): read once, as one trajectory, like every reader of a run."""
+        ids = self.scan("ids").select(ROW_ID, "id")
+        later = ids.filter(pl.col(ROW_ID) != pl.col(ROW_ID).max().over("id"))
+        return later.collect(engine="streaming")[ROW_ID]
+
+    @property
+    def trajectories(self) -> int:
+        """The trajectories the shards hold: each id once."""
+        return self.total - len(self.replaced)
 
     def scan(self, name: str) -> pl.LazyFrame:
         """All shards as one lazy frame with a global row number (`ROW_ID`), for the pass `name`."""

@@ -135,11 +135,20 @@ def cut_at_first_stop(text: str, stop: tuple[str, ...]) -> tuple[str, str | None
     return text[:earliest_index], matched
 
 
+def engine_label(engine: Any) -> str:
+    """What a summary calls the engine that ran: its `label`, else (a plug-in) its class name."""
+    label = getattr(engine, "label", None)
+    return label if isinstance(label, str) and label else type(engine).__name__
+
+
 class Engine:
     """A model backend. Subclasses implement `generate`; `aclose` frees what they hold."""
 
     spec: str = ""
     tokenizer: Any = None
+    # The engine that runs the model, in a user's words ("transformers", "vllm (managed server)"): summaries
+    # name it, since a spec such as the default `smollm2` runs on whichever engine this machine has.
+    label: str = ""
 
     async def generate(self, request: GenerationRequest) -> Generation:
         raise NotImplementedError

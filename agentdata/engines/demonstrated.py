@@ -21,7 +21,7 @@ import json
 import uuid
 
 from agentdata.engines import smollm2
-from agentdata.engines.base import Engine, Generation, GenerationRequest
+from agentdata.engines.base import Engine, Generation, GenerationRequest, engine_label
 from agentdata.engines.smollm2 import SMOLLM2_TIR_SPEC
 from agentdata.errors import UserError
 from agentdata.records import TOOL_NAME
@@ -161,6 +161,10 @@ class DemonstratedEngine(Engine):
         self.demonstration = [dict(message) for message in demonstration]
         self.spec = spec
         self.tokenizer = getattr(inner, "tokenizer", None)  # a server's engine has none
+
+    @property
+    def label(self) -> str:  # type: ignore[override]
+        return engine_label(self.inner)
 
     def demonstrate(self, request: GenerationRequest) -> GenerationRequest:
         """The request with the examples shown: a codeblock request's after its system prompt, a request with

@@ -48,6 +48,8 @@ class ModelEngine(BatchedEngine):
     it generates (no dropout) and back.
     """
 
+    label = "transformers"
+
     def __init__(self, model: Any, tokenizer: Any, *, spec: str = "model", max_batch_size: int = 32):
         self.model = model
         self.tokenizer = tokenizer

@@ -91,6 +91,8 @@ class _LoopState:
 class OpenAIEngine(Engine):
     """Sends each request to one replica of the fleet of chat-completions endpoints (engines/fleet.py)."""
 
+    label = "openai-compatible server"
+
     @staticmethod
     def check_target(target: str) -> None:
         """What is known before any request (engines.spec.check_engine): every URL is an http(s) one."""

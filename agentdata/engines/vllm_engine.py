@@ -84,6 +84,8 @@ class ManagedVLLMEngine(OpenAIEngine):
     (`return_prompt_text`), which the recording gateway keeps.
     """
 
+    label = "vllm (managed server)"
+
     def __init__(self, model: str, *, spec: str | None = None, python: str | None = None, **options):
         server_options = {name: options.pop(name) for name in SERVER_OPTIONS if name in options}
         if "tool_call_parser" not in server_options:
@@ -177,6 +179,8 @@ class VLLMEngine(Engine):
     `prompt_template` (engines.prompt_template: a base model gets the plain template).
     The engine is started on first use, inside the running event loop.
     """
+
+    label = "vllm (in process)"
 
     def __init__(
         self, model_path: str | Path, *, spec: str | None = None, prompt_template: str = "auto", **engine_options

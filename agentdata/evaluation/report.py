@@ -26,6 +26,9 @@ class EvalResult:
     metrics: BenchmarkMetrics
     # What this run generated rather than reused: {"generated", "redone_problem_changed", "redone_error"}.
     cache: dict[str, int] = field(default_factory=dict)
+    # The engine that generated this run's responses now ("transformers", "vllm (managed server)"); "" when
+    # every response was reused from an earlier run.
+    engine: str = ""
     # The per-problem values (in memory only: paired comparisons between models are made from them).
     scores: ProblemScores | None = field(default=None, compare=False, repr=False)
 

@@ -160,6 +160,7 @@ def run_eval(
                         "redone_error": summary.retried,
                     },
                     scores=scores,
+                    engine=summary.engine,
                 )
                 report.results.append(result)
                 if on_result:
