@@ -220,11 +220,11 @@ def test_the_worker_runs_at_most_max_staleness_batches_ahead_of_the_policy(tmp_p
         for step in range(5):
             version = 1 + step
             for _ in range(4):  # one batch: 2 groups of 2
-                taken.append((version, worker.rollout_buffer.get(timeout=120)))
+                taken.append((version, worker.rollout_buffer.get(timeout=600)))
             worker.update_model_version(version + 1)
             worker.check_health(600)
-        deadline = time.monotonic() + 120
-        while worker.rollout_buffer.qsize() < 4 * max_staleness and time.monotonic() < deadline:
+        deadline = time.monotonic() + 600
+        while worker.rollout_buffer.qsize() < 4 * (max_staleness + 1) and time.monotonic() < deadline:
             time.sleep(0.05)
         ahead = worker.rollout_buffer.qsize()
     finally:

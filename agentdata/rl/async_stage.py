@@ -166,6 +166,7 @@ def build_async_trainer(config: GRPOStageConfig, sandbox: Any, engine_parts: tup
         dynamic_sampling=config.dynamic_sampling,
         seed=config.seed,
         first_group=first_group,
+        cancel=getattr(engine, "cancel", None),  # the copy stops at once; a server agentdata started is stopped
     )
     clock = StepClock()
     trainer = AgentAsyncGRPOTrainer(
