@@ -78,6 +78,21 @@ class EngineBusy:
         return sum(self.samples) / max(1, len(self.samples))
 
 
+def requests_on(base_url: str) -> float:
+    """Requests running or waiting on the server now."""
+    with urllib.request.urlopen(f"{base_url}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    gauges = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(gauges))
+
+
+def wait_until_idle(base_url: str, deadline_s: float = 600.0) -> None:
+    """Before an arm: no request of the previous one (a batch an asynchronous arm ran past its end) still runs."""
+    deadline = time.monotonic() + deadline_s
+    while requests_on(base_url) and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
 def push_start_weights(base_url: str, model_dir: Path) -> None:
     """The start model's weights into the server, so every arm begins from the same policy."""
     from transformers import AutoModelForCausalLM
@@ -186,6 +201,7 @@ def main() -> None:
         for round_index in range(args.rounds):
             row = {"round": round_index}
             for name, mode, staleness in arms:
+                wait_until_idle(server.base_url)
                 push_start_weights(server.base_url, model_dir)
                 with tempfile.TemporaryDirectory() as tmp:
                     row[name] = arm(name, mode, staleness, args, server.base_url, Path(tmp) / name)

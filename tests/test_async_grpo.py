@@ -220,11 +220,11 @@ def test_the_worker_runs_at_most_max_staleness_batches_ahead_of_the_policy(tmp_p
         for step in range(5):
             version = 1 + step
             for _ in range(4):  # one batch: 2 groups of 2
-                taken.append((version, worker.rollout_buffer.get(timeout=120)))
+                taken.append((version, worker.rollout_buffer.get(timeout=600)))
             worker.update_model_version(version + 1)
             worker.check_health(600)
-        deadline = time.monotonic() + 120
-        while worker.rollout_buffer.qsize() < 4 * max_staleness and time.monotonic() < deadline:
+        deadline = time.monotonic() + 600
+        while worker.rollout_buffer.qsize() < 4 * (max_staleness + 1) and time.monotonic() < deadline:
             time.sleep(0.05)
         ahead = worker.rollout_buffer.qsize()
     finally:
@@ -275,3 +275,16 @@ def test_print_config_shows_the_asynchronous_mode_and_a_bad_bound_is_one_line(ca
     assert tree["rl"]["max_staleness"] == {"value": 2, "source": "override rl.max_staleness"}
     assert run_cli(["train", "--stage", "rl", "rl.mode=async", "rl.max_staleness=0", "--print-config"]) == 2
     assert "max_staleness" in capsys.readouterr().err
+
+
+def test_vllm_rollouts_at_another_temperature_are_refused_before_sft_trains(tmp_path, capsys, monkeypatch):
+    """vLLM's prompt log-probabilities (the behaviour policy's, in the loss) are at temperature 1.0."""
+    from agentdata.rl import rollout_engines
+    from tests.cli_helpers import run_cli
+
+    monkeypatch.setattr(rollout_engines, "plan_rollouts", lambda *_: rollout_engines.RolloutPlan("file-push"))
+    out = tmp_path / "run"
+    args = ["train", "--out", str(out), "rl.mode=async", "rl.temperature=0.7", "--max-steps", "1"]
+    assert run_cli(args) == 2
+    assert "temperature 0.7" in capsys.readouterr().err
+    assert not (out / "sft").exists()

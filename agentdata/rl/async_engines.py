@@ -56,6 +56,10 @@ class CopyEngine(Engine):
     def wait_idle(self) -> None:
         self.inner.wait_idle()
 
+    def cancel(self) -> None:
+        """Stop generating for good: a batch in flight ends at its next token (its rollouts fail)."""
+        self.inner._closing.set()
+
     async def aclose(self) -> None:
         await self.inner.aclose()
 

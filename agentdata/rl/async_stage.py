@@ -53,6 +53,20 @@ def async_grpo_arguments(config: GRPOStageConfig, out_dir: Path) -> Any:
     return trl_arguments(AsyncGRPOConfig, computed, config.trl)
 
 
+def check_async_engine(config: GRPOStageConfig) -> None:
+    """What the engine the stage would roll out with cannot do, one line before any work (train checks it before
+    SFT): vLLM's prompt log-probabilities, the behaviour policy's in the loss, are at temperature 1.0."""
+    from agentdata.rl.rollout_engines import plan_rollouts
+
+    if plan_rollouts(config.use_vllm, config.vllm_server).kind == "policy" or config.loop.temperature == 1.0:
+        return
+    raise UserError(
+        f"mode async with vLLM rollouts: temperature {config.loop.temperature} — the trainer's log-probabilities "
+        "are at the sampling temperature and vLLM's prompt log-probabilities at 1.0; use temperature 1.0 "
+        "or use_vllm no"
+    )
+
+
 def start_engine(config: GRPOStageConfig, tokenizer: Any, model_dir: Path) -> tuple[Any, Any, Any, Any, str]:
     """The rollout engine, what scores its tokens, the weight transfer, the server agentdata started (or None), and
     the plan's name: a copy of the policy where the synchronous stage would roll out from the policy itself, else
@@ -67,12 +81,7 @@ def start_engine(config: GRPOStageConfig, tokenizer: Any, model_dir: Path) -> tu
 
         engine = CopyEngine(load_model(model_dir, bf16=config.bf16), tokenizer, config.loop.temperature)
         return engine, engine, CopyWeightTransfer(engine), None, "policy-copy"
-    if config.loop.temperature != 1.0:
-        raise UserError(
-            f"mode async with vLLM rollouts: temperature {config.loop.temperature} — the trainer's log-probabilities "
-            "are at the sampling temperature and vLLM's prompt log-probabilities at 1.0; use temperature 1.0 "
-            "or use_vllm no"
-        )
+    check_async_engine(config)
     from agentdata.rl.async_engines import ServerScorer
     from agentdata.rl.run import start_rollout_server
     from agentdata.rl.vllm_completions import CompletionsClient
@@ -166,6 +175,7 @@ def build_async_trainer(config: GRPOStageConfig, sandbox: Any, engine_parts: tup
         dynamic_sampling=config.dynamic_sampling,
         seed=config.seed,
         first_group=first_group,
+        cancel=getattr(engine, "cancel", None),  # the copy stops at once; a server agentdata started is stopped
     )
     clock = StepClock()
     trainer = AgentAsyncGRPOTrainer(

@@ -41,7 +41,7 @@ from agentdata.rl.trainer import flat_group_share
 from agentdata.training.trackers import rollout_failed
 
 ENGINE_WAIT_KEY = "async/engine_wait_s"
-STOP_JOIN_S = 120.0  # how long stop() waits for a batch in flight before leaving the (daemon) thread behind
+STOP_JOIN_S = 30.0  # how long stop() waits for a batch in flight before leaving the (daemon) thread behind
 
 
 class GroupStream:
@@ -90,6 +90,7 @@ class AgentRolloutWorker:
         dynamic_sampling: bool = False,
         seed: int = 0,
         first_group: int = 0,
+        cancel: Any = None,
     ):
         self.rollout = rollout
         self.tokenizer = tokenizer
@@ -101,6 +102,7 @@ class AgentRolloutWorker:
         self.max_staleness = max_staleness
         self.dynamic_sampling = dynamic_sampling
         self.next_group = first_group
+        self.cancel = cancel  # called by stop(): cuts a batch in flight short (training is over, nobody takes it)
         self.sink = RolloutSink(tokenizer)
         self.rollout_buffer: queue.Queue = queue.Queue()
         self.metrics_queue: queue.Queue = queue.Queue()
@@ -124,6 +126,8 @@ class AgentRolloutWorker:
         self._stopping.set()
         with self._version_moved:
             self._version_moved.notify_all()
+        if self.cancel is not None:
+            self.cancel()
         if self._thread is not None:
             self._thread.join(timeout=STOP_JOIN_S)
 
@@ -171,6 +175,8 @@ class AgentRolloutWorker:
         group_ids = list(range(self.next_group, self.next_group + self.prompts_per_batch))
         self.next_group += self.prompts_per_batch
         samples, metrics = self.generate_batch(group_ids, version)
+        if self._stopping.is_set():  # the batch that ran past the end of training
+            return
         for sample in samples:
             sample.enqueued_at = time.time()
             self.rollout_buffer.put(sample)

@@ -299,6 +299,10 @@ def check_before_work(plan: TrainPlan) -> None:
 
         reward_functions(plan.rl)
         config_tools(plan.rl.loop)
+        if plan.rl.mode == "async":
+            from agentdata.rl.async_stage import check_async_engine
+
+            check_async_engine(plan.rl)
         if plan.rl.loop.sandbox != "local":  # a local sandbox starts its workers when GRPO opens it
             from agentdata.sandbox import open_sandbox
 
