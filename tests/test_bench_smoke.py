@@ -35,6 +35,7 @@ SMOKE_RUNS = {
     "bench_async_grpo.py": ["--smoke"],  # GRPO sync against async on a vLLM server (.venv-vllm)
     "bench_validation.py": ["--smoke", "--out", OUT],
     "bench_quickstart.py": ["--smoke", "--out", OUT],
+    "bench_seed_repro.py": ["--out", OUT, "--problems", "1", "--samples", "1", "--max-new-tokens", "8", "--engines=hf"],
     "bench_fleet.py": [
         "--trajectories",
         "12",
@@ -52,7 +53,7 @@ SMOKE_RUNS = {
 }
 # Scripts that record a run rather than compare arms, too long for any smoke size, with what covers them.
 NOT_SMOKED = {
-    "bench_findings.py": "runs the four built-in experiment recipes, an hour each; tests/test_experiment.py runs a "
+    "bench_findings.py": "runs the built-in experiment recipes, an hour each; tests/test_experiment.py runs a "
     "recipe end to end on tiny models and plans every built-in one"
 }
 

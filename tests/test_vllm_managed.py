@@ -112,6 +112,10 @@ def test_the_server_environment_is_the_one_that_works_on_a_cpu(monkeypatch):
     assert "PYTHONPATH" not in env  # agentdata's checkout must not shadow the vLLM environment's packages
     command = ServerSettings(model="m").command("/py", 1)
     assert "--enforce-eager" in command and "--no-enable-chunked-prefill" in command  # vLLM 0.32's CPU seed bug
+    at = command.index("--dtype")
+    assert command[at + 1] == "float32"  # a seed reproduces a run: bfloat16's logits move with the batch (issue 49)
+    faster = ManagedVLLMEngine("/models/m", python="/usr/bin/python3", dtype="bfloat16").server.settings
+    assert faster.command("/py", 1)[at + 1] == "bfloat16"
 
 
 def test_vllms_python_is_found_or_named_missing(monkeypatch, tmp_path):

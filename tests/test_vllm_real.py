@@ -28,6 +28,7 @@ import pytest
 from agentdata.engines import GenerationRequest, load_engine
 from agentdata.engines.vllm_server import ServerSettings, VLLMServer, find_vllm_python
 from tests.cli_helpers import run_cli
+from tests.seeded_collect import seeded_collect_twice
 
 HELD_OUT = [
     {"id": "h1", "question": "What is 17 * 23?", "answer": "391"},
@@ -380,3 +381,17 @@ def test_a_server_that_died_on_its_own_leaves_no_engine_core_once_stopped(smollm
     finally:
         server.stop()
     assert [pid for pid in engine_cores if running(pid)] == []
+
+
+def test_a_seed_reproduces_a_sampled_collect_on_vllm_whatever_shares_its_batches(tmp_path):
+    """Issue 49: each request carries its seed (vLLM honours it), and the CPU server computes in float32: in
+    bfloat16 a row's logits depend on which other rows share its batch, so a rerun whose tool calls ended at
+    other moments sampled other tokens (bench/RESULTS_findings.md, session 13)."""
+    engine = load_engine("tir:vllm:smollm2")
+    try:
+        first, second = seeded_collect_twice(engine, tmp_path, (12, 1))  # tests/seeded_collect.py
+    finally:
+        asyncio.run(engine.aclose())
+    assert len(first) == 12 and first.keys() == second.keys()
+    assert sum(len(messages) > 2 for messages in first.values()) >= 1  # some ran code: several turns each
+    assert [tid for tid in first if first[tid] != second[tid]] == []

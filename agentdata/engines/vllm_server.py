@@ -12,8 +12,9 @@ Where vLLM's python is, first found wins:
 3. this python, when it can import vLLM itself.
 
 On a CPU the server is started the way that works here (shared/PEERS.md, measured on 2 cores):
-`--dtype bfloat16 --enforce-eager`, the KV cache sized (`VLLM_CPU_KVCACHE_SPACE`, GiB; without it start-up
-asks for 92% of memory) and one OpenMP thread (two threads on two shared cores collapse to 47 tokens/s).
+`--dtype float32 --enforce-eager` (float32 so that a seed reproduces a run: ServerSettings.dtype), the KV
+cache sized (`VLLM_CPU_KVCACHE_SPACE`, GiB; without it start-up asks for 92% of memory) and one OpenMP thread
+(two threads on two shared cores collapse to 47 tokens/s).
 `dev_mode` turns on vLLM's development endpoints (`/collective_rpc`, `/reset_prefix_cache`), which
 GRPO's weight push uses (rl/vllm_push.py).
 """
@@ -108,7 +109,13 @@ class ServerSettings:
     """How one vLLM server is started. `extra_args` go to the api_server as they are."""
 
     model: str
-    dtype: str = "bfloat16"
+    # float32, so that a seed reproduces a run. vLLM honours each request's seed, but in bfloat16 a row's logits
+    # depend on which other rows share its batch (the sums are ordered by the batch's shape), and in an agent
+    # loop that depends on when each sandbox call ended: 3 of 8 seeded prompts sampled other text alone than
+    # together, none in float32 (bench/RESULTS_findings.md, session 13). vLLM's batch-invariant mode
+    # (VLLM_BATCH_INVARIANT) has GPU kernels only. `dtype=bfloat16` (an engine option) where a rerun need not
+    # repeat.
+    dtype: str = "float32"
     max_model_len: int | None = 4096
     kv_cache_gib: float = 1.0
     enforce_eager: bool = True

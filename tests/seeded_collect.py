@@ -1,0 +1,24 @@
+"""The same seeded, sampled collect twice with different concurrency: does a seed reproduce its trajectories?
+(tests/test_seed_reproduces.py on transformers, tests/test_vllm_real.py on vLLM; issue 49.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def seeded_collect_twice(engine, tmp_path: Path, concurrencies: tuple[int, int]) -> tuple[dict, dict]:
+    """The same seeded, sampled collect (smollm2-tir's examples, code run) with `concurrencies[0]` trajectories in
+    flight, then `concurrencies[1]`: the seeds are the same, which requests share a batch is not."""
+    from agentdata.agent.config import CollectConfig, LoopConfig
+    from agentdata.agent.inspection import read_trajectories
+    from agentdata.agent.runner import collect
+    from agentdata.synth.generators import generate_problems
+
+    problems = generate_problems(6, seed=7, kinds=["compute", "chain"])
+    found = []
+    for index, concurrency in enumerate(concurrencies):
+        loop = LoopConfig(temperature=1.0, max_new_tokens=96, max_tool_calls=2, protocol="codeblock")
+        config = CollectConfig(model=engine.spec, concurrency=concurrency, samples=2, seed=3, loop=loop)
+        collect(problems, tmp_path / f"run-{index}", config, engine=engine)
+        found.append({row.id: row.messages for row in read_trajectories(tmp_path / f"run-{index}")})
+    return found[0], found[1]
