@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from agentdata.agent.config import CollectConfig
 from agentdata.cli.common import (
@@ -49,11 +50,12 @@ def command(
     problems = read_problems(problems_file, question_field, answer_field)
     config = with_model(config, model_name).for_run()  # an unset protocol: the teacher's own, read from its dir
     part = f" · shard {config.sharding.shard} (its share of the problems)" if config.sharding.shard else ""
+    how = f"harness {escape(config.harness)}" if config.harness else f"protocol {config.loop.protocol}"
     if not as_json:
         print_line(
             f"[bold]collect[/] {len(problems[: config.limit])} problems from {problems_file or 'built-in problems'} · "
-            f"teacher {config.model} · {config.samples} sample(s) each · protocol {config.loop.protocol}{part} "
-            f"→ {out}"
+            f"teacher {config.model} · {config.samples} sample(s) each · {how} · temperature "
+            f"{config.loop.temperature}{part} → {out}"
         )
     summary = collect(problems, out, config)
     report_to_trackers(tracking, "collect", out, summary.as_dict(), [out])
