@@ -200,6 +200,7 @@ def test_a_malformed_sampling_field_or_deeply_nested_body_is_a_400_naming_it():
         ({"messages": question, "seed": 1.5}, "seed:"),
         ({"messages": question, "max_tokens": 0}, "max_tokens:"),
         ({"messages": question, "temperature": -1}, "temperature:"),
+        ({"messages": question, "top_p": 1.5}, "top_p:"),
         ({"messages": question, "temperature": 10**400}, "temperature:"),
     ]
     responses, session, _ = exchange_with(engine, *(body for body, _ in bad))

@@ -105,7 +105,7 @@ def harness_env(
         AGENTDATA_PROBLEM_ID=problem.id,
         AGENTDATA_MODEL="agentdata",
     )
-    env.pop("AGENTDATA_QUESTION", None)  # never one of agentdata's own environment, passed on
+    env.pop("AGENTDATA_QUESTION", None)  # one in agentdata's own environment is never passed on as the question
     if len(problem.question.encode()) <= MAX_QUESTION_ENV_BYTES:
         env["AGENTDATA_QUESTION"] = problem.question
     if question_file:  # every question, whatever its length

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from agentdata.agent.config import CollectConfig
 from agentdata.cli.common import (
@@ -50,12 +51,13 @@ def command(
     config = with_model(config, model_name).for_run()  # an unset protocol: the teacher's own, read from its dir
     part = f" · shard {config.sharding.shard} (its share of the problems)" if config.sharding.shard else ""
     # a harness's rows are native whatever --protocol says: its own tools and calls, as the model made them
-    protocol = f"native · harness {config.harness}" if config.harness else config.loop.protocol
+    protocol = "native" if config.harness else config.loop.protocol
+    how = f"protocol {protocol}" + (f" · harness {escape(config.harness)}" if config.harness else "")
     if not as_json:
         print_line(
             f"[bold]collect[/] {len(problems[: config.limit])} problems from {problems_file or 'built-in problems'} · "
-            f"teacher {config.model} · {config.samples} sample(s) each · protocol {protocol}{part} "
-            f"→ {out}"
+            f"teacher {config.model} · {config.samples} sample(s) each · {how} · temperature "
+            f"{config.loop.temperature}{part} → {out}"
         )
     summary = collect(problems, out, config)
     report_to_trackers(tracking, "collect", out, summary.as_dict(), [out])

@@ -20,7 +20,7 @@ from agentdata.formats.native import NativeProtocol
 
 # Deeper JSON than any chat request holds: refused before it is read (Python's parser would overflow its stack).
 MAX_JSON_DEPTH = 64
-LARGEST = 2**63  # a number the engines take (a seed is an int64 to vLLM and torch)
+LARGEST = 2**63 - 1  # the largest number the engines take (a seed is an int64 to vLLM and torch)
 MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 ROLES = ("system", "developer", "user", "assistant", "tool")
 
@@ -83,7 +83,7 @@ def read_request(body: Any, session: str, run: Sampling | None = None) -> ChatRe
     asked = _number(body, ("max_completion_tokens", "max_tokens"), run.max_new_tokens, int, minimum=1)
     sampling = Sampling(
         temperature=_number(body, ("temperature",), run.temperature, float, minimum=0),
-        top_p=_number(body, ("top_p",), run.top_p, float, minimum=0),
+        top_p=_number(body, ("top_p",), run.top_p, float, minimum=0, maximum=1),
         max_new_tokens=min(asked, run.max_new_tokens),
         seed=_number(body, ("seed",), run.seed, int),
         stop=_stop(body.get("stop"), run.stop),
@@ -102,14 +102,16 @@ def read_request(body: Any, session: str, run: Sampling | None = None) -> ChatRe
     )
 
 
-def _number(body: dict, names: tuple[str, ...], default: Any, kind: type, minimum: float | None = None) -> Any:
+def _number(
+    body: dict, names: tuple[str, ...], default: Any, kind: type, minimum: float | None = None, maximum: float = LARGEST
+) -> Any:
     for name in names:
         value = body.get(name)
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int | float) or (kind is int and isinstance(value, float)):
             raise BadRequest(f"{name}: {'an integer' if kind is int else 'a number'} is expected, got {_shown(value)}")
-        if not -LARGEST < value < LARGEST or (minimum is not None and value < minimum):  # NaN fails the first
+        if not -LARGEST < value <= maximum or (minimum is not None and value < minimum):  # NaN fails the first
             raise BadRequest(f"{name}: {_shown(value)} is out of range")
         return kind(value)
     return default
