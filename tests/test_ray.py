@@ -235,12 +235,14 @@ time.sleep(600)
 """
 
 
-def test_a_cluster_ray_init_started_here_stops_with_agentdata_killed_with_9():
+def test_a_cluster_ray_init_started_here_stops_with_agentdata_killed_with_9(tmp_path):
     """Without agentdata's supervision Ray's DashboardAgent and RuntimeEnvAgent outlived the driver's kill -9
     by more than 10 s (measured); supervised, the whole cluster is gone within seconds."""
     import psutil
 
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
+    # HOME: Ray writes an auth token to ~/.ray when ray.init starts a cluster, and `ray start` then turns token
+    # auth on for every later cluster of this user, which the ray_cluster fixture's second node cannot join
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "HOME": str(tmp_path)}
     driver = subprocess.Popen([sys.executable, "-c", LOCAL_CLUSTER], env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert driver.stdout.readline().strip() == "up"
