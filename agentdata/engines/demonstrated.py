@@ -7,11 +7,15 @@ example goes in as one user/assistant exchange between the system prompt and the
 only inside the engine: the recorded trajectory keeps the protocol's own system prompt and
 the question, so SFT data and evaluation prompts are the same as with any other teacher.
 
-The example is in the codeblock protocol (ZeroTIR's fences); with another protocol the
-engine adds nothing and is the plain `smollm2`. `tir:SPEC` shows the same examples to any other
-engine: a model trained by GRPO from `smollm2-tir`, whose rollouts saw them, is evaluated under
-the same prompt as `tir:hf:DIR`. `bench/RESULTS_quickstart.md` has the
-measurements (held-out seeds of the `compute` ladder, never the example's own numbers).
+The example is in the codeblock protocol (ZeroTIR's fences). A request that offers a code tool
+(a harness's `code_interpreter`, through the recording gateway) is written in that protocol too,
+and the model's block given back as a call of the tool (`codeblock_request`, `tool_answer`):
+shown JSON calls instead, the model writes no call. With another protocol the engine adds
+nothing and is the plain `smollm2`, and its answers say so (`Generation.answered_by`).
+`tir:SPEC` shows the same examples to any other engine: a model trained by GRPO from
+`smollm2-tir`, whose rollouts saw them, is evaluated under the same prompt as `tir:hf:DIR`.
+`bench/RESULTS_quickstart.md` has the measurements (held-out seeds of the `compute` ladder,
+never the example's own numbers).
 """
 
 from __future__ import annotations
