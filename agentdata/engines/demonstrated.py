@@ -73,8 +73,8 @@ def code_tool(tools: list[dict] | None) -> str | None:
 def codeblock_request(request: GenerationRequest, name: str, examples: list[dict]) -> GenerationRequest | None:
     """A request that offers the code tool `name`, as the model is shown its worked examples: the conversation
     in the codeblock protocol (calls of `name` as ```python blocks, their results as ```output blocks in the same
-    assistant turn, which the model then continues), the examples after the system prompt, and the closing
-    fence as a stop string. None when the conversation cannot be written so (a result with no call before it)."""
+    assistant turn, which the model then continues), the examples after the system prompt (the codeblock
+    protocol's where the request has none), and the closing fence as a stop string. None when the conversation cannot be written so (a result with no call before it)."""
     from agentdata.formats.codeblock import CodeblockProtocol
 
     try:
@@ -82,6 +82,8 @@ def codeblock_request(request: GenerationRequest, name: str, examples: list[dict
     except ValueError:
         return None
     plain = [{key: value for key, value in message.items() if key != "env_spans"} for message in plain]
+    if plain[0]["role"] != "system":  # a harness that says nothing of how to run code: the agent loop's words
+        plain.insert(0, {"role": "system", "content": CodeblockProtocol().system_prompt([])})
     return dataclasses.replace(
         request,
         messages=_with_examples(plain, examples),
