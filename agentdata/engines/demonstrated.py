@@ -74,7 +74,8 @@ def codeblock_request(request: GenerationRequest, name: str, examples: list[dict
     """A request that offers the code tool `name`, as the model is shown its worked examples: the conversation
     in the codeblock protocol (calls of `name` as ```python blocks, their results as ```output blocks in the same
     assistant turn, which the model then continues), the examples after the system prompt (the codeblock
-    protocol's where the request has none), and the closing fence as a stop string. None when the conversation cannot be written so (a result with no call before it)."""
+    protocol's where the request has none), and the closing fence as a stop string. None when the conversation
+    cannot be written so (a result with no call before it)."""
     from agentdata.formats.codeblock import CodeblockProtocol
 
     try:
