@@ -184,6 +184,7 @@ def test_smollm2_tir_shows_a_harness_tool_as_its_worked_examples_show_code_and_a
         Generation("Let me compute.\n```python\nprint(2**10)", "\n```\n", "stop", 11, 5),
         text("\nThe answer is \\boxed{1024}."),
         text("plain"),
+        text("plain"),
     )
     inner.spec = "smollm2"
     engine = DemonstratedEngine(inner, spec="smollm2-tir")
@@ -210,6 +211,9 @@ def test_smollm2_tir_shows_a_harness_tool_as_its_worked_examples_show_code_and_a
     assert final["function"]["name"] == "final_answer" and json.loads(final["function"]["arguments"]) == {
         "answer": "1024"
     }
+    alone = asyncio.run(engine.generate(GenerationRequest(messages=question[1:], tools=TOOLS)))
+    assert inner.requests[2].messages[0]["content"].startswith("You solve problems step by step and can run Python")
+    assert alone.tool_calls is None and alone.text == "plain"  # no block, no final_answer tool: the text itself
     plain = asyncio.run(engine.generate(GenerationRequest(messages=question)))  # no code tool: nothing to show
-    assert inner.requests[2].messages == question and plain.answered_by == "smollm2"
+    assert inner.requests[3].messages == question and plain.answered_by == "smollm2"
     assert code_tool([FINAL_ANSWER]) is None and code_tool(TOOLS) == "code_interpreter"

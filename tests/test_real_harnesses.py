@@ -125,3 +125,28 @@ def test_openai_agents_sdk_with_the_mcp_sandbox_makes_an_sft_set(problems, tmp_p
         assert trajectory.messages[3]["content"] == QUESTIONS[trajectory.question]  # the MCP sandbox's output
         assert [tool["function"]["name"] for tool in trajectory.tools] == ["code_interpreter"]
     assert len(curated(tmp_path / "run", tmp_path / "sft.parquet")) == 2
+
+
+@pytest.mark.slow  # the real default model on transformers, a real qwen-agent: about 30 s on a quiet machine
+@pytest.mark.timeout(600)
+def test_qwen_agent_against_the_real_default_engine_sees_its_tools_and_examples(tmp_path, sandbox_service, monkeypatch):
+    # not a stand-in: qwen-agent's requests reach smollm2-tir on the transformers engine, which shows the model
+    # qwen-agent's code tool as its worked examples teach (```python blocks) and gives its blocks back as calls
+    monkeypatch.setenv("AGENTDATA_VLLM", "off")
+    problems = tmp_path / "problems.jsonl"
+    ladder = [("What is 3 * 14? Put the final answer in \\boxed{}.", "42"), ("What is 2^10?", "1024")]
+    problems.write_text("".join(json.dumps({"question": q, "answer": a}) + "\n" for q, a in ladder))
+    harness = f"{peer('qwenagent')} {EXAMPLES / 'qwen_agent_sandboxfusion.py'}"
+    args = ["collect", str(problems), "--teacher", "smollm2-tir", "--harness", harness, "--out", str(tmp_path / "run")]
+    flags = ["--sandbox", sandbox_service, "--concurrency", "2", "--temperature", "0", "--json", "harness_timeout=300"]
+    assert run_cli([*args, *flags]) == 0
+    trajectories = read_trajectories(tmp_path / "run")
+    assert len(trajectories) == 2 and all(t.finish_reason == "answer" for t in trajectories)
+    for trajectory in trajectories:
+        assert trajectory.teacher == "smollm2-tir" and trajectory.format == "native"
+        assert [tool["function"]["name"] for tool in trajectory.tools] == ["code_interpreter"]
+        prompt = trajectory.metadata["gateway"][0]["prompt"]  # what the model read, as the engine rendered it
+        assert "```python\nprint(3817 * 2269)\n```\n```output\n8660773\n```" in prompt  # the worked examples
+        assert prompt.endswith(f"{trajectory.question}<|im_end|>\n<|im_start|>assistant\n")
+        for entry in trajectory.metadata["gateway"][1:]:  # after a call: the tool's output, in the same turn
+            assert entry["prompt"].rstrip().endswith("```") and "```output\n" in entry["prompt"]

@@ -7,11 +7,15 @@ example goes in as one user/assistant exchange between the system prompt and the
 only inside the engine: the recorded trajectory keeps the protocol's own system prompt and
 the question, so SFT data and evaluation prompts are the same as with any other teacher.
 
-The example is in the codeblock protocol (ZeroTIR's fences); with another protocol the
-engine adds nothing and is the plain `smollm2`. `tir:SPEC` shows the same examples to any other
-engine: a model trained by GRPO from `smollm2-tir`, whose rollouts saw them, is evaluated under
-the same prompt as `tir:hf:DIR`. `bench/RESULTS_quickstart.md` has the
-measurements (held-out seeds of the `compute` ladder, never the example's own numbers).
+The example is in the codeblock protocol (ZeroTIR's fences). A request that offers a code tool
+(a harness's `code_interpreter`, through the recording gateway) is written in that protocol too,
+and the model's block given back as a call of the tool (`codeblock_request`, `tool_answer`):
+shown JSON calls instead, the model writes no call. With another protocol the engine adds
+nothing and is the plain `smollm2`, and its answers say so (`Generation.answered_by`).
+`tir:SPEC` shows the same examples to any other engine: a model trained by GRPO from
+`smollm2-tir`, whose rollouts saw them, is evaluated under the same prompt as `tir:hf:DIR`.
+`bench/RESULTS_quickstart.md` has the measurements (held-out seeds of the `compute` ladder,
+never the example's own numbers).
 """
 
 from __future__ import annotations
@@ -69,8 +73,9 @@ def code_tool(tools: list[dict] | None) -> str | None:
 def codeblock_request(request: GenerationRequest, name: str, examples: list[dict]) -> GenerationRequest | None:
     """A request that offers the code tool `name`, as the model is shown its worked examples: the conversation
     in the codeblock protocol (calls of `name` as ```python blocks, their results as ```output blocks in the same
-    assistant turn, which the model then continues), the examples after the system prompt, and the closing
-    fence as a stop string. None when the conversation cannot be written so (a result with no call before it)."""
+    assistant turn, which the model then continues), the examples after the system prompt (the codeblock
+    protocol's where the request has none), and the closing fence as a stop string. None when the conversation
+    cannot be written so (a result with no call before it)."""
     from agentdata.formats.codeblock import CodeblockProtocol
 
     try:
@@ -78,6 +83,8 @@ def codeblock_request(request: GenerationRequest, name: str, examples: list[dict
     except ValueError:
         return None
     plain = [{key: value for key, value in message.items() if key != "env_spans"} for message in plain]
+    if plain[0]["role"] != "system":  # a harness that says nothing of how to run code: the agent loop's words
+        plain.insert(0, {"role": "system", "content": CodeblockProtocol().system_prompt([])})
     return dataclasses.replace(
         request,
         messages=_with_examples(plain, examples),
