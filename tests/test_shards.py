@@ -331,3 +331,14 @@ def test_two_parts_merged_into_one_file_count_each_trajectory_once(tmp_path):
     assert len(next(iter(open_artifacts([out]))).rows) == 12
     curated = curate([out], tmp_path / "sft.parquet", CurateConfig())
     assert (curated.input_rows, curated.kept_rows, curated.counts.get("duplicate")) == (12, 12, None)
+
+
+def test_two_runs_of_the_same_problems_are_two_sets_of_trajectories_for_curate(tmp_path):
+    # ids are `PROBLEM-SAMPLE` in every run: two teachers' runs of the same problems hold the same ids, and
+    # each is its own trajectory (only within one run does a later row of an id replace an earlier one)
+    from agentdata.curate import CurateConfig, curate
+
+    for name in ("a", "b"):
+        run_part(tmp_path / name, None, samples=1, engine=ScriptedEngine(spec=f"teacher-{name}"))
+    curated = curate([tmp_path / "a", tmp_path / "b"], tmp_path / "sft.parquet", CurateConfig(max_per_problem=0))
+    assert curated.input_rows == 24

@@ -21,9 +21,12 @@ from agentdata.agent.shard_files import ROW_ID, scan_shards
 
 
 class Shards:
-    def __init__(self, rows: dict[Path, int]):
+    def __init__(self, rows: dict[Path, int], run_starts: Sequence[int] = (0,)):
         self.rows = rows  # per shard, in input order: its row count (from the footer read when it was checked)
         self.paths = list(rows)
+        # the global row number each input (a run dir or a file) starts at: ids repeat only within one input
+        # (two teachers' runs of the same problems hold the same ids, and both are kept)
+        self.run_starts = list(run_starts)
         # the passes made so far, by name, in order (a pass read piece by piece counts once)
         self.passes: list[str] = []
         self._scan: pl.LazyFrame | None = None
@@ -31,7 +34,12 @@ class Shards:
     @classmethod
     def of(cls, run_dirs: Sequence[str | os.PathLike]) -> Shards:
         """The shards of run dirs (or trajectory files), each checked for the schema."""
-        return cls(shard_rows(run_dirs))
+        rows: dict[Path, int] = {}
+        starts = []
+        for run_dir in run_dirs:
+            starts.append(sum(rows.values()))
+            rows.update(shard_rows([run_dir]))
+        return cls(rows, starts or [0])
 
     @property
     def total(self) -> int:
@@ -40,10 +48,13 @@ class Shards:
 
     @cached_property
     def replaced(self) -> pl.Series:
-        """The global row numbers of rows a later row of the same trajectory id replaces (a redone rollout, or
-        a row two merged parts' files both hold): read once, as one trajectory, like every reader of a run."""
-        ids = self.scan("ids").select(ROW_ID, "id")
-        later = ids.filter(pl.col(ROW_ID) != pl.col(ROW_ID).max().over("id"))
+        """The global row numbers of rows a later row of the same trajectory id in the same input replaces (a
+        redone rollout, or a row two merged parts' files both hold): read once, as one trajectory, like every
+        reader of a run."""
+        starts = pl.Series(self.run_starts, dtype=pl.Int64)
+        run = pl.lit(starts).search_sorted(pl.col(ROW_ID).cast(pl.Int64), side="right").alias("input")
+        ids = self.scan("ids").select(ROW_ID, "id", run)
+        later = ids.filter(pl.col(ROW_ID) != pl.col(ROW_ID).max().over("input", "id"))
         return later.collect(engine="streaming")[ROW_ID]
 
     @property
