@@ -147,9 +147,9 @@ class MCPTool:
 _CONNECTIONS: dict[str, MCPConnection] = {}
 
 
-@atexit.register
 def close_all() -> None:
-    """Every connection closed when the process ends, so no server outlives a run."""
+    """Every connection closed when the process ends, so no server outlives a run (registered with the first
+    connection, after the process supervisor's own exit sweep, so it runs first: the servers end gracefully)."""
     while _CONNECTIONS:
         _CONNECTIONS.popitem()[1].close()
 
@@ -160,6 +160,9 @@ def mcp_tools(spec: str) -> list[MCPTool]:
     if not target:
         raise UserError("--tool mcp:COMMAND: give the command that starts the server, or its http(s) URL")
     if target not in _CONNECTIONS:
+        if not _CONNECTIONS:
+            processes.supervise()
+            atexit.register(close_all)
         _CONNECTIONS[target] = MCPConnection(target)
     connection = _CONNECTIONS[target]
     if not connection.listed:
