@@ -3,15 +3,15 @@
 Run as a script (`python -I -S process_watcher.py FD OWNER_PID MARK`), stdlib only, so it starts in a few
 milliseconds and imports nothing of agentdata's. It reads the pipe FD, whose write end only agentdata holds:
 `+SID` and `-SID` lines register and forget the session of a child agentdata started. Every SNAPSHOT_S it
-also notes agentdata's descendants (pid and start time). The pipe's end (EOF) means agentdata is gone or
-exiting (a normal exit, an exception, a signal, kill -9: the kernel closes the pipe in every case), and then
-the watcher kills, with SIGKILL, every process that:
+also notes the processes it would kill now (below), by pid and start time. The pipe's end (EOF) means
+agentdata is gone or exiting (a normal exit, an exception, a signal, kill -9: the kernel closes the pipe
+in every case), and then the watcher kills, with SIGKILL, every process that:
 - is in a registered session (a child and whatever it started that stayed in its session),
 - carries MARK in the environment it was started with (what agentdata's children, and the children that
   libraries start for it, such as the mcp SDK's server or a local Ray, inherit from agentdata's environment),
-- was a descendant of agentdata at the last snapshot (the same process: same pid and start time), which
-  catches what lost both (a process that retitles itself, as Ray's agents and vLLM's engine core do, writes
-  over the environment /proc shows; one whose parent died first is no longer anyone's descendant),
+- was noted so at the last look (the same process: same pid and start time), which catches what lost both
+  the mark and its ancestry (a process that retitles itself, as Ray's agents and vLLM's engine core do,
+  writes over the environment /proc shows; one whose parent died first is no longer anyone's descendant),
 - or descends from one of those (a child that made a session of its own);
 again until none is left, within a bounded time. Then it exits.
 
@@ -28,7 +28,7 @@ import time
 from typing import NamedTuple
 
 SWEEP_S = 10.0  # the most a sweep keeps looking for processes forked while it kills
-SNAPSHOT_S = 1.0  # how often agentdata's descendants are noted (a scan of /proc: about a millisecond of CPU)
+SNAPSHOT_S = 1.0  # how often the processes to kill are noted (a scan of /proc: a few milliseconds of CPU)
 
 
 class Proc(NamedTuple):
@@ -67,12 +67,6 @@ def _descending(roots: set[int], table: dict[int, Proc]) -> set[int]:
     return found
 
 
-def descendants(pid: int) -> dict[int, int]:
-    """pid -> start time of every process below `pid`."""
-    table = _processes()
-    return {child: table[child].started for child in _descending({pid}, table) - {pid}}
-
-
 def _carries(pid: int, mark: bytes) -> bool:
     try:
         with open(f"/proc/{pid}/environ", "rb") as environ:
@@ -89,11 +83,17 @@ def doomed(
 ) -> set[int]:
     """The live (not zombie) processes in `sessions`, carrying `mark`, among `known` (pid -> start time), or
     descending from any of those; never `spare` nor this process."""
-    table = _processes()
+    return set(_doomed(_processes(), sessions, mark, spare, known or {}))
+
+
+def _doomed(
+    table: dict[int, Proc], sessions: set[int], mark: bytes | None, spare: frozenset[int], known: dict[int, int]
+) -> dict[int, int]:
+    """`doomed` in `table`, with their start times."""
     roots = {pid for pid, proc in table.items() if proc.session in sessions or (mark and _carries(pid, mark))}
-    roots |= {pid for pid, started in (known or {}).items() if pid in table and table[pid].started == started}
+    roots |= {pid for pid, started in known.items() if pid in table and table[pid].started == started}
     alive = {pid for pid in _descending(roots, table) if table[pid].state != "Z"}
-    return alive - set(spare) - {os.getpid()}
+    return {pid: table[pid].started for pid in alive - set(spare) - {os.getpid()}}
 
 
 def sweep(
@@ -113,15 +113,15 @@ def sweep(
         time.sleep(0.02)
 
 
-def _watch(fd: int, owner: int) -> tuple[set[int], dict[int, int]]:
-    """Until the pipe ends: the sessions still registered then, and the owner's descendants last noted."""
+def _watch(fd: int, owner: int, mark: bytes) -> tuple[set[int], dict[int, int]]:
+    """Until the pipe ends: the sessions still registered then, and the processes last noted as agentdata's."""
     sessions: set[int] = set()
     known: dict[int, int] = {}
     pending = b""
     next_snapshot = time.monotonic()
     while True:
         if time.monotonic() >= next_snapshot:  # on the clock, however busy the pipe is
-            known = descendants(owner)
+            known = _doomed(_processes(), sessions, mark, frozenset({owner}), known)
             next_snapshot = time.monotonic() + SNAPSHOT_S
         if not select.select([fd], [], [], max(0.0, next_snapshot - time.monotonic()))[0]:
             continue
@@ -140,7 +140,7 @@ def main() -> None:
     fd, owner, mark = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].encode()
     for number in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(number, signal.SIG_IGN)  # a Ctrl-C meant for agentdata must not end the watch
-    sessions, known = _watch(fd, owner)
+    sessions, known = _watch(fd, owner, mark)
     sweep(sessions, mark, frozenset({owner}), known)
 
 

@@ -19,6 +19,6 @@ ruff format --check .
 # Two workers: most tests wait on servers, sandboxes and subprocesses, so two at once keep both cores busy; a group of tests
 # that must not run beside itself (xdist_group: the Ray clusters) stays on one worker
 # (a full run 1090 s -> 904 s beside a recipe, 2026-12-03). AGENTDATA_TEST_WORKERS=0 runs them in one process.
-# A worker that dies (a crash, a test past faulthandler_timeout: pyproject.toml) ends the run at once, naming its
+# A worker that dies (a crash, a test stuck past its timeout: tests/timeout_backstop.py) ends the run at once, naming its
 # test: replacing it can hang xdist under --dist loadgroup (tests/test_ci_bounds.py).
 python -m pytest -q -n "${AGENTDATA_TEST_WORKERS:-2}" --dist loadgroup --max-worker-restart=0 "$@"

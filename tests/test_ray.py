@@ -251,7 +251,7 @@ def test_a_cluster_ray_init_started_here_stops_with_agentdata_killed_with_9(tmp_
             assert time.monotonic() < deadline, names(driver.pid)
             time.sleep(0.1)
         # The agents retitle themselves (over the environment that carried agentdata's mark) and outlive the raylet
-        # they descend from: the watcher knows them from its note of agentdata's descendants, once a SNAPSHOT_S.
+        # they descend from: the watcher knows them from its note of what it would kill, once a SNAPSHOT_S.
         time.sleep(3 * SNAPSHOT_S)
         cluster = psutil.Process(driver.pid).children(recursive=True)
     finally:
