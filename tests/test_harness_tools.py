@@ -205,7 +205,7 @@ def test_smollm2_tir_shows_a_harness_tool_as_its_worked_examples_show_code_and_a
     continued = inner.requests[1]  # the output goes in the same assistant turn, which the model continues
     assert continued.continue_final and continued.messages[-1] == {
         "role": "assistant",
-        "content": "Let me compute.\n```python\nprint(2**10)\n```\n```output\n1024\n\n```",
+        "content": "Let me compute.\n```python\nprint(2**10)\n```\n```output\n1024\n```",
     }
     (final,) = second.tool_calls  # a boxed answer, as the harness's final_answer call
     assert final["function"]["name"] == "final_answer" and json.loads(final["function"]["arguments"]) == {

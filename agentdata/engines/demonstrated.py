@@ -98,6 +98,8 @@ def codeblock_request(request: GenerationRequest, name: str, examples: list[dict
 def _code_calls_only(message: dict, name: str) -> dict:
     """The message with its calls of the code tool `name` as the codeblock protocol's code calls, and any
     other call written into its text (hermes JSON), so every call the conversation made is shown."""
+    if message.get("role") == "tool":  # an output ends its block as in the examples: no blank line before ```
+        return {**message, "content": (message.get("content") or "").rstrip("\n")}
     if not message.get("tool_calls"):
         return message
     code, other = [], []
