@@ -155,8 +155,11 @@ def test_grpo_arms_draw_curves_and_a_failing_arm_leaves_the_others_running(tmp_p
     (series,) = report.curves["all"]
     assert [step for step, _ in series["eval/avg@k"]] == [0, 1]  # the curve set evaluated before and after the step
     assert "entropy" in series and "frac_reward_zero_std" in series and "groups/flat_share" in series
+    assert "groups/gradient_samples" in series  # the pool's mechanism, logged by the trainer every step
     assert report.comparisons == []  # one arm finished: nothing to pair
-    assert "failed at pool" in (tmp_path / "exp" / "report.md").read_text()
+    assert {row["arm"] for row in read_report(tmp_path / "exp")["mechanism"]["arms"]} == {"all"}
+    markdown = (tmp_path / "exp" / "report.md").read_text()
+    assert "failed at pool" in markdown and "## What the pool changes" in markdown
 
 
 @pytest.mark.parametrize(
