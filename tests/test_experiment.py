@@ -402,7 +402,8 @@ def test_the_report_says_whether_the_band_cut_flat_groups_and_raised_samples_wit
 
 
 def test_the_mechanism_pairs_seeds_and_steps_both_arms_logged():
-    """A seed one arm lacks (its GRPO failed) and steps a run did not reach are left out, not misaligned."""
+    """A seed one arm lacks (its GRPO failed), steps a run did not reach and a step not measured (NaN: groups
+    split across processes) are left out, not misaligned."""
     from agentdata.experiment.mechanism import mechanism
 
     runs = {
@@ -410,7 +411,7 @@ def test_the_mechanism_pairs_seeds_and_steps_both_arms_logged():
             0: {"groups/flat_share": [[1, 0.0], [2, 0.5], [3, 0.5]]},
             1: {"groups/flat_share": [[1, 0.5], [2, 0.5]]},
         },
-        "random": {1: {"groups/flat_share": [[1, 1.0], [2, 1.0], [3, 1.0]]}},
+        "random": {1: {"groups/flat_share": [[1, 1.0], [2, 1.0], [3, 1.0], [4, float("nan")]]}},  # 4: not measured
     }
     found = mechanism(runs, ["band", "random"])
     (difference,) = found["differences"]
