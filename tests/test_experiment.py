@@ -157,8 +157,11 @@ def test_grpo_arms_draw_curves_and_a_failing_arm_leaves_the_others_running(tmp_p
     (series,) = report.curves["all"]
     assert [step for step, _ in series["eval/avg@k"]] == [0, 1]  # the curve set evaluated before and after the step
     assert "entropy" in series and "frac_reward_zero_std" in series and "groups/flat_share" in series
+    assert "groups/gradient_samples" in series  # the pool's mechanism, logged by the trainer every step
     assert report.comparisons == []  # one arm finished: nothing to pair
-    assert "failed at pool" in (tmp_path / "exp" / "report.md").read_text()
+    assert {row["arm"] for row in read_report(tmp_path / "exp")["mechanism"]["arms"]} == {"all"}
+    markdown = (tmp_path / "exp" / "report.md").read_text()
+    assert "failed at pool" in markdown and "## What the pool changes" in markdown
 
 
 @pytest.mark.parametrize(
@@ -401,7 +404,8 @@ def test_the_report_says_whether_the_band_cut_flat_groups_and_raised_samples_wit
 
 
 def test_the_mechanism_pairs_seeds_and_steps_both_arms_logged():
-    """A seed one arm lacks (its GRPO failed) and steps a run did not reach are left out, not misaligned."""
+    """A seed one arm lacks (its GRPO failed), steps a run did not reach and a step not measured (NaN: groups
+    split across processes) are left out, not misaligned."""
     from agentdata.experiment.mechanism import mechanism
 
     runs = {
@@ -409,7 +413,7 @@ def test_the_mechanism_pairs_seeds_and_steps_both_arms_logged():
             0: {"groups/flat_share": [[1, 0.0], [2, 0.5], [3, 0.5]]},
             1: {"groups/flat_share": [[1, 0.5], [2, 0.5]]},
         },
-        "random": {1: {"groups/flat_share": [[1, 1.0], [2, 1.0], [3, 1.0]]}},
+        "random": {1: {"groups/flat_share": [[1, 1.0], [2, 1.0], [3, 1.0], [4, float("nan")]]}},  # 4: not measured
     }
     found = mechanism(runs, ["band", "random"])
     (difference,) = found["differences"]

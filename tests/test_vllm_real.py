@@ -388,6 +388,9 @@ def test_a_seed_reproduces_a_sampled_collect_on_vllm_whatever_shares_its_batches
     bfloat16 a row's logits depend on which other rows share its batch, so a rerun whose tool calls ended at
     other moments sampled other tokens (bench/RESULTS_findings.md, session 13)."""
     engine = load_engine("tir:vllm:smollm2")
+    # Started from this thread: the server is sent SIGTERM when the thread that started it ends (PR_SET_PDEATHSIG
+    # is per thread), and a collect's ready() would start it in its event loop's executor, which ends with it.
+    engine.inner.start()
     try:
         first, second = seeded_collect_twice(engine, tmp_path, (12, 1))  # tests/seeded_collect.py
     finally:

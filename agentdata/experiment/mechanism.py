@@ -32,9 +32,8 @@ Runs = dict[int, dict[str, list[list[float]]]]  # repetition -> series key -> [[
 def step_matrix(runs: dict[str, Runs], arms: list[str], key: str) -> tuple[list[int], np.ndarray] | None:
     """`key`'s values of `arms` on the seeds every one of them logged it and the steps all those runs share:
     (seeds, array of arms x seeds x steps); None where nothing is shared."""
-    per_arm = [
-        {rep: dict(map(tuple, series[key])) for rep, series in runs[arm].items() if series.get(key)} for arm in arms
-    ]
+    per_arm = [{rep: _points(series.get(key)) for rep, series in runs[arm].items()} for arm in arms]
+    per_arm = [{rep: points for rep, points in found.items() if points} for found in per_arm]
     seeds = sorted(set.intersection(*(set(found) for found in per_arm)))
     if not seeds:
         return None
@@ -42,6 +41,11 @@ def step_matrix(runs: dict[str, Runs], arms: list[str], key: str) -> tuple[list[
     if not steps:
         return None
     return seeds, np.array([[[found[rep][step] for step in steps] for rep in seeds] for found in per_arm], dtype=float)
+
+
+def _points(series: list[list[float]] | None) -> dict[float, float]:
+    """step -> value, leaving out a step whose value is not a number (NaN: groups split across processes)."""
+    return {step: value for step, value in series or [] if not np.isnan(value)}
 
 
 def interval_of(values: np.ndarray) -> Interval:
