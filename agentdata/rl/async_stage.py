@@ -37,7 +37,7 @@ def async_grpo_arguments(config: GRPOStageConfig, out_dir: Path) -> Any:
     """TRL's AsyncGRPOConfig: the synchronous stage's arguments where TRL's asynchronous trainer has them."""
     from trl.experimental.async_grpo import AsyncGRPOConfig
 
-    from agentdata.rl.run import grpo_arguments
+    from agentdata.rl.stage_inputs import grpo_arguments
     from agentdata.training.trl_settings import trl_arguments
 
     shared = grpo_arguments(config, out_dir, use_vllm=False)
@@ -83,7 +83,7 @@ def start_engine(config: GRPOStageConfig, tokenizer: Any, model_dir: Path) -> tu
         return engine, engine, CopyWeightTransfer(engine), None, "policy-copy"
     check_async_engine(config)
     from agentdata.rl.async_engines import ServerScorer
-    from agentdata.rl.run import start_rollout_server
+    from agentdata.rl.stage_inputs import start_rollout_server
     from agentdata.rl.vllm_completions import CompletionsClient
     from agentdata.rl.vllm_push import FileWeightPush, check_file_push_server
     from agentdata.rl.vllm_server_policy import ServerVLLMEngine
@@ -144,7 +144,7 @@ def build_async_trainer(config: GRPOStageConfig, sandbox: Any, engine_parts: tup
     from agentdata.rl.async_worker import AgentRolloutWorker
     from agentdata.rl.rewards import reward_functions
     from agentdata.rl.rollout import AgentRollout
-    from agentdata.rl.run import load_pool, pool_dataset
+    from agentdata.rl.stage_inputs import load_pool, pool_dataset
     from agentdata.training.metrics import MetricsFileCallback, ProgressCallback
     from agentdata.training.model import load_tokenizer, resolve_model_dir
 
@@ -226,7 +226,7 @@ def run_async_grpo(config: GRPOStageConfig) -> Any:
     from agentdata.engines.trained import TrainedPrompt, write_trained_prompt
     from agentdata.evaluation.curves import SCALING_PLOT, scaling_plot
     from agentdata.events import note
-    from agentdata.rl.run import GRPOResult
+    from agentdata.rl.stage_inputs import GRPOResult
     from agentdata.sandbox import open_sandbox
     from agentdata.training.metrics import read_metrics
     from agentdata.training.model import load_tokenizer, resolve_model_dir, resume_path, save_trained
