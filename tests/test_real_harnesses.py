@@ -138,7 +138,8 @@ def test_qwen_agent_against_the_real_default_engine_sees_its_tools_and_examples(
     problems.write_text("".join(json.dumps({"question": q, "answer": a}) + "\n" for q, a in ladder))
     harness = f"{peer('qwenagent')} {EXAMPLES / 'qwen_agent_sandboxfusion.py'}"
     args = ["collect", str(problems), "--teacher", "smollm2-tir", "--harness", harness, "--out", str(tmp_path / "run")]
-    flags = ["--sandbox", sandbox_service, "--concurrency", "2", "--temperature", "0", "--json", "harness_timeout=300"]
+    flags = ["--sandbox", sandbox_service, "--concurrency", "2", "--temperature", "0", "--max-new-tokens", "160"]
+    flags += ["--json", "harness_timeout=300"]  # greedy, 160 tokens a request: the run fills what qwen-agent leaves
     assert run_cli([*args, *flags]) == 0
     trajectories = read_trajectories(tmp_path / "run")
     assert len(trajectories) == 2 and all(t.finish_reason == "answer" for t in trajectories)
