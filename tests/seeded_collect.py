@@ -3,7 +3,17 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
+
+# The sandbox's part, not the model's: code that prints an object (`<generator object ... at 0x7f42...>`) shows
+# an address that moves from run to run (address-space randomisation), so tool outputs are compared without it.
+ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+
+
+def without_addresses(messages: list[dict]) -> str:
+    return ADDRESS.sub(" at 0x…", json.dumps(messages, sort_keys=True))
 
 
 def seeded_collect_twice(engine, tmp_path: Path, concurrencies: tuple[int, int]) -> tuple[dict, dict]:
@@ -20,5 +30,5 @@ def seeded_collect_twice(engine, tmp_path: Path, concurrencies: tuple[int, int])
         loop = LoopConfig(temperature=1.0, max_new_tokens=96, max_tool_calls=2, protocol="codeblock")
         config = CollectConfig(model=engine.spec, concurrency=concurrency, samples=2, seed=3, loop=loop)
         collect(problems, tmp_path / f"run-{index}", config, engine=engine)
-        found.append({row.id: row.messages for row in read_trajectories(tmp_path / f"run-{index}")})
+        found.append({row.id: without_addresses(row.messages) for row in read_trajectories(tmp_path / f"run-{index}")})
     return found[0], found[1]
