@@ -8,12 +8,19 @@ import re
 from pathlib import Path
 
 # The sandbox's part, not the model's: code that prints an object (`<generator object ... at 0x7f42...>`) shows
-# an address that moves from run to run (address-space randomisation), so tool outputs are compared without it.
+# an address that moves from run to run (address-space randomisation), and the model's next turn then reads
+# another prompt. A trajectory is compared up to such an output, the address masked; what follows it is not.
 ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 
 def without_addresses(messages: list[dict]) -> str:
-    return ADDRESS.sub(" at 0x…", json.dumps(messages, sort_keys=True))
+    """The messages as JSON, up to and including the first whose text holds an object's address (masked)."""
+    kept = []
+    for message in messages:
+        kept.append(message)
+        if ADDRESS.search(json.dumps(message)):
+            break
+    return ADDRESS.sub(" at 0x…", json.dumps(kept, sort_keys=True))
 
 
 def seeded_collect_twice(
