@@ -396,5 +396,5 @@ def test_a_seed_reproduces_a_sampled_collect_on_vllm_whatever_shares_its_batches
     finally:
         asyncio.run(engine.aclose())
     assert len(first) == 12 and first.keys() == second.keys()
-    assert sum(len(messages) > 2 for messages in first.values()) >= 1  # some ran code: several turns each
+    assert sum('"role": "tool"' in messages for messages in first.values()) >= 1  # some ran code
     assert [tid for tid in first if first[tid] != second[tid]] == []
