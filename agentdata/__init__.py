@@ -2,4 +2,4 @@
 
 # The one place the version is written: pyproject.toml reads it from here (its version is dynamic), and every
 # run dir, set card and report records it through agentdata.versions. CHANGELOG.md says what each one changed.
-__version__ = "0.5.0"
+__version__ = "0.6.0"
