@@ -259,7 +259,7 @@ def test_eval_command_with_openai_engine_and_local_sandbox(tmp_path, benchmarks,
     assert with_tool["finish_reasons"] == {"answer": 6}
     assert "avg@2 66.7% [" in printed.out  # every score is shown with its interval
     # the engine that ran is named (in the summary, and in the report)
-    assert "engine: served on openai-compatible server" in " ".join(printed.out.split())
+    assert "engine · served: openai-compatible server" in " ".join(printed.out.split())
     assert {r["engine"] for r in report["results"]} == {"openai-compatible server"}
 
 

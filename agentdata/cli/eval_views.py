@@ -149,14 +149,14 @@ def comparison_lines(comparisons: list[dict[str, Any]], title: str) -> Group:
     return Group(*lines)
 
 
-def engines_line(results: list[Any]) -> str:
+def engines_lines(results: list[Any]) -> list[str]:
     """Which engine each model ran on (a spec such as `smollm2` or `auto:DIR` runs on the engine this machine
-    has), or that its responses were all reused from an earlier run."""
+    has), or that its responses were all reused from an earlier run: a line per model, so a narrow terminal
+    reads each whole."""
     engines: dict[str, set[str]] = {}
     for result in results:
-        engines.setdefault(result.model, set()).add(result.engine or "none: reused the earlier responses")
-    said = " · ".join(f"{model} on {', '.join(sorted(names))}" for model, names in engines.items())
-    return escape(f"engine: {said}")
+        engines.setdefault(result.model, set()).add(result.engine or "none (reused earlier responses)")
+    return [escape(f"engine · {model}: {', '.join(sorted(names))}") for model, names in engines.items()]
 
 
 def eval_views(report: Any, out: Path, shard: Any = None) -> Iterator[Any]:
@@ -174,7 +174,7 @@ def eval_views(report: Any, out: Path, shard: Any = None) -> Iterator[Any]:
         )
         return
     yield results_tables(report.results, title=f"eval · {out} · 95% intervals over problems")
-    yield engines_line(report.results)
+    yield from engines_lines(report.results)
     if report.comparisons:
         title = f"paired differences against {report.results[0].model}"
         yield Fitted(comparisons_table(report.comparisons, title), comparison_lines(report.comparisons, title))
