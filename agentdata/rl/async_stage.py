@@ -28,6 +28,7 @@ from transformers import PrinterCallback, TrainerCallback
 
 from agentdata.errors import UserError
 from agentdata.rl.config import GRPOStageConfig
+from agentdata.rl.validation import validation_callback
 
 ROLLOUT_STATE_FILE = "agentdata_rollout_state.json"
 HEARTBEAT_STALE_S = 1800.0  # a CPU batch of agentic rollouts can take minutes: TRL's 300 s would call it hung
@@ -191,32 +192,11 @@ def build_async_trainer(config: GRPOStageConfig, sandbox: Any, engine_parts: tup
     trainer.remove_callback(PrinterCallback)  # our callback prints one line per step instead
     # Added after TRL's own callbacks, so a checkpoint and an evaluation at a step follow the step's weight sync.
     trainer.add_callback(RolloutStateCallback(trainer, first_group))
-    validation = validation_callback(config, trainer, rollout.engine, sandbox)
+    # held out on the rollout engine, which holds the weights TRL published after the step
+    validation = validation_callback(config, trainer, lambda: contextlib.nullcontext(rollout.engine), sandbox)
     if validation is not None:
         trainer.add_callback(validation)
     return trainer, worker, clock
-
-
-def validation_callback(config: GRPOStageConfig, trainer: Any, engine: Any, sandbox: Any) -> Any:
-    """Held-out evaluation on the rollout engine, which holds the weights TRL published after the step."""
-    if not config.validation.enabled:
-        return None
-    from agentdata.evaluation.during_training import ValidationCallback
-    from agentdata.evaluation.validation import GRPO_EVAL_EVERY
-    from agentdata.training.metrics import tracker_callbacks
-
-    return ValidationCallback(
-        config.validation,
-        config.loop,
-        config.out,
-        lambda: contextlib.nullcontext(engine),
-        "GRPO",
-        every=config.validation.eval_every or GRPO_EVAL_EVERY,
-        at_start=True,
-        sandbox=sandbox,
-        seed=config.seed,
-        trackers=lambda: tracker_callbacks(trainer),
-    )
 
 
 def run_async_grpo(config: GRPOStageConfig) -> Any:
@@ -224,11 +204,9 @@ def run_async_grpo(config: GRPOStageConfig) -> Any:
     import os
 
     from agentdata.engines.trained import TrainedPrompt, write_trained_prompt
-    from agentdata.evaluation.curves import SCALING_PLOT, scaling_plot
     from agentdata.events import note
-    from agentdata.rl.stage_inputs import GRPOResult
+    from agentdata.rl.stage_inputs import stage_result
     from agentdata.sandbox import open_sandbox
-    from agentdata.training.metrics import read_metrics
     from agentdata.training.model import load_tokenizer, resolve_model_dir, resume_path, save_trained
     from agentdata.training.trl_settings import write_trl_settings
 
@@ -254,17 +232,6 @@ def run_async_grpo(config: GRPOStageConfig) -> Any:
         sandbox.close()
         if server is not None:
             server.stop()
-    history = read_metrics(out_dir / "metrics.jsonl")
-    plots = [scaling_plot(history, out_dir / "plots" / SCALING_PLOT)] if config.plots else []
     transfer = engine_parts[2]
-    return GRPOResult(
-        out_dir,
-        trainer.state.global_step,
-        time.perf_counter() - started,
-        out_dir / "metrics.jsonl",
-        plots,
-        history,
-        clock.steps,
-        rollouts=f"async-{engine_parts[4]}",
-        weight_pushes=getattr(getattr(transfer, "pusher", transfer), "pushes", 0),
-    )
+    pushes = getattr(getattr(transfer, "pusher", transfer), "pushes", 0)
+    return stage_result(config, trainer.state.global_step, started, clock.steps, f"async-{engine_parts[4]}", pushes)

@@ -11,16 +11,22 @@ from transformers import PrinterCallback, TrainerCallback
 from agentdata.agent.loop import config_tools
 from agentdata.engines.demonstrated import demonstrated_policy
 from agentdata.engines.trained import TrainedPrompt, write_trained_prompt
-from agentdata.evaluation.curves import SCALING_PLOT, scaling_plot
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.rl.rewards import reward_functions
 from agentdata.rl.rollout import AgentRollout
 from agentdata.rl.rollout_engines import RolloutPlan, attach_rollout_engine, plan_rollouts
-from agentdata.rl.stage_inputs import GRPOResult, load_pool, pool_dataset, start_rollout_server, trl_grpo_config
+from agentdata.rl.stage_inputs import (
+    GRPOResult,
+    load_pool,
+    pool_dataset,
+    stage_result,
+    start_rollout_server,
+    trl_grpo_config,
+)
 from agentdata.rl.trainer import AgentGRPOTrainer
-from agentdata.rl.validation import validation_callback
+from agentdata.rl.validation import policy_engine, validation_callback
 from agentdata.training.memory import ReleaseMemoryCallback
-from agentdata.training.metrics import MetricsFileCallback, ProgressCallback, read_metrics
+from agentdata.training.metrics import MetricsFileCallback, ProgressCallback
 from agentdata.training.model import load_model, load_tokenizer, resolve_model_dir, resume_path, save_trained
 from agentdata.training.trl_settings import write_trl_settings
 
@@ -91,7 +97,7 @@ def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any, plan: RolloutPlan 
     trainer.remove_callback(PrinterCallback)  # our callback prints one line per step instead
     attach_rollout_engine(trainer, rollout, tokenizer, plan)
     rollout.engine = demonstrated_policy(config.model, rollout.engine)
-    validation = validation_callback(config, trainer, rollout, sandbox)
+    validation = validation_callback(config, trainer, lambda: policy_engine(trainer, rollout), sandbox)
     if validation is not None:  # at step 0, every eval_every steps and after the last; saves a checkpoint each time
         trainer.add_callback(validation)
     return trainer, rollout, step_times
@@ -131,16 +137,5 @@ def run_grpo(config: GRPOStageConfig) -> GRPOResult:
             server.stop()
         if (pusher := getattr(trainer, "weight_push", None)) is not None:
             pusher.close()
-    history = read_metrics(out_dir / "metrics.jsonl")
-    plots = [scaling_plot(history, out_dir / "plots" / SCALING_PLOT)] if config.plots else []
-    return GRPOResult(
-        out_dir,
-        trainer.state.global_step,
-        time.perf_counter() - started,
-        out_dir / "metrics.jsonl",
-        plots,
-        history,
-        step_times.steps,
-        rollouts=plan.kind,
-        weight_pushes=getattr(getattr(trainer, "weight_push", None), "pushes", 0),
-    )
+    pushes = getattr(getattr(trainer, "weight_push", None), "pushes", 0)
+    return stage_result(config, trainer.state.global_step, started, step_times.steps, plan.kind, pushes)

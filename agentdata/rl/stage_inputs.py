@@ -4,13 +4,16 @@ stage's result."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agentdata.errors import UserError
+from agentdata.evaluation.curves import SCALING_PLOT, scaling_plot
 from agentdata.records import Problem
 from agentdata.rl.config import GRPOStageConfig
+from agentdata.training.metrics import read_metrics
 from agentdata.training.model import resolve_model_dir
 from agentdata.training.trl_settings import trl_arguments
 
@@ -120,3 +123,23 @@ def start_rollout_server(config: GRPOStageConfig) -> Any:
     model_dir = resolve_model_dir(config.model)
     note("GRPO", f"rollouts from vLLM: starting its server on {model_dir} (the weights pushed after every step)")
     return VLLMServer(ServerSettings(model=str(model_dir), dev_mode=True, seed=config.seed)).start()
+
+
+def stage_result(
+    config: GRPOStageConfig, steps: int, started: float, step_times: list, rollouts: str, weight_pushes: int
+) -> GRPOResult:
+    """A finished stage's result, either stage's: its metrics as logged and the scaling plot drawn from them."""
+    out_dir = Path(config.out)
+    history = read_metrics(out_dir / "metrics.jsonl")
+    plots = [scaling_plot(history, out_dir / "plots" / SCALING_PLOT)] if config.plots else []
+    return GRPOResult(
+        out_dir,
+        steps,
+        time.perf_counter() - started,
+        out_dir / "metrics.jsonl",
+        plots,
+        history,
+        step_times,
+        rollouts=rollouts,
+        weight_pushes=weight_pushes,
+    )

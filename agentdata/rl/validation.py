@@ -15,8 +15,10 @@ from typing import Any
 from agentdata.evaluation.validation import GRPO_EVAL_EVERY
 
 
-def validation_callback(config: Any, trainer: Any, rollout: Any, sandbox: Any) -> Any:
-    """The callback for a GRPOStageConfig with eval problems (None without)."""
+def validation_callback(config: Any, trainer: Any, policy: Any, sandbox: Any) -> Any:
+    """The callback for a GRPOStageConfig with eval problems (None without); `policy()` is a context that gives
+    the engine holding the policy's current weights (the synchronous stage: `policy_engine`; the asynchronous
+    one: its rollout engine, which TRL's weight transfer keeps current)."""
     if not config.validation.enabled:
         return None
     from agentdata.evaluation.during_training import ValidationCallback
@@ -26,7 +28,7 @@ def validation_callback(config: Any, trainer: Any, rollout: Any, sandbox: Any) -
         config.validation,
         config.loop,
         config.out,
-        lambda: policy_engine(trainer, rollout),
+        policy,
         "GRPO",
         every=config.validation.eval_every or GRPO_EVAL_EVERY,
         at_start=True,
