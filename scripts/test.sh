@@ -21,4 +21,4 @@ ruff format --check .
 # (a full run 1090 s -> 904 s beside a recipe, 2026-12-03). AGENTDATA_TEST_WORKERS=0 runs them in one process.
 # A worker that dies (a crash, a test stuck past its timeout: tests/timeout_backstop.py) ends the run at once, naming its
 # test: replacing it can hang xdist under --dist loadgroup (tests/test_ci_bounds.py).
-python -m pytest -q -n "${AGENTDATA_TEST_WORKERS:-2}" --dist loadgroup --max-worker-restart=0 "$@"
+python -m pytest -q -n "${AGENTDATA_TEST_WORKERS:-2}" --dist loadgroup --max-worker-restart=0 --durations=20 "$@"
