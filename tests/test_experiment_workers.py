@@ -153,6 +153,14 @@ def gone(pid: int) -> bool:
     return "State:\tZ" in state  # ended, waiting for init to reap it
 
 
+def recorded_stages(record: Path) -> list[str]:
+    """The stages an arm's record lists as done; none while it is missing or half written."""
+    try:
+        return [stage["stage"] for stage in json.loads(record.read_text())["stages"]]
+    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+        return []
+
+
 @pytest.mark.slow  # collects, trains and evaluates tiny models for real
 @pytest.mark.timeout(1200)
 def test_a_worker_killed_fails_its_arm_alone_and_the_same_command_completes_it(
@@ -166,7 +174,9 @@ def test_a_worker_killed_fails_its_arm_alone_and_the_same_command_completes_it(
     parent = start_cli(path, out)
     pids = worker_pids(out, arms, parent)
     deadline = time.monotonic() + 240
-    while not list((out / "work").glob("collect-*/result.json")):  # the real arm's collect is done: kill it after
+    # The real arm's own record lists its collect as done (written after the stage's result.json, so a kill
+    # between the two, on a busy machine, would find the arm still in its collect): kill it after.
+    while "collect" not in recorded_stages(out / "arms" / "real" / "seed-0.json"):
         assert time.monotonic() < deadline and parent.poll() is None
         time.sleep(0.2)
     os.kill(pids["real"], signal.SIGKILL)  # as the kernel's OOM killer would
