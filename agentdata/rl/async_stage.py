@@ -144,8 +144,7 @@ def build_async_trainer(config: GRPOStageConfig, sandbox: Any, engine_parts: tup
     from agentdata.rl.async_trainer import AgentAsyncGRPOTrainer
     from agentdata.rl.async_worker import AgentRolloutWorker
     from agentdata.rl.rewards import reward_functions
-    from agentdata.rl.rollout import AgentRollout
-    from agentdata.rl.stage_inputs import load_pool, pool_dataset
+    from agentdata.rl.stage_inputs import load_pool, pool_dataset, stage_rollout
     from agentdata.training.metrics import MetricsFileCallback, ProgressCallback
     from agentdata.training.model import load_tokenizer, resolve_model_dir
 
@@ -156,16 +155,7 @@ def build_async_trainer(config: GRPOStageConfig, sandbox: Any, engine_parts: tup
     model_dir = resolve_model_dir(config.model)
     tokenizer = load_tokenizer(model_dir, config.prompt_template)
     problems = load_pool(config)
-    rollout = AgentRollout(
-        problems,
-        demonstrated_policy(config.model, engine),
-        sandbox,
-        config.loop,
-        config.num_generations,
-        seed=config.seed,
-        online_band=config.online_band,
-        online_band_rounds=config.online_band_rounds,
-    )
+    rollout = stage_rollout(config, problems, demonstrated_policy(config.model, engine), sandbox)
     worker = AgentRolloutWorker(
         rollout,
         tokenizer,

@@ -20,6 +20,7 @@ from agentdata.rl.stage_inputs import (
     load_pool,
     pool_dataset,
     stage_result,
+    stage_rollout,
     start_rollout_server,
     trl_grpo_config,
 )
@@ -67,16 +68,7 @@ def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any, plan: RolloutPlan 
     tokenizer = load_tokenizer(model_dir, config.prompt_template)
     problems = load_pool(config)
     plan = plan or plan_rollouts(config.use_vllm, config.vllm_server)
-    rollout = AgentRollout(
-        problems,
-        None,
-        sandbox,
-        config.loop,
-        config.num_generations,
-        seed=config.seed,
-        online_band=config.online_band,
-        online_band_rounds=config.online_band_rounds,
-    )
+    rollout = stage_rollout(config, problems, None, sandbox)
     step_times = StepTimeCallback(rollout)
     trainer = AgentGRPOTrainer(
         model=load_model(model_dir, bf16=config.bf16),

@@ -143,3 +143,19 @@ def stage_result(
         rollouts=rollouts,
         weight_pushes=weight_pushes,
     )
+
+
+def stage_rollout(config: GRPOStageConfig, problems: list[Problem], engine: Any, sandbox: Any) -> Any:
+    """The agent loop's rollouts over the pool, as both stages run them (`engine` None: attached later)."""
+    from agentdata.rl.rollout import AgentRollout
+
+    return AgentRollout(
+        problems,
+        engine,
+        sandbox,
+        config.loop,
+        config.num_generations,
+        seed=config.seed,
+        online_band=config.online_band,
+        online_band_rounds=config.online_band_rounds,
+    )
