@@ -155,3 +155,18 @@ def test_a_flag_given_twice_is_refused_as_a_key_is(capsys, args, says):
 def test_a_repeatable_flag_still_repeats(capsys):
     tree = printed(capsys, ["eval", "smollm2", "bench.jsonl", "--compare", "a=hf:x", "--compare", "b=hf:y"])
     assert tree["max_turns"]["source"] == "default"  # both --compare taken, nothing refused
+
+
+def test_model_is_the_engine_options_model_key_over_the_file_and_the_engine_option_flag(tmp_path, capsys):
+    config = tmp_path / "collect.yaml"
+    config.write_text("engine_options:\n  model: from-file\n  api_key: k\n")
+    collect = ["collect", "--teacher", "openai:http://127.0.0.1:9/v1", "--config", str(config)]
+    tree = printed(capsys, [*collect, "--model", "served"])
+    assert tree["engine_options"] == {"value": {"model": "served", "api_key": "k"}, "source": "flag --model"}
+    tree = printed(
+        capsys, [*collect, "--engine-option", "model=flag", "--model", "served"]
+    )  # the flag replaced the file's
+    assert tree["engine_options"]["value"] == {"model": "served"}
+    eval_tree = printed(capsys, ["eval", "openai:http://127.0.0.1:9/v1", "a.jsonl", "--model", "served"])
+    profile = printed(capsys, ["filter", "--student", "openai:http://127.0.0.1:9/v1", "--model", "served"])["profile"]
+    assert eval_tree["engine_options"]["value"] == profile["engine_options"]["value"] == {"model": "served"}

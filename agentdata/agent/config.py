@@ -240,6 +240,19 @@ def check_harness_settings(command: str, loop: LoopConfig) -> None:
             )
 
 
+def engine_options_field() -> Any:
+    """The engine's options (collect's, filter's profile, eval's): `--engine-option KEY=VALUE`, and `--model NAME`
+    for the name an openai: server serves the model under (its `model` key, over `--engine-option model=`)."""
+    return field(
+        default_factory=dict,
+        metadata={
+            "help": "KEY=VALUE passed to the engine (repeatable; VALUE is JSON or text).",
+            "flag": "--engine-option",
+            "key_flags": {"model": "Model name for openai: engines (an engine option)."},
+        },
+    )
+
+
 def rollout_loop() -> LoopConfig:
     """The loop of RL rollouts: the shared defaults at ROLLOUT_TEMPERATURE (engines/base.py). GRPO's rollouts
     run this loop, and filter profiles the student with it so the pass rates are the ones GRPO will see."""
@@ -270,13 +283,7 @@ class CollectConfig:
     shard_size: int = field(
         default=64, metadata={"help": "Trajectories per Parquet shard.", "range": "[1, 1000000]", "override_only": True}
     )
-    engine_options: dict[str, Any] = field(
-        default_factory=dict,
-        metadata={
-            "help": "KEY=VALUE passed to the engine (repeatable; VALUE is JSON or text).",
-            "flag": "--engine-option",
-        },
-    )
+    engine_options: dict[str, Any] = engine_options_field()
     retry_errors: bool = field(
         default=True,
         metadata={

@@ -9,16 +9,7 @@ import typer
 from rich.markup import escape
 
 from agentdata.agent.config import CollectConfig
-from agentdata.cli.common import (
-    AnswerField,
-    ModelName,
-    ProblemsFile,
-    QuestionField,
-    output_dir,
-    read_problems,
-    tracked,
-    with_model,
-)
+from agentdata.cli.common import AnswerField, ProblemsFile, QuestionField, output_dir, read_problems, tracked
 from agentdata.cli.console import print_line
 from agentdata.cli.options import settings_command
 from agentdata.cli.render import show
@@ -32,7 +23,6 @@ def command(
     out: Annotated[Path, typer.Option("--out", "-o", help="Run dir; an existing one is resumed.")] = Path(
         "runs/collect"
     ),
-    model_name: ModelName = None,
     question_field: QuestionField = None,
     answer_field: AnswerField = None,
     *,
@@ -48,7 +38,7 @@ def command(
     check_trackers(tracking, "collect")
     output_dir(out, "--out", inputs=[problems_file])
     problems = read_problems(problems_file, question_field, answer_field)
-    config = with_model(config, model_name).for_run()  # an unset protocol: the teacher's own, read from its dir
+    config = config.for_run()  # an unset protocol: the teacher's own, read from its dir
     part = f" · shard {config.sharding.shard} (its share of the problems)" if config.sharding.shard else ""
     # a harness's rows are native whatever --protocol says: its own tools and calls, as the model made them
     protocol = "native" if config.harness else config.loop.protocol

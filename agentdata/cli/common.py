@@ -6,11 +6,10 @@ listed here: their options are generated from the dataclasses (cli/options.py).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Sequence
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,8 +20,6 @@ from agentdata.training.config import TrackingConfig
 
 if TYPE_CHECKING:
     from agentdata.records import Problem
-
-Settings = TypeVar("Settings")
 
 # Where this command writes: an unexpected error's traceback is logged there (cli/crash.py).
 _output_place: list[Path] = []
@@ -94,9 +91,6 @@ QuestionField = Annotated[
 AnswerField = Annotated[
     str | None, typer.Option("--answer-field", help="Column holding the gold answer (default: recognised names).")
 ]
-# The name an openai: server serves the model under (engine_options["model"]); the model itself is an engine spec
-# (collect's --teacher, filter's --student, eval's MODEL_SPEC).
-ModelName = Annotated[str | None, typer.Option("--model", help="Model name for openai: engines (an engine option).")]
 
 
 def read_problems(
@@ -111,13 +105,6 @@ def read_problems(
     if problems_file is None:
         return unique_problems(default_problems())
     return unique_problems(load_problems(problems_file, question_field, answer_field), problems_file)
-
-
-def with_model(config: Settings, model: str | None) -> Settings:
-    """The settings with --model folded into their engine options (`engine_options["model"]`)."""
-    if not model:
-        return config
-    return dataclasses.replace(config, engine_options={**config.engine_options, "model": model})
 
 
 def tracked(name: str, configs: dict[str, type]) -> Section:

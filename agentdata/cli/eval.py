@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from agentdata.cli.common import ModelName, output_dir, tracked, with_model
+from agentdata.cli.common import output_dir, tracked
 from agentdata.cli.console import print_line
 from agentdata.cli.options import settings_command
 from agentdata.cli.render import show
@@ -41,7 +41,6 @@ def command(
             "--compare", help="More models or checkpoints to evaluate and plot alongside (repeatable; LABEL=SPEC)."
         ),
     ] = None,
-    model_name: ModelName = None,
     *,
     config: EvalConfig,
     tracking: TrackingConfig,
@@ -54,7 +53,6 @@ def command(
 
     check_trackers(tracking, "eval")
     output_dir(out, "--out", bench_files, writes=OUT_NAMES)
-    config = with_model(config, model_name)
     models = [model_spec, *(compare or [])]
     if not as_json:
         print_line(

@@ -10,7 +10,6 @@ import typer
 from agentdata.agent.config import CollectConfig
 from agentdata.cli.common import (
     AnswerField,
-    ModelName,
     ProblemsFile,
     QuestionField,
     invocation,
@@ -18,7 +17,6 @@ from agentdata.cli.common import (
     output_set,
     read_problems,
     tracked,
-    with_model,
 )
 from agentdata.cli.console import print_line
 from agentdata.cli.options import settings_command
@@ -64,7 +62,6 @@ def command(
             "suffix: DIR/README.md + DIR/data/train.parquet).",
         ),
     ] = Path("pool.parquet"),
-    model_name: ModelName = None,
     profile_dir: Annotated[
         Path | None,
         typer.Option(help="Profile run dir (the cache); default <out folder>/profile/<student>-<settings digest>."),
@@ -88,7 +85,6 @@ def command(
         output_dir(profile_dir, "--profile-dir", inputs)
     output_set(out, "--out", (".parquet",), "the RL pool", inputs)
     problems = read_problems(problems_file, question_field, answer_field)
-    profiling = with_model(profiling, model_name)
     if not as_json:
         print_line(
             f"[bold]filter[/] {len(problems[: profiling.limit])} problems · student {profiling.model} · "

@@ -38,6 +38,7 @@ from agentdata.errors import UserError
 from agentdata.registry import load_object
 from agentdata.settings import (
     Append,
+    Extra,
     Given,
     Layer,
     Section,
@@ -65,7 +66,7 @@ class GeneratedOption:
     default: Any
     help: str
     field_type: Any  # the dataclass field's own type
-    kind: str  # "plain", "bool", "joined" (A,B), "repeat" (a list), "pairs" (KEY=VALUE), "parsed"
+    kind: str  # "plain", "bool", "joined" (A,B), "repeat" (a list), "pairs" (KEY=VALUE), "parsed", "key" (one key's)
     targets: tuple[str, ...] = ()  # the sections it sets
     param: str = ""  # the Python parameter behind it (unique in the command)
     split: bool = True  # a repeated option also takes comma-separated values
@@ -74,6 +75,7 @@ class GeneratedOption:
     panel: str | None = None  # the --help group it is listed in
     hidden: bool = False  # an old spelling: works, is not listed
     notice: str = ""  # said when the option is used (an old spelling)
+    key: str = ""  # a "key" option's key of its mapping setting (`--model` sets engine_options' `model`)
 
     def parameter(self) -> inspect.Parameter:
         decls = [f"{self.flag}/--no-{self.flag[2:]}"] if self.kind == "bool" else [self.flag, *self.aliases]
@@ -91,6 +93,8 @@ class GeneratedOption:
         """The flag's value in the field's terms."""
         if self.kind == "pairs":
             return parse_key_values(raw or [], self.flag)
+        if self.kind == "key":  # one key of a mapping, merged into what is below it (an empty one: nothing)
+            return Extra({self.key: raw} if raw else {})
         if self.kind == "parsed":  # a field with its own text form (metadata "parse")
             return load_object(self.parse)(raw, self.flag)
         if self.kind == "repeat" and self.split:
@@ -154,12 +158,37 @@ def generated_options(
         removed |= {"--" + end.replace("_", "-"): f"{option.flag} MIN,MAX" for end in ends}
         if len(option.targets) > 1:
             option.panel = EVERY_SECTION
+    options = [one for option in options for one in _with_key_options(sections, option)]  # `--model`
     options = [option for option in options if option.flag not in removed]  # the old flag means another now
     options += [_removed_option(flag, spelling, flag in switches) for flag, spelling in removed.items()]
     if sections.single:  # one section: every option in the one list
         for option in options:
             option.panel = None
     return options
+
+
+def _with_key_options(sections: Sections, option: GeneratedOption) -> list[GeneratedOption]:
+    """`option`, then `--KEY NAME` for each key of its mapping that has a flag of its own (metadata `key_flags`:
+    `--model NAME` is engine_options' `model`), merged into the mapping the file, overrides and flags make."""
+    item, _ = sections.sections[option.targets[0]].fields[option.name]
+    keys = item.metadata.get("key_flags", {})
+    return [option] + [
+        GeneratedOption(
+            option.name,
+            "--" + key.replace("_", "-"),
+            (),
+            Optional[str],
+            None,
+            text,
+            str,
+            "key",
+            option.targets,
+            f"{option.param}_{key}",
+            key=key,
+            panel=option.panel,
+        )
+        for key, text in keys.items()
+    ]
 
 
 def _removed_option(flag: str, spelling: str, switch: bool) -> GeneratedOption:
@@ -382,9 +411,19 @@ class _Invocation:
         flag over an override of the same setting."""
         values = dict(self.overrides)
         for option, value in self.given:
-            for section in option.targets:
+            for section in option.targets if option.kind != "key" else ():
                 values[f"{section}.{option.name}"] = Given(value, option.flag, flag=True)
         return values
+
+    def key_values(self) -> dict[str, Given]:
+        """What the flags of one key of a mapping gave (`--model`: engine_options' `model`), a layer over the
+        flags: merged into the mapping the layers below make."""
+        return {
+            f"{section}.{option.name}": Given(value, option.flag, flag=True)
+            for option, value in self.given
+            if option.kind == "key"
+            for section in option.targets
+        }
 
     def read_file(self, path: Path | None, plain_names: list[str]) -> None:
         """The file's settings; it may also set a command's own options (e.g. `out`), below the flags."""
@@ -402,9 +441,10 @@ class _Invocation:
                 raise UserError(f"{path}: {name}: {getattr(error, 'message', error)}") from None
 
     def layers(self) -> list[Layer]:
-        """The command's defaults < the file < the overrides and flags."""
+        """The command's defaults < the file < the overrides and flags < the flags of a mapping's key (`--model`)."""
         defaults, _ = self.sections.layer(self.defaults)
-        return [defaults, self.file_layer, self.sections.layer(self.flag_values())[0]]
+        flags, keys = self.sections.layer(self.flag_values())[0], self.sections.layer(self.key_values())[0]
+        return [defaults, self.file_layer, flags, keys]
 
     def build(self) -> dict[str, Any]:
         return self.sections.build(self.layers())

@@ -235,6 +235,7 @@ def _row(item: dataclasses.Field, annotation: typing.Any) -> str:
         flags += "".join(
             f" (`{command}`: `{item.name}=`)" for command, names in COMMAND_OVERRIDES.items() if item.name in names
         )
+    flags += "".join(f", `--{key.replace('_', '-')}` (its `{key}`)" for key in item.metadata.get("key_flags", {}))
     limits = item.metadata.get("range", "")
     if item.metadata.get("choices"):
         limits = " \\| ".join(map(str, item.metadata["choices"]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agentdata.agent.config import MAX_SAMPLES, CollectConfig, LoopConfig, ShardingConfig
+from agentdata.agent.config import MAX_SAMPLES, CollectConfig, LoopConfig, ShardingConfig, engine_options_field
 from agentdata.settings import check_fields
 
 
@@ -44,13 +44,7 @@ class EvalConfig:
     answer_field: str | None = field(
         default=None, metadata={"help": "Column holding the gold answer (default: recognised names)."}
     )
-    engine_options: dict[str, Any] = field(
-        default_factory=dict,
-        metadata={
-            "help": "KEY=VALUE passed to the engine (repeatable; VALUE is JSON or text).",
-            "flag": "--engine-option",
-        },
-    )
+    engine_options: dict[str, Any] = engine_options_field()
     loop: LoopConfig = field(default_factory=LoopConfig, metadata={"help": "The agent-loop settings."})
     sharding: ShardingConfig = field(
         default_factory=ShardingConfig,

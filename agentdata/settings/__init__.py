@@ -17,6 +17,8 @@ Every stage's settings are a dataclass whose fields carry their documentation:
   its `NAME=VALUE` override (a command's --help keeps its everyday flags, at most 25).
 - `parse: "module:function"` reads the field's own text form, from a flag, an override or a file
   (`domain_mix=math=0.5,code=0.5`).
+- `key_flags: {KEY: HELP}` on a mapping gives one of its keys a flag of its own (`--model NAME` sets
+  `engine_options`' `model`, over `--engine-option model=...` and the file's mapping).
 - `extra: "module:Type"` makes a dict field gather the names only that type knows (the stages' `trl`
   mapping takes any field of TRL's SFTConfig / GRPOConfig).
 - `was: (OLD_NAME,)` names a field's names of older releases (`teacher` for the rollout's `model`): a file,
@@ -55,7 +57,7 @@ from agentdata.settings.fields import (
     value_type,
 )
 from agentdata.settings.files import MAX_SETTINGS_BYTES, MAX_SETTINGS_VALUES, read_settings_file
-from agentdata.settings.sections import Append, Given, Layer, Section, Sections
+from agentdata.settings.sections import Append, Extra, Given, Layer, Section, Sections
 from agentdata.settings.values import Band, CountBand
 
 __all__ = [
@@ -66,6 +68,7 @@ __all__ = [
     "Append",
     "Band",
     "CountBand",
+    "Extra",
     "Given",
     "Layer",
     "Range",
