@@ -29,24 +29,31 @@ Every stage's settings are a dataclass whose fields carry their documentation:
 A dataclass field whose type is another settings dataclass composes it (`loop: LoopConfig`):
 its fields stay flat on the command line and in records (`--max-tool-calls`, `"max_tool_calls"`), so
 `flatten` and `build` convert between the nested objects and the flat names. Value types with
-rules of their own (`Band`, `CountBand`) are in `values.py`; a command's settings as sections of
-dataclasses, fed by layers (defaults < file < flags or code), are `sections.py`; files are read
-by `files.py`.
+rules of their own (`Band`, `CountBand`) are in `values.py`; what a field declares is `fields.py`;
+a given value made its field's type, checked, and a dataclass built from flat values are `build.py`;
+a command's settings as sections of dataclasses, fed by layers (defaults < file < flags or code),
+are `sections.py`; files are read by `files.py`.
 This package imports no other part of agentdata but `errors` (and `inputs` to read a file).
 """
 
-from agentdata.settings.build import build, composed_names, flat_names, flatten, unnest
+from agentdata.settings.build import (
+    Range,
+    build,
+    check_fields,
+    coerce,
+    composed_names,
+    field_range,
+    flat_names,
+    flatten,
+    unnest,
+)
 from agentdata.settings.fields import (
     NONE_WORD,
     SHOWN_CHARS,
-    Range,
     SettingError,
     SettingValue,
-    check_fields,
-    coerce,
     cut,
     default_of,
-    field_range,
     field_types,
     gone,
     is_settings,

@@ -34,10 +34,9 @@ from typing import Any
 
 from agentdata.errors import UserError
 from agentdata.registry import load_object
-from agentdata.settings.build import _build, composed_names, unnest
+from agentdata.settings.build import _build, coerce, composed_names, unnest
 from agentdata.settings.fields import (
     SettingError,
-    coerce,
     default_of,
     field_types,
     gone,
