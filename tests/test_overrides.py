@@ -105,7 +105,7 @@ def test_a_path_that_looks_like_a_key_stays_a_path(tmp_path, monkeypatch):
     import typer
 
     from agentdata.cli.app import app
-    from agentdata.cli.overrides import split_overrides
+    from agentdata.cli.options import split_overrides
 
     monkeypatch.chdir(tmp_path)
     Path("keep=x.parquet").touch()

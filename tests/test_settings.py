@@ -374,7 +374,7 @@ def test_only_cli_imports_rich():
 @pytest.mark.parametrize("path", [path for path, _ in COMMANDS], ids=" ".join)
 def test_every_settings_command_takes_key_value_overrides(path):
     """One key space: every command with settings takes `KEY=VALUE` (import took --config only)."""
-    from agentdata.cli.overrides import SettingsCommand
+    from agentdata.cli.options import SettingsCommand
 
     command = typer.main.get_command(app)
     for name in path:

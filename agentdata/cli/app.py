@@ -17,7 +17,7 @@ from agentdata.cli import filter as filter_cmd
 from agentdata.cli.common import forget_output_place, output_place, record_invocation
 from agentdata.cli.console import print_error
 from agentdata.cli.crash import write_crash_log
-from agentdata.cli.overrides import SettingsCommand
+from agentdata.cli.options import SettingsCommand
 from agentdata.errors import UserError, write_refusal
 
 # Newer typer vendors click: take the usage-error classes from wherever typer's own come from.
@@ -44,7 +44,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-# A settings command takes `KEY=VALUE` overrides among its arguments (cli/overrides.py).
+# A settings command takes `KEY=VALUE` overrides among its arguments (cli/options.py, cli/overrides.py).
 app.command("collect", cls=SettingsCommand)(collect.command)
 app.command("curate", cls=SettingsCommand)(curate.command)
 app.command("filter", cls=SettingsCommand)(filter_cmd.command)

@@ -1,7 +1,7 @@
 """What every command shares: option aliases defined once, the problems argument, the output checks.
 
 The settings of the stages (the agent loop, collect, curate, filter, eval, ...) are not
-listed here: their options are generated from the dataclasses (cli/options.py).
+listed here: their options are generated from the dataclasses (cli/flags.py).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from rich.table import Table
 from agentdata.cli import render
 from agentdata.cli.common import output_dir
 from agentdata.cli.console import console, print_line
-from agentdata.cli.options import JSON_HELP
+from agentdata.cli.flags import JSON_HELP
 from agentdata.cli.overrides import given_overrides, override_pairs
 from agentdata.cli.progress import rendering
 from agentdata.errors import UserError

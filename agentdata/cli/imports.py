@@ -12,8 +12,7 @@ from rich.table import Table
 
 from agentdata.cli.common import AnswerField, QuestionField, output_dir
 from agentdata.cli.console import print_line
-from agentdata.cli.options import settings_command
-from agentdata.cli.overrides import SettingsCommand
+from agentdata.cli.options import SettingsCommand, settings_command
 from agentdata.cli.render import show
 from agentdata.inputs import check_input
 from agentdata.traces.config import ImportConfig

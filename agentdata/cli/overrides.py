@@ -1,13 +1,12 @@
-"""Dotted overrides on the command line, and `--print-config`: the settings dialect of every settings command.
+"""The `KEY=VALUE` dialect of every settings command, and `--print-config`: override words, never a flag's value.
 
     agentdata train --config train.yaml rl.max_steps=3 sft.learning_rate=2e-5
 
 A positional `KEY=VALUE` sets a setting the way a `--config` file does (`rl.max_steps=3` is the file's
 `rl:` section's `max_steps: 3`; a name without a section sets every section having it), as verl's and
 torchtune's Hydra-style overrides are typed. VALUE is JSON (`3`, `true`, `[1, 2]`, `null`) or else text. The
-command class (`SettingsCommand`) takes them out of the arguments before click parses the rest, so a value
-of an option (`--engine-option a=1`) is never one, and a mistyped key where a command's input paths go is
-told as a key, not as a missing file. Values come from: the defaults < the file < overrides < flags. A key
+command class (`SettingsCommand`, cli/options.py) takes the words out of the arguments before click parses the
+rest; here they are read as keys and values. Values come from: the defaults < the file < overrides < flags. A key
 no section knows is one line naming the closest real keys; a key given twice is one line, as in a file.
 `experiment` takes the same words over its recipe's base (with a recipe's keys).
 
@@ -20,11 +19,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import typer
-from typer.core import TyperCommand
 
 from agentdata.errors import UserError
 from agentdata.settings import Given, Layer, Sections, cut, flatten, unknown_setting
@@ -37,92 +34,8 @@ PRINT_CONFIG_HELP = (
 OVERRIDE_MARK = "="  # the `where` of an override ends so: `rl.max_steps=` (SettingError writes `rl.max_steps=0`)
 
 
-class SettingsCommand(TyperCommand):
-    """A command that also takes `KEY=VALUE` overrides among its arguments (see the module doc)."""
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        sections = getattr(self.callback, "sections", None)
-        known = known_keys(sections) if sections is not None else set()
-        rest, overrides = split_overrides(args, self.params, known)
-        refuse_repeated_options(rest, self.params)
-        ctx.meta[META_KEY] = overrides
-        return super().parse_args(ctx, rest)
-
-
-def split_overrides(
-    args: Sequence[str], params: Sequence[Any], known: set[str] = frozenset()
-) -> tuple[list[str], list[str]]:
-    """(the arguments click parses, the `KEY=VALUE` overrides): an option's value is never an override.
-
-    A `KEY=VALUE` is an override, except in the place of a single argument of a command that also takes a
-    variadic one (eval's `base=smollm2` model): there only a key it knows, or a dotted one, is. Where the
-    variadic argument's paths go, it is an override unless such a path exists, so a mistyped key is told as
-    an unknown key, not as a missing input file."""
-    arguments = [param for param in params if param.param_type_name == "argument"]
-    variadic = any(param.nargs == -1 for param in arguments)
-    takes_value = {
-        name
-        for param in params
-        if param.param_type_name == "option" and not getattr(param, "is_flag", False) and not getattr(param, "count", 0)
-        for name in param.opts
-    }
-    rest, overrides, value_next, positionals = [], [], False, 0
-    for index, arg in enumerate(args):
-        if arg == "--":
-            rest += args[index:]
-            break
-        if value_next or arg.startswith("-"):
-            value_next = not value_next and arg in takes_value
-            rest.append(arg)
-        elif OVERRIDE.match(arg) and _is_override(arg, known, variadic, _slot(arguments, positionals)):
-            overrides.append(arg)
-        else:
-            rest.append(arg)
-            positionals += 1
-    return rest, overrides
-
-
-def refuse_repeated_options(args: Sequence[str], params: Sequence[Any]) -> None:
-    """A setting's flag given twice (`--max-steps 3 --max-steps 4`, `--lora --no-lora`) is refused as a key given
-    twice is: which one was meant? A repeatable option (`--tool`, `--compare`) adds, so it may repeat."""
-    once = {
-        name: param
-        for param in params
-        if param.param_type_name == "option" and not param.multiple and not getattr(param, "count", False)
-        for name in (*param.opts, *param.secondary_opts)
-    }
-    seen: dict[str, str] = {}
-    for word in args:
-        if word == "--":
-            return
-        flag = word.partition("=")[0]
-        param = once.get(flag) if word.startswith("-") else None
-        if param is None:
-            continue
-        if param.name in seen and seen[param.name] == flag:
-            raise UserError(f"{flag} is given twice on the command line; keep one")
-        if param.name in seen:
-            raise UserError(f"{seen[param.name]} and {flag} set one setting; keep one")
-        seen[param.name] = flag
-
-
-def _slot(arguments: Sequence[Any], taken: int) -> Any:
-    """The argument the next positional word fills (None: every one is filled)."""
-    for param in arguments:
-        if param.nargs == -1 or taken < param.nargs:
-            return param
-        taken -= param.nargs
-    return None
-
-
-def _is_override(arg: str, known: set[str], variadic: bool, slot: Any) -> bool:
-    key = _override_key(arg)
-    if key in known or "." in key or not variadic or slot is None:
-        return True
-    return slot.nargs == -1 and not Path(arg).exists()  # a file named `a=b.jsonl` stays a path
-
-
-def _override_key(text: str) -> str:
+def override_key(text: str) -> str:
+    """The key of a `KEY=VALUE` word, `-` read as `_`."""
     return text.partition("=")[0].replace("-", "_")
 
 
@@ -156,7 +69,7 @@ def override_pairs(overrides: Sequence[str], check: Callable[[str, str], None]) 
     values: dict[str, Any] = {}
     said: dict[str, str] = {}
     for text in overrides:
-        key, raw = _override_key(text), text.partition("=")[2]
+        key, raw = override_key(text), text.partition("=")[2]
         check(key, text)
         if key in said:
             raise UserError(f"{key} is given twice on the command line ({cut(said[key])}, {cut(text)}); keep one")

@@ -9,8 +9,7 @@ import typer
 from rich.table import Table
 
 from agentdata.cli.console import console, err_console, print_json
-from agentdata.cli.options import settings_command
-from agentdata.cli.overrides import SettingsCommand
+from agentdata.cli.options import SettingsCommand, settings_command
 from agentdata.errors import InputFileError, UserError
 from agentdata.inputs import read_text
 from agentdata.sandbox.config import SandboxConfig

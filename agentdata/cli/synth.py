@@ -9,8 +9,7 @@ import typer
 
 from agentdata.cli.common import output_dir, output_file
 from agentdata.cli.console import print_line
-from agentdata.cli.options import settings_command
-from agentdata.cli.overrides import SettingsCommand
+from agentdata.cli.options import SettingsCommand, settings_command
 from agentdata.cli.render import show
 from agentdata.synth.config import ProblemsConfig
 from agentdata.synth.stitch.build import StitchConfig

@@ -9,7 +9,7 @@ A name both stages have (`max_steps`, `model`, `learning_rate`, `lora`, `eval_k`
 a section sets both: `--max-steps 2`, a file's top-level `max_steps: 2`, `settings={"max_steps": 2}`.
 Any other field of TRL's `SFTConfig` / `GRPOConfig` goes in a section too and reaches the trainer
 (the stage's `trl` mapping). The command line's flags are generated from these fields
-(`agentdata.cli.options`), so every one has `--help`, a range and a generated range test.
+(`agentdata.cli.flags`), so every one has `--help`, a range and a generated range test.
 """
 
 from __future__ import annotations
