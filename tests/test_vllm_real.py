@@ -40,10 +40,14 @@ if VLLM_PYTHON is None and os.environ.get("CI"):
     pytest.fail("vLLM is not installed (scripts/install_vllm.sh): CI runs every vLLM path", pytrace=False)
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.xdist_group("vllm"),  # one vLLM server at a time: each takes a core and 2-4 GiB
     pytest.mark.skipif(VLLM_PYTHON is None, reason="vLLM is not installed (bash scripts/install_vllm.sh)"),
     pytest.mark.timeout(900),
 ]
+# Two halves of about the same length (10 min each on a loaded 2-core machine), each on one xdist worker, so one
+# worker is not left running every vLLM test alone at the end; a half keeps together the tests that share a
+# module's server. Each server takes a core while it works and 2-4 GiB.
+SERVED = pytest.mark.xdist_group("vllm-served")  # the module's servers (hermes, qwen3_coder, reasoning)
+MANAGED = pytest.mark.xdist_group("vllm-managed")  # servers agentdata starts and stops itself, or kills
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +69,7 @@ def trajectories(run_dir: Path) -> list:
     return read_trajectories(run_dir)
 
 
+@SERVED
 def test_collect_through_vllms_server_in_the_codeblock_protocol(hermes_server, tmp_path):
     """The quickstart's load: 32 seeded trajectories in flight, whose prompts together pass vLLM's step budget
     (vLLM 0.32's CPU build crashed its engine on seeded prompts prefilled in chunks: ServerSettings)."""
@@ -104,6 +109,7 @@ def native_collect(server, tmp_path: Path, call: str) -> list:
     return trajectories(out)
 
 
+@SERVED
 def test_native_tool_calls_are_parsed_by_vllms_hermes_parser(hermes_server, tmp_path):
     (row,) = native_collect(hermes_server, tmp_path, HERMES_CALL)
     call = row.messages[2]["tool_calls"][0]  # system, user, then the assistant's call as vLLM parsed it
@@ -112,6 +118,7 @@ def test_native_tool_calls_are_parsed_by_vllms_hermes_parser(hermes_server, tmp_
     assert row.num_tool_calls == 1 and row.finish_reason != "error"
 
 
+@SERVED
 def test_eval_and_the_students_profile_through_vllm(hermes_server, tmp_path):
     from agentdata.synth.builtin import default_problems
 
@@ -135,6 +142,7 @@ def qwen3_coder_server(smollm2_dir):
         yield server
 
 
+@SERVED
 def test_native_tool_calls_are_parsed_by_vllms_qwen3_coder_parser(qwen3_coder_server, tmp_path):
     (row,) = native_collect(qwen3_coder_server, tmp_path, QWEN3_CODER_CALL)
     call = row.messages[2]["tool_calls"][0]
@@ -158,6 +166,7 @@ def thinking_model_dir(smollm2_dir, tmp_path_factory) -> Path:
     return out
 
 
+@SERVED
 def test_reasoning_content_from_vllms_parser_is_kept(thinking_model_dir, tmp_path):
     settings = ServerSettings(model=str(thinking_model_dir), reasoning_parser="deepseek_r1")
     with VLLMServer(settings) as server:
@@ -179,6 +188,7 @@ def test_reasoning_content_from_vllms_parser_is_kept(thinking_model_dir, tmp_pat
     assert any(message.get("reasoning_content") for message in row.messages if message["role"] == "assistant")
 
 
+@MANAGED
 def test_a_vllm_server_killed_mid_collect_fails_its_rows_and_the_rerun_retries_them(tmp_path):
     """The server dies after the first trajectory: the rest end as errors (never wrong answers), and the same
     command run again retries exactly those."""
@@ -199,7 +209,7 @@ def test_a_vllm_server_killed_mid_collect_fails_its_rows_and_the_rerun_retries_t
 
     config = build(CollectConfig, dict(model="vllm:smollm2", concurrency=2))
     with listening(kill_after_first):
-        collect(default_problems()[:6], out, config, engine=engine)
+        collect(default_problems()[:4], out, config, engine=engine)
     asyncio.run(engine.aclose())
     rows = trajectories(out)
     failed = [row for row in rows if row.finish_reason == "error"]
@@ -207,9 +217,9 @@ def test_a_vllm_server_killed_mid_collect_fails_its_rows_and_the_rerun_retries_t
     assert all(row.correct is not True for row in failed) and all(not row.final_answer for row in failed)
     # the command as a user types it: `vllm:smollm2` starts its own server, and stops it at the end
     servers_before = set(vllm_servers_of_this_process())  # the module's shared servers
-    assert run_cli(["collect", "--teacher", "vllm:smollm2", "--limit", "6", "--out", str(out)]) == 0
+    assert run_cli(["collect", "--teacher", "vllm:smollm2", "--limit", "4", "--out", str(out)]) == 0
     again = trajectories(out)
-    assert len(again) == 6 and not [row for row in again if row.finish_reason == "error"]
+    assert len(again) == 4 and not [row for row in again if row.finish_reason == "error"]
     assert {row.teacher for row in again} == {"vllm:smollm2"}
     assert set(vllm_servers_of_this_process()) == servers_before
 
@@ -245,6 +255,7 @@ def greedy_ids(model, prompt: list[int], tokens: int) -> list[int]:
     return output[0, len(prompt) :].tolist()
 
 
+@MANAGED
 def test_pushed_weights_are_the_ones_vllm_then_generates_with(tiny_vllm_dir):
     """After a push the server's greedy tokens are the pushed model's (transformers' greedy on the same weights),
     and no longer the old ones: the test fails if the push is skipped or does not take effect."""
@@ -281,6 +292,7 @@ def test_pushed_weights_are_the_ones_vllm_then_generates_with(tiny_vllm_dir):
     assert after == greedy_ids(model, prompt, 8) and after != before
 
 
+@MANAGED
 def test_grpo_with_vllm_rollouts_on_the_cpu(tiny_vllm_dir, tmp_path, capsys):
     """`agentdata train` with use_vllm yes: rollouts from a vLLM server agentdata starts, the weights pushed
     after each of the 2 steps, the same rewards and masks as ever, the policy evaluated on held-out problems
@@ -327,6 +339,7 @@ def test_grpo_with_vllm_rollouts_on_the_cpu(tiny_vllm_dir, tmp_path, capsys):
     assert any(out.glob("*.safetensors"))
 
 
+@MANAGED
 def test_kill_9_of_collect_leaves_neither_its_vllm_server_nor_the_engine_core(tmp_path):
     """agentdata/processes.py: the managed server is a supervised session, so `kill -9` of collect takes the server
     and its `VLLM::EngineCore` child with it (they held a core and GBs of memory after collect was gone)."""
@@ -367,6 +380,7 @@ def engine_cores_of(pid: int) -> list:
     return found
 
 
+@SERVED
 def test_a_server_that_died_on_its_own_leaves_no_engine_core_once_stopped(smollm2_dir):
     """The server process killed alone (a crash): `stop()` still ends its session, so the engine core it left
     (660 MB with this model, GBs with a real one) does not outlive the run."""
@@ -383,6 +397,7 @@ def test_a_server_that_died_on_its_own_leaves_no_engine_core_once_stopped(smollm
     assert [pid for pid in engine_cores if running(pid)] == []
 
 
+@MANAGED
 def test_a_seed_reproduces_a_sampled_collect_on_vllm_whatever_shares_its_batches(tmp_path):
     """Issue 49: each request carries its seed (vLLM honours it), and the CPU server computes in float32: in
     bfloat16 a row's logits depend on which other rows share its batch, so a rerun whose tool calls ended at
