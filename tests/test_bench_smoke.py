@@ -53,8 +53,10 @@ SMOKE_RUNS = {
 }
 # Scripts that record a run rather than compare arms, too long for any smoke size, with what covers them.
 NOT_SMOKED = {
+    "bench_harnesses.py": "runs the real agent harnesses against the real default engine, minutes a trajectory; "
+    "tests/test_real_harnesses.py runs qwen-agent so on two problems",
     "bench_findings.py": "runs the built-in experiment recipes, an hour each; tests/test_experiment.py runs a "
-    "recipe end to end on tiny models and plans every built-in one"
+    "recipe end to end on tiny models and plans every built-in one",
 }
 
 

@@ -1,0 +1,117 @@
+"""The shipped harness examples as a user runs them: `collect --harness` on held-out compute problems.
+
+    python bench/bench_harnesses.py --n 8 --engines vllm,transformers --harnesses qwen,agents-sdk
+
+Each harness (examples/harnesses/*.py, unchanged, from its venv under .peers/) records through the gateway
+with the default teacher (`smollm2-tir`) and the run's default sampling; per harness and engine it prints one
+markdown row: trajectories recorded, those that ran code in the sandbox, correct, wall time and the 1-minute
+load before and after (bench/RESULTS.md, "Harnesses on the default engine"). `vllm` is the default engine where
+`.venv-vllm` is installed; `transformers` is `AGENTDATA_VLLM=off`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+
+ROOT = Path(__file__).resolve().parents[1]
+HARNESSES = {  # name: (the --harness command, extra environment)
+    "qwen": (".peers/qwenagent/bin/python examples/harnesses/qwen_agent_sandboxfusion.py", {}),
+    "agents-sdk": (".peers/openaiagents/bin/python examples/harnesses/openai_agents_mcp.py", {}),
+    "smolagents-tools": (".peers/smolagents/bin/python examples/harnesses/smolagents_agent.py tools", {}),
+}
+ENGINES = {"vllm": {"AGENTDATA_VLLM": "auto"}, "transformers": {"AGENTDATA_VLLM": "off"}}
+
+
+def write_problems(path: Path, n: int) -> None:
+    """Held-out compute ladder problems (seed 7, the first two levels), as the earlier rows were measured on."""
+    from agentdata.records import to_row
+    from agentdata.synth.generators import generate_problems
+
+    rows = [to_row(problem) for problem in generate_problems(n, seed=7, kinds=["compute"], levels=[1, 2])]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+@contextlib.contextmanager
+def sandbox_service(port: int):
+    """qwen-agent's code interpreter: agentdata's SandboxFusion-compatible service on loopback."""
+    service = subprocess.Popen(
+        [sys.executable, "-m", "agentdata.cli.app", "sandbox", "serve", "--port", str(port)], cwd=ROOT
+    )
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        service.terminate()
+        service.wait(30)
+
+
+def run(harness: str, engine: str, problems: Path, out: Path, sandbox_url: str, timeout: int) -> dict:
+    command, extra_env = HARNESSES[harness]
+    env = {**os.environ, **ENGINES[engine], **extra_env}
+    args = [sys.executable, "-m", "agentdata.cli.app", "collect", str(problems), "--out", str(out), "--harness"]
+    args += [command, "--sandbox", sandbox_url, "--json", f"harness_timeout={timeout}"]
+    before, started = load(), time.monotonic()
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True)
+    wall, after = time.monotonic() - started, load()
+    rows = _trajectories(out)
+    return {
+        "harness": harness,
+        "engine": engine,
+        "exit": done.returncode,
+        "recorded": rows.height,
+        "ran_code": rows.filter(pl.col("num_tool_calls") > 0).height if rows.height else 0,
+        "correct": rows["correct"].sum() if rows.height else 0,
+        "wall_s": round(wall),
+        "load": f"{before:.1f} → {after:.1f}",
+        "stderr_tail": done.stderr[-300:] if done.returncode else "",
+    }
+
+
+def _trajectories(out: Path) -> pl.DataFrame:
+    from agentdata.agent.rundir import trajectory_files
+
+    files = trajectory_files(out) if out.exists() else []
+    if not files:
+        return pl.DataFrame()
+    return pl.concat([pl.read_parquet(path, columns=["num_tool_calls", "correct"]) for path in files])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=8, help="problems per harness and engine")
+    parser.add_argument("--engines", default="vllm,transformers")
+    parser.add_argument("--harnesses", default="qwen,agents-sdk")
+    parser.add_argument("--timeout", type=int, default=600, help="harness_timeout= of each trajectory (s)")
+    parser.add_argument("--port", type=int, default=18931)
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-harnesses-") as folder, sandbox_service(options.port) as url:
+        problems = Path(folder) / "problems.jsonl"
+        write_problems(problems, options.n)
+        print("| harness | engine | recorded | ran code | correct | wall s | load |")
+        print("|---|---|---|---|---|---|---|")
+        for engine in options.engines.split(","):
+            for harness in options.harnesses.split(","):
+                row = run(harness, engine, problems, Path(folder) / f"{harness}-{engine}", url, options.timeout)
+                failed = f" exit {row['exit']}: {row['stderr_tail']!r}" if row["exit"] else ""
+                print(
+                    f"| {harness} | {engine} | {row['recorded']}/{options.n} | {row['ran_code']} | {row['correct']} "
+                    f"| {row['wall_s']} | {row['load']} |{failed}",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()
