@@ -25,6 +25,18 @@ def test_train_overrides_set_one_stage_or_every_stage_and_say_so(capsys):
     assert both["sft"]["max_steps"]["value"] == both["rl"]["max_steps"]["value"] == 4
 
 
+@pytest.mark.parametrize("order", [["max_steps=3", "rl.max_steps=4"], ["rl.max_steps=4", "max_steps=3"]])
+def test_a_sections_own_key_wins_over_the_every_section_name_in_either_order(tmp_path, capsys, order):
+    """In one source a stage's key is the more specific: neither the command line's order nor the file's decides."""
+    tree = printed(capsys, ["train", *order])
+    assert (tree["rl"]["max_steps"]["value"], tree["sft"]["max_steps"]["value"]) == (4, 3)
+    config = tmp_path / "train.yaml"
+    lines = ["max_steps: 3\n", "rl:\n  max_steps: 4\n"]
+    config.write_text("".join(lines if order[0] == "max_steps=3" else lines[::-1]))
+    tree = printed(capsys, ["train", "--config", str(config)])
+    assert (tree["rl"]["max_steps"]["value"], tree["sft"]["max_steps"]["value"]) == (4, 3)
+
+
 def test_file_then_override_then_flag(tmp_path, capsys):
     config = tmp_path / "train.yaml"
     config.write_text("rl:\n  max_steps: 2\n  num_generations: 4\nsft:\n  max_steps: 7\n")

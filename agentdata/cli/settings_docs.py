@@ -112,7 +112,8 @@ seeds, `profile.seed=N` / `pool.seed=N` one.
 
 **Overrides.** Any key of the file is also a `KEY=VALUE` argument of the command, as verl's and
 torchtune's Hydra-style overrides are typed: `agentdata train rl.max_steps=3 sft.learning_rate=2e-5`
-(a dotted key sets one section, a bare name every section having it; VALUE is JSON or text). Values
+(a dotted key sets one section, a bare name every section having it, and in one source the section's own key wins
+whichever comes first; VALUE is JSON or text). Values
 come from: the defaults < the file < overrides < flags. `--print-config` prints the resolved settings,
 each with where it came from, and runs nothing. A key nobody knows is one line naming the closest keys,
 also where a command's paths go (`curate RUN... keep_incorect=true` names the key, it is no input file);

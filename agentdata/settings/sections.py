@@ -178,7 +178,9 @@ class Sections:
         them). An unknown name is a UserError naming `where` and the closest names."""
         layer: Layer = {name: {} for name in self.sections}
         plain, plain_values = set(plain), {}
-        for key, value in values.items():
+        # A section's own key wins over a name that sets every section, in either order (`max_steps=3
+        # rl.max_steps=4`, or a file's `rl: {max_steps: 4}` before its `max_steps: 3`: GRPO's is 4, SFT's 3).
+        for key, value in sorted(values.items(), key=lambda item: item[0].partition(".")[0] in self.sections):
             section, _, name = key.partition(".")
             if section in self.sections and isinstance(value, Mapping) and not name:
                 self._route_section(layer, section, value, _join(where, section), flag)
