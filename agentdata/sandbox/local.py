@@ -1,7 +1,10 @@
 """`Sandbox`: the local code sandbox, usable from plain code and from asyncio alike.
 
 The pool lives on a private event-loop thread, so `run` works without a loop and
-`arun` never blocks the caller's loop: many coroutines can await calls at once.
+`arun` never blocks the caller's loop: many coroutines can await calls at once. The thread is
+the standard library's, not anyio's blocking portal as the MCP client's (tools/mcp.py): the
+sandbox imports with the standard library alone, as a system python of another user runs it
+(tests/test_sandbox.py's unprivileged test; anyio there failed the import).
 """
 
 from __future__ import annotations
