@@ -294,6 +294,9 @@ def test_with_vllm_rollouts_the_profile_runs_on_the_server_grpo_then_trains_with
     import agentdata.rl.run
     import agentdata.rl.stage_inputs
     from agentdata.engines.vllm_server import PYTHON_ENV
+    from agentdata.rl.config import GRPOStageConfig
+    from agentdata.settings import build
+    from agentdata.train.closed_loop import pool_warnings
     from agentdata.train.run import TrainRequest, train
 
     answered: dict[str, int] = {}
@@ -336,6 +339,9 @@ def test_with_vllm_rollouts_the_profile_runs_on_the_server_grpo_then_trains_with
     report = json.loads((out / "pool.report.json").read_text())
     assert report["student"] == f"vllm:{tiny_model_dir}" and report["generated_rollouts"] == 16
     assert sorted(pl.read_parquet(out / "pool.parquet")["pass_rate"].to_list()) == [0.25, 0.5]
+    # the pool given back with --rl-pool to GRPO from the same weights: no warning that another model profiled it
+    given = {"model": f"hf:{tiny_model_dir}", "rl_pool": str(out / "pool.parquet"), "max_new_tokens": 32}
+    assert pool_warnings(build(GRPOStageConfig, given)) == []
 
 
 @pytest.mark.parametrize(
