@@ -47,6 +47,11 @@ def test_every_local_kind_names_its_dir_for_training_fingerprints_and_profiles(m
     assert model_fingerprint(f"auto:{model_dir}") == model_fingerprint(f"hf:{model_dir}") is not None
     assert profile_spec(f"auto:{model_dir}") == f"hf:{model_dir}"  # GRPO loads exactly these weights
     assert profile_spec(f"hf:{model_dir}") == f"hf:{model_dir}"
+    # profiled on GRPO's vLLM server: the same weights under the engine they ran on, a cache of their own
+    assert profile_spec(f"auto:{model_dir}", on_vllm=True) == profile_spec(f"hf:{model_dir}", on_vllm=True)
+    assert profile_spec(f"hf:{model_dir}", on_vllm=True) == f"vllm:{model_dir}"
+    assert model_fingerprint(f"vllm:{model_dir}") == model_fingerprint(f"hf:{model_dir}")
+    assert profile_spec("smollm2-tir", on_vllm=True) == "tir:vllm:smollm2"
     with pytest.raises(UserError, match="a served model has no weights here"):
         resolve_model_dir("openai:http://127.0.0.1:8000/v1")
     with pytest.raises(UserError, match="--tokenizer tir:hf:"):

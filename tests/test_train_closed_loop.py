@@ -57,7 +57,7 @@ def grpo_runs(monkeypatch):
 
     runs: list = []
 
-    def run_grpo(config):
+    def run_grpo(config, rollout_server=None):
         runs.append(config)
         return SimpleNamespace(
             history=[], steps=0, seconds=0.0, model_dir=Path(config.out), rollouts="policy", weight_pushes=0
@@ -267,3 +267,99 @@ def test_a_pool_of_the_plain_weights_is_not_taken_for_smollm2_tir(tmp_path, tiny
     [warning] = pool_warnings(GRPOStageConfig(model="smollm2-tir", rl_pool=str(pool)))
     assert f"profiled with hf:{tiny_model_dir}, GRPO starts from smollm2-tir" in warning
     assert pool_warnings(GRPOStageConfig(model="smollm2", rl_pool=str(pool))) == []  # the plain weights: same run
+
+
+class CountedServer:
+    """Plays the vLLM server GRPO starts (`start_rollout_server`): a stand-in of its endpoints, its starts and stops
+    counted in `log`."""
+
+    def __init__(self, tokenizer, respond, log: list[str]):
+        from tests.vllm_server_standin import VLLMServerStandIn
+
+        self.standin, self.log = VLLMServerStandIn(tokenizer, respond).__enter__(), log
+        self.base_url = self.standin.base_url
+
+    def stop(self) -> None:
+        self.log.append("stop")
+        self.standin.__exit__(None, None, None)
+
+
+def test_with_vllm_rollouts_the_profile_runs_on_the_server_grpo_then_trains_with(
+    tmp_path, tiny_model_dir, tokenizer, monkeypatch
+):
+    """One server start for both: the profile's requests reach the server GRPO's rollouts then come from, before any
+    weight push (the start weights), and the profile records the engine it ran on (`vllm:DIR`, its own cache)."""
+    import sys
+
+    import agentdata.rl.run
+    import agentdata.rl.stage_inputs
+    from agentdata.engines.vllm_server import PYTHON_ENV
+    from agentdata.rl.config import GRPOStageConfig
+    from agentdata.settings import build
+    from agentdata.train.closed_loop import pool_warnings
+    from agentdata.train.run import TrainRequest, train
+
+    answered: dict[str, int] = {}
+
+    def respond(prompt: str) -> str:  # CountingStudent's answers, from the prompt's last question
+        question = max(CORRECT_OF_FOUR, key=prompt.rfind)
+        times = answered[question] = answered.get(question, 0) + 1
+        right = int(question.split()[2]) + 1
+        return f"The answer is \\boxed{{{right if times <= CORRECT_OF_FOUR[question] else right + 1000}}}."
+
+    log: list[str] = []
+    servers: list[CountedServer] = []
+
+    def start_rollout_server(config):
+        log.append(f"start {config.model}")
+        servers.append(CountedServer(tokenizer, respond, log))
+        return servers[-1]
+
+    monkeypatch.setenv(PYTHON_ENV, sys.executable)  # vLLM "installed": GRPO's rollouts are the file push
+    monkeypatch.setattr(agentdata.rl.stage_inputs, "start_rollout_server", start_rollout_server)
+    monkeypatch.setattr(agentdata.rl.run, "start_rollout_server", start_rollout_server)
+    out = tmp_path / "rl"
+    settings = {
+        "rl_problems": str(write_problems(tmp_path / "p.jsonl")),
+        "model": f"hf:{tiny_model_dir}",
+        **dict(use_vllm="yes", max_steps=1, prompts_per_step=1, num_generations=2, max_new_tokens=32),
+        **dict(overlong_buffer=0, plots=False),
+    }
+    [(_, result)] = train(TrainRequest(stage="rl", out=out, settings=settings))
+    assert log == [f"start hf:{tiny_model_dir}", "stop"]  # one server, stopped once GRPO is done
+    [server] = servers
+    prompts = [len(body["prompt"]) for body in server.standin.requests]
+    calls = server.standin.calls
+    profiled = sum(prompts[: calls[: calls.index("/collective_rpc")].count("/v1/completions")])
+    assert profiled == 16 + 2  # the profile's 4 problems x 4, then GRPO's first group of 2, all at the start weights
+    assert (result.rollouts, result.weight_pushes) == ("file-push", 1)
+    [profile_dir] = [path for path in (out / "profile").iterdir() if path.is_dir()]
+    assert profile_dir.name.startswith("vllm_")
+    assert json.loads((profile_dir / "manifest.json").read_text())["settings"]["teacher"] == f"vllm:{tiny_model_dir}"
+    report = json.loads((out / "pool.report.json").read_text())
+    assert report["student"] == f"vllm:{tiny_model_dir}" and report["generated_rollouts"] == 16
+    assert sorted(pl.read_parquet(out / "pool.parquet")["pass_rate"].to_list()) == [0.25, 0.5]
+    # the pool given back with --rl-pool to GRPO from the same weights: no warning that another model profiled it
+    given = {"model": f"hf:{tiny_model_dir}", "rl_pool": str(out / "pool.parquet"), "max_new_tokens": 32}
+    assert pool_warnings(build(GRPOStageConfig, given)) == []
+
+
+@pytest.mark.parametrize(
+    "settings, shared",
+    [
+        ({"use_vllm": "yes"}, True),  # the file push: the server GRPO would start, started for the profile too
+        ({"use_vllm": "yes", "mode": "async"}, True),
+        ({"use_vllm": "no"}, False),  # rollouts from the policy: the profile on transformers
+        ({"use_vllm": "yes", "vllm_server": "http://127.0.0.1:8000"}, False),  # a given server: its own weights
+    ],
+)
+def test_the_profile_shares_grpos_server_only_where_grpo_starts_one(settings, shared, monkeypatch):
+    import sys
+
+    from agentdata.engines.vllm_server import PYTHON_ENV
+    from agentdata.rl.config import GRPOStageConfig
+    from agentdata.rl.stage_inputs import stage_starts_server
+
+    monkeypatch.setenv(PYTHON_ENV, sys.executable)
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)  # on a GPU with vLLM here, TRL drives vLLM
+    assert stage_starts_server(GRPOStageConfig(**settings)) is shared

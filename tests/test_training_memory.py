@@ -61,8 +61,8 @@ def test_train_gives_memory_back_after_each_stage(monkeypatch, tmp_path, tiny_mo
     order = []
     monkeypatch.setattr(memory, "release_freed_memory", lambda: order.append("release"))
     monkeypatch.setattr(run, "_run_sft", lambda config, sft_set: order.append("sft") or "sft done")
-    monkeypatch.setattr(run, "_run_grpo", lambda config: order.append("rl") or "rl done")
-    monkeypatch.setattr(run, "pool_for_grpo", lambda config, closed_loop, out: config)
+    monkeypatch.setattr(run, "_run_grpo", lambda config, server: order.append("rl") or "rl done")
+    monkeypatch.setattr(run, "pool_for_grpo", lambda config, closed_loop, out, server: config)
     sft_set = tmp_path / "sft.jsonl"
     sft_set.write_text('{"messages": [{"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "2"}]}\n')
     model = f"hf:{tiny_model_dir}"

@@ -6,7 +6,9 @@ It copies what TRL's `VLLMClient` calls to generate: `GET /health`, `GET /v1/mod
 `token_ids`, `text`, `finish_reason`, `stop_reason` and `logprobs`. Like vLLM, the tokens of a
 matched stop string stay in `token_ids` while the text ends before it, and given a `max_model_len`
 a request with one prompt longer is refused whole with HTTP 400 and vLLM's error body. The completion text comes
-from `respond(prompt_text)`; weight sync (NCCL) is not copied: it needs GPUs.
+from `respond(prompt_text)`; weight sync (NCCL) is not copied: it needs GPUs. The development endpoints the file
+push calls (`/collective_rpc`, `/reset_prefix_cache`) answer as vLLM's do in dev mode, and load nothing: `calls`
+lists every POST's path in order, so a test sees which requests came before the first weight push.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ import json
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+# vLLM's answers in dev mode (vllm/entrypoints/serve/dev/): `reload_weights` returns None from its one worker
+DEV_ENDPOINTS = {"/collective_rpc": {"results": [None]}, "/reset_prefix_cache": {"success": True}}
 
 
 class VLLMServerStandIn:
@@ -26,6 +31,7 @@ class VLLMServerStandIn:
         self.respond = respond
         self.model = model
         self.requests: list[dict] = []  # every completion request, answered or refused
+        self.calls: list[str] = []  # every POST's path, in order
         self.refuse_with: int | None = None  # an HTTP status to answer every completion with (400: not retried)
         self.active = 0
         self.most_active = 0
@@ -122,11 +128,14 @@ class VLLMServerStandIn:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                if self.path == "/v1/completions":
-                    with standin._lock:
+                with standin._lock:
+                    standin.calls.append(self.path)
+                    if self.path == "/v1/completions":
                         standin.requests.append(body)
                 if standin.refuse_with is not None:
                     self._send(standin.refuse_with, {"detail": "refused"})
+                elif self.path in DEV_ENDPOINTS:
+                    self._send(200, DEV_ENDPOINTS[self.path])
                 elif self.path != "/v1/completions":
                     self._send(404, {"detail": "Not Found"})
                 elif body.get("n", 1) != 1 or not all(isinstance(p, list) for p in body["prompt"]):

@@ -68,10 +68,13 @@ def check_async_engine(config: GRPOStageConfig) -> None:
     )
 
 
-def start_engine(config: GRPOStageConfig, tokenizer: Any, model_dir: Path) -> tuple[Any, Any, Any, Any, str]:
-    """The rollout engine, what scores its tokens, the weight transfer, the server agentdata started (or None), and
+def start_engine(
+    config: GRPOStageConfig, tokenizer: Any, model_dir: Path, rollout_server: Any = None
+) -> tuple[Any, Any, Any, Any, str]:
+    """The rollout engine, what scores its tokens, the weight transfer, the server started here (or None), and
     the plan's name: a copy of the policy where the synchronous stage would roll out from the policy itself, else
-    a vLLM server fed by files (`vllm_server`, a dev-mode server on this machine, or one agentdata starts)."""
+    a vLLM server fed by files (`vllm_server`, a dev-mode server on this machine, `rollout_server` the caller
+    started, or one started here)."""
     from agentdata.rl.rollout_engines import plan_rollouts
 
     plan = plan_rollouts(config.use_vllm, config.vllm_server)
@@ -91,7 +94,7 @@ def start_engine(config: GRPOStageConfig, tokenizer: Any, model_dir: Path) -> tu
     from agentdata.rl.weight_transfer import FileWeightTransfer
 
     # On a GPU with vLLM installed the synchronous plan is TRL's own vLLM ("trl"); here it is a server all the same.
-    given = config.vllm_server.rstrip("/")
+    given = config.vllm_server.rstrip("/") or (rollout_server.base_url if rollout_server is not None else "")
     server = None if given else start_rollout_server(config)
     url = given or server.base_url
     check_file_push_server(url)
@@ -189,7 +192,7 @@ def build_async_trainer(config: GRPOStageConfig, sandbox: Any, engine_parts: tup
     return trainer, worker, clock
 
 
-def run_async_grpo(config: GRPOStageConfig) -> Any:
+def run_async_grpo(config: GRPOStageConfig, rollout_server: Any = None) -> Any:
     """Train with asynchronous GRPO; the same result, files and plots as the synchronous stage (rl/run.py)."""
     import os
 
@@ -209,7 +212,8 @@ def run_async_grpo(config: GRPOStageConfig) -> Any:
     sandbox = open_sandbox(config.loop.sandbox, max_rps=config.loop.sandbox_max_rps)
     server = None
     try:
-        engine_parts = start_engine(config, load_tokenizer(model_dir, config.prompt_template), model_dir)
+        tokenizer = load_tokenizer(model_dir, config.prompt_template)
+        engine_parts = start_engine(config, tokenizer, model_dir, rollout_server)  # a server handed in stays up
         server = engine_parts[3]
         first_group = resumed_group(checkpoint)
         note("GRPO", f"asynchronous: rollouts up to {config.max_staleness} step(s) ahead ({engine_parts[4]})")

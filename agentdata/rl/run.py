@@ -95,14 +95,17 @@ def build_grpo_trainer(config: GRPOStageConfig, sandbox: Any, plan: RolloutPlan 
     return trainer, rollout, step_times
 
 
-def run_grpo(config: GRPOStageConfig) -> GRPOResult:
-    """Train with GRPO, save the model in config.out, plot (progress as `agentdata.events`)."""
+def run_grpo(config: GRPOStageConfig, rollout_server: Any = None) -> GRPOResult:
+    """Train with GRPO, save the model in config.out, plot (progress as `agentdata.events`).
+
+    `rollout_server`: the vLLM server the stage would start itself (`stage_starts_server`), started by the caller on
+    the start model (`start_rollout_server`) and stopped by it (`train`'s closed loop profiled on it first)."""
     import os
 
     if config.mode == "async":  # TRL's AsyncGRPOTrainer, rollouts ahead of training (rl/async_stage.py)
         from agentdata.rl.async_stage import run_async_grpo
 
-        return run_async_grpo(config)
+        return run_async_grpo(config, rollout_server)
 
     from agentdata.sandbox import open_sandbox
 
@@ -112,11 +115,12 @@ def run_grpo(config: GRPOStageConfig) -> GRPOResult:
     started = time.perf_counter()
     plan = plan_rollouts(config.use_vllm, config.vllm_server)
     sandbox = open_sandbox(config.loop.sandbox, max_rps=config.loop.sandbox_max_rps)
-    server = trainer = None
+    server = trainer = None  # server: the one started here
     try:
         if plan.kind == "file-push" and not plan.server_url:
-            server = start_rollout_server(config)
-            plan = RolloutPlan("file-push", server.base_url)
+            if rollout_server is None:
+                rollout_server = server = start_rollout_server(config)
+            plan = RolloutPlan("file-push", rollout_server.base_url)
         trainer, _, step_times = build_grpo_trainer(config, sandbox, plan)
         write_trl_settings(trainer.args, out_dir)  # what TRL actually ran with, after its own defaults
         trainer.train(resume_from_checkpoint=resume_path(config.resume_from_checkpoint, out_dir / "checkpoints"))

@@ -115,6 +115,18 @@ def grpo_arguments(config: GRPOStageConfig, out_dir: Path, use_vllm: bool) -> di
     )
 
 
+def stage_starts_server(config: GRPOStageConfig) -> bool:
+    """Whether the stage starts a vLLM server of its own for its rollouts (`start_rollout_server`): no `vllm_server`
+    is given and the rollouts come from vLLM fed by files (the synchronous stage unless TRL drives vLLM in this
+    process, the asynchronous one whenever it takes vLLM)."""
+    from agentdata.rl.rollout_engines import plan_rollouts
+
+    if config.vllm_server:
+        return False
+    kind = plan_rollouts(config.use_vllm, config.vllm_server).kind
+    return kind != "policy" if config.mode == "async" else kind == "file-push"
+
+
 def start_rollout_server(config: GRPOStageConfig) -> Any:
     """vLLM's server on the policy's starting checkpoint, with the endpoints that take weight pushes."""
     from agentdata.engines.vllm_server import ServerSettings, VLLMServer
@@ -123,6 +135,21 @@ def start_rollout_server(config: GRPOStageConfig) -> Any:
     model_dir = resolve_model_dir(config.model)
     note("GRPO", f"rollouts from vLLM: starting its server on {model_dir} (the weights pushed after every step)")
     return VLLMServer(ServerSettings(model=str(model_dir), dev_mode=True, seed=config.seed)).start()
+
+
+def served_start_policy(config: GRPOStageConfig, server_url: str, spec: str) -> Any:
+    """The engine of the stage's rollouts on the vLLM server at `server_url` before any weight push, named `spec`:
+    each prompt rendered by the start model's tokenizer and sent as token ids to `/v1/completions`, as
+    `rollout_engines` attaches it, shown the worked examples where GRPO's rollouts are (`demonstrated_policy`).
+    `train`'s closed loop profiles the start model with it on the server the stage then trains with."""
+    from agentdata.engines.demonstrated import DemonstratedEngine, rollouts_show_examples
+    from agentdata.rl.vllm_completions import CompletionsClient
+    from agentdata.rl.vllm_server_policy import ServerVLLMEngine
+    from agentdata.training.model import load_tokenizer
+
+    tokenizer = load_tokenizer(resolve_model_dir(config.model), config.prompt_template)
+    engine = ServerVLLMEngine(CompletionsClient(server_url), tokenizer, spec=spec)
+    return DemonstratedEngine(engine, spec=spec) if rollouts_show_examples(config.model) else engine
 
 
 def stage_result(

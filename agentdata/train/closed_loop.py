@@ -13,6 +13,13 @@ When the band keeps no problem (a model that solves every one, or none), GRPO tr
 the problems instead, with a warning: groups whose rollouts all agree give no gradient, but the
 run goes on, as the quickstart's does.
 
+Where GRPO starts a vLLM server of its own for its rollouts, the profile runs on that server: `train` starts it
+before the profile (`shared_rollout_server`) and hands it to GRPO, so one server starts, and the profile's requests
+are GRPO's first rollouts' (the SFT weights, the prompt rendered by the same tokenizer, sent as token ids). The
+profile then records `vllm:DIR` as its student, so its cache and the pool name the engine. Otherwise (rollouts from
+the policy, TRL's own vLLM, or a `vllm_server` given, whose weights are what it was started on) the profile runs
+on transformers, as `hf:DIR`.
+
 A pool given with `--rl-pool` is checked instead: a warning when it was profiled with other
 loop settings, or another model, than GRPO is about to use.
 """
@@ -20,6 +27,8 @@ loop settings, or another model, than GRPO is about to use.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,18 +74,38 @@ class ClosedLoopConfig:
         check_fields(self)
 
 
-def pool_for_grpo(rl_config: GRPOStageConfig, profile_settings: ClosedLoopConfig, out: Path) -> GRPOStageConfig:
-    """`rl_config` with the pool GRPO trains on: profiled here from `rl_problems`, or the given one (checked)."""
+@contextmanager
+def shared_rollout_server(rl_config: GRPOStageConfig, settings: ClosedLoopConfig) -> Iterator[Any]:
+    """The vLLM server GRPO would start for its rollouts, started before the profile of `rl_problems` so that both
+    run on it, and stopped after GRPO; None when nothing is profiled or GRPO starts no server."""
+    from agentdata.rl.stage_inputs import stage_starts_server, start_rollout_server
+
+    if not settings.rl_problems or not stage_starts_server(rl_config):
+        yield None
+        return
+    server = start_rollout_server(rl_config)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def pool_for_grpo(
+    rl_config: GRPOStageConfig, profile_settings: ClosedLoopConfig, out: Path, server: Any = None
+) -> GRPOStageConfig:
+    """`rl_config` with the pool GRPO trains on: profiled here from `rl_problems` (on GRPO's vLLM `server` when
+    there is one), or the given one (checked)."""
     if profile_settings.rl_problems:
-        return dataclasses.replace(rl_config, rl_pool=str(profiled_pool(rl_config, profile_settings, out)))
+        return dataclasses.replace(rl_config, rl_pool=str(profiled_pool(rl_config, profile_settings, out, server)))
     if rl_config.rl_pool:
         for warning in pool_warnings(rl_config):
             note("train", f"warning: {warning}")
     return rl_config
 
 
-def profiled_pool(rl_config: GRPOStageConfig, settings: ClosedLoopConfig, out: Path) -> Path:
-    """Profile GRPO's start model on the raw problems with GRPO's loop, keep the band; the file GRPO reads."""
+def profiled_pool(rl_config: GRPOStageConfig, settings: ClosedLoopConfig, out: Path, server: Any = None) -> Path:
+    """Profile GRPO's start model on the raw problems with GRPO's loop (on GRPO's vLLM `server`, else on
+    transformers), keep the band; the file GRPO reads."""
     from agentdata.agent.config import CollectConfig, all_in_flight
     from agentdata.agent.resume import unique_problems
     from agentdata.filter.build import PoolConfig
@@ -85,7 +114,12 @@ def profiled_pool(rl_config: GRPOStageConfig, settings: ClosedLoopConfig, out: P
 
     problems_file = Path(settings.rl_problems)
     problems = unique_problems(load_problems(problems_file), problems_file)
-    student = profile_spec(rl_config.model)
+    student = profile_spec(rl_config.model, on_vllm=server is not None)
+    engine = None  # built from the spec by the profile
+    if server is not None:
+        from agentdata.rl.stage_inputs import served_start_policy
+
+        engine = served_start_policy(rl_config, server.base_url, student)
     profiling = CollectConfig(
         model=student,
         samples=settings.profile_k,
@@ -99,9 +133,9 @@ def profiled_pool(rl_config: GRPOStageConfig, settings: ClosedLoopConfig, out: P
         f"profiling {student} on {len(problems)} problems of {problems_file} (k={settings.profile_k}, "
         f"GRPO's loop: {rl_config.loop.protocol}, temperature {rl_config.loop.temperature}, "
         f"{rl_config.loop.max_new_tokens} tokens, {rl_config.loop.max_tool_calls} tool calls) to "
-        f"keep the band {settings.band}",
+        f"keep the band {settings.band}" + (f", on GRPO's vLLM server ({server.base_url})" if server else ""),
     )
-    run = run_filter(problems, pool_file, PoolConfig(band=settings.band), profiling)
+    run = run_filter(problems, pool_file, PoolConfig(band=settings.band), profiling, engine=engine)
     note(
         "train",
         f"profile: {run.profile_dir} ({run.generated} rollouts generated now"
@@ -120,22 +154,24 @@ def profiled_pool(rl_config: GRPOStageConfig, settings: ClosedLoopConfig, out: P
     return run.output
 
 
-def profile_spec(model: str) -> str:
+def profile_spec(model: str, on_vllm: bool = False) -> str:
     """The engine spec whose rollouts are GRPO's from start model `model`: the same weights, the same prompt.
 
     `smollm2-tir` stays itself: GRPO's rollouts from it are shown its worked examples
     (engines.demonstrated.demonstrated_policy), so its profile must be too; the plain `hf:DIR` of
     its weights would measure the band without them. Any other start is the `hf:DIR` of exactly the
-    weights GRPO loads, so the profile cache keys on their files.
+    weights GRPO loads, so the profile cache keys on their files. Profiled on GRPO's vLLM server
+    (`on_vllm`), the same weights are `vllm:DIR`, and `smollm2-tir` is `tir:vllm:smollm2`.
     """
     from agentdata.engines.demonstrated import rollouts_show_examples
-    from agentdata.engines.spec import ModelSpec
+    from agentdata.engines.spec import TIR_KIND, ModelSpec
     from agentdata.training.model import resolve_model_dir
 
     spec = ModelSpec.parse(model)
-    if rollouts_show_examples(spec.text) or (spec.kind == "hf" and spec.target):
-        return spec.text
-    return f"hf:{resolve_model_dir(spec)}"
+    kind = "vllm" if on_vllm else "hf"
+    if rollouts_show_examples(spec.text):
+        return f"{TIR_KIND}:{kind}:smollm2" if on_vllm else spec.text
+    return f"{kind}:{spec.target if spec.kind == 'hf' and spec.target else resolve_model_dir(spec)}"
 
 
 def pool_warnings(rl_config: GRPOStageConfig) -> list[str]:
@@ -154,7 +190,8 @@ def pool_warnings(rl_config: GRPOStageConfig) -> list[str]:
             "measured under other settings than these GRPO rollouts"
         )
     student, start = recorded.get("student"), profile_spec(rl_config.model)
-    if student not in (start, rl_config.model) and not _same_weights(recorded.get("model_fingerprint"), start):
+    profiled_as = (start, profile_spec(rl_config.model, on_vllm=True), rl_config.model)  # by train: on either engine
+    if student not in profiled_as and not _same_weights(recorded.get("model_fingerprint"), start):
         warnings.append(
             f"{rl_config.rl_pool} was profiled with {student}, GRPO starts from {rl_config.model}: "
             "use --rl-problems to profile the model GRPO trains"

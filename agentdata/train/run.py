@@ -33,7 +33,7 @@ from agentdata.outputs import COMPANION_SUFFIXES, check_output_dir, companion
 from agentdata.rl.config import GRPOStageConfig
 from agentdata.settings import Layer, read_settings_file
 from agentdata.sft.config import SFTStageConfig
-from agentdata.train.closed_loop import POOL_NAME, ClosedLoopConfig, pool_for_grpo
+from agentdata.train.closed_loop import POOL_NAME, ClosedLoopConfig, pool_for_grpo, shared_rollout_server
 from agentdata.train.prompt import rollout_prompt
 from agentdata.train.settings import TRAIN_SETTINGS
 
@@ -276,7 +276,9 @@ def train(request: TrainRequest) -> TrainResult:
         del sft_set
         release_freed_memory()  # what the trainer held, back to the system before the next stage or caller
     if plan.rl is not None:
-        results.stages.append(("rl", _run_grpo(pool_for_grpo(plan.rl, plan.closed_loop, plan.out))))
+        with shared_rollout_server(plan.rl, plan.closed_loop) as server:  # the profile's and GRPO's, or None
+            rl_config = pool_for_grpo(plan.rl, plan.closed_loop, plan.out, server)
+            results.stages.append(("rl", _run_grpo(rl_config, server)))
         release_freed_memory()
     return results
 
@@ -345,7 +347,7 @@ def _run_sft(config: SFTStageConfig, sft_set: Any) -> Any:
     return run_sft(config, sft_set)
 
 
-def _run_grpo(config: GRPOStageConfig) -> Any:
+def _run_grpo(config: GRPOStageConfig, rollout_server: Any = None) -> Any:
     from agentdata.rl.run import run_grpo
 
     note(
@@ -353,7 +355,7 @@ def _run_grpo(config: GRPOStageConfig) -> Any:
         f"GRPO {config.model} on {config.rl_pool or 'the default problems'} → {config.out} "
         f"(protocol {config.loop.protocol})",
     )
-    return run_grpo(config)
+    return run_grpo(config, rollout_server)
 
 
 def result_summary(stage: str, result: Any) -> dict[str, Any]:
