@@ -8,7 +8,10 @@ from __future__ import annotations
 import json
 
 from tests.cli_helpers import run_cli
-from tests.test_vllm_real import HELD_OUT, pytestmark, tiny_vllm_dir  # noqa: F401  (the fixture and the marks)
+from tests.test_vllm_real import HELD_OUT, SERVED, tiny_vllm_dir  # noqa: F401  (the fixture)
+from tests.test_vllm_real import pytestmark as vllm_marks
+
+pytestmark = [*vllm_marks, SERVED]  # test_vllm_real's marks and one of its two xdist groups, to even them
 
 
 def test_async_grpo_with_vllm_rollouts_on_the_cpu(tiny_vllm_dir, tmp_path, capsys):  # noqa: F811

@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 
 from agentdata.engines.vllm_server import VLLMServer
-from tests.test_vllm_real import HELD_OUT, pytestmark, tiny_vllm_dir  # noqa: F401  (the fixture and the marks)
+from tests.test_vllm_real import HELD_OUT, MANAGED, tiny_vllm_dir  # noqa: F401  (the fixture)
+from tests.test_vllm_real import pytestmark as vllm_marks
+
+pytestmark = [*vllm_marks, MANAGED]  # test_vllm_real's marks and one of its two xdist groups, to even them
 
 
 def test_the_profile_runs_on_the_vllm_server_grpo_then_trains_with(tiny_vllm_dir, tmp_path, monkeypatch):  # noqa: F811
