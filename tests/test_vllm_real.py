@@ -57,8 +57,10 @@ def smollm2_dir() -> str:
     return str(smollm2_model_dir())
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="class")
 def hermes_server(smollm2_dir):
+    """One server for TestHermesServer's tests, stopped after them: a worker holds one vLLM server at a time
+    (each 3-4 GiB; with both halves running and another job beside, two per worker ran the machine out of memory)."""
     with VLLMServer(ServerSettings(model=smollm2_dir, tool_call_parser="hermes")) as server:
         yield server
 
@@ -67,20 +69,6 @@ def trajectories(run_dir: Path) -> list:
     from agentdata.agent.inspection import read_trajectories
 
     return read_trajectories(run_dir)
-
-
-@SERVED
-def test_collect_through_vllms_server_in_the_codeblock_protocol(hermes_server, tmp_path):
-    """The quickstart's load: 32 seeded trajectories in flight, whose prompts together pass vLLM's step budget
-    (vLLM 0.32's CPU build crashed its engine on seeded prompts prefilled in chunks: ServerSettings)."""
-    out = tmp_path / "run"
-    teacher = f"tir:openai:{hermes_server.base_url}/v1"
-    args = ["--limit", "8", "--samples", "4", "--concurrency", "32", "--max-new-tokens", "192"]
-    assert run_cli(["collect", "--teacher", teacher, *args, "--out", str(out)]) == 0
-    rows = trajectories(out)
-    assert len(rows) == 32 and all(row.finish_reason != "error" for row in rows)
-    assert sum(row.num_tool_calls for row in rows) >= 1  # the demonstrated model runs code through vLLM
-    assert all(row.teacher == teacher for row in rows)
 
 
 HERMES_CALL = '<tool_call>\n{"name": "code_interpreter", "arguments": {"code": "print(17 * 23)"}}\n</tool_call>'
@@ -110,33 +98,46 @@ def native_collect(server, tmp_path: Path, call: str) -> list:
 
 
 @SERVED
-def test_native_tool_calls_are_parsed_by_vllms_hermes_parser(hermes_server, tmp_path):
-    (row,) = native_collect(hermes_server, tmp_path, HERMES_CALL)
-    call = row.messages[2]["tool_calls"][0]  # system, user, then the assistant's call as vLLM parsed it
-    assert call["function"]["name"] == "code_interpreter" and "17 * 23" in json.dumps(call["function"]["arguments"])
-    assert row.messages[3]["role"] == "tool" and row.messages[3]["content"].strip() == "391"  # it really ran
-    assert row.num_tool_calls == 1 and row.finish_reason != "error"
+class TestHermesServer:
+    """SmolLM2 behind vLLM's hermes tool parser: one server for these tests (the class-scoped fixture)."""
+
+    def test_collect_through_vllms_server_in_the_codeblock_protocol(self, hermes_server, tmp_path):
+        """The quickstart's load: 32 seeded trajectories in flight, whose prompts together pass vLLM's step budget
+        (vLLM 0.32's CPU build crashed its engine on seeded prompts prefilled in chunks: ServerSettings)."""
+        out = tmp_path / "run"
+        teacher = f"tir:openai:{hermes_server.base_url}/v1"
+        args = ["--limit", "8", "--samples", "4", "--concurrency", "32", "--max-new-tokens", "192"]
+        assert run_cli(["collect", "--teacher", teacher, *args, "--out", str(out)]) == 0
+        rows = trajectories(out)
+        assert len(rows) == 32 and all(row.finish_reason != "error" for row in rows)
+        assert sum(row.num_tool_calls for row in rows) >= 1  # the demonstrated model runs code through vLLM
+        assert all(row.teacher == teacher for row in rows)
+
+    def test_native_tool_calls_are_parsed_by_vllms_hermes_parser(self, hermes_server, tmp_path):
+        (row,) = native_collect(hermes_server, tmp_path, HERMES_CALL)
+        call = row.messages[2]["tool_calls"][0]  # system, user, then the assistant's call as vLLM parsed it
+        assert call["function"]["name"] == "code_interpreter" and "17 * 23" in json.dumps(call["function"]["arguments"])
+        assert row.messages[3]["role"] == "tool" and row.messages[3]["content"].strip() == "391"  # it really ran
+        assert row.num_tool_calls == 1 and row.finish_reason != "error"
+
+    def test_eval_and_the_students_profile_through_vllm(self, hermes_server, tmp_path):
+        from agentdata.synth.builtin import default_problems
+
+        bench = tmp_path / "bench.jsonl"
+        bench.write_text(
+            "".join(json.dumps({"question": p.question, "answer": p.answer}) + "\n" for p in default_problems()[:3])
+        )
+        model = f"tir:openai:{hermes_server.base_url}/v1"
+        assert run_cli(["eval", model, str(bench), "--k", "2", "--out", str(tmp_path / "eval")]) == 0
+        (result,) = json.loads((tmp_path / "eval" / "report.json").read_text())["results"]
+        assert (result["num_responses"], result["failed_responses"], result["spec"]) == (6, 0, model)
+        pool = tmp_path / "pool.parquet"
+        assert run_cli(["filter", str(bench), "--student", model, "--k", "2", "--out", str(pool)]) == 0
+        report = json.loads((tmp_path / "pool.report.json").read_text())
+        assert (report["generated_rollouts"], report["failed_rollouts"]) == (6, 0)  # profiled through vLLM
 
 
-@SERVED
-def test_eval_and_the_students_profile_through_vllm(hermes_server, tmp_path):
-    from agentdata.synth.builtin import default_problems
-
-    bench = tmp_path / "bench.jsonl"
-    bench.write_text(
-        "".join(json.dumps({"question": p.question, "answer": p.answer}) + "\n" for p in default_problems()[:3])
-    )
-    model = f"tir:openai:{hermes_server.base_url}/v1"
-    assert run_cli(["eval", model, str(bench), "--k", "2", "--out", str(tmp_path / "eval")]) == 0
-    (result,) = json.loads((tmp_path / "eval" / "report.json").read_text())["results"]
-    assert (result["num_responses"], result["failed_responses"], result["spec"]) == (6, 0, model)
-    pool = tmp_path / "pool.parquet"
-    assert run_cli(["filter", str(bench), "--student", model, "--k", "2", "--out", str(pool)]) == 0
-    report = json.loads((tmp_path / "pool.report.json").read_text())
-    assert (report["generated_rollouts"], report["failed_rollouts"]) == (6, 0)  # profiled through vLLM
-
-
-@pytest.fixture(scope="module")
+@pytest.fixture
 def qwen3_coder_server(smollm2_dir):
     with VLLMServer(ServerSettings(model=smollm2_dir, tool_call_parser="qwen3_coder")) as server:
         yield server
