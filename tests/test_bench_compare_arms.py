@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def write_arm(run: Path, arm: str, correct: dict[str, int], status: str = "done") -> None:
     folder = run / "arms" / arm
     folder.mkdir(parents=True)
-    average = sum(correct.values()) / (3 * len(correct))
+    average = sum(correct.values()) / (3 * len(correct)) if correct else 0.0
     record = {"status": status, "eval": {"samples": 3, "avg@3": average, "mean_tool_calls": 1.0}}
     record["scores"] = {"correct": correct}
     (folder / "seed-0.json").write_text(json.dumps(record))
