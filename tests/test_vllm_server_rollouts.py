@@ -67,6 +67,25 @@ def test_rollouts_go_through_trls_client_one_call_per_setting_each_row_cut_to_it
     assert results[0].prompt_tokens == len(expected_prompt["input_ids"])
 
 
+def test_agentdatas_client_sends_a_seeded_request_a_prompt_each_with_its_seed_and_budget(tokenizer):
+    """The CPU path (rl/vllm_completions.CompletionsClient): a GRPO group's members share a prompt, so one call with
+    one seed would give them one completion; each is sent alone with its own seed (a rerun samples them again),
+    and unseeded requests still go as one call."""
+    from agentdata.rl.vllm_completions import CompletionsClient
+
+    with VLLMServerStandIn(tokenizer, lambda prompt: "one two three four five six") as server:
+        engine = ServerVLLMEngine(CompletionsClient(server.base_url), tokenizer)
+        seeded = [ask("same", seed=seed, max_new_tokens=budget) for seed, budget in ((11, 3), (12, 5), (13, 40))]
+        unseeded = [ask("x"), ask("y")]
+        results = run(engine, lambda: asyncio.gather(*(engine.generate(r) for r in seeded + unseeded)))
+    with_seed = sorted(
+        (body["seed"], body["max_tokens"], len(body["prompt"])) for body in server.requests if "seed" in body
+    )
+    assert with_seed == [(11, 3, 1), (12, 5, 1), (13, 40, 1)]
+    assert [len(body["prompt"]) for body in server.requests if "seed" not in body] == [2]
+    assert [result.completion_tokens for result in results[:2]] == [3, 5] and results[2].finish_reason == "stop"
+
+
 def test_agent_rollouts_against_the_server_run_code_and_finish(tokenizer, client_factory):
     def respond(prompt):
         if "```output\n42" in prompt:

@@ -4,6 +4,11 @@ TRL's client refuses to be built unless vLLM imports in this process; where vLLM
 its own (engines/vllm_server.py) the rollout engine (`rl.vllm_server_policy.ServerVLLMEngine`) talks to the
 server through this one instead. It sends what TRL's sends (`prompt` as token-id lists, `return_token_ids`,
 the sampling fields) and returns the same `completion_ids`, prompt-major.
+
+`generate_seeded` sends each prompt as a request of its own with its own seed, all at once (vLLM batches them
+itself): one call of many prompts carries one seed, which would give the members of a GRPO group (one prompt) one
+completion, so TRL's client sends none and a rerun samples other rollouts. With a seed a prompt, the managed CPU
+server (float32: a row's logits do not depend on its batch-mates) samples the same rollouts again.
 """
 
 from __future__ import annotations
@@ -11,9 +16,13 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from agentdata.engines.base import DEFAULT_TOP_P, ROLLOUT_TEMPERATURE
+
+MAX_REQUESTS_IN_FLIGHT = 64  # seeded requests sent at once (each a blocking HTTP call on a thread)
 
 
 def post_json(url: str, body: dict, timeout: float = 600.0) -> Any:
@@ -67,4 +76,26 @@ class CompletionsClient:
         return {
             "prompt_ids": [choice.get("prompt_token_ids") for choice in choices[::n]],
             "completion_ids": [choice["token_ids"] for choice in choices],
+        }
+
+    def generate_seeded(
+        self,
+        prompts: Sequence[list[int]],
+        seeds: Sequence[int],
+        max_tokens: Sequence[int],
+        temperature: float = ROLLOUT_TEMPERATURE,
+        top_p: float = DEFAULT_TOP_P,
+        generation_kwargs: dict | None = None,
+    ) -> dict[str, list[list[int]]]:
+        """`generate` with a seed and a token budget for each prompt (see the module doc)."""
+
+        def one(prompt: list[int], seed: int, budget: int) -> dict[str, list[list[int]]]:
+            extra = {**(generation_kwargs or {}), "seed": seed}
+            return self.generate([prompt], 1, temperature, top_p, budget, None, extra)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(len(prompts), MAX_REQUESTS_IN_FLIGHT))) as pool:
+            outputs = list(pool.map(one, prompts, seeds, max_tokens))
+        return {
+            "prompt_ids": [output["prompt_ids"][0] for output in outputs],
+            "completion_ids": [output["completion_ids"][0] for output in outputs],
         }

@@ -11,8 +11,10 @@ for the colocated engine: the requests waiting at a moment become one HTTP call 
 setting (temperature, top_p, stop strings), generated to the largest budget among them; each
 row is then cut to its own budget (the same as generating it with that budget: sampling is
 left to right). Prompts are rendered with the trainer's tokenizer and sent as token ids, so the
-server adds nothing (no second BOS). Per-request seeds are not sent: one call shares one seed,
-and the members of a GRPO group (the same prompt) would all sample the same completion.
+server adds nothing (no second BOS). TRL's client sends no per-request seed: one call shares one
+seed, and the members of a GRPO group (the same prompt) would all sample the same completion.
+agentdata's own client (`rl.vllm_completions.CompletionsClient`, the CPU build's path) sends seeded
+requests one a prompt, each with its seed, so a seed reproduces the rollouts there.
 
 VLLMClient returns token ids only; the text is decoded here and the finish reason judged from
 it: a stop string in the text, or the end-of-sequence token, is a stop; reaching the budget is
@@ -81,7 +83,8 @@ class ServerVLLMEngine(BatchedEngine):
         return [results[index] for index in range(len(requests))]
 
     def _generate_group(self, requests: list[GenerationRequest]) -> list[Generation]:
-        """One `VLLMClient.generate` call for requests that share temperature, top_p and stop strings."""
+        """One `generate` call for requests that share temperature, top_p and stop strings (seeded requests one
+        a prompt, where the client can)."""
         first = requests[0]
         try:
             prompts = [
@@ -89,15 +92,26 @@ class ServerVLLMEngine(BatchedEngine):
                 for request in requests
             ]
             self.generate_calls += 1
-            output = self.client.generate(
-                prompts=prompts,
-                n=1,
-                temperature=first.temperature,
-                top_p=first.top_p,
-                max_tokens=max(request.max_new_tokens for request in requests),
-                logprobs=None,
-                generation_kwargs={"stop": list(first.stop)} if first.stop else None,
-            )
+            stop = {"stop": list(first.stop)} if first.stop else None
+            if hasattr(self.client, "generate_seeded") and first.seed is not None:  # a group is all seeded or none
+                output = self.client.generate_seeded(
+                    prompts,
+                    [request.seed for request in requests],
+                    [request.max_new_tokens for request in requests],
+                    temperature=first.temperature,
+                    top_p=first.top_p,
+                    generation_kwargs=stop,
+                )
+            else:
+                output = self.client.generate(
+                    prompts=prompts,
+                    n=1,
+                    temperature=first.temperature,
+                    top_p=first.top_p,
+                    max_tokens=max(request.max_new_tokens for request in requests),
+                    logprobs=None,
+                    generation_kwargs=stop,
+                )
             completions = output["completion_ids"]
             if len(completions) != len(requests):
                 raise RuntimeError(f"the server returned {len(completions)} completions for {len(requests)} prompts")
@@ -122,4 +136,5 @@ class ServerVLLMEngine(BatchedEngine):
 
 
 def _setting(request: GenerationRequest) -> tuple:
-    return (float(request.temperature), float(request.top_p), tuple(request.stop))
+    """What one call shares: the sampling fields, and whether its requests carry seeds (sent one a prompt)."""
+    return (float(request.temperature), float(request.top_p), tuple(request.stop), request.seed is None)
