@@ -185,7 +185,7 @@ def _work(job: ArmJob, messages: Any, parent: int) -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent decides
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stopped: unwind, closing sandboxes and engines
-    _stop_with(parent)
+    _stop_with(parent, messages)
     _limit_threads(job.threads)
     warnings.filters[:] = job.warning_filters
 
@@ -209,12 +209,20 @@ def _limit_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def _stop_with(parent: int) -> None:
-    """Stop this worker (SIGTERM to itself) once its parent is gone, e.g. killed with SIGKILL."""
+STOP_GRACE_S = 15.0  # after its parent is gone, how long a worker may take to unwind before it ends at once
+
+
+def _stop_with(parent: int, messages: Any) -> None:
+    """Stop this worker once its parent is gone, e.g. killed with SIGKILL: SIGTERM to itself, so its stages close
+    what they opened, then, still alive STOP_GRACE_S later (a long call in C, or the exit blocked flushing
+    `messages` into a pipe nobody reads), an immediate exit. Its own children are supervised (processes.py)."""
 
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(1.0)
+        messages.cancel_join_thread()  # nobody reads them now: exiting must not wait to flush them
         os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(STOP_GRACE_S)
+        os._exit(143)
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
