@@ -180,3 +180,19 @@ def tiny_model(out: Path, tokenizer=None) -> Path:
     LlamaForCausalLM(tiny_llama_config(tokenizer, tie_word_embeddings=True)).save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+def tiny_vllm_model(out: Path) -> Path:
+    """A random 2-layer Llama whose attention heads are 64 wide (vLLM's CPU attention takes 32 and up), with
+    SmolLM2's tokenizer, saved to `out`: the vLLM benches' and checks' smoke model."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    from tests.train_fixtures import smollm2_tokenizer
+
+    tokenizer = smollm2_tokenizer()
+    config = tiny_llama_config(tokenizer, hidden_size=128, intermediate_size=256, num_attention_heads=2)
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out

@@ -159,19 +159,9 @@ def arm(name: str, mode: str, staleness: int, args: argparse.Namespace, server_u
 
 def tiny_model() -> Path:
     """A random 2-layer Llama whose attention heads are 64 wide (vLLM's CPU attention takes 32 and up)."""
-    import torch
-    from arms import tiny_llama_config
-    from transformers import LlamaForCausalLM
+    from arms import tiny_vllm_model
 
-    from tests.train_fixtures import smollm2_tokenizer
-
-    out = Path(tempfile.mkdtemp(prefix="bench-async-tiny-"))
-    tokenizer = smollm2_tokenizer()
-    config = tiny_llama_config(tokenizer, hidden_size=128, intermediate_size=256, num_attention_heads=2)
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return tiny_vllm_model(Path(tempfile.mkdtemp(prefix="bench-async-tiny-")))
 
 
 def main() -> None:

@@ -255,19 +255,9 @@ def tiny_or_smollm2(args: argparse.Namespace) -> Path:
         from agentdata.engines import smollm2_model_dir
 
         return smollm2_model_dir()
-    import torch
-    from arms import tiny_llama_config
-    from transformers import LlamaForCausalLM
+    from arms import tiny_vllm_model
 
-    from tests.train_fixtures import smollm2_tokenizer
-
-    out = Path(tempfile.mkdtemp(prefix="bench-vllm-tiny-"))
-    tokenizer = smollm2_tokenizer()
-    config = tiny_llama_config(tokenizer, hidden_size=128, intermediate_size=256, num_attention_heads=2)
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return tiny_vllm_model(Path(tempfile.mkdtemp(prefix="bench-vllm-tiny-")))
 
 
 def main() -> None:

@@ -21,19 +21,9 @@ SETTINGS = (
 
 
 def tiny_model(folder: Path) -> Path:
-    import torch
-    from transformers import LlamaForCausalLM
+    from bench.arms import tiny_vllm_model
 
-    from bench.arms import tiny_llama_config
-    from tests.train_fixtures import smollm2_tokenizer
-
-    if not folder.exists():
-        tokenizer = smollm2_tokenizer()
-        config = tiny_llama_config(tokenizer, hidden_size=128, intermediate_size=256, num_attention_heads=2)
-        torch.manual_seed(0)
-        LlamaForCausalLM(config).save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-    return folder
+    return folder if folder.exists() else tiny_vllm_model(folder)
 
 
 def main() -> None:
