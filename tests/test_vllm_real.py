@@ -128,11 +128,12 @@ class TestHermesServer:
             "".join(json.dumps({"question": p.question, "answer": p.answer}) + "\n" for p in default_problems()[:3])
         )
         model = f"tir:openai:{hermes_server.base_url}/v1"
-        assert run_cli(["eval", model, str(bench), "--k", "2", "--out", str(tmp_path / "eval")]) == 0
+        budget = ["--max-new-tokens", "128"]  # the plumbing, not the answers: a short budget keeps it a minute less
+        assert run_cli(["eval", model, str(bench), "--k", "2", *budget, "--out", str(tmp_path / "eval")]) == 0
         (result,) = json.loads((tmp_path / "eval" / "report.json").read_text())["results"]
         assert (result["num_responses"], result["failed_responses"], result["spec"]) == (6, 0, model)
         pool = tmp_path / "pool.parquet"
-        assert run_cli(["filter", str(bench), "--student", model, "--k", "2", "--out", str(pool)]) == 0
+        assert run_cli(["filter", str(bench), "--student", model, "--k", "2", *budget, "--out", str(pool)]) == 0
         report = json.loads((tmp_path / "pool.report.json").read_text())
         assert (report["generated_rollouts"], report["failed_rollouts"]) == (6, 0)  # profiled through vLLM
 
@@ -208,7 +209,7 @@ def test_a_vllm_server_killed_mid_collect_fails_its_rows_and_the_rerun_retries_t
             killed.append(engine.server.process.pid)
             os.killpg(engine.server.process.pid, signal.SIGKILL)
 
-    config = build(CollectConfig, dict(model="vllm:smollm2", concurrency=2))
+    config = build(CollectConfig, dict(model="vllm:smollm2", concurrency=2, max_new_tokens=128))
     with listening(kill_after_first):
         collect(default_problems()[:4], out, config, engine=engine)
     asyncio.run(engine.aclose())
@@ -218,7 +219,8 @@ def test_a_vllm_server_killed_mid_collect_fails_its_rows_and_the_rerun_retries_t
     assert all(row.correct is not True for row in failed) and all(not row.final_answer for row in failed)
     # the command as a user types it: `vllm:smollm2` starts its own server, and stops it at the end
     servers_before = set(vllm_servers_of_this_process())  # the module's shared servers
-    assert run_cli(["collect", "--teacher", "vllm:smollm2", "--limit", "4", "--out", str(out)]) == 0
+    args = ["collect", "--teacher", "vllm:smollm2", "--limit", "4", "--max-new-tokens", "128", "--out", str(out)]
+    assert run_cli(args) == 0
     again = trajectories(out)
     assert len(again) == 4 and not [row for row in again if row.finish_reason == "error"]
     assert {row.teacher for row in again} == {"vllm:smollm2"}
