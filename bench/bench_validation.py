@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def agentdata(*args: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    # transformers rollouts: the tiny model's 16-wide heads are narrower than vLLM's CPU attention takes (32)
+    env["AGENTDATA_VLLM"] = "off"
     subprocess.run([sys.executable, "-m", "agentdata.cli.app", *args], check=True, env=env)
 
 
