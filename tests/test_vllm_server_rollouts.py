@@ -4,6 +4,7 @@ and the settings that select it."""
 from __future__ import annotations
 
 import asyncio
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -200,3 +201,21 @@ def test_the_engine_follows_the_trainers_vllm_mode(tokenizer, client_factory, mo
         engine = rollout_engines.attach_rollout_engine(served, rollout, tokenizer)
         assert isinstance(engine, ServerVLLMEngine) and engine.client.base_url == server.base_url
         assert isinstance(served.rollout_func, rollout_engines.AfterWeightSync)  # others wait for the weight push
+
+
+def test_grpo_on_a_named_server_pushes_the_policy_before_its_first_rollout(tmp_path, tiny_model_dir, tokenizer):
+    """`vllm_server: URL` is a server with weights of its own (it may hold the base model while GRPO starts from
+    the SFT output): the policy's go to it before the first rollout, not only after the first step."""
+    from agentdata.rl.config import GRPOStageConfig
+    from agentdata.rl.run import run_grpo
+    from agentdata.settings import build
+
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text(json.dumps({"question": "What is 2 + 3?", "answer": "5"}) + "\n")
+    with VLLMServerStandIn(tokenizer, lambda prompt: "The answer is \\boxed{5}.") as server:
+        settings = dict(model=f"hf:{tiny_model_dir}", rl_pool=str(problems), out=str(tmp_path / "rl"))
+        settings |= dict(vllm_server=server.base_url, use_vllm="yes", max_steps=1, prompts_per_step=1)
+        settings |= dict(num_generations=2, max_new_tokens=16, overlong_buffer=0, plots=False)
+        result = run_grpo(build(GRPOStageConfig, settings))
+    assert (result.rollouts, result.weight_pushes) == ("file-push", 2)  # at the start and after the step
+    assert server.calls.index("/collective_rpc") < server.calls.index("/v1/completions")

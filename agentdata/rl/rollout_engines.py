@@ -29,6 +29,9 @@ from agentdata.errors import UserError
 class RolloutPlan:
     kind: str  # "policy" | "trl" | "file-push"
     server_url: str = ""  # file-push to this server; empty: agentdata starts one
+    # file-push: the server was started on the policy's starting checkpoint (by run_grpo or the closed loop); a
+    # server the user named (`vllm_server`) holds weights of its own, so the policy's go to it before any rollout
+    server_has_start_weights: bool = False
 
     @property
     def trl_vllm(self) -> bool:
@@ -71,7 +74,7 @@ def attach_rollout_engine(trainer: Any, rollout: Any, tokenizer: Any, plan: Roll
     """Give `rollout` (an AgentRollout) the engine `plan` asks for; returns it. Without a plan the TRL
     config decides (policy, or TRL's vLLM mode)."""
     if plan is not None and plan.kind == "file-push":
-        return _attach_file_push(trainer, rollout, tokenizer, plan.server_url)
+        return _attach_file_push(trainer, rollout, tokenizer, plan)
     args = trainer.args
     if not args.use_vllm:
         from agentdata.rl.policy import PolicyEngine
@@ -96,19 +99,19 @@ def attach_rollout_engine(trainer: Any, rollout: Any, tokenizer: Any, plan: Roll
     return rollout.engine
 
 
-def _attach_file_push(trainer: Any, rollout: Any, tokenizer: Any, server_url: str) -> Any:
+def _attach_file_push(trainer: Any, rollout: Any, tokenizer: Any, plan: RolloutPlan) -> Any:
     """Rollouts from the server through `/v1/completions` with token ids; the weights pushed as files after every
-    step."""
+    step, and before the first rollouts where the server was not started on the policy's checkpoint."""
     from agentdata.rl.vllm_completions import CompletionsClient
     from agentdata.rl.vllm_push import FileWeightPush, PushWeightsCallback, check_file_push_server
     from agentdata.rl.vllm_server_policy import ServerVLLMEngine
 
     if trainer.accelerator.num_processes > 1:
         raise UserError("vLLM rollouts fed by files run in one training process; on several GPUs TRL uses NCCL")
-    check_file_push_server(server_url)
-    pusher = FileWeightPush(server_url)
-    trainer.add_callback(PushWeightsCallback(pusher))
+    check_file_push_server(plan.server_url)
+    pusher = FileWeightPush(plan.server_url)
+    trainer.add_callback(PushWeightsCallback(pusher, push_at_start=not plan.server_has_start_weights))
     trainer.weight_push = pusher  # run_grpo reports its count and time, and removes its staging folder
-    client = CompletionsClient(server_url)
+    client = CompletionsClient(plan.server_url)
     rollout.engine = ServerVLLMEngine(client, tokenizer, spec="policy-vllm-file-push")
     return rollout.engine

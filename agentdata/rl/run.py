@@ -120,7 +120,7 @@ def run_grpo(config: GRPOStageConfig, rollout_server: Any = None) -> GRPOResult:
         if plan.kind == "file-push" and not plan.server_url:
             if rollout_server is None:
                 rollout_server = server = start_rollout_server(config)
-            plan = RolloutPlan("file-push", rollout_server.base_url)
+            plan = RolloutPlan("file-push", rollout_server.base_url, server_has_start_weights=True)
         trainer, _, step_times = build_grpo_trainer(config, sandbox, plan)
         write_trl_settings(trainer.args, out_dir)  # what TRL actually ran with, after its own defaults
         trainer.train(resume_from_checkpoint=resume_path(config.resume_from_checkpoint, out_dir / "checkpoints"))

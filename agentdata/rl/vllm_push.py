@@ -103,13 +103,14 @@ class FileWeightPush:
 class PushWeightsCallback(TrainerCallback):
     """Pushes the policy's weights after every optimiser step, before the next rollouts and before a
     validation that follows the step (add it ahead of the validation callback), and at the start of a
-    resumed run. A failed push stops training: rollouts from stale weights would be silently off-policy."""
+    resumed run, or of any run with `push_at_start` (a server that was not started on the policy's checkpoint).
+    A failed push stops training: rollouts from stale weights would be silently off-policy."""
 
-    def __init__(self, pusher: FileWeightPush):
-        self.pusher = pusher
+    def __init__(self, pusher: FileWeightPush, push_at_start: bool = False):
+        self.pusher, self.push_at_start = pusher, push_at_start
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        if state.global_step:  # resumed: the server started from the base checkpoint
+        if state.global_step or self.push_at_start:  # resumed: the server started from the base checkpoint
             self.pusher.push(model)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
