@@ -185,6 +185,7 @@ def test_smollm2_tir_shows_a_harness_tool_as_its_worked_examples_show_code_and_a
         text("\nThe answer is \\boxed{1024}."),
         text("plain"),
         text("plain"),
+        text("The answer is 1024."),
     )
     inner.spec = "smollm2"
     engine = DemonstratedEngine(inner, spec="smollm2-tir")
@@ -217,3 +218,7 @@ def test_smollm2_tir_shows_a_harness_tool_as_its_worked_examples_show_code_and_a
     plain = asyncio.run(engine.generate(GenerationRequest(messages=question)))  # no code tool: nothing to show
     assert inner.requests[3].messages == question and plain.answered_by == "smollm2"
     assert code_tool([FINAL_ANSWER]) is None and code_tool(TOOLS) == "code_interpreter"
+    # an answer with nothing boxed (smolagents shows the result in its own words, not the examples'): the harness
+    # still gets its final_answer call, the text whole, rather than a parse error it would retry until its last step
+    (unboxed,) = asyncio.run(engine.generate(GenerationRequest(messages=ran, tools=tools))).tool_calls
+    assert json.loads(unboxed["function"]["arguments"]) == {"answer": "The answer is 1024."}

@@ -127,8 +127,9 @@ def _arguments(call: dict) -> dict:
 
 def tool_answer(generation: Generation, tools: list[dict]) -> Generation:
     """A generation for a codeblock request made of a tool request, answered in the request's tools: its
-    ```python block as a call of the code tool; else, where the request has a `final_answer` tool, its
-    \\boxed{} answer as a call of that (the way such a harness ends its run)."""
+    ```python block as a call of the code tool; else, where the request has a `final_answer` tool, its answer
+    as a call of that (the way such a harness ends its run): the \\boxed{} part, or the whole text where nothing
+    is boxed (a model that read its result in a harness's own words may answer without the box)."""
     from agentdata.formats.codeblock import CodeblockProtocol
     from agentdata.verify.extract import last_boxed
 
@@ -138,8 +139,8 @@ def tool_answer(generation: Generation, tools: list[dict]) -> Generation:
         generation.text = parsed.content
         generation.tool_calls = [_call(code_tool(tools), {"code": call.code}) for call in parsed.tool_calls[:1]]
         return generation
-    argument, answer = _answer_argument(tools), last_boxed(generation.text)
-    if argument is not None and answer is not None:
+    argument, answer = _answer_argument(tools), last_boxed(generation.text) or generation.text.strip()
+    if argument is not None and answer:
         generation.tool_calls = [_call(ANSWER_TOOL, {argument: answer})]
     return generation
 
