@@ -21,8 +21,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import polars as pl
-
 ROOT = Path(__file__).resolve().parents[1]
 HARNESSES = {  # name: (the --harness command, extra environment)
     "qwen": (".peers/qwenagent/bin/python examples/harnesses/qwen_agent_sandboxfusion.py", {}),
@@ -71,22 +69,30 @@ def run(harness: str, engine: str, problems: Path, out: Path, sandbox_url: str, 
         "harness": harness,
         "engine": engine,
         "exit": done.returncode,
-        "recorded": rows.height,
-        "ran_code": rows.filter(pl.col("num_tool_calls") > 0).height if rows.height else 0,
-        "correct": rows["correct"].sum() if rows.height else 0,
+        "recorded": len(rows),
+        "ran_code": sum(ran_code(row) for row in rows),
+        "correct": sum(bool(row.correct) for row in rows),
         "wall_s": round(wall),
         "load": f"{before:.1f} → {after:.1f}",
         "stderr_tail": done.stderr[-300:] if done.returncode else "",
     }
 
 
-def _trajectories(out: Path) -> pl.DataFrame:
-    from agentdata.agent.rundir import trajectory_files
+def _trajectories(out: Path) -> list:
+    from agentdata.agent.inspection import read_trajectories
 
-    files = trajectory_files(out) if out.exists() else []
-    if not files:
-        return pl.DataFrame()
-    return pl.concat([pl.read_parquet(path, columns=["num_tool_calls", "correct"]) for path in files])
+    return read_trajectories(out) if out.exists() else []
+
+
+def ran_code(row) -> bool:
+    """Whether the model called a tool other than `final_answer`, as the gateway recorded its answers: smolagents'
+    ToolCallingAgent keeps its calls as text in its history, so the row's own messages hold none."""
+    for entry in row.metadata.get("gateway") or []:
+        for choice in (entry.get("exchange", {}).get("response") or {}).get("choices") or []:
+            calls = (choice.get("message") or {}).get("tool_calls") or []
+            if any(call["function"]["name"] != "final_answer" for call in calls):
+                return True
+    return False
 
 
 def main() -> None:
