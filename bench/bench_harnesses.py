@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from agentdata import processes
+
 ROOT = Path(__file__).resolve().parents[1]
 HARNESSES = {  # name: (the --harness command, extra environment)
     "qwen": (".peers/qwenagent/bin/python examples/harnesses/qwen_agent_sandboxfusion.py", {}),
@@ -46,14 +48,14 @@ def load() -> float:
 @contextlib.contextmanager
 def sandbox_service(port: int):
     """qwen-agent's code interpreter: agentdata's SandboxFusion-compatible service on loopback."""
-    service = subprocess.Popen(
+    # supervised (agentdata.processes): gone with this script, however it ends (killed with -9 too)
+    service = processes.popen(
         [sys.executable, "-m", "agentdata.cli.app", "sandbox", "serve", "--port", str(port)], cwd=ROOT
     )
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
-        service.terminate()
-        service.wait(30)
+        processes.stop(service.pid)
 
 
 def run(harness: str, engine: str, problems: Path, out: Path, sandbox_url: str, timeout: int) -> dict:
@@ -62,19 +64,20 @@ def run(harness: str, engine: str, problems: Path, out: Path, sandbox_url: str, 
     args = [sys.executable, "-m", "agentdata.cli.app", "collect", str(problems), "--out", str(out), "--harness"]
     args += [command, "--sandbox", sandbox_url, "--json", f"harness_timeout={timeout}"]
     before, started = load(), time.monotonic()
-    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True)
+    collect = processes.popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, stderr = collect.communicate()
     wall, after = time.monotonic() - started, load()
     rows = _trajectories(out)
     return {
         "harness": harness,
         "engine": engine,
-        "exit": done.returncode,
+        "exit": collect.returncode,
         "recorded": len(rows),
         "ran_code": sum(ran_code(row) for row in rows),
         "correct": sum(bool(row.correct) for row in rows),
         "wall_s": round(wall),
         "load": f"{before:.1f} → {after:.1f}",
-        "stderr_tail": done.stderr[-300:] if done.returncode else "",
+        "stderr_tail": stderr[-300:] if collect.returncode else "",
     }
 
 
