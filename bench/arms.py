@@ -182,15 +182,15 @@ def tiny_model(out: Path, tokenizer=None) -> Path:
     return out
 
 
-def tiny_vllm_model(out: Path) -> Path:
+def tiny_vllm_model(out: Path, tokenizer=None) -> Path:
     """A random 2-layer Llama whose attention heads are 64 wide (vLLM's CPU attention takes 32 and up), with
-    SmolLM2's tokenizer, saved to `out`: the vLLM benches' and checks' smoke model."""
+    SmolLM2's tokenizer, saved to `out`: the vLLM benches', checks' and tests' smoke model."""
     import torch
     from transformers import LlamaForCausalLM
 
     from tests.train_fixtures import smollm2_tokenizer
 
-    tokenizer = smollm2_tokenizer()
+    tokenizer = tokenizer or smollm2_tokenizer()
     config = tiny_llama_config(tokenizer, hidden_size=128, intermediate_size=256, num_attention_heads=2)
     torch.manual_seed(0)
     LlamaForCausalLM(config).save_pretrained(out)

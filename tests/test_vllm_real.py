@@ -237,17 +237,9 @@ def vllm_servers_of_this_process() -> list:
 @pytest.fixture(scope="module")
 def tiny_vllm_dir(tmp_path_factory, tokenizer) -> Path:
     """A random 2-layer Llama whose attention heads are 64 wide (vLLM's CPU attention takes 32 and up)."""
-    import torch
-    from transformers import LlamaForCausalLM
+    from bench.arms import tiny_vllm_model
 
-    from bench.arms import tiny_llama_config
-
-    out = tmp_path_factory.mktemp("tiny-vllm")
-    config = tiny_llama_config(tokenizer, hidden_size=128, intermediate_size=256, num_attention_heads=2)
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return tiny_vllm_model(tmp_path_factory.mktemp("tiny-vllm"), tokenizer)
 
 
 def greedy_ids(model, prompt: list[int], tokens: int) -> list[int]:
