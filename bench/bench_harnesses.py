@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from agentdata import processes
+from agentdata.engines.demonstrated import ANSWER_TOOL
 
 ROOT = Path(__file__).resolve().parents[1]
 HARNESSES = {  # name: (the --harness command, extra environment)
@@ -93,7 +94,7 @@ def ran_code(row) -> bool:
     for entry in row.metadata.get("gateway") or []:
         for choice in (entry.get("exchange", {}).get("response") or {}).get("choices") or []:
             calls = (choice.get("message") or {}).get("tool_calls") or []
-            if any(call["function"]["name"] != "final_answer" for call in calls):
+            if any(call["function"]["name"] != ANSWER_TOOL for call in calls):
                 return True
     return False
 

@@ -110,7 +110,8 @@ class PushWeightsCallback(TrainerCallback):
         self.pusher, self.push_at_start = pusher, push_at_start
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        if state.global_step or self.push_at_start:  # resumed: the server started from the base checkpoint
+        # resumed (the server holds the starting checkpoint, not the resumed one), or a server of other weights
+        if state.global_step or self.push_at_start:
             self.pusher.push(model)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
